@@ -1,0 +1,198 @@
+"""The one place chat models are made: OpenAI-compatible servers, or the offline model.
+
+``CHATBOT_MODEL=offline`` (or no API key and no base URL) gives :class:`OfflineChatModel`, a
+deterministic stand-in that needs no network and says plainly that it is not an LLM.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+from chatbot.settings import OFFLINE_MODEL, Settings
+
+SUMMARY_TAG = "chatbot:summary"
+"""Tag on every summary call, next to LangGraph's ``nostream``, so streams can tell it apart."""
+
+OFFLINE_MAX_INPUT_TOKENS = 32_000
+OFFLINE_SUMMARY_HEADER = "Offline extractive summary (no LLM was asked) - what the user said:"
+_MAX_BULLET_CHARS = 300
+_MAX_BULLETS = 60
+_USER_MESSAGE = re.compile(r'<message type="user">(.*?)</message>', re.DOTALL)
+_CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
+
+
+class OfflineChatModel(BaseChatModel):
+    """A deterministic chat model for offline use and demos; it is not a language model.
+
+    As a chat model it acknowledges and quotes the user's last message. As a summary model
+    (``role="summary"``) it keeps the earlier summary's points and adds one bullet per user
+    message being folded in: an extractive summary, no invention.
+    """
+
+    role: Literal["chat", "summary"] = "chat"
+
+    @property
+    def _llm_type(self) -> str:
+        return "chatbot-offline"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": OFFLINE_MODEL, "role": self.role}
+
+    def _reply(self, messages: list[BaseMessage]) -> str:
+        if self.role == "summary":
+            return extractive_summary(messages[-1].text if messages else "")
+        last_user = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        quoted = " ".join(last_user.split())
+        if len(quoted) > 200:
+            quoted = quoted[:199] + "…"
+        return (
+            f'You said: "{quoted}". (This is chatbot\'s offline model: no LLM is configured, '
+            "so it only echoes. Set OPENAI_API_KEY or OPENAI_BASE_URL for real answers.)"
+        )
+
+    def _usage(self, messages: list[BaseMessage], text: str) -> dict[str, int]:
+        input_tokens = count_tokens_approximately(messages)
+        output_tokens = max(1, len(text) // 4)
+        return {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text = self._reply(messages)
+        message = AIMessage(
+            content=text,
+            usage_metadata=self._usage(messages, text),  # type: ignore[arg-type]
+            response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        text = self._reply(messages)
+        for piece in re.findall(r"\S+\s*|\s+", text):
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
+            if run_manager:
+                run_manager.on_llm_new_token(piece, chunk=chunk)
+            yield chunk
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                usage_metadata=self._usage(messages, text),  # type: ignore[arg-type]
+                response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
+                chunk_position="last",
+            )
+        )
+
+
+def extractive_summary(request: str) -> str:
+    """The offline summary: earlier bullet points, then one bullet per user message folded in."""
+    outside = _CONVERSATION.sub("", request)
+    previous = [line.strip() for line in outside.splitlines() if line.strip().startswith("- ")]
+    conversation = _CONVERSATION.search(request)
+    folded = _USER_MESSAGE.findall(conversation.group(0)) if conversation else []
+    bullets = list(previous)
+    for raw in folded:
+        text = " ".join(html.unescape(raw).split())
+        if len(text) > _MAX_BULLET_CHARS:
+            text = text[: _MAX_BULLET_CHARS - 1] + "…"
+        if text:
+            bullets.append(f"- {text}")
+    bullets = bullets[-_MAX_BULLETS:]
+    return "\n".join([OFFLINE_SUMMARY_HEADER, *bullets]) if bullets else ""
+
+
+# --- the factory ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Models:
+    """The chat and summary models the app runs with, and why."""
+
+    chat: BaseChatModel
+    summary: BaseChatModel
+    chat_name: str
+    summary_name: str
+    notice: str = ""
+    """Non-empty when the offline model stands in because nothing real is configured."""
+
+
+def is_offline(name: str) -> bool:
+    """True for the built-in offline model's name."""
+    return name.strip().lower() == OFFLINE_MODEL
+
+
+def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"]) -> BaseChatModel:
+    """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server.
+
+    Summary models run at temperature 0. The API key is passed as a secret, never logged.
+    """
+    if is_offline(name):
+        return OfflineChatModel(role=role, profile={"max_input_tokens": OFFLINE_MAX_INPUT_TOKENS})
+    from langchain_openai import ChatOpenAI  # imported on demand: it is slow to import
+
+    key = settings.openai_api_key
+    if key is None or not key.get_secret_value().strip():
+        # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key.
+        from pydantic import SecretStr
+
+        key = SecretStr("not-needed")
+    return ChatOpenAI(
+        model=name,
+        api_key=key,
+        base_url=settings.openai_base_url,
+        temperature=0 if role == "summary" else settings.temperature,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        stream_usage=True,
+    )
+
+
+def resolve_models(settings: Settings, chat_name: str | None = None) -> Models:
+    """The models for these settings, falling back to offline when nothing real is configured."""
+    chat = chat_name or settings.model
+    summary = settings.summary_model_name if chat_name is None else (settings.summary_model or chat)
+    notice = ""
+    if not settings.has_credentials and not (is_offline(chat) and is_offline(summary)):
+        notice = (
+            "No OPENAI_API_KEY or OPENAI_BASE_URL is set, so chatbot uses its offline model, "
+            "which only echoes. Set one in .env to talk to a real model."
+        )
+        chat = summary = OFFLINE_MODEL
+    return Models(
+        chat=make_model(chat, settings, role="chat"),
+        summary=make_model(summary, settings, role="summary"),
+        chat_name=chat,
+        summary_name=summary,
+        notice=notice,
+    )
+
+
+def max_input_tokens(model: BaseChatModel) -> int | None:
+    """The model's context size from its profile, if it publishes one."""
+    profile = getattr(model, "profile", None) or {}
+    value = profile.get("max_input_tokens")
+    return int(value) if isinstance(value, int | float) and value > 0 else None

@@ -1,0 +1,145 @@
+"""Every setting, typed and validated in one place, read from the environment and ``.env``.
+
+``Settings`` is the only object that knows about environment variables; everything else takes
+values from it. Problems surface as :class:`SettingsError` with one line naming the variable,
+what is wrong and the valid forms.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from platformdirs import user_data_path
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
+
+OFFLINE_MODEL = "offline"
+
+
+def default_db_path() -> Path:
+    """``chatbot.sqlite`` in the user's data directory (e.g. ``~/.local/share/chatbot``)."""
+    return user_data_path("chatbot", appauthor=False) / "chatbot.sqlite"
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message is one line meant for the user."""
+
+
+class Settings(BaseSettings):
+    """The application's configuration. See ``.env.example`` for every variable."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CHATBOT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    model: str = Field("gpt-4o-mini", description="Chat model name, or 'offline'.")
+    summary_model: str | None = Field(
+        None, description="Summary model; defaults to the chat model."
+    )
+    temperature: float | None = Field(0.7, ge=0, le=2, description="Chat model temperature.")
+    timeout: float = Field(60.0, gt=0, description="Seconds before a model call gives up.")
+    max_retries: int = Field(2, ge=0, description="Retries on rate limits and transient errors.")
+    system_prompt: str = Field("", description="System prompt sent before every conversation.")
+
+    summary_trigger: str = Field("tokens:12000", description="When to summarize.")
+    summary_keep: str = Field("tokens:3000", description="What stays verbatim after a summary.")
+    keep_first_message: bool = Field(False, description="Never fold the first user message.")
+    max_input_tokens: int | None = Field(None, gt=0, description="Chat model's context size.")
+    summary_input_tokens: int | None = Field(
+        None, gt=0, description="Input budget of one summary call; bigger inputs are chunked."
+    )
+    max_summary_tokens: int = Field(1000, gt=0, description="Above this the summary is condensed.")
+    language: Literal["en", "zh"] = Field("en", description="Language of the built-in prompts.")
+    summary_create_prompt: str | None = Field(None, description="Replaces the create prompt.")
+    summary_extend_prompt: str | None = Field(None, description="Replaces the extend prompt.")
+
+    db: str = Field(default_factory=lambda: str(default_db_path()), description="SQLite file.")
+
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
+    )
+
+    @field_validator("summary_model", "openai_base_url", "max_input_tokens", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("summary_create_prompt", "summary_extend_prompt", mode="before")
+    @classmethod
+    def _blank_prompt_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("summary_trigger")
+    @classmethod
+    def _valid_trigger(cls, value: str) -> str:
+        parse_trigger(value)
+        return value
+
+    @field_validator("summary_keep")
+    @classmethod
+    def _valid_keep(cls, value: str) -> str:
+        parse_keep(value)
+        return value
+
+    @field_validator("summary_extend_prompt")
+    @classmethod
+    def _extend_has_placeholder(cls, value: str | None) -> str | None:
+        if value is not None and "{summary}" not in value:
+            raise ValueError("it must contain {summary}, where the summary so far goes")
+        return value
+
+    @property
+    def summary_model_name(self) -> str:
+        """The summary model's name (the chat model unless set)."""
+        return self.summary_model or self.model
+
+    @property
+    def has_credentials(self) -> bool:
+        """True when a real model can be reached: an API key or an OpenAI-compatible URL."""
+        key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
+        return bool(key.strip() or self.openai_base_url)
+
+    def policy(self, max_input_tokens: int | None) -> SummaryPolicy:
+        """The validated summarization policy; ``max_input_tokens`` from the model profile."""
+        try:
+            return SummaryPolicy.from_strings(
+                self.summary_trigger,
+                self.summary_keep,
+                keep_first_message=self.keep_first_message,
+                max_input_tokens=self.max_input_tokens or max_input_tokens,
+            )
+        except PolicyError as error:
+            raise SettingsError(str(error)) from None
+
+
+def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
+    """Read the settings; raise :class:`SettingsError` with one line on the first problem."""
+    if env_file is not None and env_file != ".env" and not Path(env_file).is_file():
+        raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
+    try:
+        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
+    except ValidationError as error:
+        raise SettingsError(describe_validation_error(error)) from None
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line for the first problem: the variable, the offending value, what is expected."""
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "setting"
+    name = field.upper() if field.upper().startswith("OPENAI_") else f"CHATBOT_{field.upper()}"
+    message = first["msg"].removeprefix("Value error, ")
+    if isinstance(first.get("ctx", {}).get("error"), PolicyError):
+        return str(first["ctx"]["error"])
+    value = first.get("input")
+    shown = "" if name.startswith("OPENAI_") or isinstance(value, dict) else f"={value!r}"
+    return f"{name}{shown} is not valid: {message}"

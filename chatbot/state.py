@@ -1,0 +1,59 @@
+"""The graph's state and its per-run context (the settings Studio shows as a form)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from langgraph.graph import MessagesState
+
+
+class State(MessagesState):
+    """The conversation: the kept messages, and the running summary of everything folded.
+
+    ``messages`` holds the latest messages verbatim (LangGraph's ``add_messages`` reducer, so
+    ``RemoveMessage`` deletes by id). ``summary`` is empty until the first summary; it is never
+    stored as a message, the conversation node adds it as a SystemMessage when calling the model.
+    """
+
+    summary: str
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Per-run overrides of the ``.env`` defaults; an empty field keeps the default.
+
+    LangGraph Studio shows these as a form, and an assistant or a single run can set them.
+    """
+
+    chat_model: str = field(
+        default="",
+        metadata={"description": "Chat model name, or 'offline'. Empty: CHATBOT_MODEL."},
+    )
+    summary_model: str = field(
+        default="",
+        metadata={"description": "Model that writes the summary. Empty: CHATBOT_SUMMARY_MODEL."},
+    )
+    summary_trigger: str = field(
+        default="",
+        metadata={
+            "description": "When to summarize: messages:N, tokens:N or fraction:F, several "
+            "joined by commas (any fires). Empty: CHATBOT_SUMMARY_TRIGGER."
+        },
+    )
+    summary_keep: str = field(
+        default="",
+        metadata={
+            "description": "What stays verbatim after a summary: messages:N, tokens:N or "
+            "fraction:F. Empty: CHATBOT_SUMMARY_KEEP."
+        },
+    )
+    system_prompt: str = field(
+        default="",
+        metadata={"description": "System prompt for the chat model. Empty: CHATBOT_SYSTEM_PROMPT."},
+    )
+    language: str = field(
+        default="",
+        metadata={
+            "description": "Language of the summary prompts: en or zh. Empty: CHATBOT_LANGUAGE."
+        },
+    )

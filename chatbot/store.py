@@ -1,0 +1,242 @@
+"""Persistence in one place: the SQLite checkpointer, thread listing and history helpers.
+
+The checkpoints are LangGraph's (``SqliteSaver``); next to them one small table,
+``chatbot_threads``, remembers what a listing needs (title, counts, origin) so that listing
+threads is plain SQL and never deserialises checkpoints.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base.id import UUID as CheckpointUUID
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+BUSY_TIMEOUT_SECONDS = 30.0
+_UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chatbot_threads (
+    thread_id TEXT PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    message_count INTEGER NOT NULL DEFAULT 0,
+    has_summary INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    origin_thread TEXT,
+    origin_checkpoint TEXT
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The database cannot be opened or used; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One row of a thread listing."""
+
+    thread_id: str
+    checkpoints: int
+    last_active: datetime | None
+    title: str = ""
+    message_count: int | None = None
+    has_summary: bool | None = None
+    origin_thread: str | None = None
+    origin_checkpoint: str | None = None
+
+
+def checkpoint_time(checkpoint_id: str) -> datetime | None:
+    """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising."""
+    try:
+        parsed = CheckpointUUID(checkpoint_id)
+    except ValueError:
+        return None
+    if parsed.version != 6:
+        return None
+    seconds = (parsed.time - _UUID_EPOCH_OFFSET) / 10_000_000
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _now() -> str:
+    return datetime.now(tz=UTC).isoformat(timespec="seconds")
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the database file 0600 (and its folder 0700) before SQLite opens it."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def _retry_locked(action: Any, attempts: int = 20) -> Any:
+    """Run a schema statement, waiting out another process that holds the write lock."""
+    for attempt in range(attempts):
+        try:
+            return action()
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    return None
+
+
+class Store:
+    """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus thread rows.
+
+    One connection, shared with the ``SqliteSaver`` (which guards it with a lock), in WAL mode
+    with a busy timeout so that several processes can use the same file.
+    """
+
+    def __init__(self, db: str | os.PathLike[str]) -> None:
+        self.path = str(db)
+        try:
+            if self.path != ":memory:":
+                _create_private_file(Path(self.path).expanduser())
+                self.path = str(Path(self.path).expanduser())
+            self.conn = sqlite3.connect(
+                self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
+            )
+            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            if self.path != ":memory:":
+                _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
+            self.saver = SqliteSaver(self.conn)
+            _retry_locked(self.saver.setup)
+            _retry_locked(lambda: self.conn.executescript(_SCHEMA))
+        except (sqlite3.Error, OSError) as error:
+            raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- listing, plain SQL ------------------------------------------------------------
+
+    def list_threads(self) -> list[ThreadInfo]:
+        """Every thread with checkpoints, newest activity first, without deserialising any."""
+        rows = self.conn.execute(
+            """
+            SELECT c.thread_id, COUNT(*), MAX(c.checkpoint_id),
+                   t.title, t.message_count, t.has_summary, t.origin_thread, t.origin_checkpoint
+            FROM checkpoints AS c
+            LEFT JOIN chatbot_threads AS t ON t.thread_id = c.thread_id
+            WHERE c.checkpoint_ns = ''
+            GROUP BY c.thread_id
+            ORDER BY MAX(c.checkpoint_id) DESC
+            """
+        ).fetchall()
+        return [
+            ThreadInfo(
+                thread_id=row[0],
+                checkpoints=row[1],
+                last_active=checkpoint_time(row[2]),
+                title=row[3] or "",
+                message_count=row[4],
+                has_summary=None if row[5] is None else bool(row[5]),
+                origin_thread=row[6],
+                origin_checkpoint=row[7],
+            )
+            for row in rows
+        ]
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the thread has at least one checkpoint."""
+        row = self.conn.execute(
+            "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
+        ).fetchone()
+        return row is not None
+
+    def thread_info(self, thread_id: str) -> ThreadInfo | None:
+        """The listing row of one thread, or ``None`` if it has no checkpoints."""
+        return next((t for t in self.list_threads() if t.thread_id == thread_id), None)
+
+    def record_turn(
+        self,
+        thread_id: str,
+        *,
+        title: str,
+        message_count: int,
+        has_summary: bool,
+        origin: tuple[str, str | None] | None = None,
+    ) -> None:
+        """Remember what a listing shows about a thread after a turn (the title only once)."""
+        now = _now()
+        with self.saver.lock, self.conn:
+            self.conn.execute(
+                """
+                INSERT INTO chatbot_threads (thread_id, title, message_count, has_summary,
+                    created_at, updated_at, origin_thread, origin_checkpoint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(thread_id) DO UPDATE SET
+                    title = CASE WHEN chatbot_threads.title = '' THEN excluded.title
+                                 ELSE chatbot_threads.title END,
+                    message_count = excluded.message_count,
+                    has_summary = excluded.has_summary,
+                    updated_at = excluded.updated_at,
+                    origin_thread = COALESCE(chatbot_threads.origin_thread, excluded.origin_thread),
+                    origin_checkpoint = COALESCE(chatbot_threads.origin_checkpoint,
+                                                 excluded.origin_checkpoint)
+                """,
+                (
+                    thread_id,
+                    title,
+                    message_count,
+                    int(has_summary),
+                    now,
+                    now,
+                    origin[0] if origin else None,
+                    origin[1] if origin else None,
+                ),
+            )
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread's checkpoints and row; False if there was no such thread."""
+        existed = self.thread_exists(thread_id)
+        self.saver.delete_thread(thread_id)
+        with self.saver.lock, self.conn:
+            self.conn.execute("DELETE FROM chatbot_threads WHERE thread_id = ?", (thread_id,))
+        return existed
+
+
+# --- state through the graph ---------------------------------------------------------------
+
+
+def thread_config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """The ``RunnableConfig`` addressing a thread (and optionally one of its checkpoints)."""
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def read_state(
+    graph: CompiledStateGraph, thread_id: str, checkpoint_id: str | None = None
+) -> StateSnapshot:
+    """A thread's current state, or its state at one past checkpoint."""
+    return graph.get_state(thread_config(thread_id, checkpoint_id))
+
+
+def state_history(
+    graph: CompiledStateGraph, thread_id: str, limit: int | None = None
+) -> Iterator[StateSnapshot]:
+    """A thread's checkpoints, newest first; older ones still hold messages later folded."""
+    return graph.get_state_history(thread_config(thread_id), limit=limit)
