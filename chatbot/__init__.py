@@ -1,1 +1,45 @@
+"""chatbot: a stateful terminal chatbot on LangGraph whose memory never overflows.
+
+``chatbot.build_graph(chat_model, summary_model, settings, checkpointer)`` builds the graph for
+embedding in other programs; ``chatbot.Settings`` and ``chatbot.load_settings`` configure it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+__all__ = ["Settings", "Store", "__version__", "build_graph", "load_settings", "resolve_models"]
+
+if TYPE_CHECKING:
+    from chatbot.graph import build_graph
+    from chatbot.models import resolve_models
+    from chatbot.settings import Settings, load_settings
+    from chatbot.store import Store
+
+_LAZY = {
+    "build_graph": "chatbot.graph",
+    "resolve_models": "chatbot.models",
+    "Settings": "chatbot.settings",
+    "load_settings": "chatbot.settings",
+    "Store": "chatbot.store",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so that `chatbot --version` and `--help` do not import LangGraph.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'chatbot' has no attribute {name!r}")
+
+
+def _quiet_by_default() -> None:
+    # A library logs; the application decides where logs go (see chatbot.cli.main).
+    import logging
+
+    logging.getLogger("chatbot").addHandler(logging.NullHandler())
+
+
+_quiet_by_default()

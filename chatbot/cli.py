@@ -5,34 +5,44 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Annotated, Any, NoReturn
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.markup import escape
-from rich.panel import Panel
 
 from chatbot import __version__
+from chatbot.errors import describe_error, redact, remember_secret
 from chatbot.settings import Settings, SettingsError, load_settings
 from chatbot.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from chatbot.backend import Backend
+    from chatbot.models import Models
 
 app = typer.Typer(
     name="chatbot",
     help="A terminal chatbot whose memory never overflows: older turns fold into a running "
-    "summary, every turn is checkpointed in SQLite under a thread id.",
-    no_args_is_help=True,
+    "summary, every turn is checkpointed in SQLite under a thread id. Run without a command "
+    "to chat.",
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    invoke_without_command=True,
 )
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
+
+DbOption = Annotated[
+    str | None, typer.Option("--db", help="SQLite file for threads (default: CHATBOT_DB).")
+]
+ThreadArgument = Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 class CliError(Exception):
@@ -52,9 +62,8 @@ class AppState:
     model: str | None = None
     _settings: Settings | None = None
     _store: Store | None = None
+    _models: Models | None = None
     _graph: Any = None
-    notice: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def settings(self) -> Settings:
@@ -66,7 +75,7 @@ class AppState:
                 overrides["model"] = self.model
             self._settings = load_settings(self.env_file, **overrides)
             if self._settings.openai_api_key:
-                _SECRETS.add(self._settings.openai_api_key.get_secret_value())
+                remember_secret(self._settings.openai_api_key.get_secret_value())
         return self._settings
 
     @property
@@ -76,32 +85,31 @@ class AppState:
         return self._store
 
     @property
+    def models(self) -> Models:
+        if self._models is None:
+            from chatbot.models import max_input_tokens, resolve_models
+
+            self._models = resolve_models(self.settings)
+            self.settings.policy(max_input_tokens(self._models.chat))  # a bad policy fails now
+        return self._models
+
+    @property
     def graph(self) -> Any:
         if self._graph is None:
             from chatbot.graph import build_graph
-            from chatbot.models import max_input_tokens, resolve_models
 
-            models = resolve_models(self.settings)
-            self.settings.policy(max_input_tokens(models.chat))  # fail early on a bad policy
-            self.notice = models.notice
+            models = self.models
             self._graph = build_graph(models.chat, models.summary, self.settings, self.store.saver)
         return self._graph
+
+    def backend(self) -> Backend:
+        from chatbot.backend import LocalBackend
+
+        return LocalBackend(self.graph, self.store)
 
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
-
-
-_SECRETS: set[str] = set()
-"""Secrets seen in the settings of this process, removed from anything printed."""
-
-
-def redact(text: str) -> str:
-    """Remove the API key, and anything shaped like one, from text meant for the user."""
-    for secret in _SECRETS:
-        if secret.strip():
-            text = text.replace(secret, "[redacted]")
-    return re.sub(r"\bsk-[A-Za-z0-9*_\-]{4,}", "sk-[redacted]", text)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -114,6 +122,9 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        from chatbot.backend import BackendError
+        from chatbot.export import ExportError
+
         try:
             command(*args, **kwargs)
         except (typer.Exit, typer.Abort):
@@ -124,6 +135,9 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
         except (SettingsError, StoreError) as error:
             _error_line(str(error))
             raise typer.Exit(2) from None
+        except (BackendError, ExportError, LookupError) as error:
+            _error_line(str(error))
+            raise typer.Exit(1) from None
         except KeyboardInterrupt:
             err.print("[dim]interrupted[/]")
             raise typer.Exit(130) from None
@@ -139,9 +153,11 @@ def _error_line(message: str) -> None:
     err.print(f"[red]error:[/] {escape(redact(message))}")
 
 
-def _state(ctx: typer.Context) -> AppState:
+def _state(ctx: typer.Context, db: str | None = None) -> AppState:
     state = ctx.find_root().obj
     assert isinstance(state, AppState)
+    if db:
+        state.db = db
     return state
 
 
@@ -154,9 +170,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    db: Annotated[
-        str | None, typer.Option("--db", help="SQLite file for threads (default: CHATBOT_DB).")
-    ] = None,
+    db: DbOption = None,
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Chat model (default: CHATBOT_MODEL).")
     ] = None,
@@ -171,46 +185,124 @@ def main_options(
     """Chat with an LLM in the terminal; threads live in SQLite."""
     ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model)
     ctx.call_on_close(ctx.obj.close)
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(chat, ctx=ctx)
 
 
 def _show_notice(state: AppState) -> None:
-    if state.notice:
-        err.print(f"[yellow]note:[/] {state.notice}")
+    if state.models.notice:
+        err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
 
 
 def _read_text(text: str | None) -> str:
     if text is None or text == "-":
-        if sys.stdin.isatty():
-            fail("no message: give TEXT, or pipe it in with '-'", 2)
+        if text is None and sys.stdin.isatty():
+            fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
         text = sys.stdin.read()
     if not text.strip():
         fail("the message is empty: give some text to send", 2)
     return text
 
 
+def _require_thread(backend: Backend, state: AppState, thread_id: str) -> None:
+    if not backend.thread_exists(thread_id):
+        fail(f"no thread {thread_id!r} in {state.settings.db} ('chatbot threads' lists them)")
+
+
+# --- chatting ---------------------------------------------------------------------------------
+
+
+@app.command()
+@guarded
+def chat(
+    ctx: typer.Context,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", "-t", help="Thread to open (default: the most recent)."),
+    ] = None,
+    new: Annotated[bool, typer.Option("--new", help="Start a fresh thread.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Chat interactively (the default command). /help inside lists the slash commands."""
+    from platformdirs import user_data_path
+
+    from chatbot.commands import COMMANDS
+    from chatbot.models import max_input_tokens
+    from chatbot.repl import Repl, ScriptedReader, check_thread_id, new_thread_id
+
+    if thread and new:
+        fail("give --thread or --new, not both", 2)
+    state = _state(ctx, db)
+    backend = state.backend()
+    if new:
+        thread_id = new_thread_id()
+    elif thread:
+        try:
+            thread_id = check_thread_id(thread)
+        except ValueError as error:
+            fail(str(error), 2)
+    else:
+        recent = backend.threads()
+        thread_id = recent[0].thread_id if recent else new_thread_id()
+
+    repl = Repl(
+        backend=backend,
+        console=out,
+        reader=ScriptedReader(line.rstrip("\n") for line in sys.stdin),
+        settings=state.settings,
+        thread_id=thread_id,
+        model_name=state.models.chat_name,
+        max_input_tokens=max_input_tokens(state.models.chat),
+        notice=state.models.notice,
+    )
+    if sys.stdin.isatty() and out.is_terminal:
+        from chatbot.lineinput import PromptToolkitReader, SlashCompleter
+
+        def checkpoint_ids() -> list[str]:
+            from chatbot.timeline import short_id
+
+            return [short_id(s.checkpoint_id) for s in backend.history(repl.thread_id)]
+
+        repl.reader = PromptToolkitReader(
+            user_data_path("chatbot", appauthor=False) / "input_history",
+            SlashCompleter(
+                commands=lambda: COMMANDS,
+                thread_ids=lambda: [t.thread_id for t in backend.threads()],
+                checkpoint_ids=checkpoint_ids,
+            ),
+        )
+    raise typer.Exit(repl.run())
+
+
 @app.command()
 @guarded
 def ask(
     ctx: typer.Context,
-    text: Annotated[str | None, typer.Argument(help="The message; '-' reads stdin.")] = None,
+    text: Annotated[
+        str | None, typer.Argument(help="The message; '-' (or a pipe) reads stdin.")
+    ] = None,
     thread: Annotated[
         str, typer.Option("--thread", "-t", help="Thread id to continue or create.")
     ] = "default",
-    db: Annotated[str | None, typer.Option("--db", help="SQLite file for threads.")] = None,
+    db: DbOption = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
-    from chatbot.session import ChatSession, Reply, Summarized, SummaryFailed, Token
+    from chatbot.render import describe_summary
+    from chatbot.session import Reply, Summarized, SummaryFailed, Token
 
-    state = _state(ctx)
-    if db:
-        state.db = db
+    state = _state(ctx, db)
     message = _read_text(text)
-    graph = state.graph
+    backend = state.backend()
     _show_notice(state)
-    session = ChatSession(graph, state.store, thread)
+    current = backend.current(thread)
+    if current is not None and current.unfinished:
+        err.print(
+            "[yellow]note:[/] the previous turn in this thread never got a reply; "
+            "it stays in the conversation"
+        )
     streamed = False
     interactive = out.is_terminal
-    for event in session.send(message):
+    for event in backend.send(thread, message):
         if isinstance(event, Token) and interactive:
             out.print(event.text, end="", markup=False)
             streamed = True
@@ -220,68 +312,178 @@ def ask(
             err.print(f"[dim]{describe_summary(event)}[/]")
         elif isinstance(event, SummaryFailed):
             err.print(
-                f"[yellow]summary failed, nothing was removed (will retry next turn):[/] "
-                f"{redact(event.error)}"
+                "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
+                f"{escape(redact(event.error))}"
             )
     if streamed:
         out.print()
 
 
-def describe_summary(event: Any) -> str:
-    """The one dim line shown when a summary is made."""
-    calls = f" in {event.calls} steps" if event.calls > 1 else ""
-    return (
-        f"summarized {event.messages} messages ({event.tokens_in:,} tokens) into "
-        f"{event.tokens_out:,} tokens{calls}"
-    )
+# --- reading threads --------------------------------------------------------------------------
 
 
-def message_record(message: Any) -> dict[str, Any]:
-    """A message as JSON: its type, text and id."""
-    return {"type": message.type, "content": message.content, "id": message.id}
+@app.command()
+@guarded
+def threads(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """List threads: id, messages, summary, last active, title."""
+    from chatbot.render import thread_record, threads_table
+
+    state = _state(ctx, db)
+    listing = state.store.list_threads()
+    if as_json:
+        out.print_json(json.dumps([thread_record(t) for t in listing], ensure_ascii=False))
+    elif listing:
+        out.print(threads_table(listing))
+    else:
+        err.print(f"[dim]no threads in {escape(state.settings.db)}[/]")
+
+
+@app.command()
+@guarded
+def history(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N checkpoints.")] = 50,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Show a thread's state history: checkpoints, newest first."""
+    from chatbot.render import history_record, history_table
+    from chatbot.timeline import history_rows
+
+    state = _state(ctx, db)
+    backend = state.backend()
+    _require_thread(backend, state, thread_id)
+    rows = history_rows(backend.history(thread_id))[:limit]
+    if as_json:
+        out.print_json(json.dumps([history_record(r) for r in rows]))
+    else:
+        out.print(history_table(rows))
 
 
 @app.command()
 @guarded
 def show(
     ctx: typer.Context,
-    thread_id: Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    db: Annotated[str | None, typer.Option("--db", help="SQLite file for threads.")] = None,
+    thread_id: ThreadArgument,
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", "-c", help="A past checkpoint (see history).")
+    ] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
 ) -> None:
-    """Show a thread: its summary and its live messages."""
-    from chatbot.store import read_state
+    """Show a thread's summary and messages, now or at a past checkpoint."""
+    from chatbot.render import message_record, state_view
+    from chatbot.timeline import find_checkpoint
 
-    state = _state(ctx)
-    if db:
-        state.db = db
-    if not state.store.thread_exists(thread_id):
-        fail(f"no thread {thread_id!r} in {state.settings.db}")
-    values = read_state(state.graph, thread_id).values
-    summary = values.get("summary", "")
-    messages = values.get("messages", [])
+    state = _state(ctx, db)
+    backend = state.backend()
+    _require_thread(backend, state, thread_id)
+    if checkpoint:
+        snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
+    else:
+        current = backend.current(thread_id)
+        assert current is not None
+        snapshot = current
     if as_json:
-        document = {
+        document: dict[str, Any] = {
             "thread_id": thread_id,
-            "summary": summary,
-            "messages": [message_record(m) for m in messages],
+            "summary": snapshot.summary,
+            "messages": [message_record(m) for m in snapshot.messages],
         }
+        if checkpoint:
+            document["checkpoint_id"] = snapshot.checkpoint_id
         out.print_json(json.dumps(document, ensure_ascii=False))
         return
-    if summary:
-        out.print(Panel(Markdown(summary), title="summary", border_style="dim"))
-    for message in messages:
-        out.print(f"[bold]{message.type}[/]")
-        out.print(Markdown(message.text) if message.text else "[dim](no text)[/]")
+    out.print(state_view(snapshot))
+
+
+@app.command()
+@guarded
+def export(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+    ] = None,
+    fmt: Annotated[
+        str | None, typer.Option("--format", "-f", help="md or json (default: by extension).")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Export a thread: summary, messages folded into it, live messages."""
+    from chatbot.export import export_document, export_format, render, write_private
+
+    state = _state(ctx, db)
+    backend = state.backend()
+    _require_thread(backend, state, thread_id)
+    chosen = export_format(output, fmt)
+    text = render(export_document(thread_id, backend.history(thread_id)), chosen)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    written = write_private(output, text)
+    err.print(f"exported {escape(thread_id)} to {escape(str(written))}")
+
+
+# --- changing threads -------------------------------------------------------------------------
+
+
+@app.command()
+@guarded
+def fork(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    checkpoint: Annotated[
+        str | None, typer.Option("--checkpoint", "-c", help="Branch from this checkpoint.")
+    ] = None,
+    to: Annotated[str | None, typer.Option("--to", help="Id of the new thread.")] = None,
+    db: DbOption = None,
+) -> None:
+    """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
+    from chatbot.repl import check_thread_id, new_thread_id
+    from chatbot.timeline import find_checkpoint
+
+    state = _state(ctx, db)
+    backend = state.backend()
+    _require_thread(backend, state, thread_id)
+    checkpoint_id = (
+        find_checkpoint(backend.history(thread_id), checkpoint).checkpoint_id
+        if (checkpoint)
+        else None
+    )
+    try:
+        new_id = check_thread_id(to) if to else f"{thread_id}-{new_thread_id()}"
+    except ValueError as error:
+        fail(str(error), 2)
+    backend.fork(thread_id, checkpoint_id, new_id)
+    out.print(new_id, markup=False)
+
+
+@app.command()
+@guarded
+def delete(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete a thread and its whole history."""
+    state = _state(ctx, db)
+    store = state.store
+    if not store.thread_exists(thread_id):
+        fail(f"no thread {thread_id!r} in {state.settings.db} ('chatbot threads' lists them)")
+    if not yes:
+        if not sys.stdin.isatty():
+            fail("deleting needs confirmation: add --yes", 2)
+        if not typer.confirm(f"Delete thread {thread_id} and all its history?", default=False):
+            err.print("kept")
+            raise typer.Exit(1)
+    store.delete_thread(thread_id)
+    err.print(f"deleted {escape(thread_id)}")
 
 
 def main() -> None:
     """Console-script entry point."""
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     app()
-
-
-def describe_error(error: BaseException) -> str:
-    """One line for an unexpected error, with secrets removed."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return f"{type(error).__name__}: {text}"

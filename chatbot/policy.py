@@ -211,20 +211,23 @@ def trigger_fired(policy: SummaryPolicy, message_count: int, context_tokens: int
 def unsafe_cutoffs(messages: Sequence[BaseMessage]) -> set[int]:
     """Indices where cutting would split a tool-call group or start the window on a tool result.
 
-    A group is an AIMessage with tool calls plus every ToolMessage answering one of its calls;
-    cutting anywhere after the AIMessage and up to its last answer separates them.
+    A group is an AIMessage with tool calls plus every later ToolMessage answering one of its
+    calls (a repeated answer too); cutting after the AIMessage and up to its last answer
+    separates them.
     """
     unsafe = {i for i, message in enumerate(messages) if isinstance(message, ToolMessage)}
-    answer_at: dict[str, int] = {}
+    answers_at: dict[str, list[int]] = {}
     for i, message in enumerate(messages):
         if isinstance(message, ToolMessage) and message.tool_call_id:
-            answer_at.setdefault(message.tool_call_id, i)
+            answers_at.setdefault(message.tool_call_id, []).append(i)
     for i, message in enumerate(messages):
         if isinstance(message, AIMessage) and message.tool_calls:
             answers = [
-                answer_at[call["id"]] for call in message.tool_calls if call.get("id") in answer_at
+                j
+                for call in message.tool_calls
+                for j in answers_at.get(call.get("id") or "", ())
+                if j > i
             ]
-            answers = [j for j in answers if j > i]
             if answers:
                 unsafe.update(range(i + 1, max(answers) + 1))
     return unsafe
@@ -309,15 +312,40 @@ def plan_summary(
 
 
 def split_message(message: BaseMessage, max_tokens: int) -> list[BaseMessage]:
-    """Split one message whose text exceeds ``max_tokens`` into consecutive parts.
+    """Split one message bigger than ``max_tokens`` into consecutive parts.
 
     Nothing is cut away: the parts together hold the whole text, each labelled ``[part i/n]``.
+    Parts end after a space or newline when one is near, so words are not cut in two. Each
+    part fits ``max_tokens`` with its role, label and (first part only) tool calls, unless
+    those alone are already bigger.
     """
     text = message.text if not isinstance(message.content, str) else message.content
-    max_chars = max(1, int(max_tokens * CHARS_PER_TOKEN * 0.9))
-    if len(text) <= max_chars:
+    if not text or count_tokens_approximately([message]) <= max_tokens:
         return [message]
-    pieces = [text[i : i + max_chars] for i in range(0, len(text), max_chars)]
+    longest_label = f"[part {len(text)}/{len(text)}] "
+
+    def room(part: BaseMessage) -> int:
+        """Characters of text that fit next to the part's fixed overhead."""
+        empty = part.model_copy(update={"content": longest_label})
+        return int((max_tokens - count_tokens_approximately([empty])) * CHARS_PER_TOKEN)
+
+    later = (
+        message.model_copy(update={"tool_calls": []}) if isinstance(message, AIMessage) else message
+    )
+    later_chars = room(later)
+    if later_chars < 1:  # the budget cannot even hold an empty part: keep parts small
+        later_chars = max(1, int(max_tokens * CHARS_PER_TOKEN * 0.9))
+    size = max(0, min(room(message), later_chars))
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        end = min(len(text), start + size)
+        if end < len(text):  # cut after a space or newline rather than inside a word
+            space = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+            if space >= start + size // 2:
+                end = space + 1
+        pieces.append(text[start:end])
+        start, size = end, later_chars
     total = len(pieces)
     parts: list[BaseMessage] = []
     for number, piece in enumerate(pieces, start=1):

@@ -1,21 +1,21 @@
-"""One chat turn as a stream of events. Knows nothing about terminals.
+"""A chat turn as a stream of events. Knows nothing about terminals.
 
-The CLI and the REPL render these events; tests read them directly.
+The CLI and the REPL render these events; tests read them directly. ``events_from_stream``
+turns LangGraph's ``stream_mode=["messages", "custom", "updates"]`` output into events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
-from langgraph.graph.state import CompiledStateGraph
+from langchain_core.messages import AIMessage, AIMessageChunk
 
 from chatbot.models import SUMMARY_TAG
-from chatbot.store import Store, read_state, thread_config
 
 TITLE_CHARS = 80
+STREAM_MODES = ["messages", "custom", "updates"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ def make_title(text: str) -> str:
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 
-def _is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
+def is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
+    """True for a streamed piece of the conversation node's reply (never the summary's)."""
     if not isinstance(message, AIMessageChunk | AIMessage):
         return False
     if SUMMARY_TAG in (metadata.get("tags") or []):
@@ -67,71 +68,37 @@ def _is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
     return metadata.get("langgraph_node") == "conversation"
 
 
-@dataclass
-class ChatSession:
-    """Sends user messages to one thread of the graph and reports what happens as events."""
-
-    graph: CompiledStateGraph
-    store: Store | None
-    thread_id: str
-    context: dict[str, Any] = field(default_factory=dict)
-
-    def send(self, text: str) -> Iterator[Event]:
-        """Run one turn: stream the reply, then report a summary if one was made."""
-        yield from self._run({"messages": [HumanMessage(content=text)]}, title_hint=text)
-
-    def _run(self, graph_input: Any, title_hint: str = "") -> Iterator[Event]:
-        config = thread_config(self.thread_id)
-        final: AIMessage | None = None
-        for mode, payload in self.graph.stream(
-            graph_input,
-            config,
-            context=self.context or None,
-            stream_mode=["messages", "custom", "updates"],
-        ):
-            if mode == "messages":
-                message, metadata = payload
-                if _is_reply_chunk(message, metadata) and message.text:
-                    yield Token(message.text)
-            elif mode == "custom" and isinstance(payload, dict):
-                event = payload.get("event")
-                if event == "summarized":
-                    yield Summarized(
-                        messages=payload["messages"],
-                        tokens_in=payload["tokens_in"],
-                        tokens_out=payload["tokens_out"],
-                        calls=payload.get("calls", 1),
-                        extended=payload.get("extended", False),
-                    )
-                elif event == "summary_failed":
-                    yield SummaryFailed(error=payload["error"])
-            elif mode == "updates" and isinstance(payload, dict):
-                update = payload.get("conversation") or {}
-                for message in update.get("messages", []):
-                    if isinstance(message, AIMessage):
-                        final = message
-                if final is not None and "conversation" in payload:
-                    yield Reply(final)
-        self.record(title_hint)
-
-    def messages(self) -> list[BaseMessage]:
-        """The thread's live messages (those not yet folded into the summary)."""
-        return list(read_state(self.graph, self.thread_id).values.get("messages", []))
-
-    def summary(self) -> str:
-        """The thread's running summary ('' until the first one)."""
-        return read_state(self.graph, self.thread_id).values.get("summary", "")
-
-    def record(self, title_hint: str = "") -> None:
-        """Update the thread's listing row from its current state (the title is set once)."""
-        if self.store is None:
-            return
-        values = read_state(self.graph, self.thread_id).values
-        messages = values.get("messages", [])
-        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
-        self.store.record_turn(
-            self.thread_id,
-            title=make_title(title_hint or (first.text if first else "")),
-            message_count=len(messages),
-            has_summary=bool(values.get("summary")),
+def custom_event(payload: Any) -> Event | None:
+    """The event a ``stream_mode="custom"`` payload of the summarize node stands for."""
+    if not isinstance(payload, dict):
+        return None
+    kind = payload.get("event")
+    if kind == "summarized":
+        return Summarized(
+            messages=int(payload["messages"]),
+            tokens_in=int(payload["tokens_in"]),
+            tokens_out=int(payload["tokens_out"]),
+            calls=int(payload.get("calls", 1)),
+            extended=bool(payload.get("extended", False)),
         )
+    if kind == "summary_failed":
+        return SummaryFailed(error=str(payload["error"]))
+    return None
+
+
+def events_from_stream(stream: Iterable[tuple[str, Any]]) -> Iterator[Event]:
+    """Translate a local graph stream into events, in order."""
+    for mode, payload in stream:
+        if mode == "messages":
+            message, metadata = payload
+            if is_reply_chunk(message, metadata) and message.text:
+                yield Token(message.text)
+        elif mode == "custom":
+            event = custom_event(payload)
+            if event is not None:
+                yield event
+        elif mode == "updates" and isinstance(payload, dict) and "conversation" in payload:
+            update = payload.get("conversation") or {}
+            replies = [m for m in update.get("messages", []) if isinstance(m, AIMessage)]
+            if replies:
+                yield Reply(replies[-1])

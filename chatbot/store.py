@@ -131,18 +131,23 @@ class Store:
 
     # --- listing, plain SQL ------------------------------------------------------------
 
-    def list_threads(self) -> list[ThreadInfo]:
-        """Every thread with checkpoints, newest activity first, without deserialising any."""
+    def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
+        """Every thread (or just one) with checkpoints, newest activity first.
+
+        Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
+        """
+        only = "AND c.thread_id = ?" if thread_id is not None else ""
         rows = self.conn.execute(
-            """
+            f"""
             SELECT c.thread_id, COUNT(*), MAX(c.checkpoint_id),
                    t.title, t.message_count, t.has_summary, t.origin_thread, t.origin_checkpoint
             FROM checkpoints AS c
             LEFT JOIN chatbot_threads AS t ON t.thread_id = c.thread_id
-            WHERE c.checkpoint_ns = ''
+            WHERE c.checkpoint_ns = '' {only}
             GROUP BY c.thread_id
             ORDER BY MAX(c.checkpoint_id) DESC
-            """
+            """,
+            () if thread_id is None else (thread_id,),
         ).fetchall()
         return [
             ThreadInfo(
@@ -167,7 +172,8 @@ class Store:
 
     def thread_info(self, thread_id: str) -> ThreadInfo | None:
         """The listing row of one thread, or ``None`` if it has no checkpoints."""
-        return next((t for t in self.list_threads() if t.thread_id == thread_id), None)
+        found = self.list_threads(thread_id)
+        return found[0] if found else None
 
     def record_turn(
         self,
@@ -208,6 +214,18 @@ class Store:
                 ),
             )
 
+    def rename_thread(self, thread_id: str, new_id: str) -> None:
+        """Move every checkpoint, write and the listing row of a thread to a new id.
+
+        Checkpoint blobs do not contain the thread id (LangGraph keeps it out of metadata),
+        so renaming is a plain UPDATE in one transaction.
+        """
+        with self.saver.lock, self.conn:
+            for table in ("checkpoints", "writes", "chatbot_threads"):
+                self.conn.execute(
+                    f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id)
+                )
+
     def delete_thread(self, thread_id: str) -> bool:
         """Delete a thread's checkpoints and row; False if there was no such thread."""
         existed = self.thread_exists(thread_id)
@@ -225,6 +243,7 @@ def thread_config(thread_id: str, checkpoint_id: str | None = None) -> dict[str,
     configurable: dict[str, Any] = {"thread_id": thread_id}
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
+        configurable["checkpoint_ns"] = ""
     return {"configurable": configurable}
 
 

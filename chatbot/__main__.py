@@ -1,0 +1,5 @@
+"""``python -m chatbot``: the same as the ``chatbot`` command."""
+
+from chatbot.cli import main
+
+main()

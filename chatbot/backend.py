@@ -1,0 +1,189 @@
+"""Where threads live: the operations the CLI and the REPL need, over one interface.
+
+``LocalBackend`` drives the graph in this process with SQLite checkpoints. A remote backend
+(``chatbot.remote``) drives the same graph on a LangGraph server. Both report checkpoints as
+:class:`~chatbot.timeline.Snapshot` and turns as :mod:`chatbot.session` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from langchain_core.messages import HumanMessage
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import StateSnapshot
+
+from chatbot.session import STREAM_MODES, Event, events_from_stream, make_title
+from chatbot.store import Store, ThreadInfo, thread_config
+from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
+
+ORIGIN_KEY = "chatbot_origin"
+
+
+class BackendError(RuntimeError):
+    """An operation that cannot be done; the message is one line for the user."""
+
+
+class Backend(Protocol):
+    """The thread operations the CLI and REPL use."""
+
+    location: str
+    local_only_note: str
+
+    def send(
+        self, thread_id: str, text: str, context: dict[str, Any] | None = None
+    ) -> Iterator[Event]: ...
+    def resume(
+        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
+    ) -> Iterator[Event]: ...
+    def current(self, thread_id: str) -> Snapshot | None: ...
+    def history(self, thread_id: str) -> list[Snapshot]: ...
+    def threads(self) -> list[ThreadInfo]: ...
+    def thread_exists(self, thread_id: str) -> bool: ...
+    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None: ...
+    def restore(self, thread_id: str, checkpoint_id: str, action: str) -> None: ...
+    def rename(self, thread_id: str, new_id: str) -> None: ...
+    def delete(self, thread_id: str) -> bool: ...
+
+
+def snapshot_of(state: StateSnapshot) -> Snapshot:
+    """A LangGraph ``StateSnapshot`` as a :class:`Snapshot`."""
+    parent = (state.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return snapshot_from_parts(
+        checkpoint_id=state.config["configurable"]["checkpoint_id"],
+        parent_id=parent,
+        metadata=dict(state.metadata or {}),
+        values=state.values if isinstance(state.values, dict) else {},
+        next_nodes=state.next,
+        created_at=state.created_at,
+    )
+
+
+class LocalBackend:
+    """Threads in a local SQLite file, driven by a graph in this process."""
+
+    local_only_note = ""
+
+    def __init__(self, graph: CompiledStateGraph, store: Store) -> None:
+        self.graph = graph
+        self.store = store
+        self.location = store.path
+
+    # --- turns -------------------------------------------------------------------------
+
+    def send(
+        self, thread_id: str, text: str, context: dict[str, Any] | None = None
+    ) -> Iterator[Event]:
+        """Run one turn: stream the reply, then report a summary if one was made."""
+        stream = self.graph.stream(
+            {"messages": [HumanMessage(content=text)]},
+            thread_config(thread_id),
+            context=context or None,
+            stream_mode=STREAM_MODES,
+        )
+        try:
+            yield from events_from_stream(stream)
+        finally:
+            self._record(thread_id, title_hint=text)
+
+    def resume(
+        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
+    ) -> Iterator[Event]:
+        """Run the graph on from a checkpoint (default: the thread's latest); a new branch."""
+        stream = self.graph.stream(
+            None,
+            thread_config(thread_id, checkpoint_id),
+            context=context or None,
+            stream_mode=STREAM_MODES,
+        )
+        try:
+            yield from events_from_stream(stream)
+        finally:
+            self._record(thread_id)
+
+    def _record(
+        self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None
+    ) -> None:
+        state = self.graph.get_state(thread_config(thread_id))
+        if not state.values:
+            return
+        messages = state.values.get("messages", [])
+        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        self.store.record_turn(
+            thread_id,
+            title=make_title(title_hint or (first.text if first else "")),
+            message_count=len(messages),
+            has_summary=bool(state.values.get("summary")),
+            origin=origin,
+        )
+
+    # --- reading -----------------------------------------------------------------------
+
+    def current(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest checkpoint, or ``None`` for a thread with none."""
+        state = self.graph.get_state(thread_config(thread_id))
+        if not state.config.get("configurable", {}).get("checkpoint_id"):
+            return None
+        return snapshot_of(state)
+
+    def history(self, thread_id: str) -> list[Snapshot]:
+        """Every checkpoint of the thread (all branches), newest first."""
+        return [snapshot_of(s) for s in self.graph.get_state_history(thread_config(thread_id))]
+
+    def threads(self) -> list[ThreadInfo]:
+        """All threads, newest activity first (plain SQL)."""
+        return self.store.list_threads()
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the thread has checkpoints."""
+        return self.store.thread_exists(thread_id)
+
+    # --- changing ----------------------------------------------------------------------
+
+    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
+        """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
+        if self.thread_exists(new_id):
+            raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
+        if not source.values:
+            raise BackendError(f"thread {thread_id!r} has no state to fork")
+        origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
+        self.graph.update_state(
+            {
+                **thread_config(new_id),
+                "metadata": {ACTION_KEY: "fork", ORIGIN_KEY: origin},
+            },
+            {
+                "messages": list(source.values.get("messages", [])),
+                "summary": source.values.get("summary", ""),
+            },
+            as_node="summarize_conversation",
+        )
+        info = self.store.thread_info(thread_id)
+        self._record(
+            new_id,
+            title_hint=info.title if info else "",
+            origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
+        )
+
+    def restore(self, thread_id: str, checkpoint_id: str, action: str) -> None:
+        """Make an older checkpoint's state current again, as a new checkpoint (undo)."""
+        self.graph.update_state(
+            {**thread_config(thread_id, checkpoint_id), "metadata": {ACTION_KEY: action}},
+            None,
+            as_node="__end__",
+        )
+        self._record(thread_id)
+
+    def rename(self, thread_id: str, new_id: str) -> None:
+        """Give a thread another id, keeping every checkpoint."""
+        if not self.thread_exists(thread_id):
+            raise BackendError(f"no thread {thread_id!r}")
+        if self.thread_exists(new_id):
+            raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        self.store.rename_thread(thread_id, new_id)
+
+    def delete(self, thread_id: str) -> bool:
+        """Delete a thread and its checkpoints; False if there was none."""
+        return self.store.delete_thread(thread_id)

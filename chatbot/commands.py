@@ -1,0 +1,388 @@
+"""The REPL's slash commands. Each handler gets the REPL and the text after the command."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from rich.markdown import Markdown
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from chatbot import render
+from chatbot.backend import BackendError
+from chatbot.export import ExportError, default_path, export_document, export_format, write_private
+from chatbot.export import render as render_export
+from chatbot.models import is_offline, make_model, max_input_tokens
+from chatbot.policy import count_tokens_of_text
+from chatbot.timeline import (
+    find_checkpoint,
+    folded_messages,
+    history_rows,
+    last_turn,
+    lineage,
+    short_id,
+    summary_timeline,
+    tokens_saved,
+)
+
+if TYPE_CHECKING:
+    from chatbot.repl import Repl
+
+Outcome = Literal["exit"] | None
+Handler = Callable[["Repl", str], Outcome]
+
+
+class CommandError(ValueError):
+    """Bad arguments or an impossible request: one line for the user."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """A slash command: its handler, usage and one-line help."""
+
+    name: str
+    handler: Handler
+    usage: str
+    help: str
+    remote: bool = True
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def command(
+    name: str, usage: str, help: str, *, remote: bool = True
+) -> Callable[[Handler], Handler]:
+    """Register a slash command."""
+
+    def register(handler: Handler) -> Handler:
+        COMMANDS[name] = Command(name, handler, usage, help, remote)
+        return handler
+
+    return register
+
+
+ALIASES = {"quit": "exit", "q": "exit", "h": "help", "?": "help"}
+
+
+def dispatch(repl: Repl, line: str) -> Outcome:
+    """Run one slash command line; every problem becomes one clear line."""
+    name, _, arg = line[1:].partition(" ")
+    name = ALIASES.get(name.lower(), name.lower())
+    found = COMMANDS.get(name)
+    if found is None:
+        repl.problem(f"unknown command /{name}: /help lists the commands")
+        return None
+    if not found.remote and repl.backend.local_only_note:
+        repl.problem(f"/{name} works on local threads only ({repl.backend.local_only_note})")
+        return None
+    try:
+        return found.handler(repl, arg.strip())
+    except (CommandError, BackendError, ExportError, LookupError) as error:
+        repl.problem(str(error))
+    except Exception as error:  # never a traceback in the REPL
+        from chatbot.errors import describe_error
+
+        repl.problem(describe_error(error))
+    return None
+
+
+def _no_argument(name: str, arg: str) -> None:
+    if arg:
+        raise CommandError(f"/{name} takes no argument: {COMMANDS[name].usage}")
+
+
+def _thread_id(value: str) -> str:
+    from chatbot.repl import check_thread_id
+
+    try:
+        return check_thread_id(value)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+
+
+def _history(repl: Repl) -> list:
+    history = repl.backend.history(repl.thread_id)
+    if not history:
+        raise CommandError(f"thread {repl.thread_id} has no checkpoints yet: say something first")
+    return history
+
+
+# --- help and leaving ----------------------------------------------------------------------------
+
+
+@command("help", "/help", "list the commands")
+def _help(repl: Repl, arg: str) -> Outcome:
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for item in COMMANDS.values():
+        note = "" if item.remote or not repl.backend.local_only_note else " (local only)"
+        table.add_row(escape(item.usage), escape(item.help + note))
+    repl.console.print(table)
+    repl.say(
+        "Enter sends; Alt-Enter (or Esc then Enter) inserts a newline; a paste stays one "
+        "message. Ctrl-C stops a reply or clears the line; Ctrl-D leaves.",
+        "dim",
+    )
+    return None
+
+
+@command("exit", "/exit", "leave (Ctrl-D does too)")
+def _exit(repl: Repl, arg: str) -> Outcome:
+    return "exit"
+
+
+@command("clear", "/clear", "clear the screen")
+def _clear(repl: Repl, arg: str) -> Outcome:
+    repl.console.clear()
+    return None
+
+
+# --- threads -------------------------------------------------------------------------------------
+
+
+@command("thread", "/thread [ID]", "switch to a thread (created if new); alone: show the current")
+def _thread(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        snapshot = repl.backend.current(repl.thread_id)
+        count = len(snapshot.messages) if snapshot else 0
+        summary = "yes" if snapshot and snapshot.summary else "no"
+        repl.say(f"thread {repl.thread_id}: {count} messages, summary: {summary}")
+        return None
+    repl.open_thread(_thread_id(arg))
+    return None
+
+
+@command("threads", "/threads", "list threads: id, messages, summary, last active, title")
+def _threads(repl: Repl, arg: str) -> Outcome:
+    _no_argument("threads", arg)
+    threads = repl.backend.threads()
+    if not threads:
+        repl.say("no threads yet", "dim")
+        return None
+    repl.console.print(render.threads_table(threads, current=repl.thread_id))
+    return None
+
+
+@command("new", "/new", "start a fresh thread with a generated id")
+def _new(repl: Repl, arg: str) -> Outcome:
+    from chatbot.repl import new_thread_id
+
+    _no_argument("new", arg)
+    repl.open_thread(new_thread_id())
+    return None
+
+
+@command("rename", "/rename NEW", "rename the current thread", remote=False)
+def _rename(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        raise CommandError("give the new name: /rename NEW")
+    new_id = _thread_id(arg)
+    repl.backend.rename(repl.thread_id, new_id)
+    old = repl.thread_id
+    repl.thread_id = new_id
+    repl.say(f"renamed {old} to {new_id}")
+    return None
+
+
+@command("delete", "/delete ID", "delete a thread and its history (asks first)", remote=False)
+def _delete(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        raise CommandError("give the thread to delete: /delete ID (/threads lists them)")
+    thread_id = _thread_id(arg)
+    if not repl.backend.thread_exists(thread_id):
+        raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
+    try:
+        answer = repl.reader.read(f"Delete thread {thread_id} and all its history? [y/N] ")
+    except (EOFError, KeyboardInterrupt):
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        repl.say("kept", "dim")
+        return None
+    repl.backend.delete(thread_id)
+    repl.say(f"deleted {thread_id}")
+    if thread_id == repl.thread_id:
+        from chatbot.repl import new_thread_id
+
+        repl.open_thread(new_thread_id())
+    return None
+
+
+# --- summary and history -------------------------------------------------------------------------
+
+
+@command("summary", "/summary [history]", "the current summary; 'history': how it evolved")
+def _summary(repl: Repl, arg: str) -> Outcome:
+    if arg == "history":
+        changes = summary_timeline(_history(repl))
+        if not changes:
+            repl.say("the summary has not changed yet in this thread", "dim")
+            return None
+        repl.console.print(render.summary_timeline_view(changes))
+        return None
+    if arg:
+        raise CommandError(f"unknown argument {arg!r}: /summary or /summary history")
+    snapshot = repl.backend.current(repl.thread_id)
+    if snapshot is None or not snapshot.summary:
+        trigger = repl.context.get("summary_trigger") or repl.settings.summary_trigger
+        repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
+        return None
+    tokens = count_tokens_of_text(snapshot.summary)
+    repl.console.print(Panel(Markdown(snapshot.summary), title=f"summary ({tokens:,} tokens)"))
+    return None
+
+
+@command("history", "/history [N]", "the thread's checkpoints, newest first (default 20)")
+def _history_command(repl: Repl, arg: str) -> Outcome:
+    limit = 20
+    if arg:
+        if not arg.isdigit() or int(arg) < 1:
+            raise CommandError(f"/history takes a number of checkpoints, not {arg!r}")
+        limit = int(arg)
+    rows = history_rows(_history(repl))
+    repl.console.print(render.history_table(rows[:limit]))
+    if len(rows) > limit:
+        repl.say(f"... {len(rows) - limit} older checkpoints (/history {len(rows)})", "dim")
+    return None
+
+
+@command("show", "/show CHECKPOINT", "the full state at a past checkpoint")
+def _show(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        raise CommandError("give a checkpoint id from /history: /show CHECKPOINT")
+    history = _history(repl)
+    snapshot = find_checkpoint(history, arg)
+    title = (
+        f"checkpoint {short_id(snapshot.checkpoint_id)} · step {snapshot.step} · "
+        f"{render.when(snapshot.created_at)}"
+    )
+    repl.console.print(render.state_view(snapshot, title=title))
+    return None
+
+
+# --- branching -----------------------------------------------------------------------------------
+
+
+@command("fork", "/fork [CHECKPOINT]", "a new thread branched from a checkpoint (default: now)")
+def _fork(repl: Repl, arg: str) -> Outcome:
+    history = _history(repl)
+    source = find_checkpoint(history, arg) if arg else lineage(history)[-1]
+    existing = {t.thread_id for t in repl.backend.threads()}
+    number = 1
+    while f"{repl.thread_id}-fork{number}" in existing:
+        number += 1
+    new_id = f"{repl.thread_id}-fork{number}"
+    repl.backend.fork(repl.thread_id, source.checkpoint_id, new_id)
+    origin = repl.thread_id
+    repl.say(f"forked {origin} at checkpoint {short_id(source.checkpoint_id)} into {new_id}")
+    repl.open_thread(new_id)
+    return None
+
+
+@command("undo", "/undo", "rewind the last turn (history keeps it)", remote=False)
+def _undo(repl: Repl, arg: str) -> Outcome:
+    _no_argument("undo", arg)
+    history = repl.backend.history(repl.thread_id)
+    turn = last_turn(history)
+    if turn is None:
+        raise CommandError("nothing to undo in this thread")
+    repl.backend.restore(repl.thread_id, turn.before.checkpoint_id, "undo")
+    repl.measure(repl.backend.current(repl.thread_id))
+    repl.say(
+        f"rewound the last turn: back to checkpoint {short_id(turn.before.checkpoint_id)} "
+        f"({len(turn.before.messages)} messages); /history still has it"
+    )
+    return None
+
+
+@command("retry", "/retry [MODEL]", "regenerate the last reply, optionally with another model")
+def _retry(repl: Repl, arg: str) -> Outcome:
+    history = repl.backend.history(repl.thread_id)
+    turn = last_turn(history)
+    if turn is None or turn.after_input is None:
+        raise CommandError("nothing to retry in this thread")
+    context = dict(repl.context)
+    if arg:
+        _check_model(repl, arg)
+        context["chat_model"] = arg
+    repl.stream(repl.backend.resume(repl.thread_id, turn.after_input.checkpoint_id, context))
+    return None
+
+
+# --- export, tokens, model -----------------------------------------------------------------------
+
+
+@command("export", "/export [PATH]", "save the conversation as Markdown (or JSON by extension)")
+def _export(repl: Repl, arg: str) -> Outcome:
+    parts = shlex.split(arg) if arg else []
+    if len(parts) > 1:
+        raise CommandError("/export takes one path (quote it if it has spaces)")
+    path = Path(parts[0]) if parts else None
+    fmt = export_format(path)
+    if path is None:
+        path = (repl.export_dir or Path.cwd()) / default_path(repl.thread_id, fmt)
+    document = export_document(repl.thread_id, _history(repl))
+    written = write_private(path, render_export(document, fmt))
+    repl.say(
+        f"exported {repl.thread_id} to {written} ({len(document['folded_messages'])} folded + "
+        f"{len(document['messages'])} live messages)"
+    )
+    return None
+
+
+@command("tokens", "/tokens", "context size now, the trigger, tokens saved by summaries")
+def _tokens(repl: Repl, arg: str) -> Outcome:
+    _no_argument("tokens", arg)
+    snapshot = repl.backend.current(repl.thread_id)
+    tokens = repl.measure(snapshot)
+    history = repl.backend.history(repl.thread_id) if snapshot else []
+    trigger = repl.context.get("summary_trigger") or repl.settings.summary_trigger
+    keep = repl.context.get("summary_keep") or repl.settings.summary_keep
+    run_policy = repl.run_policy()
+    threshold = run_policy.trigger_tokens() if run_policy else None
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row(
+        "context now", f"{tokens:,} tokens in {len(snapshot.messages) if snapshot else 0} messages"
+    )
+    table.add_row("trigger", trigger + (f" ({threshold:,} tokens)" if threshold else ""))
+    table.add_row("keep", keep)
+    table.add_row(
+        "summary", f"{count_tokens_of_text(snapshot.summary) if snapshot else 0:,} tokens"
+    )
+    table.add_row(
+        "saved",
+        f"{tokens_saved(history):,} tokens per call "
+        f"({len(folded_messages(history))} messages folded)",
+    )
+    repl.console.print(table)
+    return None
+
+
+def _check_model(repl: Repl, name: str) -> None:
+    if " " in name:
+        raise CommandError(f"{name!r} is not a model name")
+    if not is_offline(name) and not repl.settings.has_credentials:
+        raise CommandError(
+            f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works without"
+        )
+
+
+@command("model", "/model [NAME]", "show or switch the chat model for this session")
+def _model(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        repl.say(f"chat model: {repl.model_name}")
+        return None
+    _check_model(repl, arg)
+    repl.context["chat_model"] = arg
+    repl.model_name = arg
+    repl.max_input_tokens = max_input_tokens(make_model(arg, repl.settings, role="chat"))
+    repl.say(f"chat model is now {arg} for this session")
+    return None

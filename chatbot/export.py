@@ -1,0 +1,123 @@
+"""Export a thread as Markdown or JSON: the summary, the messages folded into it (recovered from
+the checkpoint history) and the live messages. Nothing is hidden from the user."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from chatbot.render import ROLE_NAMES, message_record
+from chatbot.timeline import Snapshot, folded_messages, lineage, summary_timeline
+
+Format = Literal["md", "json"]
+FORMATS: dict[str, Format] = {".md": "md", ".markdown": "md", ".json": "json"}
+
+
+class ExportError(ValueError):
+    """An export that cannot be written; one line for the user."""
+
+
+def export_format(path: Path | None, explicit: str | None = None) -> Format:
+    """The format from ``--format``, else from the file extension, else Markdown."""
+    if explicit:
+        if explicit not in ("md", "json"):
+            raise ExportError(f"unknown format {explicit!r}: use md or json")
+        return explicit  # type: ignore[return-value]
+    if path is None or not path.suffix:
+        return "md"
+    try:
+        return FORMATS[path.suffix.lower()]
+    except KeyError:
+        raise ExportError(
+            f"cannot tell the format of {path.name!r}: end it in .md or .json, or give --format"
+        ) from None
+
+
+def default_path(thread_id: str, fmt: Format, now: datetime | None = None) -> Path:
+    """``chatbot-<thread>-<YYYYmmdd-HHMMSS>.<ext>`` in the current directory."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in thread_id)
+    return Path(f"chatbot-{safe}-{stamp}.{fmt}")
+
+
+def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, Any]:
+    """Everything about a thread's current lineage as a JSON-ready document."""
+    chain = lineage(history)
+    head = chain[-1] if chain else None
+    return {
+        "thread_id": thread_id,
+        "exported_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
+        "checkpoint_id": head.checkpoint_id if head else None,
+        "summary": head.summary if head else "",
+        "summary_history": [
+            {
+                "checkpoint_id": change.checkpoint_id,
+                "step": change.step,
+                "time": change.created_at.isoformat() if change.created_at else None,
+                "folded_messages": change.folded,
+                "summary": change.summary,
+            }
+            for change in summary_timeline(history)
+        ],
+        "folded_messages": [message_record(m) for m in folded_messages(history)],
+        "messages": [message_record(m) for m in (head.messages if head else ())],
+    }
+
+
+def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    for message in messages:
+        role = ROLE_NAMES.get(message["type"], message["type"])
+        content = message["content"]
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        lines += [f"**{role}:**", "", text or "_(no text)_", ""]
+        for call in message.get("tool_calls", []):
+            lines += [f"> tool call `{call['name']}` {json.dumps(call.get('args', {}))}", ""]
+    return lines
+
+
+def to_markdown(document: dict[str, Any]) -> str:
+    """The document as Markdown: summary, its timeline, folded messages, live messages."""
+    lines = [f"# Thread {document['thread_id']}", "", f"Exported {document['exported_at']}.", ""]
+    lines += ["## Summary", "", document["summary"] or "_(no summary yet)_", ""]
+    if document["summary_history"]:
+        lines += ["## How the summary evolved", ""]
+        for number, change in enumerate(document["summary_history"], start=1):
+            lines += [
+                f"### {number}. step {change['step']}, {change['time'] or '?'}: "
+                f"{change['folded_messages']} messages folded",
+                "",
+                change["summary"],
+                "",
+            ]
+    if document["folded_messages"]:
+        lines += ["## Messages folded into the summary", ""]
+        lines += _markdown_messages(document["folded_messages"])
+    lines += ["## Conversation", ""]
+    lines += _markdown_messages(document["messages"]) or ["_(no messages)_", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render(document: dict[str, Any], fmt: Format) -> str:
+    """The document in the chosen format."""
+    if fmt == "json":
+        return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+    return to_markdown(document)
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write a file holding a conversation: created 0600, replaced whole."""
+    path = path.expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+    except OSError as error:
+        raise ExportError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
+    return path

@@ -1,0 +1,288 @@
+"""The interactive chat loop: reads lines, streams replies, runs slash commands.
+
+The loop gets its console and its line reader injected, so it runs the same in a terminal
+(prompt_toolkit + Rich) and in tests (a list of lines + a Rich console writing to a buffer).
+Slash commands live in :mod:`chatbot.commands`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.markup import escape
+from rich.segment import Segment
+
+from chatbot import policy, prompts
+from chatbot.backend import Backend
+from chatbot.errors import describe_error, redact
+from chatbot.render import describe_summary
+from chatbot.session import Event, Reply, Summarized, SummaryFailed, Token
+from chatbot.settings import Settings
+from chatbot.timeline import Snapshot
+
+log = logging.getLogger("chatbot.repl")
+
+MAX_THREAD_ID = 100
+
+
+class LineReader(Protocol):
+    """Reads one line of input. Raises ``EOFError`` (Ctrl-D) or ``KeyboardInterrupt`` (Ctrl-C)."""
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str: ...
+
+
+class ScriptedReader:
+    """A reader that replays given lines, then behaves like Ctrl-D. For tests and pipes."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines: Iterator[str] = iter(lines)
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
+        line = next(self._lines, None)
+        if line is None:
+            raise EOFError
+        if isinstance(line, BaseException):
+            raise line
+        return line
+
+
+class Tail:
+    """Render only the last ``max_lines`` lines of a renderable (a streaming reply's tail)."""
+
+    def __init__(self, renderable: RenderableType, max_lines: int) -> None:
+        self.renderable = renderable
+        self.max_lines = max(1, max_lines)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-self.max_lines :]:
+            yield from line
+            yield Segment.line()
+
+
+def new_thread_id(now: datetime | None = None) -> str:
+    """A fresh, readable thread id: date, time and a random suffix."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+def check_thread_id(thread_id: str) -> str:
+    """A thread id people can type: non-empty, no spaces, at most 100 characters."""
+    value = thread_id.strip()
+    if not value or any(c.isspace() for c in value) or len(value) > MAX_THREAD_ID:
+        raise ValueError(
+            f"{thread_id!r} is not a usable thread id: use 1-{MAX_THREAD_ID} characters "
+            "without spaces"
+        )
+    return value
+
+
+@dataclass
+class Repl:
+    """One interactive session: a current thread, a chat model name, and the screen."""
+
+    backend: Backend
+    console: Console
+    reader: LineReader
+    settings: Settings
+    thread_id: str
+    model_name: str
+    max_input_tokens: int | None = None
+    notice: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
+    err: Console | None = None
+    export_dir: Path | None = None
+    _context_tokens: int = 0
+    _message_count: int = 0
+
+    # --- output helpers ------------------------------------------------------------------
+
+    def say(self, text: str, style: str = "") -> None:
+        """One line of feedback (escaped: user text never becomes markup)."""
+        self.console.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
+
+    def problem(self, text: str) -> None:
+        """One line saying what is wrong and how to fix it."""
+        self.console.print(f"[red]error:[/] {escape(text)}")
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Chat until /exit or Ctrl-D. Returns the exit code."""
+        from chatbot.commands import dispatch
+
+        self.greet()
+        while True:
+            try:
+                line = self.reader.read(self.prompt(), self.toolbar)
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                self.console.print()
+                break
+            if not line.strip():
+                continue
+            if line.lstrip().startswith("/"):
+                if dispatch(self, line.strip()) == "exit":
+                    break
+            else:
+                self.chat(line)
+        return 0
+
+    def prompt(self) -> str:
+        """The input prompt: the current thread."""
+        return f"{self.thread_id}> "
+
+    def toolbar(self) -> str:
+        """The status line: thread, model, context size against the trigger."""
+        return (
+            f" {self.thread_id} · {self.model_name} · {self.context_meter()} · "
+            "/help · Alt-Enter: newline "
+        )
+
+    def run_policy(self) -> policy.SummaryPolicy | None:
+        """The policy in force (``None`` if it cannot be resolved for this model)."""
+        try:
+            return policy.SummaryPolicy.from_strings(
+                self.context.get("summary_trigger") or self.settings.summary_trigger,
+                self.context.get("summary_keep") or self.settings.summary_keep,
+                keep_first_message=self.settings.keep_first_message,
+                max_input_tokens=self.settings.max_input_tokens or self.max_input_tokens,
+            )
+        except policy.PolicyError:
+            return None
+
+    def context_meter(self) -> str:
+        """``context 1,234/12,000 tokens`` or ``5/6 messages``, against the trigger."""
+        run_policy = self.run_policy()
+        threshold = run_policy.trigger_tokens() if run_policy else None
+        if threshold is not None:
+            return f"context {self._context_tokens:,}/{threshold:,} tokens"
+        limits = [
+            lim for lim in (run_policy.trigger if run_policy else ()) if lim.kind == "messages"
+        ]
+        if limits:
+            return f"{self._message_count}/{int(limits[0].value)} messages"
+        return f"context {self._context_tokens:,} tokens"
+
+    def measure(self, snapshot: Snapshot | None) -> int:
+        """Refresh the context size from a snapshot; returns the tokens."""
+        if snapshot is None:
+            self._context_tokens = self._message_count = 0
+            return 0
+        sent = prompts.conversation_input(
+            list(snapshot.messages),
+            snapshot.summary,
+            self.context.get("system_prompt") or self.settings.system_prompt,
+            self.settings.language,
+        )
+        self._context_tokens = policy.count_tokens(sent)
+        self._message_count = len(snapshot.messages)
+        return self._context_tokens
+
+    # --- threads ---------------------------------------------------------------------------
+
+    def greet(self) -> None:
+        """The opening lines: version, where threads live, the model; any notice."""
+        from chatbot import __version__
+
+        self.console.print(
+            f"[bold]chatbot {__version__}[/] · model [bold]{escape(self.model_name)}[/] · "
+            f"threads in {escape(self.backend.location)} · /help for commands, Ctrl-D to leave"
+        )
+        if self.notice:
+            self.console.print(f"[yellow]note:[/] {escape(self.notice)}")
+        self.open_thread(self.thread_id)
+
+    def open_thread(self, thread_id: str) -> None:
+        """Make a thread current and say what is in it."""
+        self.thread_id = thread_id
+        snapshot = self.backend.current(thread_id)
+        self.measure(snapshot)
+        if snapshot is None:
+            self.say(f"new thread {thread_id}", "dim")
+            return
+        summary = "with a summary" if snapshot.summary else "no summary yet"
+        self.say(f"thread {thread_id}: {len(snapshot.messages)} messages, {summary}", "dim")
+        if snapshot.unfinished:
+            self.console.print(
+                "[yellow]The last turn in this thread did not finish (interrupted or failed)."
+                "[/] /retry resumes it."
+            )
+
+    # --- a turn ----------------------------------------------------------------------------
+
+    def chat(self, text: str) -> None:
+        """Send a message and stream the reply."""
+        self.stream(self.backend.send(self.thread_id, text, self.context))
+
+    def stream(self, events: Iterator[Event]) -> None:
+        """Show a turn's events: the reply as Markdown while it streams, then summary notes."""
+        text = ""
+        notes: list[str] = []
+        live_display = self.console.is_terminal
+        try:
+            if live_display:
+                height = max(3, self.console.size.height - 2)
+                with Live(
+                    console=self.console,
+                    refresh_per_second=12,
+                    transient=True,
+                    vertical_overflow="crop",
+                ) as live:
+                    for event in events:
+                        text = self._apply(event, text, notes)
+                        live.update(Tail(Markdown(text), height))
+            else:
+                for event in events:
+                    text = self._apply(event, text, notes)
+        except KeyboardInterrupt:
+            self._show_reply(text)
+            self.console.print(
+                "[yellow]interrupted[/] "
+                "[dim]- your message is kept; /retry regenerates the reply[/]"
+            )
+            return
+        except Exception as error:  # a provider error: one line, the thread stays consistent
+            log.debug("turn failed", exc_info=True)
+            self._show_reply(text)
+            self.problem(f"{describe_error(error)} - your message is kept; /retry tries again")
+            return
+        finally:
+            self.measure(self._safe_current())
+        self._show_reply(text)
+        for note in notes:
+            self.console.print(note)
+
+    def _safe_current(self) -> Snapshot | None:
+        try:
+            return self.backend.current(self.thread_id)
+        except Exception:  # measuring is best effort after a failure
+            return None
+
+    def _apply(self, event: Event, text: str, notes: list[str]) -> str:
+        if isinstance(event, Token):
+            return text + event.text
+        if isinstance(event, Reply) and not text:
+            return event.message.text
+        if isinstance(event, Summarized):
+            notes.append(f"[dim]{escape(describe_summary(event))}[/]")
+        elif isinstance(event, SummaryFailed):
+            notes.append(
+                "[yellow]summary failed, nothing was removed (next turn retries):[/] "
+                f"{escape(redact(event.error))}"
+            )
+        return text
+
+    def _show_reply(self, text: str) -> None:
+        if text:
+            self.console.print(Markdown(text))

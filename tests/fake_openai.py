@@ -1,0 +1,276 @@
+"""A tiny OpenAI-compatible chat-completions server for tests: standard library only.
+
+It listens on 127.0.0.1 on a free port and serves ``POST /v1/chat/completions``, plain
+(a ``chat.completion`` JSON body) and streaming (``"stream": true``: ``chat.completion.chunk``
+server-sent events, a usage chunk when ``stream_options.include_usage`` is set, then
+``data: [DONE]``), in the wire format the ``openai`` package parses.
+
+Every request is recorded (parsed JSON body and ``Authorization`` header). Replies are
+scripted: queued :class:`Reply` objects (or plain strings) are used first, in order; when the
+queue is empty the ``responder`` callable, given the request body, returns a string or a
+:class:`Reply`. With neither, the server answers 500 so that a missing script fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer: the reply text, or an HTTP error, optionally after a delay."""
+
+    text: str = ""
+    status: int = 200
+    delay: float = 0.0
+    """Seconds to wait before answering (a slow or hanging server)."""
+    error_message: str | None = None
+    """The ``error.message`` of an error response (default: a generic one)."""
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """What the client sent."""
+
+    path: str
+    authorization: str | None
+    body: dict[str, Any]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def last_user_text(self) -> str:
+        """The text of the last user message ('' if there is none)."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return content_text(message.get("content"))
+        return ""
+
+
+Responder = Callable[[dict[str, Any]], "str | Reply"]
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    404: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text (a string, or a list of ``{"type": "text"}`` parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up
+            super().handle_error(request, client_address)
+
+
+def _approx_tokens(text: str) -> int:
+    return max(1, len(text) // 4)
+
+
+class FakeOpenAI:
+    """The server; use as a context manager or call :meth:`start` and :meth:`stop`."""
+
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- scripting ----------------------------------------------------------------------
+
+    def script(self, *replies: str | Reply) -> None:
+        """Queue replies, used one per request in order before the responder is asked."""
+        with self._lock:
+            self._queue.extend(r if isinstance(r, Reply) else Reply(text=r) for r in replies)
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self._queue:
+                return self._queue.popleft()
+        if self.responder is not None:
+            reply = self.responder(body)
+            return reply if isinstance(reply, Reply) else Reply(text=reply)
+        return Reply(status=500, error_message="fake_openai: no scripted reply left")
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "the server is not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-openai",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # releases handlers still waiting out a delay
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- handling -----------------------------------------------------------------------
+
+    def _record(self, path: str, authorization: str | None, body: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(RecordedRequest(path, authorization, body))
+
+
+def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError:
+                self._send_error(400, "fake_openai: the body is not JSON")
+                return
+            server._record(self.path, self.headers.get("Authorization"), body)
+            if self.path.rstrip("/") != "/v1/chat/completions":
+                self._send_error(404, f"fake_openai: no route {self.path}")
+                return
+            reply = server._next_reply(body)
+            if reply.delay and server._stopping.wait(reply.delay):
+                return
+            if reply.status != 200:
+                self._send_error(reply.status, reply.error_message or f"HTTP {reply.status}")
+            elif body.get("stream"):
+                self._send_stream(body, reply.text)
+            else:
+                self._send_completion(body, reply.text)
+
+        def _send_json(self, status: int, document: dict[str, Any]) -> None:
+            data = json.dumps(document).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_error(self, status: int, message: str) -> None:
+            self._send_json(
+                status,
+                {
+                    "error": {
+                        "message": message,
+                        "type": _ERROR_TYPES.get(status, "server_error"),
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            )
+
+        def _usage(self, body: dict[str, Any], text: str) -> dict[str, int]:
+            prompt = sum(
+                _approx_tokens(content_text(m.get("content"))) for m in body.get("messages", [])
+            )
+            completion = _approx_tokens(text)
+            return {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+
+        def _send_completion(self, body: dict[str, Any], text: str) -> None:
+            self._send_json(
+                200,
+                {
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", "fake"),
+                    "system_fingerprint": "fp_fake",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text, "refusal": None},
+                            "logprobs": None,
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": self._usage(body, text),
+                },
+            )
+
+        def _send_stream(self, body: dict[str, Any], text: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            base = {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": body.get("model", "fake"),
+                "system_fingerprint": "fp_fake",
+            }
+
+            def choice(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+                return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            extra = {"usage": None} if include_usage else {}
+            events = [{**base, "choices": [choice({"role": "assistant", "content": ""})], **extra}]
+            for piece in re.findall(r"\S+\s*|\s+", text):
+                events.append({**base, "choices": [choice({"content": piece})], **extra})
+            events.append({**base, "choices": [choice({}, "stop")], **extra})
+            if include_usage:
+                events.append({**base, "choices": [], "usage": self._usage(body, text)})
+            for event in events:
+                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    return Handler

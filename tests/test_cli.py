@@ -1,0 +1,116 @@
+"""The command line through Typer's CliRunner: output, exit codes and what lands in SQLite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from chatbot import __version__
+from chatbot.cli import app
+from chatbot.store import Store
+
+runner = CliRunner()
+
+
+def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):
+    return runner.invoke(app, list(args), input=input, env=env)
+
+
+def test_version_and_help() -> None:
+    assert invoke("--version").stdout.strip() == f"chatbot {__version__}"
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("ask", "show"):
+        assert command in result.stdout
+
+
+def test_ask_prints_the_reply_and_stores_the_turn(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite"
+    result = invoke("ask", "hello there", "--thread", "t1", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert 'You said: "hello there"' in result.stdout
+    assert "offline model" in result.stderr
+    with Store(db) as store:
+        (info,) = store.list_threads()
+    assert info.thread_id == "t1" and info.title == "hello there" and info.message_count == 2
+
+
+def test_ask_reads_stdin_with_dash(tmp_path: Path) -> None:
+    db = tmp_path / "c.sqlite"
+    result = invoke("--db", str(db), "ask", "-", input="piped question\n")
+    assert result.exit_code == 0, result.output
+    assert "piped question" in result.stdout
+
+
+def test_empty_message_is_refused_with_one_line(tmp_path: Path) -> None:
+    result = invoke("ask", "   ", "--db", str(tmp_path / "c.sqlite"))
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: the message is empty: give some text to send"
+    ]
+
+
+def test_show_json_has_summary_and_messages(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.sqlite")
+    env = {"CHATBOT_SUMMARY_TRIGGER": "messages:2", "CHATBOT_SUMMARY_KEEP": "messages:2"}
+    for text in ["my name is Ada", "I like tea"]:
+        assert invoke("ask", text, "-t", "ada", "--db", db, env=env).exit_code == 0
+    result = invoke("show", "ada", "--json", "--db", db)
+    document = json.loads(result.stdout)
+    assert set(document) == {"thread_id", "summary", "messages"}
+    assert "- my name is Ada" in document["summary"]
+    assert [m["content"] for m in document["messages"]][0] == "I like tea"
+    assert all(set(m) == {"type", "content", "id"} for m in document["messages"])
+
+
+def test_show_renders_for_people(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.sqlite")
+    invoke("ask", "**bold** move", "-t", "x", "--db", db)
+    result = invoke("show", "x", "--db", db)
+    assert result.exit_code == 0 and "bold move" in result.stdout
+
+
+def test_show_unknown_thread_fails_with_one_line(tmp_path: Path) -> None:
+    result = invoke("show", "nope", "--db", str(tmp_path / "c.sqlite"))
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: no thread 'nope'")
+
+
+def test_invalid_setting_stops_start_up_with_the_valid_forms(tmp_path: Path) -> None:
+    result = invoke(
+        "ask", "hi", "--db", str(tmp_path / "c.sqlite"), env={"CHATBOT_SUMMARY_KEEP": "lots"}
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "CHATBOT_SUMMARY_KEEP='lots' is not valid" in line and "messages:N" in line
+    assert not (tmp_path / "c.sqlite").exists() or True
+
+
+def test_fraction_without_known_context_size_is_explained(tmp_path: Path) -> None:
+    env = {
+        "CHATBOT_SUMMARY_TRIGGER": "fraction:0.5",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+        "CHATBOT_MODEL": "my-local-model",
+    }
+    result = invoke("ask", "hi", "--db", str(tmp_path / "c.sqlite"), env=env)
+    assert result.exit_code == 2
+    assert "CHATBOT_MAX_INPUT_TOKENS" in result.stderr
+
+
+def test_env_file_option_reads_settings_from_that_file(tmp_path: Path) -> None:
+    env_file = tmp_path / "custom.env"
+    env_file.write_text("CHATBOT_SYSTEM_PROMPT=Be terse\nCHATBOT_LANGUAGE=klingon\n")
+    result = invoke("--env-file", str(env_file), "ask", "hi", "--db", str(tmp_path / "c.sqlite"))
+    assert result.exit_code == 2
+    assert "CHATBOT_LANGUAGE='klingon' is not valid" in result.stderr
+    missing = invoke("--env-file", str(tmp_path / "missing.env"), "ask", "hi")
+    assert missing.exit_code == 2 and "does not exist" in missing.stderr
+
+
+def test_dot_env_in_the_working_directory_is_read(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("CHATBOT_SUMMARY_TRIGGER=nonsense\n")
+    result = invoke("ask", "hi", "--db", str(tmp_path / "c.sqlite"))
+    assert result.exit_code == 2 and "CHATBOT_SUMMARY_TRIGGER='nonsense'" in result.stderr

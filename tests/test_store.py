@@ -1,0 +1,215 @@
+"""Persistence: threads in SQLite survive the process, stay apart, keep their history."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from chatbot.graph import build_graph
+from chatbot.backend import LocalBackend
+from chatbot.session import Reply, Summarized
+from chatbot.settings import Settings
+from chatbot.store import Store, StoreError, checkpoint_time, read_state, state_history
+from tests.scripted import ScriptedChatModel
+
+
+def offline_settings(db: Path | str, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "model": "offline",
+        "db": str(db),
+        "summary_trigger": "messages:6",
+        "summary_keep": "messages:2",
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m chatbot`` in a new process, as a user would run the command."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "chatbot", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_thread_continues_in_a_new_process(tmp_path: Path) -> None:
+    db = tmp_path / "chat.sqlite"
+    first = run_cli("ask", "hi! I'm Lance", "--thread", "lance", "--db", str(db))
+    assert first.returncode == 0, first.stderr
+    assert "offline model" in first.stderr, "the offline stand-in says so visibly"
+    second = run_cli("ask", "what's my name?", "--thread", "lance", "--db", str(db))
+    assert second.returncode == 0, second.stderr
+
+    shown = run_cli("show", "lance", "--json", "--db", str(db))
+    document = json.loads(shown.stdout)
+    assert document["thread_id"] == "lance"
+    assert [m["type"] for m in document["messages"]] == ["human", "ai", "human", "ai"]
+    assert document["messages"][0]["content"] == "hi! I'm Lance"
+    assert document["messages"][2]["content"] == "what's my name?"
+    assert all(m["id"] for m in document["messages"])
+
+
+def test_threads_do_not_mix(tmp_path: Path) -> None:
+    settings = offline_settings(tmp_path / "db.sqlite")
+    with Store(settings.db) as store:
+        graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
+        list(LocalBackend(graph, store).send("a", "I am in thread a"))
+        list(LocalBackend(graph, store).send("b", "I am in thread b"))
+        list(LocalBackend(graph, store).send("a", "still a"))
+        a = [m.text for m in read_state(graph, "a").values["messages"]]
+        b = [m.text for m in read_state(graph, "b").values["messages"]]
+    assert a[0] == "I am in thread a" and a[2] == "still a" and len(a) == 4
+    assert b[0] == "I am in thread b" and len(b) == 2
+
+
+def test_state_history_keeps_messages_later_folded_into_the_summary(tmp_path: Path) -> None:
+    settings = offline_settings(tmp_path / "db.sqlite")
+    with Store(settings.db) as store:
+        graph = build_graph(
+            ScriptedChatModel(), ScriptedChatModel(default="SUMMARY"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        events = []
+        for text in ["one", "two", "three", "four"]:
+            events += list(backend.send("t", text, {}))
+        now = read_state(graph, "t").values
+        assert now["summary"] == "SUMMARY" and len(now["messages"]) == 2
+
+        history = list(state_history(graph, "t"))
+        older = [snapshot.values.get("messages", []) for snapshot in history]
+        assert any(
+            [m.text for m in messages][:1] == ["one"] and len(messages) == 8 for messages in older
+        ), "a checkpoint before the summary still holds the folded messages"
+        nodes = [s.metadata.get("source") for s in history]
+        assert "input" in nodes and "loop" in nodes
+        (summarized,) = [e for e in events if isinstance(e, Summarized)]
+        assert summarized.messages == 6 and summarized.tokens_out > 0
+        assert sum(isinstance(e, Reply) for e in events) == 4
+
+
+def test_listing_threads_reads_rows_not_checkpoints(tmp_path: Path) -> None:
+    settings = offline_settings(tmp_path / "db.sqlite")
+    with Store(settings.db) as store:
+        graph = build_graph(
+            ScriptedChatModel(), ScriptedChatModel(default="S"), settings, store.saver
+        )
+        for text in ["first question about cats", "two", "three", "four"]:
+            list(LocalBackend(graph, store).send("cats", text))
+        list(LocalBackend(graph, store).send("dogs", "dogs please"))
+        threads = {t.thread_id: t for t in store.list_threads()}
+
+    assert list(threads) == ["dogs", "cats"], "newest activity first"
+    assert threads["cats"].title == "first question about cats"
+    assert threads["cats"].message_count == 2 and threads["cats"].has_summary is True
+    assert threads["dogs"].message_count == 2 and threads["dogs"].has_summary is False
+    assert threads["dogs"].last_active is not None
+    assert threads["cats"].checkpoints > threads["dogs"].checkpoints
+
+
+def test_threads_written_by_other_programs_are_listed_too(tmp_path: Path) -> None:
+    with Store(tmp_path / "db.sqlite") as store:
+        graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
+        graph.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "raw"}})
+        (info,) = store.list_threads()
+    assert info.thread_id == "raw" and info.title == "" and info.message_count is None
+
+
+def test_delete_thread_removes_it_and_only_it(tmp_path: Path) -> None:
+    settings = offline_settings(tmp_path / "db.sqlite")
+    with Store(settings.db) as store:
+        graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
+        list(LocalBackend(graph, store).send("keep", "keep me"))
+        list(LocalBackend(graph, store).send("drop", "drop me"))
+        assert store.delete_thread("drop") is True
+        assert store.delete_thread("drop") is False
+        assert [t.thread_id for t in store.list_threads()] == ["keep"]
+        assert not read_state(graph, "drop").values
+        rows = store.conn.execute("SELECT COUNT(*) FROM writes WHERE thread_id='drop'").fetchone()
+        assert rows == (0,)
+
+
+def test_database_is_private_and_in_wal_mode(tmp_path: Path) -> None:
+    db = tmp_path / "nested" / "dir" / "chat.sqlite"
+    settings = offline_settings(db)
+    with Store(db) as store:
+        graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
+        list(LocalBackend(graph, store).send("t", "secret stuff"))
+        mode = store.conn.execute("PRAGMA journal_mode").fetchone()[0]
+        files = [p for p in db.parent.iterdir() if p.name.startswith("chat.sqlite")]
+        assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o600}
+    assert mode == "wal"
+    assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+
+
+def test_in_memory_database_works() -> None:
+    with Store(":memory:") as store:
+        graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
+        list(LocalBackend(graph, store).send("m", "hello"))
+        assert [t.thread_id for t in store.list_threads()] == ["m"]
+
+
+def test_unopenable_database_is_one_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open the database"):
+        Store(blocker / "chat.sqlite")
+
+
+_OPEN_AND_WRITE = """
+import sys
+from chatbot.graph import build_graph
+from chatbot.models import OfflineChatModel
+from chatbot.backend import LocalBackend
+from chatbot.store import Store
+with Store(sys.argv[1]) as store:
+    graph = build_graph(OfflineChatModel(), checkpointer=store.saver)
+    list(LocalBackend(graph, store).send(sys.argv[2], "hello from " + sys.argv[2]))
+print("ok")
+"""
+
+
+def test_processes_opening_a_fresh_file_together_do_not_fail(tmp_path: Path) -> None:
+    for attempt in range(2):
+        db = tmp_path / f"race{attempt}.sqlite"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPEN_AND_WRITE, str(db), f"p{i}"],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(3)
+        ]
+        results = [p.communicate(timeout=120) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [r[1][-500:] for r in results]
+        with sqlite3.connect(db) as conn:
+            threads = conn.execute("SELECT COUNT(DISTINCT thread_id) FROM checkpoints").fetchone()
+        assert threads == (3,)
+
+
+def test_checkpoint_time_is_read_from_the_checkpoint_id(tmp_path: Path) -> None:
+    with Store(tmp_path / "db.sqlite") as store:
+        graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
+        graph.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "x"}})
+        snapshot = next(iter(state_history(graph, "x")))
+    from datetime import datetime
+
+    written = datetime.fromisoformat(snapshot.created_at)
+    decoded = checkpoint_time(snapshot.config["configurable"]["checkpoint_id"])
+    assert decoded is not None and abs((decoded - written).total_seconds()) < 1
+    assert checkpoint_time("not-a-uuid") is None
