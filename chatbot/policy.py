@@ -131,10 +131,11 @@ class SummaryPolicy:
         for limit in (*self.trigger, self.keep):
             limit.as_tokens(self.max_input_tokens)
         for limit in self.trigger:
-            if limit.kind == self.keep.kind == "messages" and self.keep.value >= limit.value:
+            # The trigger fires above N messages, so keeping N still folds at least one.
+            if limit.kind == self.keep.kind == "messages" and self.keep.value > limit.value:
                 raise PolicyError(
-                    f"CHATBOT_SUMMARY_KEEP={self.keep} keeps as many messages as the trigger "
-                    f"{limit} allows, so a summary could never fold anything: keep fewer"
+                    f"CHATBOT_SUMMARY_KEEP={self.keep} keeps more messages than the trigger "
+                    f"{limit} allows, so the trigger would fire with nothing to fold: keep fewer"
                 )
             keep_tokens = self.keep.as_tokens(self.max_input_tokens)
             trigger_tokens = limit.as_tokens(self.max_input_tokens)

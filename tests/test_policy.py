@@ -292,7 +292,6 @@ def test_trigger_tokens_is_none_when_every_trigger_counts_messages() -> None:
 @pytest.mark.parametrize(
     ("trigger", "keep", "max_input_tokens"),
     [
-        ("messages:6", "messages:6", None),
         ("messages:6", "messages:7", None),
         ("messages:20,messages:3", "messages:5", None),
         ("tokens:1000", "tokens:1000", None),
@@ -313,7 +312,7 @@ def test_validate_rejects_keep_not_below_the_trigger_of_the_same_kind(
 
 
 def test_validate_rejects_a_directly_built_policy_whose_keep_defeats_the_trigger() -> None:
-    built = SummaryPolicy((Limit("messages", 4),), Limit("messages", 4))
+    built = SummaryPolicy((Limit("messages", 4),), Limit("messages", 5))
     with pytest.raises(PolicyError, match="CHATBOT_SUMMARY_KEEP"):
         built.validate()
 
@@ -323,6 +322,7 @@ def test_validate_rejects_a_directly_built_policy_whose_keep_defeats_the_trigger
     [
         ("messages:6", "messages:2", None),
         ("messages:6", "messages:5", None),
+        ("messages:6", "messages:6", None),
         ("tokens:4000", "tokens:1000", None),
         ("tokens:1001", "tokens:1000", None),
         ("fraction:0.8", "fraction:0.3", 10_000),
