@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from chatbot.graph import build_graph
 from chatbot.backend import LocalBackend
+from chatbot.graph import build_graph
 from chatbot.session import Reply, Summarized
 from chatbot.settings import Settings
 from chatbot.store import Store, StoreError, checkpoint_time, read_state, state_history
