@@ -41,6 +41,12 @@ out = Console(highlight=False, soft_wrap=True)
 DbOption = Annotated[
     str | None, typer.Option("--db", help="SQLite file for threads (default: CHATBOT_DB).")
 ]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url", help="Use the threads of a LangGraph server, e.g. http://127.0.0.1:2024."
+    ),
+]
 ThreadArgument = Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -60,6 +66,7 @@ class AppState:
     env_file: str | None = ".env"
     db: str | None = None
     model: str | None = None
+    url: str | None = None
     _settings: Settings | None = None
     _store: Store | None = None
     _models: Models | None = None
@@ -73,6 +80,8 @@ class AppState:
                 overrides["db"] = self.db
             if self.model:
                 overrides["model"] = self.model
+            if self.url:
+                overrides["url"] = self.url
             self._settings = load_settings(self.env_file, **overrides)
             if self._settings.openai_api_key:
                 remember_secret(self._settings.openai_api_key.get_secret_value())
@@ -102,7 +111,15 @@ class AppState:
             self._graph = build_graph(models.chat, models.summary, self.settings, self.store.saver)
         return self._graph
 
+    @property
+    def remote(self) -> bool:
+        return bool(self.settings.url)
+
     def backend(self) -> Backend:
+        if self.settings.url:
+            from chatbot.remote import RemoteBackend
+
+            return RemoteBackend(self.settings.url)
         from chatbot.backend import LocalBackend
 
         return LocalBackend(self.graph, self.store)
@@ -153,11 +170,13 @@ def _error_line(message: str) -> None:
     err.print(f"[red]error:[/] {escape(redact(message))}")
 
 
-def _state(ctx: typer.Context, db: str | None = None) -> AppState:
+def _state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
     state = ctx.find_root().obj
     assert isinstance(state, AppState)
     if db:
         state.db = db
+    if url:
+        state.url = url
     return state
 
 
@@ -190,7 +209,7 @@ def main_options(
 
 
 def _show_notice(state: AppState) -> None:
-    if state.models.notice:
+    if not state.remote and state.models.notice:
         err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
 
 
@@ -206,7 +225,8 @@ def _read_text(text: str | None) -> str:
 
 def _require_thread(backend: Backend, state: AppState, thread_id: str) -> None:
     if not backend.thread_exists(thread_id):
-        fail(f"no thread {thread_id!r} in {state.settings.db} ('chatbot threads' lists them)")
+        where = state.settings.url or state.settings.db
+        fail(f"no thread {thread_id!r} in {where} ('chatbot threads' lists them)")
 
 
 # --- chatting ---------------------------------------------------------------------------------
@@ -222,6 +242,7 @@ def chat(
     ] = None,
     new: Annotated[bool, typer.Option("--new", help="Start a fresh thread.")] = False,
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Chat interactively (the default command). /help inside lists the slash commands."""
     from platformdirs import user_data_path
@@ -232,7 +253,7 @@ def chat(
 
     if thread and new:
         fail("give --thread or --new, not both", 2)
-    state = _state(ctx, db)
+    state = _state(ctx, db, url)
     backend = state.backend()
     if new:
         thread_id = new_thread_id()
@@ -251,9 +272,9 @@ def chat(
         reader=ScriptedReader(line.rstrip("\n") for line in sys.stdin),
         settings=state.settings,
         thread_id=thread_id,
-        model_name=state.models.chat_name,
-        max_input_tokens=max_input_tokens(state.models.chat),
-        notice=state.models.notice,
+        model_name="(the server's model)" if state.remote else state.models.chat_name,
+        max_input_tokens=None if state.remote else max_input_tokens(state.models.chat),
+        notice="" if state.remote else state.models.notice,
     )
     if sys.stdin.isatty() and out.is_terminal:
         from chatbot.lineinput import PromptToolkitReader, SlashCompleter
@@ -285,12 +306,13 @@ def ask(
         str, typer.Option("--thread", "-t", help="Thread id to continue or create.")
     ] = "default",
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
     from chatbot.render import describe_summary
     from chatbot.session import Reply, Summarized, SummaryFailed, Token
 
-    state = _state(ctx, db)
+    state = _state(ctx, db, url)
     message = _read_text(text)
     backend = state.backend()
     _show_notice(state)
@@ -324,18 +346,21 @@ def ask(
 
 @app.command()
 @guarded
-def threads(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+def threads(
+    ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
+) -> None:
     """List threads: id, messages, summary, last active, title."""
     from chatbot.render import thread_record, threads_table
 
-    state = _state(ctx, db)
-    listing = state.store.list_threads()
+    state = _state(ctx, db, url)
+    listing = state.backend().threads()
     if as_json:
         out.print_json(json.dumps([thread_record(t) for t in listing], ensure_ascii=False))
     elif listing:
         out.print(threads_table(listing))
     else:
-        err.print(f"[dim]no threads in {escape(state.settings.db)}[/]")
+        where = state.settings.url or state.settings.db
+        err.print(f"[dim]no threads in {escape(where)}[/]")
 
 
 @app.command()
@@ -346,12 +371,13 @@ def history(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N checkpoints.")] = 50,
     as_json: JsonOption = False,
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Show a thread's state history: checkpoints, newest first."""
     from chatbot.render import history_record, history_table
     from chatbot.timeline import history_rows
 
-    state = _state(ctx, db)
+    state = _state(ctx, db, url)
     backend = state.backend()
     _require_thread(backend, state, thread_id)
     rows = history_rows(backend.history(thread_id))[:limit]
@@ -371,12 +397,13 @@ def show(
     ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Show a thread's summary and messages, now or at a past checkpoint."""
     from chatbot.render import message_record, state_view
     from chatbot.timeline import find_checkpoint
 
-    state = _state(ctx, db)
+    state = _state(ctx, db, url)
     backend = state.backend()
     _require_thread(backend, state, thread_id)
     if checkpoint:

@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     summary_extend_prompt: str | None = Field(None, description="Replaces the extend prompt.")
 
     db: str = Field(default_factory=lambda: str(default_db_path()), description="SQLite file.")
+    url: str | None = Field(None, description="A LangGraph server to use instead of SQLite.")
 
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
@@ -69,7 +70,7 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
     )
 
-    @field_validator("summary_model", "openai_base_url", "max_input_tokens", mode="before")
+    @field_validator("summary_model", "openai_base_url", "max_input_tokens", "url", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -78,6 +79,13 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_prompt_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("use an http:// or https:// address, e.g. http://127.0.0.1:2024")
+        return value
 
     @field_validator("summary_trigger")
     @classmethod

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from langgraph.graph import MessagesState
 
@@ -20,9 +21,9 @@ class State(MessagesState):
 
 @dataclass(kw_only=True)
 class Context:
-    """Per-run overrides of the ``.env`` defaults; an empty field keeps the default.
+    """Per-run settings. Each empty field keeps the server's default from its .env file.
 
-    LangGraph Studio shows these as a form, and an assistant or a single run can set them.
+    LangGraph Studio shows these as a form; an assistant or a single run can set them.
     """
 
     chat_model: str = field(
@@ -51,7 +52,7 @@ class Context:
         default="",
         metadata={"description": "System prompt for the chat model. Empty: CHATBOT_SYSTEM_PROMPT."},
     )
-    language: str = field(
+    language: Literal["", "en", "zh"] = field(
         default="",
         metadata={
             "description": "Language of the summary prompts: en or zh. Empty: CHATBOT_LANGUAGE."

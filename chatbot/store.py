@@ -47,7 +47,7 @@ class ThreadInfo:
     """One row of a thread listing."""
 
     thread_id: str
-    checkpoints: int
+    checkpoints: int | None
     last_active: datetime | None
     title: str = ""
     message_count: int | None = None

@@ -1,0 +1,303 @@
+"""The same thread operations against a LangGraph server (``langgraph dev`` or a deployment).
+
+Threads, checkpoints and state history live on the server; replies stream from it through
+langgraph-sdk. The server wants UUID thread ids, so the names people type (``main``, ``work``)
+are kept in each thread's metadata under ``chatbot_name``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, convert_to_messages
+
+from chatbot.backend import BackendError
+from chatbot.session import Event, Reply, Token, custom_event, make_title
+from chatbot.store import ThreadInfo
+from chatbot.timeline import Snapshot, snapshot_from_parts
+
+NAME_KEY = "chatbot_name"
+ASSISTANT = "chatbot"
+STREAM_MODES = ["messages-tuple", "custom", "updates"]
+_PAGE = 200
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _when(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def snapshot_from_state(state: dict[str, Any]) -> Snapshot | None:
+    """A server ``ThreadState`` as a :class:`Snapshot` (``None`` for a thread with no state)."""
+    checkpoint = state.get("checkpoint") or {}
+    checkpoint_id = checkpoint.get("checkpoint_id") or state.get("checkpoint_id")
+    if not checkpoint_id:
+        return None
+    parent = state.get("parent_checkpoint") or {}
+    return snapshot_from_parts(
+        checkpoint_id=checkpoint_id,
+        parent_id=parent.get("checkpoint_id") or state.get("parent_checkpoint_id"),
+        metadata=state.get("metadata") or {},
+        values=state.get("values") if isinstance(state.get("values"), dict) else {},
+        next_nodes=state.get("next") or (),
+        created_at=state.get("created_at"),
+    )
+
+
+def events_from_parts(parts: Any) -> Iterator[Event]:
+    """Translate a server stream (``messages-tuple``, ``custom``, ``updates``) into events."""
+    for part in parts:
+        kind, data = part.event, part.data
+        if kind == "messages" and isinstance(data, list | tuple) and len(data) == 2:
+            chunk, metadata = data
+            if (
+                isinstance(chunk, dict)
+                and chunk.get("type") in ("AIMessageChunk", "ai")
+                and (metadata or {}).get("langgraph_node") == "conversation"
+                and isinstance(chunk.get("content"), str)
+                and chunk["content"]
+            ):
+                yield Token(chunk["content"])
+        elif kind == "custom":
+            event = custom_event(data)
+            if event is not None:
+                yield event
+        elif kind == "updates" and isinstance(data, dict) and data.get("conversation"):
+            raw = [m for m in data["conversation"].get("messages", []) if m.get("type") == "ai"]
+            if raw:
+                message = convert_to_messages([raw[-1]])[0]
+                if isinstance(message, AIMessage):
+                    yield Reply(message)
+        elif kind == "error":
+            detail = data.get("message") if isinstance(data, dict) else data
+            raise BackendError(f"the server's run failed: {detail}")
+
+
+class RemoteBackend:
+    """Threads on a LangGraph server, driven through langgraph-sdk."""
+
+    def __init__(self, url: str, assistant: str = ASSISTANT) -> None:
+        from langgraph_sdk import get_sync_client
+
+        self.url = url.rstrip("/")
+        self.location = self.url
+        self.local_only_note = f"this session uses the LangGraph server at {self.url}"
+        self.assistant = assistant
+        self._check_reachable()
+        self.client = get_sync_client(url=self.url)
+        self._ids: dict[str, str] = {}
+
+    def _check_reachable(self) -> None:
+        """Fail fast (the SDK retries a refused connection for several seconds)."""
+        import httpx
+
+        try:
+            httpx.get(f"{self.url}/ok", timeout=5).raise_for_status()
+        except httpx.HTTPError as error:
+            raise BackendError(
+                f"cannot reach the LangGraph server at {self.url} ({type(error).__name__}): "
+                "is it running? (uv run langgraph dev)"
+            ) from None
+
+    def _call(self, action: Any) -> Any:
+        """Run an SDK call; a connection or HTTP problem becomes one BackendError line."""
+        import httpx
+        from langgraph_sdk import errors
+
+        try:
+            return action()
+        except httpx.TransportError as error:
+            raise BackendError(
+                f"cannot reach the LangGraph server at {self.url} ({type(error).__name__}): "
+                "is it running? (uv run langgraph dev)"
+            ) from None
+        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+            raise BackendError(f"the LangGraph server at {self.url} refused: {error}") from None
+
+    # --- names ----------------------------------------------------------------------------
+
+    def _find(self, name: str) -> str | None:
+        if name in self._ids:
+            return self._ids[name]
+        found = self._call(lambda: self.client.threads.search(metadata={NAME_KEY: name}, limit=1))
+        if found:
+            self._ids[name] = found[0]["thread_id"]
+            return self._ids[name]
+        if _is_uuid(name):
+            try:
+                thread = self.client.threads.get(name)
+            except Exception:
+                return None
+            self._ids[name] = thread["thread_id"]
+            return self._ids[name]
+        return None
+
+    def _require(self, name: str) -> str:
+        thread_id = self._find(name)
+        if thread_id is None:
+            raise BackendError(f"no thread {name!r} on {self.url} ('--url ... threads' lists them)")
+        return thread_id
+
+    def _create(self, name: str, metadata: dict[str, Any] | None = None) -> str:
+        thread = self._call(
+            lambda: self.client.threads.create(
+                metadata={NAME_KEY: name, **(metadata or {})}, graph_id=self.assistant
+            )
+        )
+        self._ids[name] = thread["thread_id"]
+        return self._ids[name]
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def send(
+        self, thread_id: str, text: str, context: dict[str, Any] | None = None
+    ) -> Iterator[Event]:
+        """Run one turn on the server, streaming the reply."""
+        server_id = self._find(thread_id) or self._create(thread_id, {"title": make_title(text)})
+        parts = self._call(
+            lambda: self.client.runs.stream(
+                server_id,
+                self.assistant,
+                input={"messages": [{"role": "user", "content": text}]},
+                stream_mode=STREAM_MODES,
+                context=context or None,
+            )
+        )
+        yield from self._guarded_stream(parts)
+
+    def resume(
+        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
+    ) -> Iterator[Event]:
+        """Run on from a checkpoint (default: the latest), as LangGraph time travel does."""
+        server_id = self._require(thread_id)
+        parts = self._call(
+            lambda: self.client.runs.stream(
+                server_id,
+                self.assistant,
+                input=None,
+                stream_mode=STREAM_MODES,
+                context=context or None,
+                checkpoint_id=checkpoint_id,
+            )
+        )
+        yield from self._guarded_stream(parts)
+
+    def _guarded_stream(self, parts: Any) -> Iterator[Event]:
+        import httpx
+
+        try:
+            yield from events_from_parts(parts)
+        except httpx.TransportError as error:
+            raise BackendError(
+                f"lost the LangGraph server at {self.url} ({type(error).__name__})"
+            ) from None
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def current(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest state on the server (``None`` if it has none)."""
+        server_id = self._find(thread_id)
+        if server_id is None:
+            return None
+        return snapshot_from_state(self._call(lambda: self.client.threads.get_state(server_id)))
+
+    def history(self, thread_id: str) -> list[Snapshot]:
+        """Every checkpoint of the thread on the server, newest first."""
+        server_id = self._find(thread_id)
+        if server_id is None:
+            return []
+        snapshots: list[Snapshot] = []
+        before: Any = None
+        while True:
+            page = self._call(
+                lambda before=before: self.client.threads.get_history(
+                    server_id, limit=_PAGE, before=before
+                )
+            )
+            snapshots += [s for s in (snapshot_from_state(state) for state in page) if s]
+            if len(page) < _PAGE:
+                return snapshots
+            before = page[-1]["checkpoint"]
+
+    def threads(self) -> list[ThreadInfo]:
+        """The server's threads, most recently updated first."""
+        found = self._call(
+            lambda: self.client.threads.search(limit=100, sort_by="updated_at", sort_order="desc")
+        )
+        listing = []
+        for thread in found:
+            metadata = thread.get("metadata") or {}
+            values = thread.get("values") if isinstance(thread.get("values"), dict) else {}
+            name = metadata.get(NAME_KEY) or thread["thread_id"]
+            self._ids.setdefault(name, thread["thread_id"])
+            origin = str(metadata.get("chatbot_origin") or "")
+            listing.append(
+                ThreadInfo(
+                    thread_id=name,
+                    checkpoints=None,
+                    last_active=_when(thread.get("updated_at")),
+                    title=str(metadata.get("title") or ""),
+                    message_count=len(values.get("messages") or []) if values else 0,
+                    has_summary=bool(values.get("summary")) if values else False,
+                    origin_thread=origin.partition("@")[0] or None,
+                    origin_checkpoint=origin.partition("@")[2] or None,
+                )
+            )
+        return listing
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the server has a thread by that name (or id)."""
+        return self._find(thread_id) is not None
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
+        """A new server thread holding the state of ``thread_id`` at a checkpoint."""
+        server_id = self._require(thread_id)
+        if self._find(new_id) is not None:
+            raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        state = self._call(
+            lambda: self.client.threads.get_state(server_id, checkpoint_id=checkpoint_id)
+        )
+        source = snapshot_from_state(state)
+        if source is None:
+            raise BackendError(f"thread {thread_id!r} has no state to fork")
+        thread = self._call(lambda: self.client.threads.get(server_id))
+        origin = f"{thread_id}@{source.checkpoint_id}"
+        title = (thread.get("metadata") or {}).get("title", "")
+        new_server_id = self._create(new_id, {"chatbot_origin": origin, "title": title})
+        values = state.get("values") or {}
+        self._call(
+            lambda: self.client.threads.update_state(
+                new_server_id,
+                {"messages": values.get("messages", []), "summary": values.get("summary", "")},
+                as_node="summarize_conversation",
+            )
+        )
+
+    def _local_only(self, what: str) -> BackendError:
+        return BackendError(f"{what} works on local threads only ({self.local_only_note})")
+
+    def restore(self, thread_id: str, checkpoint_id: str, action: str) -> None:
+        raise self._local_only(f"/{action}")
+
+    def rename(self, thread_id: str, new_id: str) -> None:
+        raise self._local_only("rename")
+
+    def delete(self, thread_id: str) -> bool:
+        raise self._local_only("delete")
