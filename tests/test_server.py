@@ -71,7 +71,7 @@ class DevServer:
                 "127.0.0.1",
                 "--port",
                 str(self.requested_port),
-            ],  # fmt: skip
+            ],
             cwd=workdir,
             env=env,
             stdout=subprocess.PIPE,
