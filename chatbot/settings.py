@@ -70,7 +70,15 @@ class Settings(BaseSettings):
         None, validation_alias=AliasChoices("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
     )
 
-    @field_validator("summary_model", "openai_base_url", "max_input_tokens", "url", mode="before")
+    @field_validator(
+        "summary_model",
+        "openai_base_url",
+        "max_input_tokens",
+        "summary_input_tokens",
+        "url",
+        "openai_api_key",
+        mode="before",
+    )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
@@ -79,6 +87,11 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_prompt_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def _blank_db_is_default(cls, value: Any) -> Any:
+        return str(default_db_path()) if isinstance(value, str) and not value.strip() else value
 
     @field_validator("url")
     @classmethod
