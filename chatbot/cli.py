@@ -17,12 +17,12 @@ from rich.markup import escape
 
 from chatbot import __version__
 from chatbot.errors import describe_error, redact, remember_secret
-from chatbot.settings import Settings, SettingsError, load_settings
-from chatbot.store import Store, StoreError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the rest is imported on demand: `--help` and `--version` stay fast
     from chatbot.backend import Backend
     from chatbot.models import Models
+    from chatbot.settings import Settings
+    from chatbot.store import Store
 
 app = typer.Typer(
     name="chatbot",
@@ -75,6 +75,8 @@ class AppState:
     @property
     def settings(self) -> Settings:
         if self._settings is None:
+            from chatbot.settings import load_settings
+
             overrides: dict[str, Any] = {}
             if self.db:
                 overrides["db"] = self.db
@@ -90,6 +92,8 @@ class AppState:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from chatbot.store import Store
+
             self._store = Store(self.settings.db)
         return self._store
 
@@ -141,6 +145,8 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         from chatbot.backend import BackendError
         from chatbot.export import ExportError
+        from chatbot.settings import SettingsError
+        from chatbot.store import StoreError
 
         try:
             command(*args, **kwargs)
