@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, RemoveMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
@@ -42,7 +43,7 @@ class Backend(Protocol):
     def threads(self) -> list[ThreadInfo]: ...
     def thread_exists(self, thread_id: str) -> bool: ...
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None: ...
-    def restore(self, thread_id: str, checkpoint_id: str, action: str) -> None: ...
+    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
     def rename(self, thread_id: str, new_id: str) -> None: ...
     def delete(self, thread_id: str) -> bool: ...
 
@@ -106,7 +107,7 @@ class LocalBackend:
         self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None
     ) -> None:
         state = self.graph.get_state(thread_config(thread_id))
-        if not state.values:
+        if not state.config.get("configurable", {}).get("checkpoint_id"):
             return
         messages = state.values.get("messages", [])
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
@@ -167,13 +168,24 @@ class LocalBackend:
             origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
         )
 
-    def restore(self, thread_id: str, checkpoint_id: str, action: str) -> None:
-        """Make an older checkpoint's state current again, as a new checkpoint (undo)."""
-        self.graph.update_state(
-            {**thread_config(thread_id, checkpoint_id), "metadata": {ACTION_KEY: action}},
-            None,
-            as_node="__end__",
-        )
+    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
+        """Make an older checkpoint's state current again, as a new checkpoint (undo).
+
+        ``checkpoint_id=None`` restores the empty state a thread had before its first turn.
+        """
+        metadata = {ACTION_KEY: action}
+        if checkpoint_id is None:
+            self.graph.update_state(
+                {**thread_config(thread_id), "metadata": metadata},
+                {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
+                as_node="summarize_conversation",
+            )
+        else:
+            self.graph.update_state(
+                {**thread_config(thread_id, checkpoint_id), "metadata": metadata},
+                None,
+                as_node="__end__",
+            )
         self._record(thread_id)
 
     def rename(self, thread_id: str, new_id: str) -> None:

@@ -474,7 +474,7 @@ def fork(
     db: DbOption = None,
 ) -> None:
     """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
-    from chatbot.repl import check_thread_id, new_thread_id
+    from chatbot.repl import MAX_THREAD_ID, check_thread_id, new_thread_id
     from chatbot.timeline import find_checkpoint
 
     state = _state(ctx, db)
@@ -486,7 +486,8 @@ def fork(
         else None
     )
     try:
-        new_id = check_thread_id(to) if to else f"{thread_id}-{new_thread_id()}"
+        suffix = f"-{new_thread_id()}"
+        new_id = check_thread_id(to) if to else thread_id[: MAX_THREAD_ID - len(suffix)] + suffix
     except ValueError as error:
         fail(str(error), 2)
     backend.fork(thread_id, checkpoint_id, new_id)

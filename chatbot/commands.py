@@ -116,8 +116,16 @@ def _history(repl: Repl) -> list:
 # --- help and leaving ----------------------------------------------------------------------------
 
 
-@command("help", "/help", "list the commands")
+@command("help", "/help [COMMAND]", "list the commands, or explain one")
 def _help(repl: Repl, arg: str) -> Outcome:
+    if arg:
+        name = ALIASES.get(arg.lstrip("/").lower(), arg.lstrip("/").lower())
+        if name not in COMMANDS:
+            raise CommandError(f"no command /{name}: /help lists them")
+        found = COMMANDS[name]
+        note = "" if found.remote or not repl.backend.local_only_note else " (local only)"
+        repl.say(f"{found.usage}  {found.help}{note}")
+        return None
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -135,11 +143,13 @@ def _help(repl: Repl, arg: str) -> Outcome:
 
 @command("exit", "/exit", "leave (Ctrl-D does too)")
 def _exit(repl: Repl, arg: str) -> Outcome:
+    _no_argument("exit", arg)
     return "exit"
 
 
 @command("clear", "/clear", "clear the screen")
 def _clear(repl: Repl, arg: str) -> Outcome:
+    _no_argument("clear", arg)
     repl.console.clear()
     return None
 
@@ -269,15 +279,23 @@ def _show(repl: Repl, arg: str) -> Outcome:
 # --- branching -----------------------------------------------------------------------------------
 
 
+def fork_id(thread_id: str, number: int) -> str:
+    """``<thread>-fork<N>``, shortened so that it stays a usable thread id."""
+    from chatbot.repl import MAX_THREAD_ID
+
+    suffix = f"-fork{number}"
+    return thread_id[: MAX_THREAD_ID - len(suffix)] + suffix
+
+
 @command("fork", "/fork [CHECKPOINT]", "a new thread branched from a checkpoint (default: now)")
 def _fork(repl: Repl, arg: str) -> Outcome:
     history = _history(repl)
     source = find_checkpoint(history, arg) if arg else lineage(history)[-1]
     existing = {t.thread_id for t in repl.backend.threads()}
     number = 1
-    while f"{repl.thread_id}-fork{number}" in existing:
+    while fork_id(repl.thread_id, number) in existing:
         number += 1
-    new_id = f"{repl.thread_id}-fork{number}"
+    new_id = fork_id(repl.thread_id, number)
     repl.backend.fork(repl.thread_id, source.checkpoint_id, new_id)
     origin = repl.thread_id
     repl.say(f"forked {origin} at checkpoint {short_id(source.checkpoint_id)} into {new_id}")
@@ -289,28 +307,38 @@ def _fork(repl: Repl, arg: str) -> Outcome:
 def _undo(repl: Repl, arg: str) -> Outcome:
     _no_argument("undo", arg)
     history = repl.backend.history(repl.thread_id)
+    current = repl.backend.current(repl.thread_id)
     turn = last_turn(history)
-    if turn is None:
+    if turn is None or current is None or not (current.messages or current.summary):
         raise CommandError("nothing to undo in this thread")
-    repl.backend.restore(repl.thread_id, turn.before.checkpoint_id, "undo")
+    if turn.before is None:  # the first turn: back to the empty thread
+        repl.backend.restore(repl.thread_id, None, "undo")
+        where = "the empty thread"
+    else:
+        repl.backend.restore(repl.thread_id, turn.before.checkpoint_id, "undo")
+        where = (
+            f"checkpoint {short_id(turn.before.checkpoint_id)} "
+            f"({len(turn.before.messages)} messages)"
+        )
     repl.measure(repl.backend.current(repl.thread_id))
-    repl.say(
-        f"rewound the last turn: back to checkpoint {short_id(turn.before.checkpoint_id)} "
-        f"({len(turn.before.messages)} messages); /history still has it"
-    )
+    repl.say(f"rewound the last turn: back to {where}; /history still has it")
     return None
 
 
 @command("retry", "/retry [MODEL]", "regenerate the last reply, optionally with another model")
 def _retry(repl: Repl, arg: str) -> Outcome:
-    history = repl.backend.history(repl.thread_id)
-    turn = last_turn(history)
-    if turn is None or turn.after_input is None:
-        raise CommandError("nothing to retry in this thread")
     context = dict(repl.context)
     if arg:
         _check_model(repl, arg)
         context["chat_model"] = arg
+    current = repl.backend.current(repl.thread_id)
+    if current is not None and current.unfinished:
+        # An interrupted or failed run: carry on with exactly what was left to do.
+        repl.stream(repl.backend.resume(repl.thread_id, None, context))
+        return None
+    turn = last_turn(repl.backend.history(repl.thread_id))
+    if turn is None or turn.after_input is None or current is None or not current.messages:
+        raise CommandError("nothing to retry in this thread")
     repl.stream(repl.backend.resume(repl.thread_id, turn.after_input.checkpoint_id, context))
     return None
 

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import logging
 import secrets
+import signal
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.tracers.context import register_configure_hook
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
@@ -55,6 +60,42 @@ class ScriptedReader:
         return line
 
 
+class ReplyStopped(Exception):
+    """Ends a model call that is still streaming after the user pressed Ctrl-C."""
+
+
+class StopOnInterrupt(BaseCallbackHandler):
+    """Makes the model calls of a turn give up at their next token once ``stop`` is set.
+
+    LangGraph runs a node in a worker thread while the main thread relays its stream, and
+    Ctrl-C only interrupts the main thread, which then waits for the node to finish: without
+    this the whole reply would still be generated (and saved) after Ctrl-C. With it the
+    model call fails at once, the turn stays unfinished and ``/retry`` regenerates it.
+    """
+
+    raise_error = True
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+
+    def _check(self) -> None:
+        if self.stop.is_set():
+            raise ReplyStopped("the reply was stopped with Ctrl-C")
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self._check()
+
+    def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
+        self._check()
+
+    def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
+        self._check()
+
+
+_turn_stopper: ContextVar[StopOnInterrupt | None] = ContextVar("chatbot_turn_stopper", default=None)
+register_configure_hook(_turn_stopper, inheritable=True)  # every model call of the turn sees it
+
+
 class Tail:
     """Render only the last ``max_lines`` lines of a renderable (a streaming reply's tail)."""
 
@@ -63,6 +104,8 @@ class Tail:
         self.max_lines = max(1, max_lines)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Word-wrap even on a soft-wrapping console: Live would crop each line at the edge.
+        options = options.update(no_wrap=False, overflow="fold")
         lines = console.render_lines(self.renderable, options, pad=False)
         for line in lines[-self.max_lines :]:
             yield from line
@@ -230,6 +273,9 @@ class Repl:
         text = ""
         notes: list[str] = []
         live_display = self.console.is_terminal
+        stopper = StopOnInterrupt()
+        stopper_token = _turn_stopper.set(stopper)
+        previous_handler = _stop_on_sigint(stopper)
         try:
             if live_display:
                 height = max(3, self.console.size.height - 2)
@@ -246,6 +292,10 @@ class Repl:
                 for event in events:
                     text = self._apply(event, text, notes)
         except KeyboardInterrupt:
+            stopper.stop.set()
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()  # end the graph run now, not whenever the generator is collected
             self._show_reply(text)
             self.console.print(
                 "[yellow]interrupted[/] "
@@ -258,6 +308,9 @@ class Repl:
             self.problem(f"{describe_error(error)} - your message is kept; /retry tries again")
             return
         finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
+            _turn_stopper.reset(stopper_token)
             self.measure(self._safe_current())
         self._show_reply(text)
         for note in notes:
@@ -285,4 +338,26 @@ class Repl:
 
     def _show_reply(self, text: str) -> None:
         if text:
-            self.console.print(Markdown(text))
+            # Word-wrapped by Rich: a soft-wrapping console leaves it to the terminal,
+            # which breaks lines in the middle of words.
+            self.console.print(Markdown(text), soft_wrap=False)
+
+
+def _stop_on_sigint(stopper: StopOnInterrupt) -> Any:
+    """While a turn streams, Ctrl-C also tells the turn's model calls to stop.
+
+    Returns the handler to put back, or ``None`` when nothing was installed (not the main
+    thread, or SIGINT is not Python's default handler).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler:
+        return None
+
+    def interrupt(signum: int, frame: Any) -> None:
+        stopper.stop.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupt)
+    return previous

@@ -103,7 +103,9 @@ def node_of(snapshot: Snapshot, parent: Snapshot | None) -> str:
     if snapshot.source == "input":
         return "input"
     if snapshot.source in ("update", "fork"):
-        return str(snapshot.metadata.get(ACTION_KEY) or snapshot.source)
+        # LangGraph writes a "fork" checkpoint when a run starts from an older one (/retry).
+        default = "replay" if snapshot.source == "fork" else "update"
+        return str(snapshot.metadata.get(ACTION_KEY) or default)
     if parent is not None and parent.next:
         return parent.next[0]
     return snapshot.source or "?"
@@ -211,8 +213,9 @@ def tokens_saved(history: Sequence[Snapshot]) -> int:
 class TurnPoints:
     """Where the latest turn of a lineage started."""
 
-    before: Snapshot
-    """The state before the user's message arrived (what /undo restores)."""
+    before: Snapshot | None
+    """The state before the user's message arrived (what /undo restores); ``None`` for the
+    thread's first turn, which has no earlier checkpoint to restore."""
     after_input: Snapshot | None
     """The state with the user's message added, before the reply (where /retry resumes)."""
 
@@ -221,16 +224,18 @@ def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> Turn
     """Find the latest turn's start by walking back from ``head`` to its ``input`` checkpoint.
 
     An undo checkpoint's parent is the state it restored, so walking on from it reaches the
-    turn before: repeated /undo keeps rewinding. ``None`` when there is no turn to go back to.
+    turn before: repeated /undo keeps rewinding. The thread's first turn counts too (it can be
+    retried, not undone). ``None`` when there is no turn at all.
     """
     chain = lineage(history, head)
-    for position in range(len(chain) - 1, 0, -1):
+    for position in range(len(chain) - 1, -1, -1):
         snapshot = chain[position]
         if snapshot.source == "input":
             after = chain[position + 1] if position + 1 < len(chain) else None
             if after is not None and "conversation" not in after.next:
                 after = None
-            return TurnPoints(before=chain[position - 1], after_input=after)
+            before = chain[position - 1] if position else None
+            return TurnPoints(before=before, after_input=after)
     return None
 
 
