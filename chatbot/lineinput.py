@@ -66,6 +66,11 @@ def _key_bindings() -> KeyBindings:
     return bindings
 
 
+def _continuation(width: int, line_number: int, is_soft_wrap: bool) -> str:
+    """Dots before a line that Alt-Enter started; blanks where a long line merely wraps."""
+    return " " * width if is_soft_wrap else "." * (width - 1) + " "
+
+
 def private_history_file(path: Path) -> Path:
     """Create the input-history file 0600 (it holds what the user typed)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -85,7 +90,7 @@ class PromptToolkitReader:
             key_bindings=_key_bindings(),
             multiline=False,
             enable_history_search=False,
-            prompt_continuation=lambda width, line, soft: "." * (width - 1) + " ",
+            prompt_continuation=_continuation,
         )
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:

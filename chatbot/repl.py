@@ -7,9 +7,11 @@ Slash commands live in :mod:`chatbot.commands`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -149,13 +151,18 @@ class Repl:
 
     # --- output helpers ------------------------------------------------------------------
 
+    def print(self, *objects: Any) -> None:
+        """Print; on a terminal Rich wraps at word boundaries (a soft-wrapping console leaves
+        long lines to the terminal, which breaks them in the middle of words)."""
+        self.console.print(*objects, soft_wrap=False if self.console.is_terminal else None)
+
     def say(self, text: str, style: str = "") -> None:
         """One line of feedback (escaped: user text never becomes markup)."""
-        self.console.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
+        self.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
 
     def problem(self, text: str) -> None:
         """One line saying what is wrong and how to fix it."""
-        self.console.print(f"[red]error:[/] {escape(text)}")
+        self.print(f"[red]error:[/] {escape(text)}")
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -238,12 +245,12 @@ class Repl:
         """The opening lines: version, where threads live, the model; any notice."""
         from chatbot import __version__
 
-        self.console.print(
+        self.print(
             f"[bold]chatbot {__version__}[/] · model [bold]{escape(self.model_name)}[/] · "
             f"threads in {escape(self.backend.location)} · /help for commands, Ctrl-D to leave"
         )
         if self.notice:
-            self.console.print(f"[yellow]note:[/] {escape(self.notice)}")
+            self.print(f"[yellow]note:[/] {escape(self.notice)}")
         self.open_thread(self.thread_id)
 
     def open_thread(self, thread_id: str) -> None:
@@ -257,7 +264,7 @@ class Repl:
         summary = "with a summary" if snapshot.summary else "no summary yet"
         self.say(f"thread {thread_id}: {len(snapshot.messages)} messages, {summary}", "dim")
         if snapshot.unfinished:
-            self.console.print(
+            self.print(
                 "[yellow]The last turn in this thread did not finish (interrupted or failed)."
                 "[/] /retry resumes it."
             )
@@ -279,12 +286,15 @@ class Repl:
         try:
             if live_display:
                 height = max(3, self.console.size.height - 2)
-                with Live(
-                    console=self.console,
-                    refresh_per_second=12,
-                    transient=True,
-                    vertical_overflow="crop",
-                ) as live:
+                with (
+                    _keys_not_echoed(),
+                    Live(
+                        console=self.console,
+                        refresh_per_second=12,
+                        transient=True,
+                        vertical_overflow="crop",
+                    ) as live,
+                ):
                     for event in events:
                         text = self._apply(event, text, notes)
                         live.update(Tail(Markdown(text), height))
@@ -294,10 +304,11 @@ class Repl:
         except KeyboardInterrupt:
             stopper.stop.set()
             close = getattr(events, "close", None)
-            if close is not None:
-                close()  # end the graph run now, not whenever the generator is collected
+            if close is not None:  # end the graph run now, not whenever it is collected
+                with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops waiting
+                    close()
             self._show_reply(text)
-            self.console.print(
+            self.print(
                 "[yellow]interrupted[/] "
                 "[dim]- your message is kept; /retry regenerates the reply[/]"
             )
@@ -314,7 +325,7 @@ class Repl:
             self.measure(self._safe_current())
         self._show_reply(text)
         for note in notes:
-            self.console.print(note)
+            self.print(note)
 
     def _safe_current(self) -> Snapshot | None:
         try:
@@ -338,9 +349,35 @@ class Repl:
 
     def _show_reply(self, text: str) -> None:
         if text:
-            # Word-wrapped by Rich: a soft-wrapping console leaves it to the terminal,
-            # which breaks lines in the middle of words.
-            self.console.print(Markdown(text), soft_wrap=False)
+            self.print(Markdown(text))
+
+
+@contextlib.contextmanager
+def _keys_not_echoed() -> Iterator[None]:
+    """While a reply streams, the terminal does not echo keys into the live display.
+
+    An echoed ``^C`` or typed-ahead text moves the cursor, so the live display could no longer
+    erase itself and a copy of its first line stayed on the screen. Typed-ahead text still
+    reaches the next prompt; Ctrl-C still interrupts.
+    """
+    saved: list[Any] | None = None
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except Exception:  # not POSIX, or stdin is not a terminal
+        pass
+    if saved is None:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO  # the local modes
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _stop_on_sigint(stopper: StopOnInterrupt) -> Any:

@@ -35,6 +35,8 @@ class Reply:
     """Seconds to wait before answering (a slow or hanging server)."""
     error_message: str | None = None
     """The ``error.message`` of an error response (default: a generic one)."""
+    chunk_delay: float = 0.0
+    """Streaming only: seconds between one piece of the reply and the next (a slow stream)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if reply.status != 200:
                 self._send_error(reply.status, reply.error_message or f"HTTP {reply.status}")
             elif body.get("stream"):
-                self._send_stream(body, reply.text)
+                self._send_stream(body, reply.text, reply.chunk_delay)
             else:
                 self._send_completion(body, reply.text)
 
@@ -241,7 +243,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 },
             )
 
-        def _send_stream(self, body: dict[str, Any], text: str) -> None:
+        def _send_stream(self, body: dict[str, Any], text: str, chunk_delay: float = 0.0) -> None:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -261,13 +263,21 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             extra = {"usage": None} if include_usage else {}
+            pieces = re.findall(r"\S+\s*|\s+", text)
             events = [{**base, "choices": [choice({"role": "assistant", "content": ""})], **extra}]
-            for piece in re.findall(r"\S+\s*|\s+", text):
+            for piece in pieces:
                 events.append({**base, "choices": [choice({"content": piece})], **extra})
             events.append({**base, "choices": [choice({}, "stop")], **extra})
             if include_usage:
                 events.append({**base, "choices": [], "usage": self._usage(body, text)})
-            for event in events:
+            for number, event in enumerate(events):
+                # events[1] is the first piece; a slow stream pauses before each later piece
+                if (
+                    chunk_delay
+                    and 2 <= number <= len(pieces)
+                    and server._stopping.wait(chunk_delay)
+                ):
+                    return
                 self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
             self.wfile.write(b"data: [DONE]\n\n")

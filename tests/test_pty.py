@@ -1,0 +1,384 @@
+"""The REPL in a real pseudo-terminal: prompt_toolkit reads keys, Rich draws, signals are real.
+
+Each test spawns the installed ``chatbot`` console script under ``pexpect`` with a clean
+environment (no CHATBOT_* / OPENAI_* from the machine, a data directory and a database under
+tmp_path, ``messages:6`` / ``messages:2`` summaries) in a 40x120 ``xterm-256color`` terminal.
+The test plays the terminal's part in prompt_toolkit's cursor-position handshake (it answers
+``ESC[6n``), so the bottom toolbar is drawn as in a real terminal emulator.
+
+Model replies come from the offline model, or from ``tests/fake_openai.py`` on 127.0.0.1 when
+a test needs a slow stream. Afterwards the database is read back with ``chatbot show --json``
+and ``chatbot threads --json`` (in-process), so every check covers both the screen and SQLite.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import pytest
+from typer.testing import CliRunner
+
+from chatbot.cli import app
+from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply
+
+pytestmark = pytest.mark.integration
+
+ROWS, COLUMNS = 40, 120
+TIMEOUT = 30.0
+"""The longest any single wait may take (start-up included)."""
+
+CPR_REQUEST = "\x1b[6n"
+"""prompt_toolkit asks where the cursor is; a terminal answers ``ESC[row;colR``."""
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-B]|\x1b[=>]")
+LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_", "PROMPT_TOOLKIT_")
+LEAKY_NAMES = {"columns", "lines", "http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+
+FRESH_PROMPT = r"\x1b\[\?2004h(?:\x1b\[[0-9;?]*[A-Za-z])*{}>"
+ALT_ENTER = "\x1b\r"
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+
+SUMMARY_TEXT = "SUMMARY: the user counted turns."
+SLOW_WORDS = [f"tick{n:02d}" for n in range(1, 81)]
+SLOW_CHUNK_DELAY = 0.25
+"""80 words, a quarter of a second apart: the slow reply would take 20 s to finish."""
+
+
+def plain(text: str) -> str:
+    """Terminal output without colours and cursor movements."""
+    return ANSI.sub("", text).replace("\r", "")
+
+
+def console_script() -> list[str]:
+    """The installed ``chatbot`` command (``python -m chatbot`` if there is no script)."""
+    script = os.path.join(sys.prefix, "bin", "chatbot")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "chatbot"]
+
+
+class Terminal:
+    """A ``chatbot`` process in a pseudo-terminal, driven like a person at a keyboard."""
+
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+        command, *rest = [*console_script(), *args]
+        self.transcript = io.StringIO()
+        self.child = pexpect.spawn(
+            command,
+            rest,
+            env=env,
+            cwd=str(cwd),
+            dimensions=(ROWS, COLUMNS),
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=TIMEOUT,
+        )
+        self.child.logfile_read = self.transcript
+
+    def expect(self, pattern: str, timeout: float = TIMEOUT) -> str:
+        """Wait for ``pattern`` (a regex over the raw output), answering cursor-position
+        requests on the way as a terminal emulator would. Returns the output read up to the
+        end of the match, colours and cursor movements removed."""
+        deadline = time.monotonic() + timeout
+        wanted = re.compile(pattern)
+        consumed = ""
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                index = self.child.expect([re.escape(CPR_REQUEST), wanted], timeout=remaining)
+            except (pexpect.TIMEOUT, pexpect.EOF) as error:
+                raise AssertionError(
+                    f"{type(error).__name__} waiting for {pattern!r}; the screen so far:\n"
+                    f"{self.tail()}"
+                ) from None
+            consumed += str(self.child.before) + str(self.child.after)
+            if index == 0:
+                self.child.send(f"\x1b[{ROWS};1R")  # the cursor is on the bottom row
+                continue
+            return plain(consumed)
+
+    def expect_prompt(self, thread: str, timeout: float = TIMEOUT) -> str:
+        """Wait until prompt_toolkit draws a fresh ``THREAD>`` prompt.
+
+        A prompt session starts by switching bracketed paste on (``ESC[?2004h``); only cursor
+        and colour sequences come between that and the prompt (whose space is a cursor move).
+        This tells a new prompt from the redraw of the line just sent."""
+        return self.expect(FRESH_PROMPT.format(re.escape(thread)), timeout)
+
+    def say(self, line: str, thread: str) -> str:
+        """Send a line and wait for the next prompt of ``thread``; returns what was shown."""
+        self.child.send(line + "\r")
+        return self.expect_prompt(thread)
+
+    def chat(self, text: str, thread: str) -> str:
+        """Send keys ending a message to the offline model; wait for its echo and the next
+        prompt; returns what was shown."""
+        self.child.send(text + "\r")
+        typed = text.replace(ALT_ENTER, "\n").replace(PASTE_START, "").replace(PASTE_END, "")
+        shown = self.expect(re.escape(f'You said: "{" ".join(typed.split())}"'))
+        return shown + self.expect_prompt(thread)
+
+    def leave(self) -> int:
+        """Ctrl-D at the prompt; returns the exit status once the process is gone."""
+        self.child.sendeof()
+        try:
+            self.child.expect(pexpect.EOF, timeout=TIMEOUT)
+        except pexpect.TIMEOUT:
+            raise AssertionError(f"still running after Ctrl-D:\n{self.tail()}") from None
+        self.child.close()
+        assert self.child.signalstatus is None, self.tail()
+        assert self.child.exitstatus is not None
+        return self.child.exitstatus
+
+    def tail(self, chars: int = 3000) -> str:
+        return plain(self.transcript.getvalue())[-chars:]
+
+    def kill(self) -> None:
+        if self.child.isalive():
+            self.child.terminate(force=True)
+
+
+def terminal_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The machine's environment minus settings, keys, proxies and size overrides."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.upper().startswith(LEAKY_PREFIXES) and name.lower() not in LEAKY_NAMES
+    }
+    env.update(
+        TERM="xterm-256color",
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        CHATBOT_DB=str(tmp_path / "chat.sqlite"),
+        CHATBOT_SUMMARY_TRIGGER="messages:6",
+        CHATBOT_SUMMARY_KEEP="messages:2",
+        **extra,
+    )
+    return env
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Any]:
+    """Start ``chatbot ARGS...`` in a terminal; every terminal is killed at the end."""
+    started: list[Terminal] = []
+
+    def start(*args: str, **env: str) -> Terminal:
+        terminal = Terminal(list(args), terminal_env(tmp_path, **env), tmp_path)
+        started.append(terminal)
+        return terminal
+
+    yield start
+    for terminal in started:
+        terminal.kill()
+
+
+runner = CliRunner()
+
+
+def cli_json(db: Path, *args: str) -> Any:
+    """Run a ``chatbot ... --json`` command on the database and parse its output."""
+    result = runner.invoke(app, [*args, "--json", "--db", str(db)], env={"CHATBOT_DB": str(db)})
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def texts(document: dict[str, Any], kind: str | None = None) -> list[str]:
+    return [m["content"] for m in document["messages"] if kind is None or m["type"] == kind]
+
+
+def assert_clean(terminal: Terminal) -> None:
+    screen = plain(terminal.transcript.getvalue())
+    assert "Traceback" not in screen
+    assert "error:" not in screen.replace("error: nothing to undo", "")
+    assert "cursor position requests" not in screen  # every CPR was answered
+
+
+# --- the offline model: threads, summaries, history, forks, multi-line input --------------------
+
+
+def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_input(
+    spawn: Any, tmp_path: Path
+) -> None:
+    term = spawn("chat", "--thread", "main")
+    term.expect(r"chatbot \d")
+    term.expect("new thread main")
+    term.expect_prompt("main")
+    term.expect(r"main · offline · 0/6 messages")  # the bottom toolbar is drawn
+
+    for number in range(1, 4):
+        assert "summarized" not in term.chat(f"hello {number}", "main")
+    screen = term.chat("hello 4", "main")
+    assert re.search(r"summarized 6 messages \([\d,]+ tokens\) into [\d,]+ tokens", screen)
+
+    shown = term.say("/threads", "main")
+    assert re.search(r"thread\s+messages\s+summary\s+last active\s+title", shown)
+    assert re.search(r"\* main\s+2\s+yes\s+\S+ \S+\s+hello 1", shown)
+
+    term.child.send("/thread other\r")
+    term.expect("new thread other")
+    term.expect_prompt("other")
+    # Alt-Enter inserts a newline; Enter then sends both lines as one message.
+    shown = term.chat(f"line one{ALT_ENTER}line two", "other")
+    assert re.search(r"other> line one\n\.{6} line two", shown)  # the continuation prompt
+    # A bracketed paste with a newline stays one message too.
+    term.chat(f"{PASTE_START}pasted one\npasted two{PASTE_END}", "other")
+
+    term.child.send("/thread main\r")
+    term.expect("thread main: 2 messages, with a summary")
+    term.expect_prompt("main")
+
+    shown = term.say("/summary history", "main")
+    assert re.search(r"#1 step \d+ · .* · folded 6 messages", shown)
+    assert "- hello 1" in shown and "- hello 3" in shown
+
+    shown = term.say("/history 5", "main")
+    assert re.search(r"checkpoint\s+step\s+node\s+next\s+messages\s+summary\s+time", shown)
+    assert "summarize_conversation" in shown
+    assert re.search(r"\.\.\. \d+ older checkpoints \(/history \d+\)", shown)
+
+    term.child.send("/fork\r")
+    term.expect(r"forked main at checkpoint \w{8} into main-fork1")
+    term.expect("thread main-fork1: 2 messages, with a summary")
+    term.expect_prompt("main-fork1")
+    # A fork starts from a copied state: there is no turn in it to undo yet.
+    term.child.send("/undo\r")
+    term.expect("nothing to undo in this thread")
+    term.expect_prompt("main-fork1")
+    term.chat("only in the fork", "main-fork1")
+    term.child.send("/undo\r")
+    term.expect(r"rewound the last turn: back to checkpoint \w{8} \(2 messages\)")
+    term.expect_prompt("main-fork1")
+
+    assert term.leave() == 0
+    assert_clean(term)
+
+    db = tmp_path / "chat.sqlite"
+    threads = {t["thread_id"]: t for t in cli_json(db, "threads")}
+    assert set(threads) == {"main", "other", "main-fork1"}
+    assert threads["main-fork1"]["origin"]["thread_id"] == "main"
+
+    main = cli_json(db, "show", "main")
+    assert main["summary"].splitlines()[1:] == ["- hello 1", "- hello 2", "- hello 3"]
+    assert texts(main, "human") == ["hello 4"]
+    fork = cli_json(db, "show", "main-fork1")
+    assert fork["summary"] == main["summary"] and texts(fork) == texts(main)
+
+    other = cli_json(db, "show", "other")
+    assert texts(other, "human") == ["line one\nline two", "pasted one\npasted two"]
+    assert len(texts(other, "ai")) == 2
+
+
+# --- a real model over HTTP: Ctrl-C during a slow reply, then reopening and /retry --------------
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    return "<conversation>" in RecordedRequest("", None, body).last_user_text
+
+
+def echo_or_summary(body: dict[str, Any]) -> str:
+    if is_summary_request(body):
+        return SUMMARY_TEXT
+    return "echo: " + RecordedRequest("", None, body).last_user_text
+
+
+def chat_requests(server: FakeOpenAI) -> list[RecordedRequest]:
+    return [r for r in server.requests if not is_summary_request(r.body)]
+
+
+def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = echo_or_summary
+    model_env = {
+        "OPENAI_API_KEY": "sk-test-pty",
+        "OPENAI_BASE_URL": openai_server.base_url,
+        "CHATBOT_MODEL": "fake-model",
+        "CHATBOT_MAX_RETRIES": "0",
+        "CHATBOT_TIMEOUT": "25",
+    }
+    term = spawn("chat", "--thread", "main", **model_env)
+    term.expect_prompt("main")
+    term.expect(r"main · fake-model · 0/6 messages")
+    for number in range(1, 5):
+        term.child.send(f"turn {number}\r")
+        term.expect(f"echo: turn {number}")
+        term.expect_prompt("main")
+    term.expect(r"main · fake-model · 2/6 messages")  # the fourth turn made a summary
+    term.child.send("/thread other\r")
+    term.expect("new thread other")
+    term.child.send("in other\r")
+    term.expect("echo: in other")
+    term.expect_prompt("other")
+    term.say("/thread main", "main")
+
+    # Keys typed while a reply streams are not echoed into it; they wait for the next prompt.
+    openai_server.script(Reply(text="alpha bravo charlie delta foxtrot golf", chunk_delay=0.3))
+    term.child.send("spell it\r")
+    term.expect(r"alpha\b")
+    term.child.send("typed ahead")
+    shown = term.expect(r"golf\b") + term.expect_prompt("main")
+    assert "typed ahead" not in shown
+    term.expect("typed ahead")  # the new prompt's input line
+    term.child.send("\r")
+    term.expect("echo: typed ahead")
+    term.expect_prompt("main")
+
+    # A slow streamed reply; Ctrl-C once its first words are on the screen.
+    openai_server.script(Reply(text=" ".join(SLOW_WORDS), chunk_delay=SLOW_CHUNK_DELAY))
+    term.child.send("tell me a long story\r")
+    term.expect(r"tick01\b")
+    interrupted_at = time.monotonic()
+    term.child.sendintr()
+    shown = term.expect(r"interrupted.*your message is kept; /retry regenerates the reply")
+    waited = time.monotonic() - interrupted_at
+    shown += term.expect_prompt("main")
+    assert "tick80" not in shown, "the whole reply was shown: Ctrl-C did not stop it"
+    assert waited < 5, f"'interrupted' came {waited:.1f} s after Ctrl-C"
+    assert "^C" not in shown  # not echoed into the live display
+
+    # Ctrl-C at the prompt clears the typed text; the app goes on.
+    term.child.send("half typed text")
+    term.expect("half typed text")
+    term.child.sendintr()
+    term.expect_prompt("main")
+    shown = term.say("/thread", "main")
+    assert re.search(r"thread main: \d+ messages, summary: yes", shown)
+    assert term.leave() == 0
+    assert_clean(term)
+    requests_before_reopen = len(chat_requests(openai_server))
+
+    # Reopen: the unfinished turn is reported, and /retry finishes it.
+    again = spawn("chat", "--thread", "main", **model_env)
+    again.expect("thread main: 7 messages, with a summary")
+    again.expect(r"The last turn in this thread did not finish \(interrupted or failed\)")
+    again.expect(r"/retry resumes it")
+    again.expect_prompt("main")
+    openai_server.script("the retried reply")
+    again.child.send("/retry\r")
+    again.expect("the retried reply")
+    again.expect("summarized 6 messages")
+    again.expect_prompt("main")
+    assert again.leave() == 0
+    assert_clean(again)
+    assert len(chat_requests(openai_server)) == requests_before_reopen + 1
+    retried = chat_requests(openai_server)[-1]
+    assert retried.last_user_text == "tell me a long story"
+
+    db = tmp_path / "chat.sqlite"
+    assert {t["thread_id"] for t in cli_json(db, "threads")} == {"main", "other"}
+    main = cli_json(db, "show", "main")
+    assert main["summary"] == SUMMARY_TEXT
+    assert texts(main) == ["tell me a long story", "the retried reply"]
+    # The retried turn made the thread long enough to fold again: everything before it went
+    # into the second summary call, the interrupted attempt's words did not.
+    folded = [r.last_user_text for r in openai_server.requests if is_summary_request(r.body)]
+    assert len(folded) == 2
+    for text in ["turn 4", "spell it", "foxtrot golf", "typed ahead", "echo: typed ahead"]:
+        assert text in folded[1]
+    assert "tick01" not in folded[1] and "half typed" not in folded[1]
+    assert texts(cli_json(db, "show", "other")) == ["in other", "echo: in other"]
