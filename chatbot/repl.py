@@ -8,7 +8,9 @@ Slash commands live in :mod:`chatbot.commands`.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
+import queue
 import secrets
 import signal
 import sys
@@ -93,9 +95,72 @@ class StopOnInterrupt(BaseCallbackHandler):
     def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
         self._check()
 
+    def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
+        self._check()  # a reply that arrives whole after Ctrl-C is not saved either
+
 
 _turn_stopper: ContextVar[StopOnInterrupt | None] = ContextVar("chatbot_turn_stopper", default=None)
 register_configure_hook(_turn_stopper, inheritable=True)  # every model call of the turn sees it
+
+
+class Relay:
+    """Runs a turn's events in a worker thread and hands them to the caller's thread.
+
+    The caller (the REPL, on the main thread) waits with a short timeout, so Ctrl-C reaches it
+    at once even while the model has not sent its first token; the stopped turn then ends in
+    the background, at its next token, and :meth:`finish` waits for that before the next turn.
+    """
+
+    _DONE = object()
+
+    def __init__(self, events: Iterator[Event], context: contextvars.Context) -> None:
+        self._events = events
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self.stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._pump,), name="chatbot-turn", daemon=True
+        )
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            for event in self._events:
+                self._queue.put(event)
+                if self.stopped.is_set():
+                    break
+        except BaseException as error:  # handed to the caller's thread
+            self._queue.put(error)
+        finally:
+            close = getattr(self._events, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    close()
+            self._queue.put(self._DONE)
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            try:
+                item = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is self._DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def stop(self) -> None:
+        """Ask the turn to end; it does so at its next model callback."""
+        self.stopped.set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def finish(self, timeout: float | None = None) -> bool:
+        """Wait for the worker to end; True if it has."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 class Tail:
@@ -148,6 +213,7 @@ class Repl:
     export_dir: Path | None = None
     _context_tokens: int = 0
     _message_count: int = 0
+    _stopped_turn: Relay | None = None
 
     # --- output helpers ------------------------------------------------------------------
 
@@ -181,6 +247,7 @@ class Repl:
                 break
             if not line.strip():
                 continue
+            self.settle()
             if line.lstrip().startswith("/"):
                 if dispatch(self, line.strip()) == "exit":
                     break
@@ -275,16 +342,29 @@ class Repl:
         """Send a message and stream the reply."""
         self.stream(self.backend.send(self.thread_id, text, self.context))
 
+    def settle(self) -> None:
+        """Wait until a turn stopped with Ctrl-C has really ended (before touching threads)."""
+        relay, self._stopped_turn = self._stopped_turn, None
+        if relay is None or relay.finish(timeout=0.5):
+            return
+        self.say("waiting for the stopped reply to end (Ctrl-C to stop waiting)...", "dim")
+        try:
+            relay.finish()
+        except KeyboardInterrupt:
+            self._stopped_turn = relay
+
     def stream(self, events: Iterator[Event]) -> None:
         """Show a turn's events: the reply as Markdown while it streams, then summary notes."""
         text = ""
         notes: list[str] = []
-        live_display = self.console.is_terminal
+        replied = False
         stopper = StopOnInterrupt()
         stopper_token = _turn_stopper.set(stopper)
+        relay = Relay(events, contextvars.copy_context())  # the worker sees the stopper
+        _turn_stopper.reset(stopper_token)
         previous_handler = _stop_on_sigint(stopper)
         try:
-            if live_display:
+            if self.console.is_terminal:
                 height = max(3, self.console.size.height - 2)
                 with (
                     _keys_not_echoed(),
@@ -295,23 +375,30 @@ class Repl:
                         vertical_overflow="crop",
                     ) as live,
                 ):
-                    for event in events:
+                    for event in relay:
+                        replied = replied or isinstance(event, Reply)
                         text = self._apply(event, text, notes)
                         live.update(Tail(Markdown(text), height))
             else:
-                for event in events:
+                for event in relay:
+                    replied = replied or isinstance(event, Reply)
                     text = self._apply(event, text, notes)
         except KeyboardInterrupt:
             stopper.stop.set()
-            close = getattr(events, "close", None)
-            if close is not None:  # end the graph run now, not whenever it is collected
-                with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C stops waiting
-                    close()
+            relay.stop()
+            if not relay.finish(timeout=1.0):
+                self._stopped_turn = relay  # it ends at its next token; settle() waits for it
             self._show_reply(text)
-            self.print(
-                "[yellow]interrupted[/] "
-                "[dim]- your message is kept; /retry regenerates the reply[/]"
-            )
+            if replied:
+                self.print(
+                    "[yellow]interrupted[/] [dim]- the reply is saved; the summary is made "
+                    "next turn[/]"
+                )
+            else:
+                self.print(
+                    "[yellow]interrupted[/] "
+                    "[dim]- your message is kept; /retry regenerates the reply[/]"
+                )
             return
         except Exception as error:  # a provider error: one line, the thread stays consistent
             log.debug("turn failed", exc_info=True)
@@ -321,8 +408,8 @@ class Repl:
         finally:
             if previous_handler is not None:
                 signal.signal(signal.SIGINT, previous_handler)
-            _turn_stopper.reset(stopper_token)
-            self.measure(self._safe_current())
+            if not relay.running:
+                self.measure(self._safe_current())
         self._show_reply(text)
         for note in notes:
             self.print(note)

@@ -382,3 +382,36 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
         assert text in folded[1]
     assert "tick01" not in folded[1] and "half typed" not in folded[1]
     assert texts(cli_json(db, "show", "other")) == ["in other", "echo: in other"]
+
+
+def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    term = spawn(
+        "chat",
+        "--thread",
+        "slow",
+        OPENAI_API_KEY="sk-test-pty",
+        OPENAI_BASE_URL=openai_server.base_url,
+        CHATBOT_MODEL="fake-model",
+        CHATBOT_MAX_RETRIES="0",
+    )
+    term.expect_prompt("slow")
+    openai_server.script(Reply(text="late reply nobody waited for", delay=5))
+    term.child.send("hello\r")
+    time.sleep(1.0)  # the server has not answered yet: no token has arrived
+    interrupted_at = time.monotonic()
+    term.child.sendintr()
+    term.expect(r"interrupted.*your message is kept")
+    waited = time.monotonic() - interrupted_at
+    term.expect_prompt("slow")
+    assert waited < 3, f"'interrupted' came {waited:.1f} s after Ctrl-C"
+
+    openai_server.script("the next reply")
+    term.child.send("next\r")
+    term.expect("the next reply", timeout=20)
+    term.expect_prompt("slow")
+    assert term.leave() == 0
+    assert_clean(term)
+    document = cli_json(tmp_path / "chat.sqlite", "show", "slow")
+    assert texts(document) == ["hello", "next", "the next reply"]
