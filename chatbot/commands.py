@@ -240,7 +240,7 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         raise CommandError(f"unknown argument {arg!r}: /summary or /summary history")
     snapshot = repl.backend.current(repl.thread_id)
     if snapshot is None or not snapshot.summary:
-        trigger = repl.context.get("summary_trigger") or repl.settings.summary_trigger
+        trigger = repl.policy_setting("summary_trigger") or "the server's trigger"
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
     tokens = count_tokens_of_text(snapshot.summary)
@@ -370,8 +370,8 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     snapshot = repl.backend.current(repl.thread_id)
     tokens = repl.measure(snapshot)
     history = repl.backend.history(repl.thread_id) if snapshot else []
-    trigger = repl.context.get("summary_trigger") or repl.settings.summary_trigger
-    keep = repl.context.get("summary_keep") or repl.settings.summary_keep
+    trigger = repl.policy_setting("summary_trigger") or "set by the server's settings"
+    keep = repl.policy_setting("summary_keep") or "set by the server's settings"
     run_policy = repl.run_policy()
     threshold = run_policy.trigger_tokens() if run_policy else None
     table = Table(box=None, show_header=False, pad_edge=False)

@@ -59,13 +59,18 @@ def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> 
 def history_table(rows: Sequence[HistoryRow]) -> Table:
     """/history and ``chatbot history``: one row per checkpoint, newest first."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("checkpoint", "step", "node", "next", "messages", "summary", "time"):
+    for column in ("checkpoint", "step", "node", "next", "msgs", "summary", "time"):
         table.add_column(
             column,
-            justify="right" if column in ("step", "messages") else "left",
+            justify="right" if column in ("step", "msgs") else "left",
             no_wrap=column != "next",
+            min_width=12 if column == "next" else None,
+            overflow="fold",
         )
+    today = datetime.now().astimezone().date()
     for row in rows:
+        moment = row.created_at.astimezone() if row.created_at else None
+        same_day = moment is not None and moment.date() == today
         table.add_row(
             short_id(row.checkpoint_id),
             str(row.step),
@@ -73,7 +78,7 @@ def history_table(rows: Sequence[HistoryRow]) -> Table:
             ", ".join(row.next) or "-",
             str(row.messages),
             f"{row.summary_chars} ch" if row.summary_chars else "-",
-            when(row.created_at, "%m-%d %H:%M:%S"),
+            when(row.created_at, "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M"),
         )
     return table
 

@@ -266,12 +266,27 @@ class Repl:
             "/help · Alt-Enter: newline "
         )
 
+    @property
+    def remote(self) -> bool:
+        """True when the threads live on a LangGraph server (whose own .env sets the policy)."""
+        return bool(self.backend.local_only_note)
+
+    def policy_setting(self, name: str) -> str | None:
+        """``summary_trigger`` or ``summary_keep`` in force; ``None`` when the server decides."""
+        value = self.context.get(name)
+        if value:
+            return str(value)
+        return None if self.remote else str(getattr(self.settings, name))
+
     def run_policy(self) -> policy.SummaryPolicy | None:
-        """The policy in force (``None`` if it cannot be resolved for this model)."""
+        """The policy in force (``None`` if unknown here or not resolvable for this model)."""
+        trigger, keep = self.policy_setting("summary_trigger"), self.policy_setting("summary_keep")
+        if trigger is None:
+            return None
         try:
             return policy.SummaryPolicy.from_strings(
-                self.context.get("summary_trigger") or self.settings.summary_trigger,
-                self.context.get("summary_keep") or self.settings.summary_keep,
+                trigger,
+                keep or self.settings.summary_keep,
                 keep_first_message=self.settings.keep_first_message,
                 max_input_tokens=self.settings.max_input_tokens or self.max_input_tokens,
             )

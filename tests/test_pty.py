@@ -237,7 +237,7 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
     assert "- hello 1" in shown and "- hello 3" in shown
 
     shown = term.say("/history 5", "main")
-    assert re.search(r"checkpoint\s+step\s+node\s+next\s+messages\s+summary\s+time", shown)
+    assert re.search(r"checkpoint\s+step\s+node\s+next\s+msgs\s+summary\s+time", shown)
     assert "summarize_conversation" in shown
     assert re.search(r"\.\.\. \d+ older checkpoints \(/history \d+\)", shown)
 

@@ -218,6 +218,7 @@ def test_remote_repl_session_and_ask(server: DevServer) -> None:
             "/undo",
             "/thread remote-main",
             "/retry",
+            "/tokens",
             "/exit",
         ]
     )
@@ -232,6 +233,7 @@ def test_remote_repl_session_and_ask(server: DevServer) -> None:
     assert "summary (" in out, "/summary shows the server's summary"
     assert "forked remote-main" in out and "remote-main-fork1" in out
     assert "/undo works on local threads only" in out
+    assert "set by the server's settings" in out, "/tokens does not claim the local trigger"
 
     asked = runner.invoke(app, ["ask", "one more", "--url", server.url, "-t", "remote-main"])
     assert asked.exit_code == 0, asked.output
