@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -298,7 +299,14 @@ def chat(
                 checkpoint_ids=checkpoint_ids,
             ),
         )
-    raise typer.Exit(repl.run())
+    code = repl.run()
+    if repl.turn_still_running:
+        # Ctrl-C while waiting for a stopped turn: its model call still blocks in LangGraph's
+        # worker thread, which the interpreter would wait for. Its checkpoints are written.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -315,6 +323,7 @@ def ask(
     url: UrlOption = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
+    from chatbot.interrupt import interruptible
     from chatbot.render import describe_summary
     from chatbot.session import Reply, Summarized, SummaryFailed, Token
 
@@ -330,19 +339,35 @@ def ask(
         )
     streamed = False
     interactive = out.is_terminal
-    for event in backend.send(thread, message):
-        if isinstance(event, Token) and interactive:
-            out.print(event.text, end="", markup=False)
-            streamed = True
-        elif isinstance(event, Reply) and not streamed:
-            out.print(event.message.text, markup=False)
-        elif isinstance(event, Summarized):
-            err.print(f"[dim]{describe_summary(event)}[/]")
-        elif isinstance(event, SummaryFailed):
-            err.print(
-                "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
-                f"{escape(redact(event.error))}"
-            )
+    with interruptible(backend.send(thread, message)) as relay:
+        try:
+            for event in relay:
+                if isinstance(event, Token) and interactive:
+                    out.print(event.text, end="", markup=False)
+                    streamed = True
+                elif isinstance(event, Reply) and not streamed:
+                    out.print(event.message.text, markup=False)
+                elif isinstance(event, Summarized):
+                    err.print(f"[dim]{describe_summary(event)}[/]")
+                elif isinstance(event, SummaryFailed):
+                    err.print(
+                        "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
+                        f"{escape(redact(event.error))}"
+                    )
+        except KeyboardInterrupt:
+            relay.stop()
+            if streamed:
+                out.print()
+            line = f"interrupted: your message stays in thread {thread!r} without a reply"
+            if not relay.finish(timeout=1.0):
+                # The model call still waits on the network in LangGraph's worker thread,
+                # which the interpreter would wait for on exit. The message is checkpointed
+                # already and nothing else is being written: leave now.
+                _error_line(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(130)
+            fail(line, 130)
     if streamed:
         out.print()
 

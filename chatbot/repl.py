@@ -8,22 +8,15 @@ Slash commands live in :mod:`chatbot.commands`.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import logging
-import queue
 import secrets
-import signal
 import sys
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.tracers.context import register_configure_hook
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.live import Live
 from rich.markdown import Markdown
@@ -33,6 +26,7 @@ from rich.segment import Segment
 from chatbot import policy, prompts
 from chatbot.backend import Backend
 from chatbot.errors import describe_error, redact
+from chatbot.interrupt import Relay, interruptible
 from chatbot.render import describe_summary
 from chatbot.session import Event, Reply, Summarized, SummaryFailed, Token
 from chatbot.settings import Settings
@@ -62,105 +56,6 @@ class ScriptedReader:
         if isinstance(line, BaseException):
             raise line
         return line
-
-
-class ReplyStopped(Exception):
-    """Ends a model call that is still streaming after the user pressed Ctrl-C."""
-
-
-class StopOnInterrupt(BaseCallbackHandler):
-    """Makes the model calls of a turn give up at their next token once ``stop`` is set.
-
-    LangGraph runs a node in a worker thread while the main thread relays its stream, and
-    Ctrl-C only interrupts the main thread, which then waits for the node to finish: without
-    this the whole reply would still be generated (and saved) after Ctrl-C. With it the
-    model call fails at once, the turn stays unfinished and ``/retry`` regenerates it.
-    """
-
-    raise_error = True
-
-    def __init__(self) -> None:
-        self.stop = threading.Event()
-
-    def _check(self) -> None:
-        if self.stop.is_set():
-            raise ReplyStopped("the reply was stopped with Ctrl-C")
-
-    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
-        self._check()
-
-    def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
-        self._check()  # a reply that arrives whole after Ctrl-C is not saved either
-
-
-_turn_stopper: ContextVar[StopOnInterrupt | None] = ContextVar("chatbot_turn_stopper", default=None)
-register_configure_hook(_turn_stopper, inheritable=True)  # every model call of the turn sees it
-
-
-class Relay:
-    """Runs a turn's events in a worker thread and hands them to the caller's thread.
-
-    The caller (the REPL, on the main thread) waits with a short timeout, so Ctrl-C reaches it
-    at once even while the model has not sent its first token; the stopped turn then ends in
-    the background, at its next token, and :meth:`finish` waits for that before the next turn.
-    """
-
-    _DONE = object()
-
-    def __init__(self, events: Iterator[Event], context: contextvars.Context) -> None:
-        self._events = events
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self.stopped = threading.Event()
-        self._thread = threading.Thread(
-            target=context.run, args=(self._pump,), name="chatbot-turn", daemon=True
-        )
-        self._thread.start()
-
-    def _pump(self) -> None:
-        try:
-            for event in self._events:
-                self._queue.put(event)
-                if self.stopped.is_set():
-                    break
-        except BaseException as error:  # handed to the caller's thread
-            self._queue.put(error)
-        finally:
-            close = getattr(self._events, "close", None)
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    close()
-            self._queue.put(self._DONE)
-
-    def __iter__(self) -> Iterator[Event]:
-        while True:
-            try:
-                item = self._queue.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if item is self._DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-
-    def stop(self) -> None:
-        """Ask the turn to end; it does so at its next model callback."""
-        self.stopped.set()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
-    def finish(self, timeout: float | None = None) -> bool:
-        """Wait for the worker to end; True if it has."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
 
 class Tail:
@@ -244,6 +139,7 @@ class Repl:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
                 self.console.print()
+                self.settle()
                 break
             if not line.strip():
                 continue
@@ -357,6 +253,11 @@ class Repl:
         """Send a message and stream the reply."""
         self.stream(self.backend.send(self.thread_id, text, self.context))
 
+    @property
+    def turn_still_running(self) -> bool:
+        """True if a turn stopped with Ctrl-C is still waiting on the network."""
+        return self._stopped_turn is not None and self._stopped_turn.running
+
     def settle(self) -> None:
         """Wait until a turn stopped with Ctrl-C has really ended (before touching threads)."""
         relay, self._stopped_turn = self._stopped_turn, None
@@ -370,64 +271,49 @@ class Repl:
 
     def stream(self, events: Iterator[Event]) -> None:
         """Show a turn's events: the reply as Markdown while it streams, then summary notes."""
-        text = ""
-        notes: list[str] = []
-        replied = False
-        stopper = StopOnInterrupt()
-        stopper_token = _turn_stopper.set(stopper)
-        relay = Relay(events, contextvars.copy_context())  # the worker sees the stopper
-        _turn_stopper.reset(stopper_token)
-        previous_handler = _stop_on_sigint(stopper)
-        try:
-            if self.console.is_terminal:
-                height = max(3, self.console.size.height - 2)
-                with (
-                    _keys_not_echoed(),
-                    Live(
-                        console=self.console,
-                        refresh_per_second=12,
-                        transient=True,
-                        vertical_overflow="crop",
-                    ) as live,
-                ):
-                    for event in relay:
-                        replied = replied or isinstance(event, Reply)
-                        text = self._apply(event, text, notes)
-                        live.update(Tail(Markdown(text), height))
-            else:
-                for event in relay:
-                    replied = replied or isinstance(event, Reply)
-                    text = self._apply(event, text, notes)
-        except KeyboardInterrupt:
-            stopper.stop.set()
-            relay.stop()
-            if not relay.finish(timeout=1.0):
-                self._stopped_turn = relay  # it ends at its next token; settle() waits for it
-            self._show_reply(text)
-            if replied:
+        turn = _TurnView()
+        with interruptible(events) as relay:
+            try:
+                for event in self._displayed(relay, turn):
+                    turn.apply(event)
+            except KeyboardInterrupt:
+                relay.stop()
+                if not relay.finish(timeout=1.0):
+                    self._stopped_turn = relay  # it ends at its next token; settle() waits
+                self._show_reply(turn.text)
                 self.print(
                     "[yellow]interrupted[/] [dim]- the reply is saved; the summary is made "
                     "next turn[/]"
-                )
-            else:
-                self.print(
-                    "[yellow]interrupted[/] "
+                    if turn.replied
+                    else "[yellow]interrupted[/] "
                     "[dim]- your message is kept; /retry regenerates the reply[/]"
                 )
-            return
-        except Exception as error:  # a provider error: one line, the thread stays consistent
-            log.debug("turn failed", exc_info=True)
-            self._show_reply(text)
-            self.problem(f"{describe_error(error)} - your message is kept; /retry tries again")
-            return
-        finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGINT, previous_handler)
-            if not relay.running:
-                self.measure(self._safe_current())
-        self._show_reply(text)
-        for note in notes:
+                return
+            except Exception as error:  # a provider error: one line, the thread stays whole
+                log.debug("turn failed", exc_info=True)
+                self._show_reply(turn.text)
+                self.problem(f"{describe_error(error)} - your message is kept; /retry tries again")
+                return
+            finally:
+                if not relay.running:
+                    self.measure(self._safe_current())
+        self._show_reply(turn.text)
+        for note in turn.notes:
             self.print(note)
+
+    def _displayed(self, events: Iterable[Event], turn: _TurnView) -> Iterator[Event]:
+        """Pass events through; on a terminal, show the reply so far live as it grows."""
+        if not self.console.is_terminal:
+            yield from events
+            return
+        height = max(3, self.console.size.height - 2)
+        live = Live(
+            console=self.console, refresh_per_second=12, transient=True, vertical_overflow="crop"
+        )
+        with _keys_not_echoed(), live:
+            for event in events:
+                yield event  # the caller applies it to ``turn`` before asking for the next
+                live.update(Tail(Markdown(turn.text), height))
 
     def _safe_current(self) -> Snapshot | None:
         try:
@@ -435,23 +321,32 @@ class Repl:
         except Exception:  # measuring is best effort after a failure
             return None
 
-    def _apply(self, event: Event, text: str, notes: list[str]) -> str:
-        if isinstance(event, Token):
-            return text + event.text
-        if isinstance(event, Reply) and not text:
-            return event.message.text
-        if isinstance(event, Summarized):
-            notes.append(f"[dim]{escape(describe_summary(event))}[/]")
-        elif isinstance(event, SummaryFailed):
-            notes.append(
-                "[yellow]summary failed, nothing was removed (next turn retries):[/] "
-                f"{escape(redact(event.error))}"
-            )
-        return text
-
     def _show_reply(self, text: str) -> None:
         if text:
             self.print(Markdown(text))
+
+
+@dataclass
+class _TurnView:
+    """What the screen shows of a turn: the reply so far, and notes for after it."""
+
+    text: str = ""
+    replied: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, Token):
+            self.text += event.text
+        elif isinstance(event, Reply):
+            self.replied = True
+            self.text = self.text or event.message.text
+        elif isinstance(event, Summarized):
+            self.notes.append(f"[dim]{escape(describe_summary(event))}[/]")
+        elif isinstance(event, SummaryFailed):
+            self.notes.append(
+                "[yellow]summary failed, nothing was removed (next turn retries):[/] "
+                f"{escape(redact(event.error))}"
+            )
 
 
 @contextlib.contextmanager
@@ -480,23 +375,3 @@ def _keys_not_echoed() -> Iterator[None]:
         yield
     finally:
         termios.tcsetattr(fd, termios.TCSANOW, saved)
-
-
-def _stop_on_sigint(stopper: StopOnInterrupt) -> Any:
-    """While a turn streams, Ctrl-C also tells the turn's model calls to stop.
-
-    Returns the handler to put back, or ``None`` when nothing was installed (not the main
-    thread, or SIGINT is not Python's default handler).
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is not signal.default_int_handler:
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        stopper.stop.set()
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, interrupt)
-    return previous

@@ -415,3 +415,33 @@ def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
     assert_clean(term)
     document = cli_json(tmp_path / "chat.sqlite", "show", "slow")
     assert texts(document) == ["hello", "next", "the next reply"]
+
+
+def test_ctrl_c_stops_ask_at_once_and_keeps_the_message(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.script(Reply(text="a reply that comes too late", delay=10))
+    term = spawn(
+        "ask",
+        "are you there?",
+        "--thread",
+        "asked",
+        OPENAI_API_KEY="sk-test-pty",
+        OPENAI_BASE_URL=openai_server.base_url,
+        CHATBOT_MODEL="fake-model",
+        CHATBOT_MAX_RETRIES="0",
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while not openai_server.requests and time.monotonic() < deadline:
+        time.sleep(0.1)  # start-up, then the request waits for the (slow) server
+    assert openai_server.requests, "the request reached the server before Ctrl-C"
+    time.sleep(0.5)
+    interrupted_at = time.monotonic()
+    term.child.sendintr()
+    term.expect(r"interrupted: your message stays in thread 'asked' without a reply")
+    term.child.expect(pexpect.EOF, timeout=10)
+    waited = time.monotonic() - interrupted_at
+    term.child.close()
+    assert term.child.exitstatus == 130
+    assert waited < 4, f"ask took {waited:.1f} s to stop after Ctrl-C"
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["are you there?"]
