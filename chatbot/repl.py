@@ -75,8 +75,8 @@ class Tail:
 
 
 def new_thread_id(now: datetime | None = None) -> str:
-    """A fresh, readable thread id: date, time and a random suffix."""
-    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    """A fresh, short thread id people can type: month, day, time and a random suffix."""
+    stamp = (now or datetime.now()).strftime("%m%d-%H%M")
     return f"{stamp}-{secrets.token_hex(2)}"
 
 

@@ -743,9 +743,10 @@ def test_tail_counts_wrapped_lines() -> None:
 
 def test_new_thread_id_is_a_readable_usable_id() -> None:
     made = new_thread_id(datetime(2024, 5, 6, 7, 8, 9))
-    assert re.fullmatch(r"20240506-070809-[0-9a-f]{4}", made)
+    assert re.fullmatch(r"0506-0708-[0-9a-f]{4}", made)
     assert check_thread_id(made) == made
-    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", new_thread_id())
+    assert re.fullmatch(r"\d{4}-\d{4}-[0-9a-f]{4}", new_thread_id())
+    assert len({new_thread_id() for _ in range(50)}) > 40, "ids made in one minute differ"
 
 
 def test_check_thread_id_strips_and_rejects_what_cannot_be_typed() -> None:
@@ -814,3 +815,40 @@ def test_fork_of_a_thread_with_a_long_id_stays_a_usable_id(world: World) -> None
     assert forked.endswith("-fork1") and len(forked) <= MAX_THREAD_ID
     assert check_thread_id(forked) == forked
     assert world.texts(forked) == ["hello", "reply 1"]
+
+
+# --- completion -------------------------------------------------------------------------------
+
+
+def completions(completer: Any, text: str) -> list[str]:
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    return [c.text for c in completer.get_completions(Document(text), CompleteEvent())]
+
+
+def test_tab_completes_commands_thread_ids_and_checkpoints() -> None:
+    from chatbot.lineinput import SlashCompleter
+
+    completer = SlashCompleter(
+        commands=lambda: COMMANDS,
+        thread_ids=lambda: ["main", "main-fork1", "work"],
+        checkpoint_ids=lambda: ["1a2b3c4d", "9f8e7d6c"],
+    )
+    assert completions(completer, "/thr") == ["thread", "threads"]
+    assert completions(completer, "/thread ma") == ["main", "main-fork1"]
+    assert completions(completer, "/delete w") == ["work"]
+    assert completions(completer, "/show 9") == ["9f8e7d6c"]
+    assert completions(completer, "/fork ") == ["1a2b3c4d", "9f8e7d6c"]
+    assert completions(completer, "/summary h") == ["history"]
+    assert completions(completer, "hello /thr") == []
+    assert completions(completer, "/model gp") == []
+    assert set(completions(completer, "/")) == set(COMMANDS)
+
+
+def test_input_history_file_is_private(tmp_path: Path) -> None:
+    from chatbot.lineinput import private_history_file
+
+    path = private_history_file(tmp_path / "data" / "chatbot" / "input_history")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
