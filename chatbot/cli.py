@@ -230,10 +230,16 @@ def _read_text(text: str | None) -> str:
     return text
 
 
-def _require_thread(backend: Backend, state: AppState, thread_id: str) -> None:
+def _open_thread(
+    ctx: typer.Context, thread_id: str, db: str | None, url: str | None = None
+) -> Backend:
+    """The backend for a command about one existing thread (one error line if it is missing)."""
+    state = _state(ctx, db, url)
+    backend = state.backend()
     if not backend.thread_exists(thread_id):
         where = state.settings.url or state.settings.db
         fail(f"no thread {thread_id!r} in {where} ('chatbot threads' lists them)")
+    return backend
 
 
 # --- chatting ---------------------------------------------------------------------------------
@@ -325,8 +331,13 @@ def ask(
     """Send one message to a thread and print the reply."""
     from chatbot.interrupt import interruptible
     from chatbot.render import describe_summary
+    from chatbot.repl import check_thread_id
     from chatbot.session import Reply, Summarized, SummaryFailed, Token
 
+    try:
+        thread = check_thread_id(thread)
+    except ValueError as error:
+        fail(str(error), 2)
     state = _state(ctx, db, url)
     message = _read_text(text)
     backend = state.backend()
@@ -408,9 +419,7 @@ def history(
     from chatbot.render import history_record, history_table
     from chatbot.timeline import history_rows
 
-    state = _state(ctx, db, url)
-    backend = state.backend()
-    _require_thread(backend, state, thread_id)
+    backend = _open_thread(ctx, thread_id, db, url)
     rows = history_rows(backend.history(thread_id))[:limit]
     if as_json:
         out.print_json(json.dumps([history_record(r) for r in rows]))
@@ -434,9 +443,7 @@ def show(
     from chatbot.render import message_record, state_view
     from chatbot.timeline import find_checkpoint
 
-    state = _state(ctx, db, url)
-    backend = state.backend()
-    _require_thread(backend, state, thread_id)
+    backend = _open_thread(ctx, thread_id, db, url)
     if checkpoint:
         snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
     else:
@@ -472,9 +479,7 @@ def export(
     """Export a thread: summary, messages folded into it, live messages."""
     from chatbot.export import export_document, export_format, render, write_private
 
-    state = _state(ctx, db)
-    backend = state.backend()
-    _require_thread(backend, state, thread_id)
+    backend = _open_thread(ctx, thread_id, db)
     chosen = export_format(output, fmt)
     text = render(export_document(thread_id, backend.history(thread_id)), chosen)
     if output is None:
@@ -502,9 +507,7 @@ def fork(
     from chatbot.repl import MAX_THREAD_ID, check_thread_id, new_thread_id
     from chatbot.timeline import find_checkpoint
 
-    state = _state(ctx, db)
-    backend = state.backend()
-    _require_thread(backend, state, thread_id)
+    backend = _open_thread(ctx, thread_id, db)
     checkpoint_id = (
         find_checkpoint(backend.history(thread_id), checkpoint).checkpoint_id
         if (checkpoint)

@@ -114,3 +114,11 @@ def test_dot_env_in_the_working_directory_is_read(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("CHATBOT_SUMMARY_TRIGGER=nonsense\n")
     result = invoke("ask", "hi", "--db", str(tmp_path / "c.sqlite"))
     assert result.exit_code == 2 and "CHATBOT_SUMMARY_TRIGGER='nonsense'" in result.stderr
+
+
+def test_ask_refuses_a_thread_id_that_cannot_be_typed(tmp_path: Path) -> None:
+    result = invoke("ask", "hi", "--thread", "two words", "--db", str(tmp_path / "c.sqlite"))
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "is not a usable thread id" in line
+    assert not (tmp_path / "c.sqlite").exists()
