@@ -373,7 +373,7 @@ def test_fork_prints_the_new_id_and_copies_the_latest_state(summarized: Path) ->
     result = cli("fork", "t1", "--db", str(summarized))
     assert result.exit_code == 0, result.output
     new_id = result.stdout.strip()
-    assert re.fullmatch(r"t1-\d{8}-\d{6}-[0-9a-f]{4}", new_id)
+    assert re.fullmatch(r"t1-\d{4}-\d{4}-[0-9a-f]{4}", new_id)
     assert values(summarized, new_id) == values(summarized, "t1")
     info = listing(summarized)[new_id]
     head = chain(summarized, "t1")[-1]
