@@ -1,7 +1,11 @@
 """The graph ``langgraph dev`` and Studio serve: built from settings, without a checkpointer.
 
 The LangGraph server brings its own persistence and refuses a graph compiled with one.
+Per-run settings (models, trigger, keep, system prompt, language) come from the graph's context,
+which Studio shows as a form.
 """
+
+import logging
 
 from chatbot.graph import build_graph
 from chatbot.models import resolve_models
@@ -9,4 +13,6 @@ from chatbot.settings import load_settings
 
 settings = load_settings()
 models = resolve_models(settings)
+if models.notice:
+    logging.getLogger("chatbot").warning(models.notice)
 graph = build_graph(models.chat, models.summary, settings)
