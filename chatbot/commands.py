@@ -397,6 +397,8 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
 def _check_model(repl: Repl, name: str) -> None:
     if " " in name:
         raise CommandError(f"{name!r} is not a model name")
+    if repl.remote:
+        return  # the server makes the model, with its own credentials
     if not is_offline(name) and not repl.settings.has_credentials:
         raise CommandError(
             f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works without"
@@ -411,6 +413,8 @@ def _model(repl: Repl, arg: str) -> Outcome:
     _check_model(repl, arg)
     repl.context["chat_model"] = arg
     repl.model_name = arg
-    repl.max_input_tokens = max_input_tokens(make_model(arg, repl.settings, role="chat"))
-    repl.say(f"chat model is now {arg} for this session")
+    if not repl.remote:
+        repl.max_input_tokens = max_input_tokens(make_model(arg, repl.settings, role="chat"))
+    where = " (on the server)" if repl.remote else ""
+    repl.say(f"chat model is now {arg} for this session{where}")
     return None

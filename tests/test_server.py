@@ -219,6 +219,10 @@ def test_remote_repl_session_and_ask(server: DevServer) -> None:
             "/thread remote-main",
             "/retry",
             "/tokens",
+            "/model offline",
+            "after switching",
+            "/model gpt-4o",
+            "needs a key",
             "/exit",
         ]
     )
@@ -234,6 +238,10 @@ def test_remote_repl_session_and_ask(server: DevServer) -> None:
     assert "forked remote-main" in out and "remote-main-fork1" in out
     assert "/undo works on local threads only" in out
     assert "set by the server's settings" in out, "/tokens does not claim the local trigger"
+    assert "chat model is now offline for this session (on the server)" in out
+    assert 'You said: "after switching"' in out
+    (failed,) = [line for line in out.splitlines() if line.startswith("error:")][-1:]
+    assert "model 'gpt-4o' needs OPENAI_API_KEY" in failed, "the server's error, in one line"
 
     asked = runner.invoke(app, ["ask", "one more", "--url", server.url, "-t", "remote-main"])
     assert asked.exit_code == 0, asked.output
