@@ -16,7 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from chatbot.session import STREAM_MODES, Event, events_from_stream, make_title
-from chatbot.store import Store, ThreadInfo, thread_config
+from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
 from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
 
 ORIGIN_KEY = "chatbot_origin"
@@ -123,14 +123,14 @@ class LocalBackend:
 
     def current(self, thread_id: str) -> Snapshot | None:
         """The thread's latest checkpoint, or ``None`` for a thread with none."""
-        state = self.graph.get_state(thread_config(thread_id))
+        state = read_state(self.graph, thread_id)
         if not state.config.get("configurable", {}).get("checkpoint_id"):
             return None
         return snapshot_of(state)
 
     def history(self, thread_id: str) -> list[Snapshot]:
         """Every checkpoint of the thread (all branches), newest first."""
-        return [snapshot_of(s) for s in self.graph.get_state_history(thread_config(thread_id))]
+        return [snapshot_of(s) for s in state_history(self.graph, thread_id)]
 
     def threads(self) -> list[ThreadInfo]:
         """All threads, newest activity first (plain SQL)."""
