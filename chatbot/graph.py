@@ -21,6 +21,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from chatbot import policy, prompts
+from chatbot.errors import describe_error, remember_secret
 from chatbot.models import SUMMARY_TAG, is_offline, make_model, max_input_tokens
 from chatbot.settings import Settings, SettingsError
 from chatbot.state import Context, State
@@ -153,7 +154,7 @@ def summarize(folded: Sequence[BaseMessage], summary: str, run: RunSettings) -> 
         try:
             response = model.invoke(request)
         except Exception as error:  # any provider error: the state must stay as it was
-            raise SummaryFailed(f"{type(error).__name__}: {error}") from error
+            raise SummaryFailed(describe_error(error)) from error
         text = response.text.strip()
         if not text:
             raise SummaryFailed("the summary model returned an empty summary")
@@ -174,6 +175,8 @@ def build_graph(
     what ``langgraph dev`` wants: it brings its own).
     """
     settings = settings or Settings()
+    if settings.openai_api_key:  # provider errors are logged and streamed: never with the key
+        remember_secret(settings.openai_api_key.get_secret_value())
     models = _ModelCache(settings, chat_model, summary_model or chat_model)
 
     def run_settings(runtime: Runtime[Context]) -> RunSettings:

@@ -265,3 +265,23 @@ def test_keep_first_message_never_folds_the_first_user_message(
         state = say(graph, turn)
     assert state["messages"][0].text == TUTORIAL_TURNS[0]
     assert all(TUTORIAL_TURNS[0] not in call[-1].text for call in summarizer.calls)
+
+
+def test_failed_summary_never_logs_or_streams_the_api_key(
+    chat: ScriptedChatModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "sk-live-VERYSECRET123456"
+    summarizer = ScriptedChatModel(script=[RuntimeError(f"Incorrect API key provided: {secret}")])
+    graph = build_graph(
+        chat,
+        summarizer,
+        settings(openai_api_key=secret, summary_trigger="messages:1", summary_keep="messages:1"),
+    )
+    with caplog.at_level("WARNING", logger="chatbot"):
+        parts = list(
+            graph.stream({"messages": [HumanMessage("hi")]}, stream_mode=["custom", "values"])
+        )
+    (failure,) = [p for mode, p in parts if mode == "custom"]
+    assert failure["event"] == "summary_failed" and "Incorrect API key" in failure["error"]
+    assert secret not in failure["error"]
+    assert caplog.records and all(secret not in r.getMessage() for r in caplog.records)
