@@ -176,6 +176,7 @@ class RemoteBackend:
                 input={"messages": [{"role": "user", "content": text}]},
                 stream_mode=STREAM_MODES,
                 context=context or None,
+                on_disconnect="cancel",  # Ctrl-C closes the stream: the run stops too
             )
         )
         yield from self._guarded_stream(parts)
@@ -192,6 +193,7 @@ class RemoteBackend:
                 input=None,
                 stream_mode=STREAM_MODES,
                 context=context or None,
+                on_disconnect="cancel",  # Ctrl-C closes the stream: the run stops too
                 checkpoint_id=checkpoint_id,
             )
         )
