@@ -203,16 +203,29 @@ def main_options(
     env_file: Annotated[
         str | None, typer.Option("--env-file", help="Read settings from this file, not ./.env.")
     ] = None,
+    url: UrlOption = None,
+    thread: Annotated[
+        str | None, typer.Option("--thread", "-t", help="Without a command: chat in this thread.")
+    ] = None,
+    new: Annotated[
+        bool, typer.Option("--new", help="Without a command: chat in a fresh thread.")
+    ] = False,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
     """Chat with an LLM in the terminal; threads live in SQLite."""
-    ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model)
+    ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model, url=url)
     ctx.call_on_close(ctx.obj.close)
     if ctx.invoked_subcommand is None:
-        ctx.invoke(chat, ctx=ctx)
+        ctx.invoke(chat, ctx=ctx, thread=thread, new=new)
+    elif thread or new:
+        err.print(
+            f"[red]error:[/] --thread and --new go after the command: "
+            f"chatbot {ctx.invoked_subcommand} --thread ID"
+        )
+        raise typer.Exit(2)
 
 
 def _show_notice(state: AppState) -> None:

@@ -462,3 +462,15 @@ def test_an_unknown_thread_is_one_error_line(db: Path, tmp_path: Path, command: 
     assert line == f"error: no thread 'nope' in {db} ('chatbot threads' lists them)"
     assert result.stdout == ""
     assert list(listing(db)) == ["t1"] and not (tmp_path / "out.md").exists()
+
+
+def test_chat_options_work_without_the_chat_command(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.sqlite")
+    result = runner.invoke(app, ["--db", db, "--thread", "direct"], input="hello\n/exit\n")
+    assert result.exit_code == 0, result.output
+    assert "new thread direct" in result.stdout
+    fresh = runner.invoke(app, ["--db", db, "--new"], input="/thread\n/exit\n")
+    assert fresh.exit_code == 0 and "thread direct" not in fresh.stdout
+    misplaced = runner.invoke(app, ["--db", db, "--thread", "x", "threads"])
+    assert misplaced.exit_code == 2
+    assert "--thread and --new go after the command" in misplaced.stderr
