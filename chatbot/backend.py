@@ -15,6 +15,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
+from chatbot.errors import FriendlyError
 from chatbot.session import STREAM_MODES, Event, events_from_stream, make_title
 from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
 from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
@@ -22,7 +23,7 @@ from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
 ORIGIN_KEY = "chatbot_origin"
 
 
-class BackendError(RuntimeError):
+class BackendError(FriendlyError, RuntimeError):
     """An operation that cannot be done; the message is one line for the user."""
 
 

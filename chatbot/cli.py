@@ -543,8 +543,10 @@ def delete(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete a thread and its whole history."""
+    """Delete a thread and its whole history (local threads only)."""
     state = _state(ctx, db)
+    if state.settings.url:
+        fail(f"delete works on local threads only, not on the server at {state.settings.url}", 2)
     store = state.store
     if not store.thread_exists(thread_id):
         fail(f"no thread {thread_id!r} in {state.settings.db} ('chatbot threads' lists them)")

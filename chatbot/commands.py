@@ -50,18 +50,20 @@ class Command:
     usage: str
     help: str
     remote: bool = True
+    writes: bool = False
+    """Changes a thread: waits first for a turn stopped with Ctrl-C to end."""
 
 
 COMMANDS: dict[str, Command] = {}
 
 
 def command(
-    name: str, usage: str, help: str, *, remote: bool = True
+    name: str, usage: str, help: str, *, remote: bool = True, writes: bool = False
 ) -> Callable[[Handler], Handler]:
     """Register a slash command."""
 
     def register(handler: Handler) -> Handler:
-        COMMANDS[name] = Command(name, handler, usage, help, remote)
+        COMMANDS[name] = Command(name, handler, usage, help, remote, writes)
         return handler
 
     return register
@@ -80,6 +82,8 @@ def dispatch(repl: Repl, line: str) -> Outcome:
         return None
     if not found.remote and repl.backend.local_only_note:
         repl.problem(f"/{name} works on local threads only ({repl.backend.local_only_note})")
+        return None
+    if found.writes and not repl.settle():
         return None
     try:
         return found.handler(repl, arg.strip())
@@ -189,7 +193,7 @@ def _new(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-@command("rename", "/rename NEW", "rename the current thread", remote=False)
+@command("rename", "/rename NEW", "rename the current thread", remote=False, writes=True)
 def _rename(repl: Repl, arg: str) -> Outcome:
     if not arg:
         raise CommandError("give the new name: /rename NEW")
@@ -201,7 +205,13 @@ def _rename(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-@command("delete", "/delete ID", "delete a thread and its history (asks first)", remote=False)
+@command(
+    "delete",
+    "/delete ID",
+    "delete a thread and its history (asks first)",
+    remote=False,
+    writes=True,
+)
 def _delete(repl: Repl, arg: str) -> Outcome:
     if not arg:
         raise CommandError("give the thread to delete: /delete ID (/threads lists them)")
@@ -287,7 +297,12 @@ def fork_id(thread_id: str, number: int) -> str:
     return thread_id[: MAX_THREAD_ID - len(suffix)] + suffix
 
 
-@command("fork", "/fork [CHECKPOINT]", "a new thread branched from a checkpoint (default: now)")
+@command(
+    "fork",
+    "/fork [CHECKPOINT]",
+    "a new thread branched from a checkpoint (default: now)",
+    writes=True,
+)
 def _fork(repl: Repl, arg: str) -> Outcome:
     history = _history(repl)
     source = find_checkpoint(history, arg) if arg else lineage(history)[-1]
@@ -303,7 +318,7 @@ def _fork(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-@command("undo", "/undo", "rewind the last turn (history keeps it)", remote=False)
+@command("undo", "/undo", "rewind the last turn (history keeps it)", remote=False, writes=True)
 def _undo(repl: Repl, arg: str) -> Outcome:
     _no_argument("undo", arg)
     history = repl.backend.history(repl.thread_id)
@@ -325,7 +340,12 @@ def _undo(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-@command("retry", "/retry [MODEL]", "regenerate the last reply, optionally with another model")
+@command(
+    "retry",
+    "/retry [MODEL]",
+    "regenerate the last reply, optionally with another model",
+    writes=True,
+)
 def _retry(repl: Repl, arg: str) -> Outcome:
     context = dict(repl.context)
     if arg:

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 import re
 
+
+class FriendlyError(Exception):
+    """An error whose message is already one line for people (shown without its class)."""
+
+
+class ModelCallFailed(FriendlyError):
+    """The chat model failed; the message says why, with secrets removed."""
+
+
 _SECRETS: set[str] = set()
 _KEY_SHAPE = re.compile(r"\b(sk|key)-[A-Za-z0-9*_\-]{4,}")
 
@@ -33,6 +42,8 @@ _HINTS = {
 
 def describe_error(error: BaseException) -> str:
     """One line for an unexpected error (a model or network failure), with a hint if known."""
+    if isinstance(error, FriendlyError):
+        return redact(" ".join(str(error).split()))
     text = " ".join(str(error).split()) or type(error).__name__
     if len(text) > 300:
         text = text[:299] + "…"

@@ -21,7 +21,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from chatbot import policy, prompts
-from chatbot.errors import describe_error, remember_secret
+from chatbot.errors import ModelCallFailed, describe_error, remember_secret
 from chatbot.models import SUMMARY_TAG, is_offline, make_model, max_input_tokens
 from chatbot.settings import Settings, SettingsError
 from chatbot.state import Context, State
@@ -188,7 +188,12 @@ def build_graph(
         sent = prompts.conversation_input(
             state["messages"], state.get("summary", ""), run.system_prompt, run.language
         )
-        response = run.chat_model.invoke(sent)
+        try:
+            response = run.chat_model.invoke(sent)
+        except Exception as error:
+            # LangGraph stores a failed task's error in the checkpoint database, and provider
+            # errors can quote the API key: store (and raise) only the redacted text.
+            raise ModelCallFailed(describe_error(error)) from None
         return {"messages": [response]}
 
     def should_continue(

@@ -81,6 +81,7 @@ class Relay:
         self._stopper = stopper
         self._queue: queue.Queue[Any] = queue.Queue()
         self.stopped = threading.Event()
+        self._ended = threading.Event()  # not Thread.is_alive(): a Ctrl-C in join() fools it
         self._thread = threading.Thread(
             target=context.run, args=(self._pump,), name="chatbot-turn", daemon=True
         )
@@ -100,6 +101,7 @@ class Relay:
                 with contextlib.suppress(Exception):
                     close()
             self._queue.put(self._DONE)
+            self._ended.set()
 
     def __iter__(self) -> Iterator[Event]:
         while True:
@@ -120,12 +122,15 @@ class Relay:
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        """True until the turn's events have ended (its model call may still be waiting)."""
+        return not self._ended.is_set()
 
     def finish(self, timeout: float | None = None) -> bool:
-        """Wait for the worker to end; True if it has."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait for the turn to end; True if it has. Another Ctrl-C stops the wait (False)."""
+        try:
+            return self._ended.wait(timeout)
+        except KeyboardInterrupt:
+            return self._ended.is_set()
 
 
 def _stop_on_sigint(stopper: StopOnInterrupt) -> Any:

@@ -139,11 +139,9 @@ class Repl:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
                 self.console.print()
-                self.settle()
                 break
             if not line.strip():
                 continue
-            self.settle()
             if line.lstrip().startswith("/"):
                 if dispatch(self, line.strip()) == "exit":
                     break
@@ -251,23 +249,27 @@ class Repl:
 
     def chat(self, text: str) -> None:
         """Send a message and stream the reply."""
-        self.stream(self.backend.send(self.thread_id, text, self.context))
+        if self.settle():
+            self.stream(self.backend.send(self.thread_id, text, self.context))
 
     @property
     def turn_still_running(self) -> bool:
         """True if a turn stopped with Ctrl-C is still waiting on the network."""
         return self._stopped_turn is not None and self._stopped_turn.running
 
-    def settle(self) -> None:
-        """Wait until a turn stopped with Ctrl-C has really ended (before touching threads)."""
-        relay, self._stopped_turn = self._stopped_turn, None
+    def settle(self) -> bool:
+        """Wait until a turn stopped with Ctrl-C has really ended, before the next change to
+        a thread. Returns False if the user stopped waiting (Ctrl-C): do not go on then."""
+        relay = self._stopped_turn
         if relay is None or relay.finish(timeout=0.5):
-            return
+            self._stopped_turn = None
+            return True
         self.say("waiting for the stopped reply to end (Ctrl-C to stop waiting)...", "dim")
-        try:
-            relay.finish()
-        except KeyboardInterrupt:
-            self._stopped_turn = relay
+        if relay.finish():
+            self._stopped_turn = None
+            return True
+        self.say("stopped waiting; nothing was sent", "dim")
+        return False
 
     def stream(self, events: Iterator[Event]) -> None:
         """Show a turn's events: the reply as Markdown while it streams, then summary notes."""

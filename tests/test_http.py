@@ -393,3 +393,5 @@ def test_http_401_on_the_chat_call_exits_nonzero_with_one_redacted_error_line(
     assert SECRET not in result.output
     assert "SECRET-123456" not in result.output
     assert len(cli.server.requests) == 1, "a 401 must not be retried"
+    assert b"SECRET-123456" not in cli.db_bytes(), "the failed task's stored error is redacted"
+    assert b"Incorrect API key provided" in cli.db_bytes(), "the error itself is kept"

@@ -260,3 +260,16 @@ def test_unreachable_server_is_one_clear_line() -> None:
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
     assert "cannot reach the LangGraph server" in line
+
+
+def test_delete_with_a_server_url_refuses_and_keeps_the_local_thread(
+    server: DevServer, tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    db = str(tmp_path / "local.sqlite")
+    assert runner.invoke(app, ["ask", "precious", "-t", "work", "--db", db]).exit_code == 0
+    refused = runner.invoke(app, ["--url", server.url, "--db", db, "delete", "work", "--yes"])
+    assert refused.exit_code == 2
+    assert "delete works on local threads only" in refused.stderr
+    listing = json.loads(runner.invoke(app, ["threads", "--json", "--db", db]).stdout)
+    assert [t["thread_id"] for t in listing] == ["work"], "the local thread is still there"
