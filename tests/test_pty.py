@@ -438,10 +438,41 @@ def test_ctrl_c_stops_ask_at_once_and_keeps_the_message(
     time.sleep(0.5)
     interrupted_at = time.monotonic()
     term.child.sendintr()
+    time.sleep(0.2)
+    term.child.sendintr()  # an impatient second Ctrl-C changes nothing
     term.expect(r"interrupted: your message stays in thread 'asked' without a reply")
     term.child.expect(pexpect.EOF, timeout=10)
     waited = time.monotonic() - interrupted_at
     term.child.close()
     assert term.child.exitstatus == 130
     assert waited < 4, f"ask took {waited:.1f} s to stop after Ctrl-C"
+    assert "Traceback" not in term.tail()
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["are you there?"]
+
+
+def test_leaving_right_after_stopping_a_slow_reply_does_not_wait(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    term = spawn(
+        "chat",
+        "--thread",
+        "bye",
+        OPENAI_API_KEY="sk-test-pty",
+        OPENAI_BASE_URL=openai_server.base_url,
+        CHATBOT_MODEL="fake-model",
+        CHATBOT_MAX_RETRIES="0",
+    )
+    term.expect_prompt("bye")
+    openai_server.script(Reply(text="too late", delay=15))
+    term.child.send("hello\r")
+    time.sleep(1.0)
+    term.child.sendintr()
+    time.sleep(0.1)
+    term.child.sendintr()  # a second Ctrl-C while the first is handled
+    term.expect(r"interrupted")
+    term.expect_prompt("bye")
+    left_at = time.monotonic()
+    assert term.leave() == 0
+    assert time.monotonic() - left_at < 5, "Ctrl-D waited for the stopped reply"
+    assert "Traceback" not in term.tail()
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "bye")) == ["hello"]
