@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
@@ -19,6 +18,7 @@ from chatbot.export import ExportError, default_path, export_document, export_fo
 from chatbot.export import render as render_export
 from chatbot.models import is_offline, make_model, max_input_tokens
 from chatbot.policy import count_tokens_of_text
+from chatbot.render import Markdown
 from chatbot.timeline import (
     find_checkpoint,
     folded_messages,

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from markdown_it import MarkdownIt
 from rich.console import Group, RenderableType
-from rich.markdown import Markdown
+from rich.markdown import Markdown as RichMarkdown
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +17,19 @@ from rich.text import Text
 from chatbot.session import Summarized
 from chatbot.store import ThreadInfo
 from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, short_id
+
+
+class Markdown(RichMarkdown):
+    """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
+
+    Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
+    """
+
+    def __init__(self, markup: str, **kwargs: Any) -> None:
+        super().__init__(markup, **kwargs)
+        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+        self.parsed = parser.parse(markup)
+
 
 ROLE_STYLES = {"human": "bold cyan", "ai": "bold green", "tool": "bold magenta", "system": "bold"}
 ROLE_NAMES = {"human": "you", "ai": "assistant", "tool": "tool", "system": "system"}

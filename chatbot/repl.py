@@ -19,7 +19,6 @@ from typing import Any, Protocol
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.segment import Segment
 
@@ -27,7 +26,7 @@ from chatbot import policy, prompts
 from chatbot.backend import Backend
 from chatbot.errors import describe_error, redact
 from chatbot.interrupt import Relay, interruptible
-from chatbot.render import describe_summary
+from chatbot.render import Markdown, describe_summary
 from chatbot.session import Event, Reply, Summarized, SummaryFailed, Token
 from chatbot.settings import Settings
 from chatbot.timeline import Snapshot

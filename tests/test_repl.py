@@ -852,3 +852,19 @@ def test_input_history_file_is_private(tmp_path: Path) -> None:
     path = private_history_file(tmp_path / "data" / "chatbot" / "input_history")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_angle_brackets_in_messages_stay_visible(make_world: Callable[..., World]) -> None:
+    world = make_world(
+        ScriptedChatModel(default="Use `List<T>` or just <T> with #include <stdio.h>")
+    )
+    transcript = world.run(["what about <T>?"])
+    assert "just <T> with #include <stdio.h>" in transcript
+    assert "List<T>" in transcript
+    from chatbot.render import state_view
+
+    buffer = io.StringIO()
+    current = world.backend.current("t1")
+    assert current is not None
+    Console(file=buffer, width=100).print(state_view(current))
+    assert "what about <T>?" in buffer.getvalue()
