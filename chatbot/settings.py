@@ -88,6 +88,13 @@ class Settings(BaseSettings):
     def _blank_prompt_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
+    @field_validator("model", "summary_model")
+    @classmethod
+    def _model_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise ValueError("give a model name without spaces, or 'offline'")
+        return value
+
     @field_validator("db", mode="before")
     @classmethod
     def _blank_db_is_default(cls, value: Any) -> Any:
@@ -96,8 +103,18 @@ class Settings(BaseSettings):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("use an http:// or https:// address, e.g. http://127.0.0.1:2024")
+        if value is None:
+            return value
+        from urllib.parse import urlsplit
+
+        example = "use an http:// or https:// address, e.g. http://127.0.0.1:2024"
+        try:
+            parts = urlsplit(value)
+            _ = parts.port  # raises on a bad port
+        except ValueError:
+            raise ValueError(example) from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(example)
         return value
 
     @field_validator("summary_trigger")
@@ -145,12 +162,20 @@ class Settings(BaseSettings):
 
 def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
     """Read the settings; raise :class:`SettingsError` with one line on the first problem."""
-    if env_file is not None and env_file != ".env" and not Path(env_file).is_file():
-        raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
+    if env_file is not None and env_file != ".env":
+        path = Path(env_file)
+        if path.is_dir():
+            raise SettingsError(f"env file {str(env_file)!r} is a folder: give a file")
+        if not path.is_file():
+            raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
     try:
         return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
     except ValidationError as error:
         raise SettingsError(describe_validation_error(error)) from None
+    except UnicodeDecodeError:
+        raise SettingsError(
+            f"env file {str(env_file)!r} is not UTF-8 text: save it as UTF-8"
+        ) from None
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -93,3 +93,31 @@ def test_fraction_needs_a_context_size() -> None:
     with pytest.raises(SettingsError, match="CHATBOT_MAX_INPUT_TOKENS"):
         settings.policy(None)
     assert settings.policy(10_000).trigger_tokens() == 8000
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("CHATBOT_MODEL", ""), ("CHATBOT_MODEL", "two words"), ("CHATBOT_SUMMARY_MODEL", "a b")],
+)
+def test_model_names_must_be_names(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match="give a model name without spaces"):
+        load_settings(None)
+
+
+@pytest.mark.parametrize("url", ["http://", "http://[::1", "ftp://host", "localhost:2024"])
+def test_server_url_must_be_a_usable_http_address(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("CHATBOT_URL", url)
+    with pytest.raises(SettingsError, match="use an http:// or https:// address"):
+        load_settings(None)
+
+
+def test_env_file_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "latin1.env"
+    bad.write_bytes(b"\xffCHATBOT_MODEL=x\n")
+    with pytest.raises(SettingsError, match="is not UTF-8 text"):
+        load_settings(bad)
+    with pytest.raises(SettingsError, match="is a folder"):
+        load_settings(tmp_path)
