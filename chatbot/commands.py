@@ -17,7 +17,7 @@ from chatbot.backend import BackendError
 from chatbot.export import ExportError, default_path, export_document, export_format, write_private
 from chatbot.export import render as render_export
 from chatbot.models import is_offline, make_model, max_input_tokens
-from chatbot.policy import count_tokens_of_text
+from chatbot.policy import PolicyError, SummaryPolicy, count_tokens_of_text
 from chatbot.render import Markdown
 from chatbot.timeline import (
     find_checkpoint,
@@ -414,15 +414,26 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-def _check_model(repl: Repl, name: str) -> None:
+def _check_model(repl: Repl, name: str) -> int | None:
+    """Refuse a model that could not answer here; returns its context size (if known)."""
     if " " in name:
         raise CommandError(f"{name!r} is not a model name")
     if repl.remote:
-        return  # the server makes the model, with its own credentials
+        return None  # the server makes the model, with its own credentials and settings
     if not is_offline(name) and not repl.settings.has_credentials:
         raise CommandError(
             f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works without"
         )
+    context_size = max_input_tokens(make_model(name, repl.settings, role="chat"))
+    try:
+        SummaryPolicy.from_strings(
+            repl.policy_setting("summary_trigger") or repl.settings.summary_trigger,
+            repl.policy_setting("summary_keep") or repl.settings.summary_keep,
+            max_input_tokens=repl.settings.max_input_tokens or context_size,
+        )
+    except PolicyError as error:
+        raise CommandError(f"cannot use {name!r}: {error}") from None
+    return context_size
 
 
 @command("model", "/model [NAME]", "show or switch the chat model for this session")
@@ -430,11 +441,11 @@ def _model(repl: Repl, arg: str) -> Outcome:
     if not arg:
         repl.say(f"chat model: {repl.model_name}")
         return None
-    _check_model(repl, arg)
+    context_size = _check_model(repl, arg)
     repl.context["chat_model"] = arg
     repl.model_name = arg
     if not repl.remote:
-        repl.max_input_tokens = max_input_tokens(make_model(arg, repl.settings, role="chat"))
+        repl.max_input_tokens = context_size
     where = " (on the server)" if repl.remote else ""
     repl.say(f"chat model is now {arg} for this session{where}")
     return None
