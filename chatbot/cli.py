@@ -120,6 +120,12 @@ class AppState:
     def remote(self) -> bool:
         return bool(self.settings.url)
 
+    @property
+    def db_missing(self) -> bool:
+        """True when the local database file does not exist yet (reading must not create it)."""
+        db = self.settings.db
+        return not self.remote and db != ":memory:" and not Path(db).expanduser().exists()
+
     def backend(self) -> Backend:
         if self.settings.url:
             from chatbot.remote import RemoteBackend
@@ -248,6 +254,8 @@ def _open_thread(
 ) -> Backend:
     """The backend for a command about one existing thread (one error line if it is missing)."""
     state = _state(ctx, db, url)
+    if state.db_missing:
+        fail(f"no thread {thread_id!r}: {state.settings.db} does not exist yet")
     backend = state.backend()
     if not backend.thread_exists(thread_id):
         where = state.settings.url or state.settings.db
@@ -408,7 +416,7 @@ def threads(
     from chatbot.render import thread_record, threads_table
 
     state = _state(ctx, db, url)
-    listing = state.backend().threads()
+    listing = [] if state.db_missing else state.backend().threads()
     if as_json:
         out.print_json(json.dumps([thread_record(t) for t in listing], ensure_ascii=False))
     elif listing:
@@ -490,10 +498,19 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Export a thread: summary, messages folded into it, live messages."""
-    from chatbot.export import export_document, export_format, render, write_private
+    from chatbot.export import (
+        ExportError,
+        export_document,
+        export_format,
+        render,
+        write_private,
+    )
 
     backend = _open_thread(ctx, thread_id, db)
-    chosen = export_format(output, fmt)
+    try:
+        chosen = export_format(output, fmt)
+    except ExportError as error:
+        fail(str(error) + ("" if fmt else " (or give --format md|json)"), 2)
     text = render(export_document(thread_id, backend.history(thread_id)), chosen)
     if output is None:
         sys.stdout.write(text)
@@ -547,6 +564,8 @@ def delete(
     state = _state(ctx, db)
     if state.settings.url:
         fail(f"delete works on local threads only, not on the server at {state.settings.url}", 2)
+    if state.db_missing:
+        fail(f"no thread {thread_id!r}: {state.settings.db} does not exist yet")
     store = state.store
     if not store.thread_exists(thread_id):
         fail(f"no thread {thread_id!r} in {state.settings.db} ('chatbot threads' lists them)")

@@ -368,7 +368,10 @@ def _retry(repl: Repl, arg: str) -> Outcome:
 
 @command("export", "/export [PATH]", "save the conversation as Markdown (or JSON by extension)")
 def _export(repl: Repl, arg: str) -> Outcome:
-    parts = shlex.split(arg) if arg else []
+    try:
+        parts = shlex.split(arg) if arg else []
+    except ValueError:
+        raise CommandError('the path has an unclosed quote: /export "my file.md"') from None
     if len(parts) > 1:
         raise CommandError("/export takes one path (quote it if it has spaces)")
     path = Path(parts[0]) if parts else None

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from chatbot.render import ROLE_NAMES, message_record
+from chatbot.store import make_private_dirs
 from chatbot.timeline import Snapshot, folded_messages, lineage, summary_timeline
 
 Format = Literal["md", "json"]
@@ -33,7 +34,7 @@ def export_format(path: Path | None, explicit: str | None = None) -> Format:
         return FORMATS[path.suffix.lower()]
     except KeyError:
         raise ExportError(
-            f"cannot tell the format of {path.name!r}: end it in .md or .json, or give --format"
+            f"cannot tell the format of {path.name!r}: end the name in .md or .json"
         ) from None
 
 
@@ -113,7 +114,7 @@ def write_private(path: Path, text: str) -> Path:
     """Write a file holding a conversation: created 0600, replaced whole."""
     path = path.expanduser()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:

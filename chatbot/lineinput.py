@@ -13,6 +13,8 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
+from chatbot.store import make_private_dirs
+
 
 class SlashCompleter(Completer):
     """Completes ``/commands``, then thread ids or checkpoint ids where a command takes one."""
@@ -73,7 +75,7 @@ def _continuation(width: int, line_number: int, is_soft_wrap: bool) -> str:
 
 def private_history_file(path: Path) -> Path:
     """Create the input-history file 0600 (it holds what the user typed)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path.parent)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     return path

@@ -107,12 +107,16 @@ class RemoteBackend:
         import httpx
 
         try:
-            httpx.get(f"{self.url}/ok", timeout=5).raise_for_status()
+            answer = httpx.get(f"{self.url}/ok", timeout=5)
         except httpx.HTTPError as error:
             raise BackendError(
                 f"cannot reach the LangGraph server at {self.url} ({type(error).__name__}): "
                 "is it running? (uv run langgraph dev)"
             ) from None
+        if answer.status_code != 200:
+            raise BackendError(
+                f"{self.url} answered HTTP {answer.status_code} to /ok: is it a LangGraph server?"
+            )
 
     def _call(self, action: Any) -> Any:
         """Run an SDK call; a connection or HTTP problem becomes one BackendError line."""

@@ -47,8 +47,9 @@ def when(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 def describe_summary(event: Summarized) -> str:
     """The one dim line shown when a summary is made."""
     steps = f" in {event.calls} steps" if event.calls > 1 else ""
+    messages = "1 message" if event.messages == 1 else f"{event.messages} messages"
     return (
-        f"summarized {event.messages} messages ({event.tokens_in:,} tokens) into "
+        f"summarized {messages} ({event.tokens_in:,} tokens) into "
         f"{event.tokens_out:,} tokens{steps}"
     )
 
@@ -61,11 +62,11 @@ def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> 
     for info in threads:
         marker = "* " if info.thread_id == current else "  "
         table.add_row(
-            marker + info.thread_id,
+            Text(marker + info.thread_id),
             "-" if info.message_count is None else str(info.message_count),
             {True: "yes", False: "no", None: "-"}[info.has_summary],
             when(info.last_active),
-            info.title or "",
+            Text(info.title or ""),
         )
     return table
 

@@ -72,9 +72,22 @@ def _now() -> str:
     return datetime.now(tz=UTC).isoformat(timespec="seconds")
 
 
+def make_private_dirs(folder: Path) -> None:
+    """Create a folder and every missing parent 0700 (mkdir's mode covers only the last)."""
+    missing = []
+    for parent in [folder, *folder.parents]:
+        if parent.exists():
+            break
+        missing.append(parent)
+    for parent in reversed(missing):
+        parent.mkdir(mode=0o700, exist_ok=True)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+
+
 def _create_private_file(path: Path) -> None:
-    """Create the database file 0600 (and its folder 0700) before SQLite opens it."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the database file 0600 (and its folders 0700) before SQLite opens it."""
+    make_private_dirs(path.parent)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
@@ -116,8 +129,33 @@ class Store:
             self.saver = SqliteSaver(self.conn)
             _retry_locked(self.saver.setup)
             _retry_locked(lambda: self.conn.executescript(_SCHEMA))
+            self._check_writable()
+        except (NotADirectoryError, FileExistsError):
+            raise StoreError(
+                f"cannot open the database {self.path!r}: a file stands where a folder of its "
+                "path should be; choose another --db"
+            ) from None
         except (sqlite3.Error, OSError) as error:
+            if "readonly" in str(error):
+                raise StoreError(
+                    f"the database {self.path!r} is read-only: check its permissions, or use "
+                    "--db for another file"
+                ) from None
             raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
+
+    def _check_writable(self) -> None:
+        """Fail now, not after a reply, when turns could not be saved."""
+        if self.path == ":memory:":
+            return
+        with self.saver.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:  # a real write, rolled back: a read-only file fails here, not after a reply
+                self.conn.execute(
+                    "INSERT INTO chatbot_threads (thread_id, created_at, updated_at) "
+                    "VALUES (' probe ', '', '')"
+                )
+            finally:
+                self.conn.execute("ROLLBACK")
 
     def close(self) -> None:
         """Close the connection."""

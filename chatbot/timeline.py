@@ -246,7 +246,7 @@ def find_checkpoint(history: Sequence[Snapshot], fragment: str) -> Snapshot:
     """
     wanted = fragment.strip().lower()
     if not wanted:
-        raise LookupError("give a checkpoint id (see /history)")
+        raise LookupError("give a checkpoint id (the thread's history lists them)")
     exact = [s for s in history if s.checkpoint_id.lower() == wanted]
     if exact:
         return exact[0]
@@ -256,7 +256,7 @@ def find_checkpoint(history: Sequence[Snapshot], fragment: str) -> Snapshot:
         if s.checkpoint_id.lower().startswith(wanted) or s.checkpoint_id.lower().endswith(wanted)
     ]
     if not matches:
-        raise LookupError(f"no checkpoint {fragment!r} in this thread (see /history)")
+        raise LookupError(f"no checkpoint {fragment!r} in this thread (its history lists them)")
     if len(matches) > 1:
         raise LookupError(f"{fragment!r} matches {len(matches)} checkpoints: give more of the id")
     return matches[0]

@@ -122,3 +122,13 @@ def test_ask_refuses_a_thread_id_that_cannot_be_typed(tmp_path: Path) -> None:
     (line,) = result.stderr.strip().splitlines()
     assert "is not a usable thread id" in line
     assert not (tmp_path / "c.sqlite").exists()
+
+
+def test_reading_commands_do_not_create_a_database(tmp_path: Path) -> None:
+    db = tmp_path / "nested" / "never.sqlite"
+    listing = invoke("threads", "--db", str(db))
+    assert listing.exit_code == 0 and "no threads in" in listing.stderr
+    for command in (["show", "x"], ["history", "x"], ["export", "x"], ["delete", "x", "--yes"]):
+        result = invoke(*command, "--db", str(db))
+        assert result.exit_code == 1 and "does not exist yet" in result.stderr, command
+    assert not (tmp_path / "nested").exists()

@@ -291,7 +291,10 @@ def test_show_renders_the_state_at_a_checkpoint_for_people(summarized: Path) -> 
 
 def test_show_of_an_unknown_checkpoint_is_one_error_line(summarized: Path) -> None:
     result = cli("show", "t1", "--checkpoint", "zzzzzzzz", "--db", str(summarized))
-    assert one_error(result) == "error: no checkpoint 'zzzzzzzz' in this thread (see /history)"
+    assert (
+        one_error(result)
+        == "error: no checkpoint 'zzzzzzzz' in this thread (its history lists them)"
+    )
 
 
 # --- export ------------------------------------------------------------------------------------
@@ -354,7 +357,7 @@ def test_export_json_to_stdout(summarized: Path) -> None:
         (
             ["-o", "notes.txt"],
             "error: cannot tell the format of 'notes.txt': "
-            "end it in .md or .json, or give --format",
+            "end the name in .md or .json (or give --format md|json)",
         ),
     ],
 )
@@ -362,7 +365,7 @@ def test_export_with_a_bad_format_is_one_error_line(
     summarized: Path, tmp_path: Path, options: list[str], message: str
 ) -> None:
     result = cli("export", "t1", *options, "--db", str(summarized))
-    assert one_error(result) == message
+    assert one_error(result, code=2) == message, "a bad argument exits 2"
     assert result.stdout == "" and not (tmp_path / "notes.txt").exists()
 
 

@@ -213,3 +213,31 @@ def test_checkpoint_time_is_read_from_the_checkpoint_id(tmp_path: Path) -> None:
     decoded = checkpoint_time(snapshot.config["configurable"]["checkpoint_id"])
     assert decoded is not None and abs((decoded - written).total_seconds()) < 1
     assert checkpoint_time("not-a-uuid") is None
+
+
+def test_a_read_only_database_is_refused_before_any_turn(tmp_path: Path) -> None:
+    db = tmp_path / "ro.sqlite"
+    Store(db).close()
+    immutable = subprocess.run(["chattr", "+i", str(db)], capture_output=True, check=False)
+    if immutable.returncode != 0:
+        os.chmod(db, 0o400)
+        if os.geteuid() == 0:
+            pytest.skip("as root, only chattr makes a file read-only, and it is not available")
+    try:
+        with pytest.raises(StoreError, match="is read-only: check its permissions"):
+            Store(db)
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], capture_output=True, check=False)
+        os.chmod(db, 0o600)
+
+
+def test_a_file_in_the_way_of_the_database_folder_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(StoreError, match="a file stands where a folder of its path should be"):
+        Store(tmp_path / "afile" / "deeper" / "c.sqlite")
+
+
+def test_every_folder_created_for_the_database_is_private(tmp_path: Path) -> None:
+    Store(tmp_path / "a" / "b" / "c" / "chat.sqlite").close()
+    for folder in ("a", "a/b", "a/b/c"):
+        assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o700, folder
