@@ -222,7 +222,10 @@ class Store:
         has_summary: bool,
         origin: tuple[str, str | None] | None = None,
     ) -> None:
-        """Remember what a listing shows about a thread after a turn (the title only once)."""
+        """Remember what a listing shows about a thread after a turn.
+
+        The title is set once, by the first message, and cleared when the thread is emptied.
+        """
         now = _now()
         with self.saver.lock, self.conn:
             self.conn.execute(
@@ -231,8 +234,10 @@ class Store:
                     created_at, updated_at, origin_thread, origin_checkpoint)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(thread_id) DO UPDATE SET
-                    title = CASE WHEN chatbot_threads.title = '' THEN excluded.title
-                                 ELSE chatbot_threads.title END,
+                    title = CASE
+                        WHEN excluded.message_count = 0 AND excluded.has_summary = 0 THEN ''
+                        WHEN chatbot_threads.title = '' THEN excluded.title
+                        ELSE chatbot_threads.title END,
                     message_count = excluded.message_count,
                     has_summary = excluded.has_summary,
                     updated_at = excluded.updated_at,
