@@ -377,7 +377,7 @@ def _export(repl: Repl, arg: str) -> Outcome:
     path = Path(parts[0]) if parts else None
     fmt = export_format(path)
     if path is None:
-        path = (repl.export_dir or Path.cwd()) / default_path(repl.thread_id, fmt)
+        path = default_path(repl.thread_id, fmt)  # in the working directory
     document = export_document(repl.thread_id, _history(repl))
     written = write_private(path, render_export(document, fmt))
     repl.say(

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Protocol
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
@@ -104,7 +103,6 @@ class Repl:
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
     err: Console | None = None
-    export_dir: Path | None = None
     _context_tokens: int = 0
     _message_count: int = 0
     _stopped_turn: Relay | None = None
