@@ -286,6 +286,17 @@ def echo_or_summary(body: dict[str, Any]) -> str:
     return "echo: " + RecordedRequest("", None, body).last_user_text
 
 
+def fake_model_env(server: FakeOpenAI, **extra: str) -> dict[str, str]:
+    """Settings that point the app at the fake OpenAI-compatible server, without retries."""
+    return {
+        "OPENAI_API_KEY": "sk-test-pty",
+        "OPENAI_BASE_URL": server.base_url,
+        "CHATBOT_MODEL": "fake-model",
+        "CHATBOT_MAX_RETRIES": "0",
+        **extra,
+    }
+
+
 def chat_requests(server: FakeOpenAI) -> list[RecordedRequest]:
     return [r for r in server.requests if not is_summary_request(r.body)]
 
@@ -294,13 +305,7 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
     spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
 ) -> None:
     openai_server.responder = echo_or_summary
-    model_env = {
-        "OPENAI_API_KEY": "sk-test-pty",
-        "OPENAI_BASE_URL": openai_server.base_url,
-        "CHATBOT_MODEL": "fake-model",
-        "CHATBOT_MAX_RETRIES": "0",
-        "CHATBOT_TIMEOUT": "25",
-    }
+    model_env = fake_model_env(openai_server, CHATBOT_TIMEOUT="25")
     term = spawn("chat", "--thread", "main", **model_env)
     term.expect_prompt("main")
     term.expect(r"main · fake-model · 0/6 messages")
@@ -391,10 +396,7 @@ def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
         "chat",
         "--thread",
         "slow",
-        OPENAI_API_KEY="sk-test-pty",
-        OPENAI_BASE_URL=openai_server.base_url,
-        CHATBOT_MODEL="fake-model",
-        CHATBOT_MAX_RETRIES="0",
+        **fake_model_env(openai_server),
     )
     term.expect_prompt("slow")
     openai_server.script(Reply(text="late reply nobody waited for", delay=5))
@@ -426,10 +428,7 @@ def test_ctrl_c_stops_ask_at_once_and_keeps_the_message(
         "are you there?",
         "--thread",
         "asked",
-        OPENAI_API_KEY="sk-test-pty",
-        OPENAI_BASE_URL=openai_server.base_url,
-        CHATBOT_MODEL="fake-model",
-        CHATBOT_MAX_RETRIES="0",
+        **fake_model_env(openai_server),
     )
     deadline = time.monotonic() + TIMEOUT
     while not openai_server.requests and time.monotonic() < deadline:
@@ -457,10 +456,7 @@ def test_leaving_right_after_stopping_a_slow_reply_does_not_wait(
         "chat",
         "--thread",
         "bye",
-        OPENAI_API_KEY="sk-test-pty",
-        OPENAI_BASE_URL=openai_server.base_url,
-        CHATBOT_MODEL="fake-model",
-        CHATBOT_MAX_RETRIES="0",
+        **fake_model_env(openai_server),
     )
     term.expect_prompt("bye")
     openai_server.script(Reply(text="too late", delay=15))
