@@ -39,6 +39,9 @@ class Backend(Protocol):
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
     ) -> Iterator[Event]: ...
+    def compact(
+        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> Iterator[Event]: ...
     def current(self, thread_id: str) -> Snapshot | None: ...
     def history(self, thread_id: str) -> list[Snapshot]: ...
     def threads(self) -> list[ThreadInfo]: ...
@@ -97,6 +100,21 @@ class LocalBackend:
             None,
             thread_config(thread_id, checkpoint_id),
             context=context or None,
+            stream_mode=STREAM_MODES,
+        )
+        try:
+            yield from events_from_stream(stream)
+        finally:
+            self._record(thread_id)
+
+    def compact(
+        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> Iterator[Event]:
+        """Fold the older messages into the summary now (a run with no message, not a turn)."""
+        stream = self.graph.stream(
+            {"messages": []},
+            {**thread_config(thread_id), "metadata": {ACTION_KEY: "compact"}},
+            context={**(context or {}), "compact": True, "compact_focus": focus},
             stream_mode=STREAM_MODES,
         )
         try:

@@ -404,6 +404,52 @@ def ask(
         out.print()
 
 
+@app.command()
+@guarded
+def compact(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    focus: Annotated[
+        str | None,
+        typer.Option("--focus", help="What this summary should keep, e.g. 'every file name'."),
+    ] = None,
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Fold a thread's older messages into its summary now (the usual keep window stays)."""
+    from chatbot.interrupt import interruptible
+    from chatbot.render import describe_summary
+    from chatbot.session import NothingToFold, Summarized, SummaryFailed
+    from chatbot.timeline import compact_refusal
+
+    backend = _open_thread(ctx, thread_id, db, url)
+    refusal = compact_refusal(backend.current(thread_id))
+    if refusal:
+        fail(refusal)
+    with interruptible(backend.compact(thread_id, focus or "")) as relay:
+        try:
+            for event in relay:
+                if isinstance(event, Summarized):
+                    out.print(describe_summary(event), markup=False)
+                elif isinstance(event, NothingToFold):
+                    out.print(
+                        f"nothing to fold: the kept window holds the whole conversation "
+                        f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size",
+                        markup=False,
+                    )
+                elif isinstance(event, SummaryFailed):
+                    fail(f"the summary failed, nothing was folded: {event.error}")
+        except KeyboardInterrupt:
+            relay.stop()
+            line = "interrupted: nothing was folded"
+            if not relay.finish(timeout=1.0):
+                _error_line(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(130)
+            fail(line, 130)
+
+
 # --- reading threads --------------------------------------------------------------------------
 
 

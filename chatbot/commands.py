@@ -17,9 +17,10 @@ from chatbot.backend import BackendError
 from chatbot.export import ExportError, default_path, export_document, export_format, write_private
 from chatbot.export import render as render_export
 from chatbot.models import is_offline, make_model, max_input_tokens
-from chatbot.policy import PolicyError, SummaryPolicy, count_tokens_of_text
+from chatbot.policy import PolicyError, SummaryPolicy
 from chatbot.render import Markdown
 from chatbot.timeline import (
+    compact_refusal,
     find_checkpoint,
     folded_messages,
     history_rows,
@@ -240,7 +241,7 @@ def _delete(repl: Repl, arg: str) -> Outcome:
 @command("summary", "/summary [history]", "the current summary; 'history': how it evolved")
 def _summary(repl: Repl, arg: str) -> Outcome:
     if arg == "history":
-        changes = summary_timeline(_history(repl))
+        changes = summary_timeline(_history(repl), repl.counter())
         if not changes:
             repl.say("the summary has not changed yet in this thread", "dim")
             return None
@@ -253,7 +254,7 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         trigger = repl.policy_setting("summary_trigger") or "the server's trigger"
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
-    tokens = count_tokens_of_text(snapshot.summary)
+    tokens = repl.counter().text(snapshot.summary)
     repl.console.print(Panel(Markdown(snapshot.summary), title=f"summary ({tokens:,} tokens)"))
     return None
 
@@ -392,28 +393,50 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     _no_argument("tokens", arg)
     snapshot = repl.backend.current(repl.thread_id)
     tokens = repl.measure(snapshot)
+    counter = repl.counter()
     history = repl.backend.history(repl.thread_id) if snapshot else []
     trigger = repl.policy_setting("summary_trigger") or "set by the server's settings"
     keep = repl.policy_setting("summary_keep") or "set by the server's settings"
     run_policy = repl.run_policy()
     threshold = run_policy.trigger_tokens() if run_policy else None
+    scale = counter.scale(snapshot.messages) if snapshot else 1.0
+    counted_with = f"{counter.name} tokenizer"
+    if scale != 1.0:
+        counted_with += f", x{scale:.2f} from the provider's reported usage"
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row(
         "context now", f"{tokens:,} tokens in {len(snapshot.messages) if snapshot else 0} messages"
     )
+    if run_policy is not None and run_policy.max_input_tokens:
+        table.add_row("model input", f"{run_policy.max_input_tokens:,} tokens at most")
+    if run_policy is not None and not run_policy.automatic:
+        trigger = "off (only /compact and a full context fold)"
     table.add_row("trigger", trigger + (f" ({threshold:,} tokens)" if threshold else ""))
     table.add_row("keep", keep)
-    table.add_row(
-        "summary", f"{count_tokens_of_text(snapshot.summary) if snapshot else 0:,} tokens"
-    )
+    table.add_row("summary", f"{counter.text(snapshot.summary) if snapshot else 0:,} tokens")
     table.add_row(
         "saved",
-        f"{tokens_saved(history):,} tokens per call "
+        f"{tokens_saved(history, counter):,} tokens per call "
         f"({len(folded_messages(history))} messages folded)",
     )
+    table.add_row("counted with", counted_with)
     repl.console.print(table)
+    return None
+
+
+@command(
+    "compact",
+    "/compact [FOCUS]",
+    "fold older messages into the summary now; FOCUS: what the summary should keep",
+    writes=True,
+)
+def _compact(repl: Repl, arg: str) -> Outcome:
+    refusal = compact_refusal(repl.backend.current(repl.thread_id))
+    if refusal:
+        raise CommandError(refusal)
+    repl.stream(repl.backend.compact(repl.thread_id, arg, repl.context))
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 
 class FriendlyError(Exception):
@@ -50,3 +51,77 @@ def describe_error(error: BaseException) -> str:
     hint = next((_HINTS[c.__name__] for c in type(error).__mro__ if c.__name__ in _HINTS), "")
     line = f"{type(error).__name__}: {text}"
     return redact(f"{line} ({hint})" if hint else line)
+
+
+# --- the provider says the context is too long -----------------------------------------------
+
+_OVERFLOW_WORDS = re.compile(
+    r"context_length_exceeded|maximum context length|context length exceeded"
+    r"|exceeds? (?:the )?(?:maximum )?context (?:length|window|size)"
+    r"|context window exceeded|contextwindowexceeded|exceed_context_size"
+    r"|exceeds the available context size|prompt is too long|input is too long"
+    r"|input prompt \(\d+ tokens\) is too long|range of input length should be"
+    r"|input tokens exceed|input token count \(\d+\) exceeds|too many input tokens"
+    r"|reduce the length of the messages|input length \d+ exceeds",
+    re.IGNORECASE,
+)
+_LIMIT_PATTERNS = (
+    r"maximum context length is (\d+)",
+    r"range of input length should be \[\d+,\s*(\d+)\]",
+    r"maximum number of tokens allowed \((\d+)\)",
+    r"exceeds (?:the )?(?:maximum )?(?:context )?(?:length|limit|window|size) of (\d+)",
+    r"exceeds context length (\d+)",
+    r"limit of (\d+)",
+    r"\d+ tokens? > (\d+) maximum",
+    r'"n_ctx"\s*:\s*(\d+)',
+)
+_REQUESTED_PATTERNS = (
+    r"\((\d+) in the messages",
+    r"resulted in (?:over )?(\d+) tokens",
+    r"requested (\d+) tokens",
+    r"input prompt \((\d+) tokens\)",
+    r"input token count \((\d+)\)",
+    r"input length (\d+)",
+    r"prompt is too long: (\d+) tokens",
+    r'"n_prompt_tokens"\s*:\s*(\d+)',
+)
+
+
+@dataclass(frozen=True)
+class ContextOverflow:
+    """A provider refused a request as longer than the model's context; numbers if it said."""
+
+    limit: int | None = None
+    requested: int | None = None
+
+
+def _first_number(patterns: tuple[str, ...], text: str) -> int | None:
+    for pattern in patterns:
+        found = re.search(pattern, text, re.IGNORECASE)
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def context_overflow(error: BaseException) -> ContextOverflow | None:
+    """The error as a context-length refusal (OpenAI, Ollama, vLLM, DeepSeek, DashScope,
+    llama.cpp, LM Studio, Gemini and Anthropic wordings, or HTTP 413), else None."""
+    from langchain_core.exceptions import ContextOverflowError
+
+    status = getattr(error, "status_code", None)
+    if status == 429:  # "Request too large ... tokens per min" is a rate limit, not the context
+        return None
+    body = getattr(error, "body", None)
+    text = f"{error} {body if body is not None else ''}"
+    if not (
+        isinstance(error, ContextOverflowError) or status == 413 or _OVERFLOW_WORDS.search(text)
+    ):
+        return None
+    return ContextOverflow(
+        limit=_first_number(_LIMIT_PATTERNS, text),
+        requested=_first_number(_REQUESTED_PATTERNS, text),
+    )
+
+
+class ContextTooLong(FriendlyError):
+    """A request that cannot fit the model's input even after folding; the message is kept."""

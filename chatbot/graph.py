@@ -1,165 +1,55 @@
-"""The summarizing chat graph: wiring only; decisions live in ``policy``, texts in ``prompts``.
+"""The summarizing chat graph: wiring only; decisions live in ``folding`` and ``policy``.
 
-START -> conversation -> should_continue -> summarize_conversation -> END
-                                      \\-> END
+The tutorial's shape, with a guard in front and a way back to ``conversation``::
+
+    START -> fold_first -> conversation -> should_continue -> summarize_conversation
+                      \\-> summarize_conversation -> after_summary -> conversation | END
+
+- ``fold_first`` (from START): fold before the call when the request would pass the model's
+  input budget, when the trigger already held (a resumed thread, a failed summary), or when
+  the run asks to compact; otherwise answer at once.
+- ``should_continue`` (after ``conversation``): the tutorial's trigger; or, when the provider
+  refused the request as too long, fold and try again once.
+- ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_stream_writer
-from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from chatbot import policy, prompts
-from chatbot.errors import ModelCallFailed, describe_error, remember_secret
-from chatbot.models import SUMMARY_TAG, is_offline, make_model, max_input_tokens
-from chatbot.settings import Settings, SettingsError
+from chatbot import folding, prompts
+from chatbot.errors import (
+    ContextTooLong,
+    ModelCallFailed,
+    context_overflow,
+    describe_error,
+    remember_secret,
+)
+from chatbot.runsettings import ModelCache, RunSettings, resolve_run
+from chatbot.settings import Settings
 from chatbot.state import Context, State
+from chatbot.tokens import USAGE_KEY
 
 log = logging.getLogger("chatbot.graph")
 
-DEFAULT_SUMMARY_INPUT_TOKENS = 16_000
-"""The summary call's input budget when neither settings nor the model's profile tell one."""
-
-_MIN_CHUNK_TOKENS = 256
+SummaryFailed = folding.SummaryFailed  # kept importable from here
 
 
-class SummaryFailed(RuntimeError):
-    """The summary model raised, timed out or returned nothing; the state was left untouched."""
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """The settings in force for one run: ``.env`` defaults with the run's context applied."""
-
-    chat_model: BaseChatModel
-    summary_model: BaseChatModel
-    policy: policy.SummaryPolicy
-    system_prompt: str
-    language: prompts.Language
-    create_prompt: str | None
-    extend_prompt: str | None
-    max_summary_tokens: int
-    summary_input_tokens: int
-
-
-class _ModelCache:
-    """Models named in a run's context, made once per name and kept for the graph's life."""
-
-    def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
-        self._settings = settings
-        self.default_chat = chat
-        self.default_summary = summary
-        self._made: dict[tuple[str, str], BaseChatModel] = {}
-
-    def get(self, name: str, role: Literal["chat", "summary"]) -> BaseChatModel:
-        if not name:
-            return self.default_chat if role == "chat" else self.default_summary
-        if not is_offline(name) and not self._settings.has_credentials:
-            raise SettingsError(
-                f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' "
-                "works without them"
-            )
-        key = (name, role)
-        if key not in self._made:
-            self._made[key] = make_model(name, self._settings, role=role)
-        return self._made[key]
-
-
-def _context_value(context: Any, name: str) -> str:
-    if context is None:
-        return ""
-    value = context.get(name, "") if isinstance(context, dict) else getattr(context, name, "")
-    return str(value or "").strip()
-
-
-def resolve_run(settings: Settings, models: _ModelCache, context: Any) -> RunSettings:
-    """Apply a run's context to the defaults; a bad value raises one clear ``SettingsError``."""
-    chat = models.get(_context_value(context, "chat_model"), "chat")
-    summary_name = _context_value(context, "summary_model")
-    if not summary_name and _context_value(context, "chat_model") and not settings.summary_model:
-        summary_name = _context_value(context, "chat_model")  # the summary follows the chat model
-    summary = models.get(summary_name, "summary")
-    language = _context_value(context, "language") or settings.language
-    if language not in prompts.PROMPTS:
-        raise SettingsError(f"language={language!r} is not valid: use en or zh")
-    try:
-        run_policy = policy.SummaryPolicy.from_strings(
-            _context_value(context, "summary_trigger") or settings.summary_trigger,
-            _context_value(context, "summary_keep") or settings.summary_keep,
-            keep_first_message=settings.keep_first_message,
-            max_input_tokens=settings.max_input_tokens or max_input_tokens(chat),
-        )
-    except policy.PolicyError as error:
-        raise SettingsError(str(error)) from None
-    return RunSettings(
-        chat_model=chat,
-        summary_model=summary,
-        policy=run_policy,
-        system_prompt=_context_value(context, "system_prompt") or settings.system_prompt,
-        language=language,  # type: ignore[arg-type]
-        create_prompt=settings.summary_create_prompt,
-        extend_prompt=settings.summary_extend_prompt,
-        max_summary_tokens=settings.max_summary_tokens,
-        summary_input_tokens=(
-            settings.summary_input_tokens
-            or max_input_tokens(summary)
-            or settings.max_input_tokens
-            or DEFAULT_SUMMARY_INPUT_TOKENS
-        ),
+def _too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
+    limit_text = f" but the model takes at most {limit:,}" if limit else ""
+    return ContextTooLong(
+        f"{what} is about {tokens:,} tokens{limit_text}: shorten it or split it "
+        "(it stays in the thread; the next message folds it into the summary)"
     )
-
-
-def context_tokens(state: State, run: RunSettings) -> int:
-    """Tokens the chat model would be sent now: system prompt, summary and messages."""
-    sent = prompts.conversation_input(
-        state["messages"], state.get("summary", ""), run.system_prompt, run.language
-    )
-    return policy.count_tokens(sent)
-
-
-def summarize(folded: Sequence[BaseMessage], summary: str, run: RunSettings) -> tuple[str, int]:
-    """Fold messages into the summary with the summary model, chunk by chunk.
-
-    Returns the new summary and the number of summary calls. Each chunk extends the running
-    summary, so an input bigger than the model's budget is folded whole, never truncated.
-    Raises :class:`SummaryFailed` if any call fails or returns no text.
-    """
-    instructions = prompts.summary_request([], "", language=run.language)
-    overhead = policy.count_tokens(instructions) + 200
-    summary_room = max(policy.count_tokens_of_text(summary), run.max_summary_tokens)
-    budget = run.summary_input_tokens - overhead - summary_room - run.max_summary_tokens
-    chunks = policy.chunk_for_summary(folded, max(budget, _MIN_CHUNK_TOKENS))
-    model = run.summary_model.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
-    for chunk in chunks:
-        request = prompts.summary_request(
-            chunk,
-            summary,
-            language=run.language,
-            max_summary_tokens=run.max_summary_tokens,
-            summary_tokens=policy.count_tokens_of_text(summary),
-            create_prompt=run.create_prompt,
-            extend_prompt=run.extend_prompt,
-        )
-        try:
-            response = model.invoke(request)
-        except Exception as error:  # any provider error: the state must stay as it was
-            raise SummaryFailed(describe_error(error)) from error
-        text = response.text.strip()
-        if not text:
-            raise SummaryFailed("the summary model returned an empty summary")
-        summary = text
-    return summary, len(chunks)
 
 
 def build_graph(
@@ -177,77 +67,138 @@ def build_graph(
     settings = settings or Settings()
     if settings.openai_api_key:  # provider errors are logged and streamed: never with the key
         remember_secret(settings.openai_api_key.get_secret_value())
-    models = _ModelCache(settings, chat_model, summary_model or chat_model)
+    models = ModelCache(settings, chat_model, summary_model or chat_model)
 
     def run_settings(runtime: Runtime[Context]) -> RunSettings:
         return resolve_run(settings, models, runtime.context)
 
+    def fold_first(
+        state: State, runtime: Runtime[Context]
+    ) -> Literal["summarize_conversation", "conversation", "__end__"]:
+        """Fold before answering when the request would not fit (or the run asks to)."""
+        run = run_settings(runtime)
+        reason = folding.fold_reason(state, run, compact=run.compact)
+        if reason in ("compact", "overflow"):
+            return "summarize_conversation"  # it explains when there is nothing to fold
+        if reason is not None and folding.plan_fold(state, run, reason):
+            return "summarize_conversation"
+        return "conversation" if folding.pending_reply(state["messages"]) else END
+
     def conversation(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
         run = run_settings(runtime)
-        sent = prompts.conversation_input(
-            state["messages"], state.get("summary", ""), run.system_prompt, run.language
-        )
+        messages, summary = state["messages"], state.get("summary", "")
+        sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+        counted = run.counter.messages(sent)
+        limit = run.policy.max_input_tokens
+        if limit and folding.pending_reply(messages):
+            alone = folding.context_tokens(messages[-1:], summary, run)
+            if alone > limit:
+                raise _too_long(alone, limit, "your message (with the summary)")
         try:
             response = run.chat_model.invoke(sent)
         except Exception as error:
-            # LangGraph stores a failed task's error in the checkpoint database, and provider
-            # errors can quote the API key: store (and raise) only the redacted text.
-            raise ModelCallFailed(describe_error(error)) from None
-        return {"messages": [response]}
+            overflow = context_overflow(error)
+            if overflow is None or not folding.pending_reply(messages):
+                # LangGraph stores a failed task's error in the checkpoint database, and
+                # provider errors can quote the API key: store (and raise) only the redacted text.
+                raise ModelCallFailed(describe_error(error)) from None
+            if folding.overflow_of(state) is not None:  # folded once for it already: stop
+                raise ContextTooLong(
+                    f"the model refused the request as too long again after folding the "
+                    f"history (about {counted:,} tokens now): /compact, or lower "
+                    "CHATBOT_SUMMARY_KEEP; your message is kept"
+                ) from None
+            log.info("context too long (%s tokens by our count): folding", counted)
+            return {
+                "context_overflow": {
+                    "message_id": messages[-1].id,
+                    "counted": counted,
+                    "limit": overflow.limit,
+                    "requested": overflow.requested,
+                }
+            }
+        response.response_metadata[USAGE_KEY] = run.counter.record(sent)
+        update: dict[str, Any] = {"messages": [response]}
+        if state.get("context_overflow"):
+            update["context_overflow"] = {}
+        return update
 
     def should_continue(
         state: State, runtime: Runtime[Context]
     ) -> Literal["summarize_conversation", "__end__"]:
-        """Summarize when a trigger holds and there is something safe to fold."""
+        """Summarize when a trigger holds and there is something safe to fold; after an
+        overflow, fold and try again."""
         run = run_settings(runtime)
-        messages = state["messages"]
-        if not policy.trigger_fired(run.policy, len(messages), context_tokens(state, run)):
-            return END
-        if not policy.plan_summary(messages, run.policy):
-            return END
-        return "summarize_conversation"
+        reason = folding.fold_reason(state, run, compact=False)
+        if reason == "overflow":
+            return "summarize_conversation"
+        if reason is not None and folding.plan_fold(state, run, reason):
+            return "summarize_conversation"
+        return END
 
     def summarize_conversation(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Fold the older messages into ``summary`` and remove exactly those messages.
 
-        On any failure the state is left exactly as it was; the failure is logged and sent to
-        ``stream_mode="custom"`` listeners, and the next turn tries again.
+        On a failed summary the state is left exactly as it was; the failure is logged and
+        sent to ``stream_mode="custom"`` listeners, and the next turn tries again. After an
+        overflow a failure, or a fold that cannot shrink the request, ends the run with one
+        clear error instead (the message is kept).
         """
         run = run_settings(runtime)
-        messages = state["messages"]
-        counts = policy.tokens_per_message(messages)
-        plan = policy.plan_summary(messages, run.policy, counts)
-        folded = [messages[i] for i in plan.fold]
-        if not folded:
-            return {}
-        previous = state.get("summary", "")
         writer = get_stream_writer()
-        try:
-            summary, calls = summarize(folded, previous, run)
-        except SummaryFailed as error:
-            log.warning("summary failed, nothing was removed: %s", error)
-            writer({"event": "summary_failed", "error": str(error)})
+        messages, summary = state["messages"], state.get("summary", "")
+        reason = folding.fold_reason(state, run, compact=run.compact)
+        if reason is None:
             return {}
+        before = folding.context_tokens(messages, summary, run)
+        plan = folding.plan_fold(state, run, reason)
+        if reason == "overflow" and not folding.shrinks_enough(state, run, plan):
+            alone = folding.context_tokens(messages[-1:], summary, run)
+            raise _too_long(alone, run.policy.max_input_tokens, "your message")
+        if not plan:
+            writer({"event": "nothing_to_fold", "reason": reason, "context": before})
+            return {}
+        try:
+            done = folding.fold(state, run, reason, plan)
+        except folding.SummaryFailed as error:
+            if reason == "overflow":
+                raise ContextTooLong(
+                    f"the request is too long for the model and folding the history failed: "
+                    f"{error}; your message is kept, /retry tries again"
+                ) from None
+            log.warning("summary failed, nothing was removed: %s", error)
+            writer({"event": "summary_failed", "error": str(error), "reason": reason})
+            return {}
+        kept = [m for i, m in enumerate(messages) if i not in set(plan.fold)]
         writer(
             {
                 "event": "summarized",
-                "messages": len(folded),
-                "tokens_in": sum(counts[i] for i in plan.fold),
-                "tokens_out": policy.count_tokens_of_text(summary),
-                "calls": calls,
-                "extended": bool(previous),
+                "reason": reason,
+                "messages": len(done.folded),
+                "tokens_in": done.folded_tokens,
+                "tokens_out": run.counter.text(done.summary),
+                "calls": done.calls,
+                "extended": bool(summary),
+                "context_before": before,
+                "context_after": folding.context_tokens(kept, done.summary, run),
             }
         )
         return {
-            "summary": summary,
-            "messages": [RemoveMessage(id=message.id) for message in folded],
+            "summary": done.summary,
+            "messages": [RemoveMessage(id=message.id) for message in done.folded],
         }
+
+    def after_summary(state: State) -> Literal["conversation", "__end__"]:
+        """A message still waiting for its reply is answered now."""
+        return "conversation" if folding.pending_reply(state["messages"]) else END
 
     builder = StateGraph(State, context_schema=Context)
     builder.add_node("conversation", conversation)
     builder.add_node("summarize_conversation", summarize_conversation)
-    builder.add_edge(START, "conversation")
+    builder.add_conditional_edges(
+        START, fold_first, ["summarize_conversation", "conversation", END]
+    )
     builder.add_conditional_edges("conversation", should_continue, ["summarize_conversation", END])
-    builder.add_edge("summarize_conversation", END)
+    builder.add_conditional_edges("summarize_conversation", after_summary, ["conversation", END])
     return builder.compile(checkpointer=checkpointer, name="chatbot")

@@ -15,10 +15,10 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from chatbot.settings import OFFLINE_MODEL, Settings
+from chatbot.tokens import ESTIMATE, TokenCounter
 
 SUMMARY_TAG = "chatbot:summary"
 """Tag on every summary call, next to LangGraph's ``nostream``, so streams can tell it apart."""
@@ -40,6 +40,8 @@ class OfflineChatModel(BaseChatModel):
     """
 
     role: Literal["chat", "summary"] = "chat"
+    max_summary_tokens: int = 1000
+    """The extractive summary keeps the newest points that fit in about this many tokens."""
 
     @property
     def _llm_type(self) -> str:
@@ -51,7 +53,8 @@ class OfflineChatModel(BaseChatModel):
 
     def _reply(self, messages: list[BaseMessage]) -> str:
         if self.role == "summary":
-            return extractive_summary(messages[-1].text if messages else "")
+            request = messages[-1].text if messages else ""
+            return extractive_summary(request, self.max_summary_tokens)
         last_user = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         quoted = " ".join(last_user.split())
         if len(quoted) > 200:
@@ -62,8 +65,9 @@ class OfflineChatModel(BaseChatModel):
         )
 
     def _usage(self, messages: list[BaseMessage], text: str) -> dict[str, int]:
-        input_tokens = count_tokens_approximately(messages)
-        output_tokens = max(1, len(text) // 4)
+        # Counted the way chatbot estimates unknown models, as a provider would report it.
+        input_tokens = TokenCounter(ESTIMATE).raw(messages)
+        output_tokens = ESTIMATE.count(text)
         return {
             "input_tokens": input_tokens,
             "output_tokens": output_tokens,
@@ -108,8 +112,12 @@ class OfflineChatModel(BaseChatModel):
         )
 
 
-def extractive_summary(request: str) -> str:
-    """The offline summary: earlier bullet points, then one bullet per user message folded in."""
+def extractive_summary(request: str, max_tokens: int = 1000) -> str:
+    """The offline summary: earlier bullet points, then one bullet per user message folded in.
+
+    Extractive, never invented: past ``max_tokens`` the oldest points give way to newer ones
+    (a language model would condense them; this stand-in cannot).
+    """
     outside = _CONVERSATION.sub("", request)
     previous = [line.strip() for line in outside.splitlines() if line.strip().startswith("- ")]
     conversation = _CONVERSATION.search(request)
@@ -122,6 +130,9 @@ def extractive_summary(request: str) -> str:
         if text:
             bullets.append(f"- {text}")
     bullets = bullets[-_MAX_BULLETS:]
+    room = max_tokens - ESTIMATE.count(OFFLINE_SUMMARY_HEADER)
+    while len(bullets) > 1 and sum(ESTIMATE.count(b) + 1 for b in bullets) > room:
+        bullets.pop(0)
     return "\n".join([OFFLINE_SUMMARY_HEADER, *bullets]) if bullets else ""
 
 
@@ -151,7 +162,11 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
     Summary models run at temperature 0. The API key is passed as a secret, never logged.
     """
     if is_offline(name):
-        return OfflineChatModel(role=role, profile={"max_input_tokens": OFFLINE_MAX_INPUT_TOKENS})
+        return OfflineChatModel(
+            role=role,
+            max_summary_tokens=settings.max_summary_tokens,
+            profile={"max_input_tokens": OFFLINE_MAX_INPUT_TOKENS},
+        )
     from langchain_openai import ChatOpenAI  # imported on demand: it is slow to import
 
     key = settings.openai_api_key

@@ -1,27 +1,33 @@
 """The summarization policy: when to summarize, what to keep, how to chunk.
 
 Pure functions over lists of messages. No I/O, no models, no LangGraph: everything here is
-decided from the messages, their approximate token counts and a few numbers, so it can be
-tested exhaustively.
+decided from the messages, their token counts (:mod:`chatbot.tokens`) and a few numbers, so it
+can be tested exhaustively.
 
 Vocabulary:
-- *trigger*: when the conversation is big enough to fold older messages into the summary.
+- *trigger*: when the conversation is big enough to fold older messages into the summary
+  (``off``: never on its own; ``/compact`` and the input guard still fold).
 - *keep*: how much of the latest conversation stays verbatim after a summary.
 - *cutoff*: the index that splits ``messages`` into the folded part (``[:cutoff]``) and the
   kept window (``[cutoff:]``). A cutoff is *safe* when it does not separate an AIMessage that
   made tool calls from the ToolMessages answering it, and the kept window does not start
   with a ToolMessage.
+- *input budget*: what a request may hold, a margin below the model's max input tokens; the
+  graph folds before a call that would pass it.
+- *fit*: a fold that, beyond keep, leaves at most a given number of tokens in the kept window
+  (never folding the latest message), so the next request fits the input budget.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.messages.utils import count_tokens_approximately
+
+from chatbot.tokens import TokenCounter
 
 LimitKind = Literal["messages", "tokens", "fraction"]
 
@@ -29,11 +35,12 @@ VALID_FORMS = (
     "messages:N (N a whole number >= 1), tokens:N (N a whole number >= 1) "
     "or fraction:F (0 < F <= 1, a share of the model's max input tokens)"
 )
+TRIGGER_OFF = "off"
 
-CHARS_PER_TOKEN = 4.0
-"""The approximate counter's ratio, also used to split a message too big to summarize whole."""
-
-TokenCounter = Callable[[Sequence[BaseMessage]], int]
+INPUT_HEADROOM = 0.9
+"""A request may hold this share of the model's max input tokens: room for counting error."""
+MIN_SHRINK = 0.1
+"""A fold made to recover from an overflow must shrink the context by at least this share."""
 
 
 class PolicyError(ValueError):
@@ -87,10 +94,15 @@ def parse_limit(text: str, setting: str = "value") -> Limit:
 
 
 def parse_trigger(text: str) -> tuple[Limit, ...]:
-    """Parse ``CHATBOT_SUMMARY_TRIGGER``: one or more limits joined by commas (any fires)."""
+    """Parse ``CHATBOT_SUMMARY_TRIGGER``: one or more limits joined by commas (any fires).
+
+    ``off`` gives no limit at all: automatic summaries are off.
+    """
+    if text.strip().lower() == TRIGGER_OFF:
+        return ()
     parts = [part for part in text.split(",") if part.strip()]
     if not parts:
-        raise PolicyError(f"CHATBOT_SUMMARY_TRIGGER is empty: use {VALID_FORMS}")
+        raise PolicyError(f"CHATBOT_SUMMARY_TRIGGER is empty: use {VALID_FORMS}, or {TRIGGER_OFF}")
     return tuple(parse_limit(part, "CHATBOT_SUMMARY_TRIGGER") for part in parts)
 
 
@@ -149,42 +161,22 @@ class SummaryPolicy:
                     f"{limit} fires at {trigger_tokens}: keep fewer tokens than the trigger"
                 )
 
+    @property
+    def automatic(self) -> bool:
+        """False when the trigger is ``off``: only /compact and the input guard fold."""
+        return bool(self.trigger)
+
+    def input_budget(self) -> int | None:
+        """Tokens a request may hold (a margin below max input), or None when unknown."""
+        if self.max_input_tokens is None:
+            return None
+        return max(1, int(self.max_input_tokens * INPUT_HEADROOM))
+
     def trigger_tokens(self) -> int | None:
         """The lowest token threshold among the triggers (``None`` if all count messages)."""
         values = [limit.as_tokens(self.max_input_tokens) for limit in self.trigger]
         tokens = [value for value in values if value is not None]
         return min(tokens) if tokens else None
-
-
-# --- token counting ---------------------------------------------------------------------
-
-
-def count_tokens(messages: Sequence[BaseMessage]) -> int:
-    """Approximate tokens, scaled by the provider's reported usage when the messages carry it.
-
-    langchain-core's approximate counter: no tokenizer download, no network.
-    """
-    if not messages:
-        return 0
-    return count_tokens_approximately(messages, use_usage_metadata_scaling=True)
-
-
-def count_tokens_of_text(text: str) -> int:
-    """Approximate tokens of a plain text (same ratio as the message counter)."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
-
-
-def tokens_per_message(messages: Sequence[BaseMessage]) -> list[int]:
-    """Each message's approximate token count, scaled like :func:`count_tokens` totals."""
-    raw = [count_tokens_approximately([message]) for message in messages]
-    total_raw = sum(raw)
-    if not total_raw:
-        return raw
-    scaled_total = count_tokens(messages)
-    if scaled_total == total_raw:
-        return raw
-    factor = scaled_total / total_raw
-    return [max(1, round(count * factor)) for count in raw]
 
 
 # --- trigger ----------------------------------------------------------------------------
@@ -243,6 +235,15 @@ def find_safe_cutoff(messages: Sequence[BaseMessage], target: int) -> int:
     return cutoff
 
 
+def find_safe_cutoff_after(messages: Sequence[BaseMessage], target: int) -> int | None:
+    """The smallest safe cutoff at or after ``target`` that still keeps the latest message."""
+    unsafe = unsafe_cutoffs(messages)
+    for cutoff in range(max(0, target), len(messages)):
+        if cutoff not in unsafe:
+            return cutoff
+    return None
+
+
 def keep_target(
     messages: Sequence[BaseMessage],
     keep: Limit,
@@ -285,82 +286,157 @@ def first_human_index(messages: Sequence[BaseMessage]) -> int | None:
     return next((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), None)
 
 
+def _window_start(
+    messages: Sequence[BaseMessage],
+    counts: Sequence[int],
+    limit: Limit,
+    pinned: int | None,
+    max_input_tokens: int | None,
+) -> int:
+    """:func:`keep_target` with the pinned message neither folded nor counted."""
+    if pinned is None:
+        return keep_target(messages, limit, counts, max_input_tokens)
+    rest = [m for i, m in enumerate(messages) if i != pinned]
+    rest_counts = [c for i, c in enumerate(counts) if i != pinned]
+    rest_target = keep_target(rest, limit, rest_counts, max_input_tokens)
+    return rest_target if rest_target < pinned else rest_target + 1
+
+
 def plan_summary(
     messages: Sequence[BaseMessage],
     policy: SummaryPolicy,
-    token_counts: Sequence[int] | None = None,
+    token_counts: Sequence[int],
+    *,
+    max_kept_tokens: int | None = None,
 ) -> SummaryPlan:
     """Choose the older messages to fold, honouring keep, tool-call groups and the pinned message.
 
-    The plan may be empty (nothing safe to fold); then no summary call should be made.
+    With ``max_kept_tokens`` the kept window is also cut down to at most that many tokens
+    (a *fit*: the next request must fit the model), but the latest message is never folded;
+    the cut then moves forward to a safe place rather than back. The plan may be empty
+    (nothing safe to fold); then no summary call should be made.
     """
-    counts = list(token_counts) if token_counts is not None else tokens_per_message(messages)
+    counts = list(token_counts)
     pinned = first_human_index(messages) if policy.keep_first_message else None
-    if pinned is not None:
-        # The pinned message is neither folded nor counted against the keep budget.
-        rest = [m for i, m in enumerate(messages) if i != pinned]
-        rest_counts = [c for i, c in enumerate(counts) if i != pinned]
-        rest_target = keep_target(rest, policy.keep, rest_counts, policy.max_input_tokens)
-        target = rest_target if rest_target < pinned else rest_target + 1
-    else:
-        target = keep_target(messages, policy.keep, counts, policy.max_input_tokens)
+    target = _window_start(messages, counts, policy.keep, pinned, policy.max_input_tokens)
+    if max_kept_tokens is not None:
+        room = max(1, max_kept_tokens - (counts[pinned] if pinned is not None else 0))
+        fit = _window_start(messages, counts, Limit("tokens", room), pinned, None)
+        target = max(target, fit)
     cutoff = find_safe_cutoff(messages, target)
+    if max_kept_tokens is not None and sum(counts[cutoff:]) > max_kept_tokens:
+        forward = find_safe_cutoff_after(messages, target)
+        if forward is not None:
+            cutoff = forward
     fold = tuple(i for i in range(cutoff) if i != pinned)
     return SummaryPlan(fold=fold, cutoff=cutoff, pinned=pinned)
 
 
+def overflow_room(
+    counted: int, limit: int | None, requested: int | None, max_input_tokens: int | None
+) -> int:
+    """How many of our tokens the context may hold after a provider refused it as too long.
+
+    ``counted`` is our count of the refused request; ``limit`` and ``requested`` are the
+    provider's numbers when its error gave them (else the configured max input is the limit).
+    With a limit, the room is the input budget below it, in our units; without one, half of
+    what was refused.
+    """
+    limit = limit or max_input_tokens
+    if limit is None:
+        return max(1, counted // 2)
+    scale = requested / counted if requested and counted else 1.0
+    return max(1, int(limit * INPUT_HEADROOM / scale))
+
+
 # --- chunking for a bounded summarizer input ----------------------------------------------
 
+_BREAKS = (" ", "\n", "\t", "。", "，", "！", "？", "；", "、", ".", ",", ";")
 
-def split_message(message: BaseMessage, max_tokens: int) -> list[BaseMessage]:
+
+def text_and_media(message: BaseMessage) -> tuple[str, list[Any]]:
+    """A message's text, and its non-text content blocks (images, files, audio) in order."""
+    content = message.content
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    media: list[Any] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(block)
+        elif isinstance(block, dict) and block.get("type", "text") == "text" and "text" in block:
+            texts.append(str(block["text"]))
+        else:
+            media.append(block)
+    return "".join(texts), media
+
+
+def _part(message: BaseMessage, text: str, media: Sequence[Any], first: bool) -> BaseMessage:
+    content: Any = [*media, {"type": "text", "text": text}] if media else text
+    update: dict[str, Any] = {"content": content}
+    if not first and isinstance(message, AIMessage):
+        update["tool_calls"] = []
+    return message.model_copy(update=update)
+
+
+def _break_before(text: str, start: int, end: int) -> int:
+    """A cut after a space, line break or punctuation in the second half of the piece."""
+    if end >= len(text):
+        return end
+    best = max(text.rfind(mark, start, end) for mark in _BREAKS)
+    return best + 1 if best >= start + (end - start) // 2 else end
+
+
+def split_message(
+    message: BaseMessage, max_tokens: int, counter: TokenCounter
+) -> list[BaseMessage]:
     """Split one message bigger than ``max_tokens`` into consecutive parts.
 
-    Nothing is cut away: the parts together hold the whole text, each labelled ``[part i/n]``.
-    Parts end after a space or newline when one is near, so words are not cut in two. Each
-    part fits ``max_tokens`` with its role, label and (first part only) tool calls, unless
-    those alone are already bigger.
+    Nothing is cut away: the parts together hold the whole text, each labelled ``[part i/n]``,
+    and the non-text blocks (images, files) and tool calls go with the first part. Parts end
+    after a space, line break or punctuation mark when one is near, so words are not cut in
+    two. Each part fits ``max_tokens`` with its role, label, and (first part) media and tool
+    calls, unless those alone are already bigger.
     """
-    text = message.text if not isinstance(message.content, str) else message.content
-    if not text or count_tokens_approximately([message]) <= max_tokens:
+    if counter.raw_message(message) <= max_tokens:
         return [message]
-    longest_label = f"[part {len(text)}/{len(text)}] "
-
-    def room(part: BaseMessage) -> int:
-        """Characters of text that fit next to the part's fixed overhead."""
-        empty = part.model_copy(update={"content": longest_label})
-        return int((max_tokens - count_tokens_approximately([empty])) * CHARS_PER_TOKEN)
-
-    later = (
-        message.model_copy(update={"tool_calls": []}) if isinstance(message, AIMessage) else message
-    )
-    later_chars = room(later)
-    if later_chars < 1:  # the budget cannot even hold an empty part: keep parts small
-        later_chars = max(1, int(max_tokens * CHARS_PER_TOKEN * 0.9))
-    size = max(0, min(room(message), later_chars))
+    text, media = text_and_media(message)
+    if not text:
+        return [message]  # media only: nothing that can be split
+    label = f"[part {len(text)}/{len(text)}] "
+    overhead = {
+        True: counter.raw_message(_part(message, label, media, True)),
+        False: counter.raw_message(_part(message, label, [], False)),
+    }
+    chars_per_token = len(text) / max(1, counter.text(text))
     pieces: list[str] = []
     start = 0
     while start < len(text):
+        first = not pieces
+        room = max_tokens - overhead[first]
+        carries = bool(media) or (isinstance(message, AIMessage) and bool(message.tool_calls))
+        if room < 1 and first and carries:
+            pieces.append("")  # the first part carries the media or tool calls alone
+            continue
+        room = max(1, room if room >= 1 else int(max_tokens * 0.9))
+        size = max(1, int(room * chars_per_token))
         end = min(len(text), start + size)
-        if end < len(text):  # cut after a space or newline rather than inside a word
-            space = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
-            if space >= start + size // 2:
-                end = space + 1
+        while end - start > 1 and counter.text(text[start:end]) > room:
+            end = start + max(1, int((end - start) * 0.85))
+        end = _break_before(text, start, end)
         pieces.append(text[start:end])
-        start, size = end, later_chars
+        start = end
     total = len(pieces)
-    parts: list[BaseMessage] = []
-    for number, piece in enumerate(pieces, start=1):
-        update: dict[str, object] = {"content": f"[part {number}/{total}] {piece}"}
-        if number > 1 and isinstance(message, AIMessage):
-            update["tool_calls"] = []
-        parts.append(message.model_copy(update=update))
-    return parts
+    return [
+        _part(
+            message, f"[part {number}/{total}] {piece}", media if number == 1 else [], number == 1
+        )
+        for number, piece in enumerate(pieces, start=1)
+    ]
 
 
 def chunk_for_summary(
-    messages: Sequence[BaseMessage],
-    budget_tokens: int,
-    token_counts: Sequence[int] | None = None,
+    messages: Sequence[BaseMessage], budget_tokens: int, counter: TokenCounter
 ) -> list[list[BaseMessage]]:
     """Split the messages to fold into consecutive chunks that each fit ``budget_tokens``.
 
@@ -368,14 +444,14 @@ def chunk_for_summary(
     parts (see :func:`split_message`). When everything fits, there is one chunk.
     """
     budget = max(1, budget_tokens)
-    counts = list(token_counts) if token_counts is not None else tokens_per_message(messages)
     chunks: list[list[BaseMessage]] = []
     current: list[BaseMessage] = []
     used = 0
-    for message, cost in zip(messages, counts, strict=True):
-        pieces = [message] if cost <= budget else split_message(message, budget)
+    for message in messages:
+        cost = counter.raw_message(message)
+        pieces = [message] if cost <= budget else split_message(message, budget, counter)
         for piece in pieces:
-            piece_cost = cost if piece is message else count_tokens_approximately([piece])
+            piece_cost = cost if piece is message else counter.raw_message(piece)
             if current and used + piece_cost > budget:
                 chunks.append(current)
                 current, used = [], 0

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, convert_to_messages
 from chatbot.backend import BackendError
 from chatbot.session import Event, Reply, Token, custom_event, make_title
 from chatbot.store import ThreadInfo
-from chatbot.timeline import Snapshot, snapshot_from_parts
+from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
 
 NAME_KEY = "chatbot_name"
 ASSISTANT = "chatbot"
@@ -199,6 +199,24 @@ class RemoteBackend:
                 context=context or None,
                 on_disconnect="cancel",  # Ctrl-C closes the stream: the run stops too
                 checkpoint_id=checkpoint_id,
+            )
+        )
+        yield from self._guarded_stream(parts)
+
+    def compact(
+        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> Iterator[Event]:
+        """Fold the older messages into the summary now, on the server."""
+        server_id = self._require(thread_id)
+        parts = self._call(
+            lambda: self.client.runs.stream(
+                server_id,
+                self.assistant,
+                input={"messages": []},
+                stream_mode=STREAM_MODES,
+                context={**(context or {}), "compact": True, "compact_focus": focus},
+                metadata={ACTION_KEY: "compact"},
+                on_disconnect="cancel",
             )
         )
         yield from self._guarded_stream(parts)

@@ -45,13 +45,22 @@ def when(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 
 
 def describe_summary(event: Summarized) -> str:
-    """The one dim line shown when a summary is made."""
+    """The one dim line shown when messages are folded into the summary."""
     steps = f" in {event.calls} steps" if event.calls > 1 else ""
     messages = "1 message" if event.messages == 1 else f"{event.messages} messages"
-    return (
-        f"summarized {messages} ({event.tokens_in:,} tokens) into "
-        f"{event.tokens_out:,} tokens{steps}"
+    folded = f"{messages} ({event.tokens_in:,} tokens) into {event.tokens_out:,} tokens{steps}"
+    context = (
+        f"; context {event.context_before:,} → {event.context_after:,} tokens"
+        if event.context_before
+        else ""
     )
+    if event.reason == "fit":
+        return f"folded {folded} before answering, so the request fits the model{context}"
+    if event.reason == "overflow":
+        return f"the model said the context was too long: folded {folded}, trying again{context}"
+    if event.reason == "compact":
+        return f"compacted: folded {folded}{context}"
+    return f"summarized {folded}"
 
 
 def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> Table:

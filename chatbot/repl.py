@@ -26,9 +26,10 @@ from chatbot.backend import Backend
 from chatbot.errors import describe_error, redact
 from chatbot.interrupt import Relay, interruptible
 from chatbot.render import Markdown, describe_summary
-from chatbot.session import Event, Reply, Summarized, SummaryFailed, Token
+from chatbot.session import Event, NothingToFold, Reply, Summarized, SummaryFailed, Token
 from chatbot.settings import Settings
 from chatbot.timeline import Snapshot
+from chatbot.tokens import TokenCounter, counter_for
 
 log = logging.getLogger("chatbot.repl")
 
@@ -184,9 +185,15 @@ class Repl:
         except policy.PolicyError:
             return None
 
+    def counter(self) -> TokenCounter:
+        """The token counter for the chat model in use (the one the graph counts with)."""
+        return counter_for("" if self.remote else self.model_name, self.settings.tokenizer)
+
     def context_meter(self) -> str:
         """``context 1,234/12,000 tokens`` or ``5/6 messages``, against the trigger."""
         run_policy = self.run_policy()
+        if run_policy is not None and not run_policy.automatic:
+            return f"context {self._context_tokens:,} tokens · auto-fold off"
         threshold = run_policy.trigger_tokens() if run_policy else None
         if threshold is not None:
             return f"context {self._context_tokens:,}/{threshold:,} tokens"
@@ -208,7 +215,7 @@ class Repl:
             self.context.get("system_prompt") or self.settings.system_prompt,
             self.settings.language,
         )
-        self._context_tokens = policy.count_tokens(sent)
+        self._context_tokens = self.counter().messages(sent)
         self._message_count = len(snapshot.messages)
         return self._context_tokens
 
@@ -342,9 +349,15 @@ class _TurnView:
         elif isinstance(event, Summarized):
             self.notes.append(f"[dim]{escape(describe_summary(event))}[/]")
         elif isinstance(event, SummaryFailed):
+            retry = "/compact again" if event.reason == "compact" else "next turn retries"
             self.notes.append(
-                "[yellow]summary failed, nothing was removed (next turn retries):[/] "
+                f"[yellow]summary failed, nothing was removed ({retry}):[/] "
                 f"{escape(redact(event.error))}"
+            )
+        elif isinstance(event, NothingToFold):
+            self.notes.append(
+                f"[dim]nothing to fold: the kept window holds the whole conversation "
+                f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size[/]"
             )
 
 

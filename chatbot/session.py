@@ -34,13 +34,29 @@ class Reply:
 
 @dataclass(frozen=True)
 class Summarized:
-    """Older messages were folded into the summary."""
+    """Older messages were folded into the summary.
+
+    ``reason``: ``trigger`` (after a reply), ``fit`` (before the call, so it fits the model),
+    ``overflow`` (the provider said the context was too long; the call is tried again) or
+    ``compact`` (asked for). ``context_before``/``context_after``: tokens the chat model is
+    sent, before and after (0 when a server did not say).
+    """
 
     messages: int
     tokens_in: int
     tokens_out: int
     calls: int = 1
     extended: bool = False
+    reason: str = "trigger"
+    context_before: int = 0
+    context_after: int = 0
+
+
+@dataclass(frozen=True)
+class NothingToFold:
+    """A compaction found nothing safe to fold (the kept window holds everything)."""
+
+    context: int
 
 
 @dataclass(frozen=True)
@@ -48,9 +64,10 @@ class SummaryFailed:
     """The summary call failed; nothing was removed and the next turn tries again."""
 
     error: str
+    reason: str = "trigger"
 
 
-Event = Token | Reply | Summarized | SummaryFailed
+Event = Token | Reply | Summarized | SummaryFailed | NothingToFold
 
 
 def make_title(text: str) -> str:
@@ -80,9 +97,16 @@ def custom_event(payload: Any) -> Event | None:
             tokens_out=int(payload["tokens_out"]),
             calls=int(payload.get("calls", 1)),
             extended=bool(payload.get("extended", False)),
+            reason=str(payload.get("reason") or "trigger"),
+            context_before=int(payload.get("context_before") or 0),
+            context_after=int(payload.get("context_after") or 0),
         )
+    if kind == "nothing_to_fold":
+        return NothingToFold(context=int(payload.get("context") or 0))
     if kind == "summary_failed":
-        return SummaryFailed(error=str(payload["error"]))
+        return SummaryFailed(
+            error=str(payload["error"]), reason=str(payload.get("reason") or "trigger")
+        )
     return None
 
 

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     )
     max_summary_tokens: int = Field(1000, gt=0, description="Above this the summary is condensed.")
     language: Literal["en", "zh"] = Field("en", description="Language of the built-in prompts.")
+    tokenizer: Literal["auto", "o200k_base", "cl100k_base", "estimate"] = Field(
+        "auto", description="How tokens are counted: the model family's tokenizer, or one named."
+    )
     summary_create_prompt: str | None = Field(None, description="Replaces the create prompt.")
     summary_extend_prompt: str | None = Field(None, description="Replaces the extend prompt.")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from langgraph.graph import MessagesState
 
@@ -14,9 +14,12 @@ class State(MessagesState):
     ``messages`` holds the latest messages verbatim (LangGraph's ``add_messages`` reducer, so
     ``RemoveMessage`` deletes by id). ``summary`` is empty until the first summary; it is never
     stored as a message, the conversation node adds it as a SystemMessage when calling the model.
+    ``context_overflow`` is set while the provider has refused the pending message's request
+    as too long (the message id and the provider's numbers); the next reply clears it.
     """
 
     summary: str
+    context_overflow: dict[str, Any]
 
 
 @dataclass(kw_only=True)
@@ -51,6 +54,17 @@ class Context:
     system_prompt: str = field(
         default="",
         metadata={"description": "System prompt for the chat model. Empty: CHATBOT_SYSTEM_PROMPT."},
+    )
+    compact: bool = field(
+        default=False,
+        metadata={
+            "description": "Fold the older messages into the summary now, whatever the trigger "
+            "says (keeping the usual window). Send with an empty message list to only compact."
+        },
+    )
+    compact_focus: str = field(
+        default="",
+        metadata={"description": "With compact: what this summary should pay attention to."},
     )
     language: Literal["", "en", "zh"] = field(
         default="",

@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
-from chatbot.policy import count_tokens, count_tokens_of_text, tokens_per_message
+from chatbot.tokens import TokenCounter
 
 ACTION_KEY = "chatbot_action"
 """Checkpoint metadata naming what wrote an ``update`` checkpoint: fork, undo, rename."""
@@ -156,11 +156,14 @@ class SummaryChange:
     summary: str
 
 
-def summary_timeline(history: Sequence[Snapshot]) -> list[SummaryChange]:
+def summary_timeline(
+    history: Sequence[Snapshot], counter: TokenCounter | None = None
+) -> list[SummaryChange]:
     """Every checkpoint in the lineage where the summary changed, oldest first.
 
     ``folded`` counts the messages that left ``messages`` in that step (folded into the summary).
     """
+    counter = counter or TokenCounter()
     chain = lineage(history)
     changes = []
     for previous, snapshot in itertools.pairwise(chain):
@@ -174,7 +177,7 @@ def summary_timeline(history: Sequence[Snapshot]) -> list[SummaryChange]:
                 step=snapshot.step,
                 created_at=snapshot.created_at,
                 folded=len(gone),
-                folded_tokens=sum(tokens_per_message(gone)) if gone else 0,
+                folded_tokens=sum(counter.per_message(gone)) if gone else 0,
                 summary=snapshot.summary,
             )
         )
@@ -198,15 +201,16 @@ def folded_messages(history: Sequence[Snapshot]) -> list[BaseMessage]:
     return list(seen.values())
 
 
-def tokens_saved(history: Sequence[Snapshot]) -> int:
+def tokens_saved(history: Sequence[Snapshot], counter: TokenCounter | None = None) -> int:
     """Tokens the summaries save on every call: folded messages minus the summary's size."""
+    counter = counter or TokenCounter()
     chain = lineage(history)
     if not chain:
         return 0
     folded = folded_messages(history)
     if not folded:
         return 0
-    return max(0, count_tokens(folded) - count_tokens_of_text(chain[-1].summary))
+    return max(0, counter.messages(folded) - counter.text(chain[-1].summary))
 
 
 @dataclass(frozen=True)
@@ -224,16 +228,17 @@ def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> Turn
     """Find the latest turn's start by walking back from ``head`` to its ``input`` checkpoint.
 
     An undo checkpoint's parent is the state it restored, so walking on from it reaches the
-    turn before: repeated /undo keeps rewinding. The thread's first turn counts too (it can be
-    retried, not undone). ``None`` when there is no turn at all.
+    turn before: repeated /undo keeps rewinding. A compaction's run is not a turn. The
+    thread's first turn counts too (it can be retried, not undone). ``None`` when there is
+    no turn at all.
     """
     chain = lineage(history, head)
     for position in range(len(chain) - 1, -1, -1):
         snapshot = chain[position]
-        if snapshot.source == "input":
+        if snapshot.source == "input" and snapshot.metadata.get(ACTION_KEY) != "compact":
             after = chain[position + 1] if position + 1 < len(chain) else None
-            if after is not None and "conversation" not in after.next:
-                after = None
+            if after is not None and not after.next:
+                after = None  # the input checkpoint is the run's last: nothing to resume from
             before = chain[position - 1] if position else None
             return TurnPoints(before=before, after_input=after)
     return None
@@ -265,3 +270,12 @@ def find_checkpoint(history: Sequence[Snapshot], fragment: str) -> Snapshot:
 def short_id(checkpoint_id: str) -> str:
     """The part of a checkpoint id people type: its last 8 characters (unique in practice)."""
     return checkpoint_id[-8:]
+
+
+def compact_refusal(snapshot: Snapshot | None) -> str | None:
+    """Why a thread cannot be compacted now (one line), or None when it can."""
+    if snapshot is None or not snapshot.messages:
+        return "nothing to compact: this thread has no messages yet"
+    if snapshot.unfinished or snapshot.messages[-1].type != "ai":
+        return "the last turn has no reply yet: retry it first (/retry in the REPL), then compact"
+    return None

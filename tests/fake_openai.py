@@ -9,6 +9,10 @@ Every request is recorded (parsed JSON body and ``Authorization`` header). Repli
 scripted: queued :class:`Reply` objects (or plain strings) are used first, in order; when the
 queue is empty the ``responder`` callable, given the request body, returns a string or a
 :class:`Reply`. With neither, the server answers 500 so that a missing script fails loudly.
+
+Like OpenAI, it counts prompt tokens with the real o200k_base vocabulary (tiktoken, see
+``tests/reference_tokenizer.py``) and reports them as usage; with ``context_limit`` set it
+refuses a longer request with OpenAI's own 400 ``context_length_exceeded`` error.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ class Reply:
     """The ``error.message`` of an error response (default: a generic one)."""
     chunk_delay: float = 0.0
     """Streaming only: seconds between one piece of the reply and the next (a slow stream)."""
+    error_code: str | None = None
+    """The ``error.code`` of an error response (e.g. ``context_length_exceeded``)."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +95,23 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def _approx_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The request's prompt tokens, counted as OpenAI counts them (o200k_base)."""
+    from tests.reference_tokenizer import count_chat
+
+    return count_chat(list(body.get("messages", [])))
+
+
+def context_length_exceeded(limit: int, requested: int) -> Reply:
+    """OpenAI's answer to a request longer than the model's context."""
+    return Reply(
+        status=400,
+        error_code="context_length_exceeded",
+        error_message=(
+            f"This model's maximum context length is {limit} tokens. However, your messages "
+            f"resulted in {requested} tokens. Please reduce the length of the messages."
+        ),
+    )
 
 
 class FakeOpenAI:
@@ -98,6 +119,10 @@ class FakeOpenAI:
 
     def __init__(self, responder: Responder | None = None) -> None:
         self.responder = responder
+        self.context_limit: int | None = None
+        """Refuse requests of more prompt tokens than this, as OpenAI does."""
+        self.refused: list[int] = []
+        """Prompt tokens of each request refused for the context limit."""
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -113,6 +138,12 @@ class FakeOpenAI:
             self._queue.extend(r if isinstance(r, Reply) else Reply(text=r) for r in replies)
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.context_limit is not None:
+            requested = prompt_tokens(body)
+            if requested > self.context_limit:
+                with self._lock:
+                    self.refused.append(requested)
+                return context_length_exceeded(self.context_limit, requested)
         with self._lock:
             if self._queue:
                 return self._queue.popleft()
@@ -184,7 +215,9 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if reply.delay and server._stopping.wait(reply.delay):
                 return
             if reply.status != 200:
-                self._send_error(reply.status, reply.error_message or f"HTTP {reply.status}")
+                self._send_error(
+                    reply.status, reply.error_message or f"HTTP {reply.status}", reply.error_code
+                )
             elif body.get("stream"):
                 self._send_stream(body, reply.text, reply.chunk_delay)
             else:
@@ -198,24 +231,24 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_error(self, status: int, message: str) -> None:
+        def _send_error(self, status: int, message: str, code: str | None = None) -> None:
             self._send_json(
                 status,
                 {
                     "error": {
                         "message": message,
                         "type": _ERROR_TYPES.get(status, "server_error"),
-                        "param": None,
-                        "code": None,
+                        "param": "messages" if code else None,
+                        "code": code,
                     }
                 },
             )
 
         def _usage(self, body: dict[str, Any], text: str) -> dict[str, int]:
-            prompt = sum(
-                _approx_tokens(content_text(m.get("content"))) for m in body.get("messages", [])
-            )
-            completion = _approx_tokens(text)
+            from tests.reference_tokenizer import count
+
+            prompt = prompt_tokens(body)
+            completion = max(1, count(text))
             return {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,

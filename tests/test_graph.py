@@ -48,15 +48,23 @@ def summarizer() -> ScriptedChatModel:
     return ScriptedChatModel(default="Lance likes the 49ers and Nick Bosa.")
 
 
-def test_graph_has_the_tutorial_shape(chat: ScriptedChatModel) -> None:
+def test_graph_has_the_tutorial_shape_with_a_guard_in_front(chat: ScriptedChatModel) -> None:
     graph = build_graph(chat, settings=settings())
     drawn = graph.get_graph()
     assert set(drawn.nodes) == {"__start__", "conversation", "summarize_conversation", "__end__"}
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
-    assert ("__start__", "conversation", False) in edges
-    assert ("conversation", "summarize_conversation", True) in edges
-    assert ("conversation", "__end__", True) in edges
-    assert ("summarize_conversation", "__end__", False) in edges
+    assert edges == {
+        # fold_first: answer at once, fold first, or (nothing pending) end
+        ("__start__", "conversation", True),
+        ("__start__", "summarize_conversation", True),
+        ("__start__", "__end__", True),
+        # should_continue: the tutorial's edge
+        ("conversation", "summarize_conversation", True),
+        ("conversation", "__end__", True),
+        # after_summary: a message still waiting for its reply is answered
+        ("summarize_conversation", "conversation", True),
+        ("summarize_conversation", "__end__", True),
+    }
 
 
 def test_tutorial_walkthrough_summarizes_after_the_fourth_turn(
@@ -156,11 +164,14 @@ def test_failed_summary_keeps_every_message_and_the_next_turn_retries(
     assert events and events[0]["event"] == "summary_failed"
     assert graph.get_state(config()).next == (), "the run finished cleanly"
 
+    # The trigger still held before the next message: the fold is made before answering.
     state = say(graph, "turn five")
     assert state["summary"] == "RECOVERED SUMMARY"
-    assert len(state["messages"]) == 2
+    assert [m.text for m in state["messages"]] == ["reply 4", "turn five", "reply 5"]
     folded = summary_calls(summarizer)[-1][-1].text
     assert "hi! I" in folded and "turn five" not in folded
+    sent = chat_calls(chat)[-1]
+    assert sent[0].text == "Summary of conversation earlier: RECOVERED SUMMARY"
 
 
 def test_failed_extension_keeps_the_previous_summary(chat: ScriptedChatModel) -> None:

@@ -360,13 +360,17 @@ def test_failed_summary_call_keeps_every_message_and_a_later_turn_summarizes(
     broken["on"] = False
     later = ok(cli.ask("And oolong."))
 
+    # The trigger held before the new message too: the fold is made before answering.
     assert "summary failed" not in later.stderr
-    assert "summarized 5 messages" in later.stderr
+    assert "summarized 4 messages" in later.stderr
     retried = summary_requests(cli.server)[-1].last_user_text
     assert "I'm Ada." in retried and "I like green tea." in retried
+    assert "And oolong." not in retried
+    answered = chat_requests(cli.server)[-1]
+    assert SUMMARY_TEXT in content_text(answered.messages[0]["content"])
     state = cli.show()
     assert state["summary"] == SUMMARY_TEXT
-    assert [m["content"] for m in state["messages"]] == ["echo: And oolong."]
+    assert [m["content"] for m in state["messages"]] == ["And oolong.", "echo: And oolong."]
 
 
 def test_http_401_on_the_chat_call_exits_nonzero_with_one_redacted_error_line(

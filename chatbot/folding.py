@@ -1,0 +1,210 @@
+"""Folding older messages into the summary: why, which ones, and the summary calls.
+
+The graph decides *where* to fold (before the call, after the reply, after an overflow);
+this module decides *whether*, *what* and does it. Four reasons, in order of precedence:
+
+- ``overflow``: the provider refused the pending message's request as too long; fold so the
+  retry fits (the provider's limit, when its error says it, else the configured one, else half).
+- ``fit``: what the chat model would be sent passes the input budget (a margin below its max
+  input tokens); fold before the call so it fits, never folding the pending message.
+- ``compact``: the run asks for it (``/compact``); the usual keep window stays.
+- ``trigger``: the summary trigger holds (after a reply; before a call, when it already held
+  before the new message — a resumed thread, or a summary that failed last turn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langgraph.constants import TAG_NOSTREAM
+
+from chatbot import policy, prompts
+from chatbot.errors import context_overflow, describe_error
+from chatbot.models import SUMMARY_TAG
+from chatbot.runsettings import RunSettings
+
+FoldReason = Literal["overflow", "fit", "compact", "trigger"]
+MIN_CHUNK_TOKENS = 256
+_MAX_HALVINGS = 3
+
+
+class SummaryFailed(RuntimeError):
+    """The summary model raised, timed out or returned nothing; the state was left untouched."""
+
+
+def pending_reply(messages: Sequence[BaseMessage]) -> bool:
+    """True when the latest message still waits for the assistant's reply."""
+    return bool(messages) and not isinstance(messages[-1], AIMessage)
+
+
+def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
+    """Tokens the chat model would be sent: system prompt, summary and messages."""
+    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    return run.counter.messages(sent)
+
+
+def overflow_of(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The provider's refusal recorded for the pending message (None if it is not this one's)."""
+    messages = state["messages"]
+    flag = state.get("context_overflow") or {}
+    if pending_reply(messages) and flag.get("message_id") == messages[-1].id:
+        return flag
+    return None
+
+
+def fold_reason(state: dict[str, Any], run: RunSettings, *, compact: bool) -> FoldReason | None:
+    """Why the messages should be folded now, if they should (see the module docstring)."""
+    messages = state["messages"]
+    summary = state.get("summary", "")
+    if pending_reply(messages):
+        if overflow_of(state) is not None:
+            return "overflow"
+        budget = run.policy.input_budget()
+        if budget is not None and context_tokens(messages, summary, run) > budget:
+            return "fit"
+        if compact:
+            return "compact"
+        earlier = messages[:-1]
+        held = policy.trigger_fired(run.policy, len(earlier), context_tokens(earlier, summary, run))
+        return "trigger" if run.policy.automatic and held else None
+    if compact:
+        return "compact"
+    held = policy.trigger_fired(run.policy, len(messages), context_tokens(messages, summary, run))
+    return "trigger" if run.policy.automatic and held else None
+
+
+def _fixed_head(summary: str, run: RunSettings) -> int:
+    """Tokens besides the kept messages once folded: system prompt and a grown summary."""
+    system = prompts.conversation_input([], "", run.system_prompt, run.language)
+    summary_message = prompts.conversation_input([], summary or "x", "", run.language)
+    allowance = max(run.counter.messages(summary_message), run.max_summary_tokens)
+    return run.counter.messages(system) + allowance
+
+
+def plan_fold(state: dict[str, Any], run: RunSettings, reason: FoldReason) -> policy.SummaryPlan:
+    """The messages to fold for ``reason`` (may be empty: nothing safe to fold)."""
+    messages = state["messages"]
+    counts = run.counter.per_message(messages)
+    if reason in ("trigger", "compact"):
+        return policy.plan_summary(messages, run.policy, counts)
+    summary = state.get("summary", "")
+    if reason == "fit":
+        room = run.policy.input_budget() or context_tokens(messages, summary, run)
+    else:
+        flag = overflow_of(state) or {}
+        room = policy.overflow_room(
+            int(flag.get("counted") or context_tokens(messages, summary, run)),
+            flag.get("limit"),
+            flag.get("requested"),
+            run.policy.max_input_tokens,
+        )
+    kept_room = max(1, room - _fixed_head(summary, run))
+    return policy.plan_summary(messages, run.policy, counts, max_kept_tokens=kept_room)
+
+
+def expected_after(state: dict[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> int:
+    """An upper estimate of the context once ``plan`` is folded (the summary may grow)."""
+    messages = state["messages"]
+    counts = run.counter.per_message(messages)
+    folded = set(plan.fold)
+    kept = sum(count for index, count in enumerate(counts) if index not in folded)
+    summary = state.get("summary", "")
+    now = run.counter.text(summary)
+    grown = max(now, min(run.max_summary_tokens, now + sum(counts[i] for i in folded)))
+    system = prompts.conversation_input([], "", run.system_prompt, run.language)
+    return run.counter.messages(system) + grown + kept
+
+
+def shrinks_enough(state: dict[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:
+    """After an overflow: True when folding ``plan`` shrinks the refused request by at least
+    :data:`~chatbot.policy.MIN_SHRINK` (else trying again would only fail again)."""
+    if not plan:
+        return False
+    flag = overflow_of(state) or {}
+    refused = int(flag.get("counted") or 0) or context_tokens(
+        state["messages"], state.get("summary", ""), run
+    )
+    return expected_after(state, run, plan) <= refused * (1 - policy.MIN_SHRINK)
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A finished fold: the new summary and what went into it."""
+
+    reason: FoldReason
+    summary: str
+    folded: list[BaseMessage]
+    folded_tokens: int
+    calls: int
+
+
+def fold(
+    state: dict[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
+) -> Fold:
+    """Fold the planned messages into the summary; raises :class:`SummaryFailed`."""
+    messages = state["messages"]
+    counts = run.counter.per_message(messages)
+    folded = [messages[i] for i in plan.fold]
+    focus = run.compact_focus if run.compact else ""
+    summary, calls = summarize(folded, state.get("summary", ""), run, focus=focus)
+    return Fold(
+        reason=reason,
+        summary=summary,
+        folded=folded,
+        folded_tokens=sum(counts[i] for i in plan.fold),
+        calls=calls,
+    )
+
+
+def summarize(
+    folded: Sequence[BaseMessage], summary: str, run: RunSettings, *, focus: str = ""
+) -> tuple[str, int]:
+    """Fold messages into the summary with the summary model, chunk by chunk.
+
+    Returns the new summary and the number of summary calls. Each chunk extends the running
+    summary, so an input bigger than the model's budget is folded whole, never truncated; if
+    the summary model itself says a chunk is too long, the rest is chunked at half the size
+    (up to three times). Raises :class:`SummaryFailed` if a call fails or returns no text.
+    """
+    counter = run.summary_counter
+    instructions = prompts.summary_request([], "", language=run.language, focus=focus)
+    overhead = counter.raw(instructions) + 200
+    summary_room = max(counter.text(summary), run.max_summary_tokens)
+    budget = max(
+        MIN_CHUNK_TOKENS,
+        run.summary_input_tokens - overhead - summary_room - run.max_summary_tokens,
+    )
+    chunks = policy.chunk_for_summary(folded, budget, counter)
+    model = run.summary_model.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
+    done = calls = halvings = 0
+    while done < len(chunks):
+        request = prompts.summary_request(
+            chunks[done],
+            summary,
+            language=run.language,
+            max_summary_tokens=run.max_summary_tokens,
+            summary_tokens=counter.text(summary),
+            create_prompt=run.create_prompt,
+            extend_prompt=run.extend_prompt,
+            focus=focus,
+        )
+        try:
+            response = model.invoke(request)
+        except Exception as error:  # any provider error: the state must stay as it was
+            if context_overflow(error) and halvings < _MAX_HALVINGS and budget > MIN_CHUNK_TOKENS:
+                halvings += 1
+                budget = max(MIN_CHUNK_TOKENS, budget // 2)
+                rest = [message for chunk in chunks[done:] for message in chunk]
+                chunks = chunks[:done] + policy.chunk_for_summary(rest, budget, counter)
+                continue
+            raise SummaryFailed(describe_error(error)) from error
+        calls += 1
+        text = response.text.strip()
+        if not text:
+            raise SummaryFailed("the summary model returned an empty summary")
+        summary = text
+        done += 1
+    return summary, calls

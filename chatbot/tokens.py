@@ -1,0 +1,303 @@
+"""Token counts: the model family's real tokenizer where one ships offline, else an estimate.
+
+One counter serves every decision and display: the trigger, the keep budget, the chunker, the
+guard that folds before a call, ``/tokens`` and the status line.
+
+Vocabulary:
+- *tokenizer*: counts the tokens of a text. ``o200k_base`` (GPT-4o, GPT-4.1, GPT-5, o-series)
+  and ``cl100k_base`` (GPT-4, GPT-3.5) are OpenAI's real vocabularies, from the ``bpe-openai``
+  wheel (no download, no network). Every other model gets ``estimate``: a script-aware
+  estimate calibrated on o200k_base (a CJK character is ~0.7 tokens, an English word ~1, digits
+  in threes), within ~13% of it on English, Chinese, Japanese, Korean, Russian, code and JSON.
+- *raw count*: what the tokenizer says, plus a small per-message overhead (role markers).
+- *usage scale*: once a provider has answered, its reported ``input_tokens`` is the truth for
+  what it was sent. The conversation node records the raw count of every request on the
+  reply (``response_metadata["chatbot_counted"]``), so the newest reply gives the exact ratio
+  between the provider's count and ours; every count is scaled by it, without a cap.
+
+Pure computation: no I/O beyond loading the tokenizer library, no LangGraph.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import importlib.util
+import math
+import re
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage
+
+TokenizerChoice = Literal["auto", "o200k_base", "cl100k_base", "estimate"]
+TOKENIZER_CHOICES: tuple[str, ...] = ("auto", "o200k_base", "cl100k_base", "estimate")
+
+MESSAGE_OVERHEAD = 4
+"""Tokens a chat message costs beyond its text (OpenAI: start, role, separator, end)."""
+MEDIA_TOKENS = 1_000
+"""What an image or file block is counted as; the provider's usage corrects it after a reply."""
+TOOL_CALL_OVERHEAD = 8
+USAGE_KEY = "chatbot_counted"
+"""Key in a reply's ``response_metadata``: our raw count of the request it answered."""
+
+_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "gpt-oss", "o1", "o3")
+_O200K_PREFIXES += ("o4", "codex-")
+_CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
+
+
+def encoding_for_model(model: str) -> str | None:
+    """OpenAI's encoding for a model name (``openai/gpt-4o`` and dated names too), else None."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    if name.startswith(_O200K_PREFIXES):
+        return "o200k_base"
+    if name.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return None
+
+
+# --- tokenizers ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tokenizer:
+    """A named way of counting the tokens of a text."""
+
+    name: str
+    count_text: Callable[[str], int]
+
+    def count(self, text: str) -> int:
+        """Tokens in ``text`` (0 for an empty text)."""
+        return _cached_count(self, text) if text else 0
+
+
+@functools.lru_cache(maxsize=16_384)
+def _cached_count(tokenizer: Tokenizer, text: str) -> int:
+    # Conversations are counted again on every turn; each message's text is counted once.
+    return tokenizer.count_text(text)
+
+
+_CJK = re.compile(
+    "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\U00020000-\U0002fa1f]"
+)
+_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]")
+_PIECE = re.compile(r"[A-Za-z]+|[^\W\d_]+|\d+|[ \t]*\n\s*|[ \t]{2,}|[ \t]|[^\w\s]+")
+
+
+def estimate_tokens(text: str) -> int:
+    """A script-aware estimate of a modern BPE tokenizer's count (calibrated on o200k_base).
+
+    CJK ideographs and kana ~0.7 tokens each, Hangul ~0.6; an ASCII word 1 token per 9
+    letters (rounded up), other letters 1 per 4; digits in groups of 3; a run of punctuation
+    1 per 3 ASCII marks plus 1 per symbol or emoji; a single space joins the next word, longer
+    runs of blanks and line breaks are 1 each.
+    """
+    if not text:
+        return 0
+    rest, cjk = _CJK.subn(" ", text)
+    rest, hangul = _HANGUL.subn(" ", rest)
+    total = cjk * 0.7 + hangul * 0.6
+    for piece in _PIECE.findall(rest):
+        first = piece[0]
+        if first.isascii() and first.isalpha():
+            total += 1 + (len(piece) - 1) // 9
+        elif first.isalpha():
+            total += math.ceil(len(piece) / 4)
+        elif first.isdigit():
+            total += math.ceil(len(piece) / 3)
+        elif first in " \t":
+            total += 0 if len(piece) == 1 else 1
+        elif first.isspace():
+            total += 1
+        else:
+            ascii_marks = sum(1 for char in piece if char.isascii())
+            total += math.ceil(ascii_marks / 3) + (len(piece) - ascii_marks)
+    return max(1, math.ceil(total))
+
+
+ESTIMATE = Tokenizer("estimate", estimate_tokens)
+
+_load_lock = threading.Lock()
+
+
+def _bpe_bindings() -> Any:
+    """bpe-openai's Rust bindings, or None when the package is not installed.
+
+    The package's ``__init__`` decodes every bundled vocabulary in Python at import (~0.7 s,
+    ~80 MB) for its tiktoken-compatible layer, which counting does not need; its typed
+    bindings module (``_bindings.pyi``) loads in ~70 ms. It is loaded on its own, under its
+    own name, so a later ``import bpe_openai`` reuses it.
+    """
+    name = "bpe_openai._bindings"
+    if name in sys.modules:
+        return sys.modules[name]
+    try:
+        spec = importlib.util.find_spec("bpe_openai")  # finds the package without running it
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    for folder in spec.submodule_search_locations or ():
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / f"_bindings{suffix}"
+            if not path.is_file():
+                continue
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            if module_spec is None or module_spec.loader is None:
+                continue
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            sys.modules[name] = module
+            return module
+    return None  # another layout: bpe_tokenizer falls back to the public package
+
+
+@functools.cache
+def bpe_tokenizer(encoding: str) -> Tokenizer | None:
+    """OpenAI's real vocabulary ``encoding`` from bpe-openai; None if it cannot be loaded."""
+    with _load_lock:
+        try:
+            bindings = _bpe_bindings()
+            if bindings is not None:
+                native = bindings.tokenizer_for_encoding(encoding)
+                return Tokenizer(encoding, native.count)
+            import bpe_openai
+
+            public = bpe_openai.get_encoding(encoding)
+            return Tokenizer(encoding, lambda text: len(public.encode_ordinary(text)))
+        except Exception:  # not installed, or a platform without a wheel: estimate instead
+            return None
+
+
+def tokenizer_for(model: str, choice: str = "auto") -> Tokenizer:
+    """The tokenizer for a model: ``choice`` when it names one, else the model family's."""
+    encoding = encoding_for_model(model) if choice == "auto" else choice
+    if encoding in (None, "estimate"):
+        return ESTIMATE
+    return bpe_tokenizer(encoding) or ESTIMATE
+
+
+# --- counting messages ------------------------------------------------------------------------
+
+
+def _block_tokens(block: Any, tokenizer: Tokenizer) -> int:
+    if isinstance(block, str):
+        return tokenizer.count(block)
+    if not isinstance(block, dict):
+        return tokenizer.count(str(block))
+    kind = block.get("type")
+    if kind == "text" or (kind is None and "text" in block):
+        return tokenizer.count(str(block.get("text") or ""))
+    if kind in ("tool_use", "tool_call", "function_call"):
+        return tokenizer.count(str(block.get("name") or "")) + tokenizer.count(
+            str(block.get("input") or block.get("args") or "")
+        )
+    return MEDIA_TOKENS  # image, image_url, file, audio, ...
+
+
+def content_tokens(content: Any, tokenizer: Tokenizer) -> int:
+    """Tokens of a message's content: a string, or a list of content blocks."""
+    if isinstance(content, str):
+        return tokenizer.count(content)
+    if isinstance(content, list):
+        return sum(_block_tokens(block, tokenizer) for block in content)
+    return tokenizer.count(str(content or ""))
+
+
+@dataclass(frozen=True)
+class TokenCounter:
+    """Counts messages with one tokenizer, scaled by the provider's reported usage."""
+
+    tokenizer: Tokenizer = ESTIMATE
+
+    @property
+    def name(self) -> str:
+        return self.tokenizer.name
+
+    def text(self, text: str) -> int:
+        """Tokens of a plain text (no message overhead, no scaling)."""
+        return self.tokenizer.count(text)
+
+    def raw_message(self, message: BaseMessage) -> int:
+        """One message's tokens before usage scaling."""
+        tokens = MESSAGE_OVERHEAD + content_tokens(message.content, self.tokenizer)
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                tokens += TOOL_CALL_OVERHEAD + self.tokenizer.count(str(call.get("name") or ""))
+                tokens += self.tokenizer.count(_arguments(call.get("args")))
+        if message.name:
+            tokens += self.tokenizer.count(message.name)
+        return tokens
+
+    def raw(self, messages: Sequence[BaseMessage]) -> int:
+        """Tokens of messages before usage scaling."""
+        return sum(self.raw_message(message) for message in messages)
+
+    def scale(self, messages: Sequence[BaseMessage]) -> float:
+        """The provider's count over ours for the newest reply that carries both (else 1.0)."""
+        for message in reversed(messages):
+            if not isinstance(message, AIMessage):
+                continue
+            factor = usage_scale(message, self.tokenizer.name)
+            if factor is not None:
+                return factor
+        return 1.0
+
+    def messages(self, messages: Sequence[BaseMessage]) -> int:
+        """Tokens of messages as the provider would count them (usage-scaled)."""
+        if not messages:
+            return 0
+        return math.ceil(self.raw(messages) * self.scale(messages))
+
+    def per_message(self, messages: Sequence[BaseMessage]) -> list[int]:
+        """Each message's tokens, usage-scaled like :meth:`messages`."""
+        factor = self.scale(messages)
+        return [max(1, math.ceil(self.raw_message(m) * factor)) for m in messages]
+
+    def record(self, sent: Sequence[BaseMessage]) -> dict[str, Any]:
+        """What the conversation node stores on a reply: our raw count of the request."""
+        return {"tokens": self.raw(sent), "tokenizer": self.tokenizer.name}
+
+
+def usage_scale(reply: AIMessage, tokenizer: str) -> float | None:
+    """Provider ``input_tokens`` over our recorded raw count of that request, if both exist."""
+    usage = reply.usage_metadata or {}
+    counted = (reply.response_metadata or {}).get(USAGE_KEY)
+    if not isinstance(counted, dict) or counted.get("tokenizer") != tokenizer:
+        return None
+    reported, ours = usage.get("input_tokens"), counted.get("tokens")
+    if not isinstance(reported, int | float) or not isinstance(ours, int | float):
+        return None
+    if reported <= 0 or ours <= 0:
+        return None
+    return float(reported) / float(ours)
+
+
+def _arguments(args: Any) -> str:
+    if isinstance(args, str):
+        return args
+    import json
+
+    try:
+        return json.dumps(args, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(args)
+
+
+def counter_for(model: str, choice: str = "auto") -> TokenCounter:
+    """The counter for a chat model's name (``offline`` and unknown models: the estimate)."""
+    return TokenCounter(tokenizer_for(model, choice))
+
+
+def model_name(model: Any) -> str:
+    """A chat model object's model name (``model_name``/``model``), or '' when it has none."""
+    for attribute in ("model_name", "model", "model_id"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
