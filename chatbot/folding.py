@@ -105,29 +105,21 @@ def plan_fold(state: dict[str, Any], run: RunSettings, reason: FoldReason) -> po
     return policy.plan_summary(messages, run.policy, counts, max_kept_tokens=kept_room)
 
 
-def expected_after(state: dict[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> int:
-    """An upper estimate of the context once ``plan`` is folded (the summary may grow)."""
-    messages = state["messages"]
-    counts = run.counter.per_message(messages)
-    folded = set(plan.fold)
-    kept = sum(count for index, count in enumerate(counts) if index not in folded)
-    summary = state.get("summary", "")
-    now = run.counter.text(summary)
-    grown = max(now, min(run.max_summary_tokens, now + sum(counts[i] for i in folded)))
-    system = prompts.conversation_input([], "", run.system_prompt, run.language)
-    return run.counter.messages(system) + grown + kept
-
-
-def shrinks_enough(state: dict[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:
-    """After an overflow: True when folding ``plan`` shrinks the refused request by at least
-    :data:`~chatbot.policy.MIN_SHRINK` (else trying again would only fail again)."""
-    if not plan:
-        return False
+def refused_tokens(state: dict[str, Any], run: RunSettings) -> int:
+    """Our count of the request the provider refused as too long (or of the context now)."""
     flag = overflow_of(state) or {}
-    refused = int(flag.get("counted") or 0) or context_tokens(
-        state["messages"], state.get("summary", ""), run
-    )
-    return expected_after(state, run, plan) <= refused * (1 - policy.MIN_SHRINK)
+    counted = flag.get("counted")
+    if isinstance(counted, int) and counted > 0:
+        return counted
+    return context_tokens(state["messages"], state.get("summary", ""), run)
+
+
+def could_shrink(state: dict[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:
+    """After an overflow: False when folding ``plan`` cannot shrink the refused request by
+    :data:`~chatbot.policy.MIN_SHRINK` even if the summary came out empty."""
+    counts = run.counter.per_message(state["messages"])
+    folded = sum(counts[i] for i in plan.fold)
+    return bool(plan) and folded >= refused_tokens(state, run) * policy.MIN_SHRINK
 
 
 @dataclass(frozen=True)

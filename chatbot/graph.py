@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from chatbot import folding, prompts
+from chatbot import folding, policy, prompts
 from chatbot.errors import (
     ContextTooLong,
     ModelCallFailed,
@@ -153,7 +153,7 @@ def build_graph(
             return {}
         before = folding.context_tokens(messages, summary, run)
         plan = folding.plan_fold(state, run, reason)
-        if reason == "overflow" and not folding.shrinks_enough(state, run, plan):
+        if reason == "overflow" and not folding.could_shrink(state, run, plan):
             alone = folding.context_tokens(messages[-1:], summary, run)
             raise _too_long(alone, run.policy.max_input_tokens, "your message")
         if not plan:
@@ -171,6 +171,14 @@ def build_graph(
             writer({"event": "summary_failed", "error": str(error), "reason": reason})
             return {}
         kept = [m for i, m in enumerate(messages) if i not in set(plan.fold)]
+        after = folding.context_tokens(kept, done.summary, run)
+        refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
+        if reason == "overflow" and after > refused * (1 - policy.MIN_SHRINK):
+            raise ContextTooLong(
+                f"the request is too long for the model and folding the history only brings "
+                f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
+                "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
+            )
         writer(
             {
                 "event": "summarized",
@@ -181,7 +189,7 @@ def build_graph(
                 "calls": done.calls,
                 "extended": bool(summary),
                 "context_before": before,
-                "context_after": folding.context_tokens(kept, done.summary, run),
+                "context_after": after,
             }
         )
         return {

@@ -56,8 +56,6 @@ def count_chat(messages: list[dict[str, Any]], name: str = "o200k_base") -> int:
     for message in messages:
         content = message.get("content")
         if isinstance(content, list):
-            content = "".join(
-                part.get("text", "") for part in content if isinstance(part, dict)
-            )
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         total += 3 + count(str(message.get("role", ""))) + count(str(content or ""), name)
     return total

@@ -26,11 +26,14 @@ from chatbot.policy import (
     SummaryPlan,
     SummaryPolicy,
     find_safe_cutoff,
+    find_safe_cutoff_after,
     first_human_index,
     keep_target,
+    overflow_room,
     parse_keep,
     parse_limit,
     parse_trigger,
+    text_and_media,
     trigger_fired,
     unsafe_cutoffs,
 )
@@ -60,6 +63,7 @@ def chunk_for_summary(messages: Sequence[BaseMessage], budget: int) -> list[list
 
 def split_message(message: BaseMessage, budget: int) -> list[BaseMessage]:
     return _split_message(message, budget, COUNTER)
+
 
 # --- message builders -------------------------------------------------------------------
 
@@ -228,6 +232,29 @@ def test_invalid_forms_are_rejected_through_from_strings_too() -> None:
 
 def test_policy_error_is_a_value_error() -> None:
     assert issubclass(PolicyError, ValueError)
+
+
+@pytest.mark.parametrize("text", ["off", "OFF", " off "])
+def test_trigger_off_means_no_automatic_summary(text: str) -> None:
+    assert parse_trigger(text) == ()
+    policy_ = SummaryPolicy.from_strings(text, "messages:2")
+    assert not policy_.automatic
+    assert policy_.trigger_tokens() is None
+    assert not trigger_fired(policy_, 10_000, 10_000_000)
+
+
+def test_trigger_off_still_validates_the_keep() -> None:
+    with pytest.raises(PolicyError, match=r"fraction:0\.5 needs the model's max input tokens"):
+        SummaryPolicy.from_strings("off", "fraction:0.5")  # no max input tokens known
+    assert (
+        SummaryPolicy.from_strings("off", "fraction:0.5", max_input_tokens=1000).automatic is False
+    )
+
+
+def test_input_budget_is_a_margin_below_the_models_max_input() -> None:
+    assert SummaryPolicy.from_strings("off", "messages:2").input_budget() is None
+    budget = SummaryPolicy.from_strings("off", "messages:2", max_input_tokens=2000).input_budget()
+    assert budget == 1800
 
 
 def test_comma_joined_trigger_parses_every_limit_in_order() -> None:
@@ -955,3 +982,131 @@ def test_every_chunk_fits_the_budget_when_each_message_overhead_does(
     # 64 tokens hold any generated message's role, label, id and tool calls with room to spare.
     for chunk in chunk_for_summary(messages, budget):
         assert COUNTER.raw(chunk) <= budget
+
+
+# --- fitting the input budget -------------------------------------------------------------------
+
+
+def test_a_fit_folds_more_than_keep_asks_so_the_window_fits() -> None:
+    messages = [human("a"), ai("b"), human("c"), ai("d"), human("huge")]
+    counts = [10, 10, 10, 10, 500]
+    policy_ = policy("messages:4")
+    assert plan_summary(messages, policy_, counts).fold == (0,)
+    fitted = plan_summary(messages, policy_, counts, max_kept_tokens=515)
+    assert fitted.fold == (0, 1, 2)
+    assert sum(counts[fitted.cutoff :]) <= 515
+    assert plan_summary(messages, policy_, counts, max_kept_tokens=520).fold == (0, 1)
+
+
+def test_a_fit_never_folds_the_latest_message_even_when_it_alone_is_too_big() -> None:
+    messages = [human("a"), ai("b"), human("huge")]
+    plan = plan_summary(messages, policy("messages:3"), [10, 10, 900], max_kept_tokens=100)
+    assert plan.fold == (0, 1)
+    assert plan.cutoff == 2
+
+
+def test_a_fit_moves_forward_past_a_tool_group_rather_than_back() -> None:
+    messages = [
+        human("q"),
+        ai("", "call-1"),
+        tool("call-1", "x" * 50),
+        ai("answer"),
+        human("next"),
+    ]
+    counts = [10, 10, 300, 10, 10]
+    # Keeping 30 tokens would start the window on the ToolMessage: fold the group instead.
+    plan = plan_summary(messages, policy("messages:5"), counts, max_kept_tokens=30)
+    assert plan.cutoff == 3
+    assert plan.fold == (0, 1, 2)
+
+
+def test_a_fit_keeps_the_pinned_first_message_and_counts_it() -> None:
+    messages = [human("first"), ai("b"), human("c"), ai("d"), human("e")]
+    counts = [50, 50, 50, 50, 50]
+    plan = plan_summary(
+        messages, policy("messages:4", keep_first_message=True), counts, max_kept_tokens=120
+    )
+    assert plan.pinned == 0 and 0 not in plan.fold
+    assert plan.fold == (1, 2, 3)
+
+
+def test_safe_cutoff_after_finds_the_next_safe_index_but_never_past_the_last_message() -> None:
+    messages = [human("q"), ai("", "c1"), tool("c1"), human("end")]
+    assert find_safe_cutoff_after(messages, 2) == 3
+    assert find_safe_cutoff_after(messages, 0) == 0
+    assert find_safe_cutoff_after([human("q"), ai("", "c1"), tool("c1")], 2) is None
+
+
+@pytest.mark.parametrize(
+    ("counted", "limit", "requested", "max_input", "room"),
+    [
+        (1000, None, None, None, 500),  # nothing known: half of what was refused
+        (1000, None, None, 1200, 1080),  # the configured limit, less the margin
+        (1000, 800, None, 2000, 720),  # the provider's limit wins over the setting
+        (1000, 800, 2000, None, 360),  # the provider counts twice what we do
+    ],
+)
+def test_overflow_room_uses_the_providers_numbers_in_our_units(
+    counted: int, limit: int | None, requested: int | None, max_input: int | None, room: int
+) -> None:
+    assert overflow_room(counted, limit, requested, max_input) == room
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=conversations(), keep=KEEP_LIMITS, data=st.data())
+def test_a_fitted_plan_is_still_safe_and_keeps_the_latest_message(
+    messages: list[BaseMessage], keep: Limit, data: st.DataObject
+) -> None:
+    counts = data.draw(
+        st.lists(st.integers(1, 200), min_size=len(messages), max_size=len(messages))
+    )
+    room = data.draw(st.integers(1, 1000), label="max_kept_tokens")
+    plan = plan_summary(messages, SummaryPolicy((), keep), counts, max_kept_tokens=room)
+    n = len(messages)
+    if n:
+        assert n - 1 not in plan.fold, "the latest message is never folded"
+    assert separated_tool_pairs(messages, plan.cutoff) == []
+    if 0 < plan.cutoff < n:
+        assert not isinstance(messages[plan.cutoff], ToolMessage)
+    # The window fits, unless no safe cut before the latest message could make it fit.
+    kept = sum(counts[plan.cutoff :])
+    unsafe = unsafe_cutoffs(messages)
+    could_fit = [c for c in range(n) if c not in unsafe and sum(counts[c:]) <= room]
+    if could_fit:
+        assert kept <= room
+    # Fitting only ever folds more than keep alone would.
+    plain = plan_summary(messages, SummaryPolicy((), keep), counts)
+    assert set(plain.fold) <= set(plan.fold)
+
+
+# --- splitting keeps images and files ------------------------------------------------------------
+
+
+def test_split_message_keeps_images_and_files_with_its_first_part() -> None:
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    pdf = {"type": "file", "base64": "JVBERi0=", "mime_type": "application/pdf"}
+    message = HumanMessage(content=[image, {"type": "text", "text": "word " * 3000}, pdf])
+    parts = split_message(message, 2500)  # room for both blocks (1,000 tokens each) and text
+    assert len(parts) > 1
+    _, first_media = text_and_media(parts[0])
+    assert first_media == [image, pdf]
+    assert all(text_and_media(part)[1] == [] for part in parts[1:])
+    assert "".join(PART_LABEL.sub("", text_and_media(p)[0]) for p in parts) == "word " * 3000
+    assert all(COUNTER.raw([part]) <= 2500 for part in parts)
+
+
+def test_media_bigger_than_the_budget_goes_alone_in_the_first_part() -> None:
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    message = HumanMessage(content=[image, {"type": "text", "text": "word " * 600}])
+    parts = split_message(message, 300)  # the image alone counts 1,000 tokens
+    assert text_and_media(parts[0]) == (f"[part 1/{len(parts)}] ", [image])
+    assert "".join(PART_LABEL.sub("", text_and_media(p)[0]) for p in parts) == "word " * 600
+
+
+def test_chinese_text_is_split_at_punctuation_within_the_budget() -> None:
+    sentence = "我叫小明，住在上海。我喜欢喝绿茶，每天早上七点起床。"
+    parts = split_message(human(sentence * 100), 200)
+    texts = [PART_LABEL.sub("", part.text) for part in parts]
+    assert "".join(texts) == sentence * 100
+    assert all(text[-1] in "，。" for text in texts[:-1])
+    assert all(COUNTER.raw([part]) <= 200 for part in parts)
