@@ -426,9 +426,10 @@ def compact(
     refusal = compact_refusal(backend.current(thread_id))
     if refusal:
         fail(refusal)
+    failure = ""
     with interruptible(backend.compact(thread_id, focus or "")) as relay:
         try:
-            for event in relay:
+            for event in relay:  # read to the end: the run finishes writing its checkpoint
                 if isinstance(event, Summarized):
                     out.print(describe_summary(event), markup=False)
                 elif isinstance(event, NothingToFold):
@@ -438,7 +439,7 @@ def compact(
                         markup=False,
                     )
                 elif isinstance(event, SummaryFailed):
-                    fail(f"the summary failed, nothing was folded: {event.error}")
+                    failure = event.error
         except KeyboardInterrupt:
             relay.stop()
             line = "interrupted: nothing was folded"
@@ -448,6 +449,8 @@ def compact(
                 sys.stderr.flush()
                 os._exit(130)
             fail(line, 130)
+    if failure:
+        fail(f"the summary failed, nothing was folded: {failure}")
 
 
 # --- reading threads --------------------------------------------------------------------------

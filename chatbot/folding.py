@@ -186,9 +186,14 @@ def summarize(
         try:
             response = model.invoke(request)
         except Exception as error:  # any provider error: the state must stay as it was
-            if context_overflow(error) and halvings < _MAX_HALVINGS and budget > MIN_CHUNK_TOKENS:
+            overflow = context_overflow(error)
+            if overflow and halvings < _MAX_HALVINGS and budget > MIN_CHUNK_TOKENS:
                 halvings += 1
-                budget = max(MIN_CHUNK_TOKENS, budget // 2)
+                smaller = budget // 2
+                if overflow.limit:  # the model said how much it takes: fit under that
+                    room = int(overflow.limit * policy.INPUT_HEADROOM) - overhead - summary_room
+                    smaller = min(smaller, room)
+                budget = max(MIN_CHUNK_TOKENS, smaller)
                 rest = [message for chunk in chunks[done:] for message in chunk]
                 chunks = chunks[:done] + policy.chunk_for_summary(rest, budget, counter)
                 continue

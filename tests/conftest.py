@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI
+from tests.http_cli import Cli
 
 
 @pytest.fixture
@@ -24,7 +25,15 @@ def openai_server() -> Iterator[FakeOpenAI]:
 def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No setting leaks in from the machine running the tests."""
     for name in list(os.environ):
-        if name.startswith(("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")):
+        if name.upper().startswith(("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")):
             monkeypatch.delenv(name, raising=False)
+        elif name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)  # the fake server is on 127.0.0.1
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def cli(openai_server: FakeOpenAI, tmp_path: Path) -> Cli:
+    """The ``chatbot`` CLI, in-process, against the fake server with one temp database."""
+    return Cli(openai_server, tmp_path / "data" / "chatbot.sqlite")
