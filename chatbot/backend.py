@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from langchain_core.messages import HumanMessage, RemoveMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
@@ -41,6 +41,9 @@ class Backend(Protocol):
     ) -> Iterator[Event]: ...
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> Iterator[Event]: ...
+    def regenerate(
+        self, thread_id: str, context: dict[str, Any] | None = None
     ) -> Iterator[Event]: ...
     def current(self, thread_id: str) -> Snapshot | None: ...
     def history(self, thread_id: str) -> list[Snapshot]: ...
@@ -121,6 +124,22 @@ class LocalBackend:
             yield from events_from_stream(stream)
         finally:
             self._record(thread_id)
+
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> Iterator[Event]:
+        """Answer the last message again from the state as it is now (summary included).
+
+        The last reply is removed in a new checkpoint, so history keeps it.
+        """
+        state = self.graph.get_state(thread_config(thread_id))
+        messages = state.values.get("messages", []) if state.values else []
+        if not messages or not isinstance(messages[-1], AIMessage):
+            raise BackendError("nothing to regenerate: the last message has no reply")
+        self.graph.update_state(
+            {**thread_config(thread_id), "metadata": {ACTION_KEY: "retry"}},
+            {"messages": [RemoveMessage(id=messages[-1].id)]},
+            as_node="summarize_conversation",
+        )
+        yield from self.resume(thread_id, None, context)
 
     def _record(
         self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None

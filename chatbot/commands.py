@@ -360,6 +360,9 @@ def _retry(repl: Repl, arg: str) -> Outcome:
     turn = last_turn(repl.backend.history(repl.thread_id))
     if turn is None or turn.after_input is None or current is None or not current.messages:
         raise CommandError("nothing to retry in this thread")
+    if turn.compacted:  # time travel would undo the compaction: answer from the state now
+        repl.stream(repl.backend.regenerate(repl.thread_id, context))
+        return None
     repl.stream(repl.backend.resume(repl.thread_id, turn.after_input.checkpoint_id, context))
     return None
 

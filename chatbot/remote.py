@@ -221,6 +221,22 @@ class RemoteBackend:
         )
         yield from self._guarded_stream(parts)
 
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> Iterator[Event]:
+        """Answer the last message again from the state as it is now (summary included)."""
+        server_id = self._require(thread_id)
+        state = self._call(lambda: self.client.threads.get_state(server_id))
+        messages = (state.get("values") or {}).get("messages") or []
+        if not messages or messages[-1].get("type") != "ai":
+            raise BackendError("nothing to regenerate: the last message has no reply")
+        self._call(
+            lambda: self.client.threads.update_state(
+                server_id,
+                {"messages": [{"type": "remove", "id": messages[-1]["id"]}]},
+                as_node="summarize_conversation",
+            )
+        )
+        yield from self.resume(thread_id, None, context)
+
     def _guarded_stream(self, parts: Any) -> Iterator[Event]:
         import httpx
 

@@ -222,6 +222,8 @@ class TurnPoints:
     thread's first turn, which has no earlier checkpoint to restore."""
     after_input: Snapshot | None
     """The state with the user's message added, before the reply (where /retry resumes)."""
+    compacted: bool = False
+    """A compaction ran after this turn: regenerating from ``after_input`` would undo it."""
 
 
 def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> TurnPoints | None:
@@ -240,7 +242,8 @@ def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> Turn
             if after is not None and not after.next:
                 after = None  # the input checkpoint is the run's last: nothing to resume from
             before = chain[position - 1] if position else None
-            return TurnPoints(before=before, after_input=after)
+            compacted = any(s.metadata.get(ACTION_KEY) == "compact" for s in chain[position:])
+            return TurnPoints(before=before, after_input=after, compacted=compacted)
     return None
 
 
