@@ -231,7 +231,7 @@ class RemoteBackend:
         self._call(
             lambda: self.client.threads.update_state(
                 server_id,
-                {"messages": [{"type": "remove", "id": messages[-1]["id"]}]},
+                {"messages": [{"type": "remove", "id": messages[-1]["id"], "content": ""}]},
                 as_node="summarize_conversation",
             )
         )

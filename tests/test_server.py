@@ -273,3 +273,33 @@ def test_delete_with_a_server_url_refuses_and_keeps_the_local_thread(
     assert "delete works on local threads only" in refused.stderr
     listing = json.loads(runner.invoke(app, ["threads", "--json", "--db", db]).stdout)
     assert [t["thread_id"] for t in listing] == ["work"], "the local thread is still there"
+
+
+def test_remote_compact_and_retry_after_it(server: DevServer) -> None:
+    runner = CliRunner()
+    for text in ["first fact: the cat is Tom", "second fact: the dog is Rex"]:
+        asked = runner.invoke(app, ["ask", text, "--url", server.url, "-t", "remote-compact"])
+        assert asked.exit_code == 0, asked.output
+
+    compacted = runner.invoke(
+        app, ["compact", "remote-compact", "--focus", "keep the pets", "--url", server.url]
+    )
+    assert compacted.exit_code == 0, compacted.output
+    assert "compacted: folded" in compacted.stdout
+    shown = json.loads(
+        runner.invoke(app, ["show", "remote-compact", "--url", server.url, "--json"]).stdout
+    )
+    assert "the cat is Tom" in shown["summary"]
+    kept = [m["content"] for m in shown["messages"]]
+    assert len(kept) == 2, "the keep window (messages:2) stays verbatim"
+
+    retried = runner.invoke(
+        app, ["chat", "--url", server.url, "--thread", "remote-compact"], input="/retry\n/exit\n"
+    )
+    assert retried.exit_code == 0, retried.output
+    assert 'You said: "second fact: the dog is Rex"' in retried.stdout
+    after = json.loads(
+        runner.invoke(app, ["show", "remote-compact", "--url", server.url, "--json"]).stdout
+    )
+    assert after["summary"] == shown["summary"], "/retry keeps the compaction"
+    assert [m["content"] for m in after["messages"]] == kept
