@@ -77,7 +77,10 @@ def parse_limit(text: str, setting: str = "value") -> Limit:
     raw = text.strip()
     kind, sep, value_text = raw.partition(":")
     kind = kind.strip().lower()
-    problem = f"{setting}={raw!r} is not valid: use {VALID_FORMS}"
+    forms = (
+        f"{VALID_FORMS}, or {TRIGGER_OFF}" if setting == "CHATBOT_SUMMARY_TRIGGER" else VALID_FORMS
+    )
+    problem = f"{setting}={raw!r} is not valid: use {forms}"
     if not sep or kind not in ("messages", "tokens", "fraction"):
         raise PolicyError(problem)
     value_text = value_text.strip()
