@@ -354,7 +354,8 @@ def _retry(repl: Repl, arg: str) -> Outcome:
         context["chat_model"] = arg
     current = repl.backend.current(repl.thread_id)
     if current is not None and current.unfinished:
-        # An interrupted or failed run: carry on with exactly what was left to do.
+        # An interrupted or failed run (a reply, or the fold after one): carry on with
+        # exactly what was left to do.
         repl.stream(repl.backend.resume(repl.thread_id, None, context))
         return None
     turn = last_turn(repl.backend.history(repl.thread_id))

@@ -39,12 +39,91 @@ _HINTS = {
     "APITimeoutError": "the model did not answer in time: raise CHATBOT_TIMEOUT",
     "APIConnectionError": "cannot reach the model server: check OPENAI_BASE_URL and the network",
 }
+_STATUS_HINTS = {
+    400: "the server refused the request: check CHATBOT_MODEL and the model settings",
+    401: _HINTS["AuthenticationError"],
+    403: _HINTS["PermissionDeniedError"],
+    404: "the server does not know this model or path: check CHATBOT_MODEL, and that "
+    "OPENAI_BASE_URL ends in /v1",
+    408: "the server gave up waiting: try again (/retry)",
+    413: "the request is too large for the server",
+    422: "the server could not process the request: check CHATBOT_MODEL and the model settings",
+    429: _HINTS["RateLimitError"],
+}
+_SERVER_FAILED = "the model server failed: try again in a moment with /retry"
+_NOT_AN_API = "check that OPENAI_BASE_URL is an OpenAI-compatible API (it usually ends in /v1)"
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what caused it, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _named(chain: list[BaseException], *names: str) -> BaseException | None:
+    for link in chain:
+        if any(cls.__name__ in names for cls in type(link).__mro__):
+            return link
+    return None
+
+
+def _status_message(error: BaseException) -> str:
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        message = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(message, str) and message.strip():
+            return message
+    return re.sub(r"^Error code: \d+ - ", "", str(error))
+
+
+def _known_failure(error: BaseException) -> str | None:
+    """One line for the network and protocol failures every user of a model server meets."""
+    chain = _causes(error)
+    if _named(chain, "JSONDecodeError"):
+        return f"the model server sent data that is not valid JSON: {_NOT_AN_API}"
+    if any("No generations found" in str(link) for link in chain):
+        return (
+            "the model server answered without a reply (an HTML page, an empty body or no "
+            f"choices): {_NOT_AN_API}"
+        )
+    if _named(chain, "ConnectError", "ConnectionRefusedError"):
+        return (
+            "cannot reach the model server (the connection was refused): check "
+            "OPENAI_BASE_URL and that the server is running"
+        )
+    if _named(chain, "RemoteProtocolError", "ReadError", "ConnectionResetError"):
+        return (
+            "the model server closed the connection without finishing its answer: try again "
+            "(/retry); if it keeps happening, check the server"
+        )
+    if _named(chain, "APITimeoutError", "TimeoutException"):
+        return (
+            "the model server stopped answering for longer than CHATBOT_TIMEOUT: try again "
+            "(/retry), or raise CHATBOT_TIMEOUT"
+        )
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and status >= 400:
+        message = " ".join(_status_message(error).split())
+        if len(message) > 240:
+            message = message[:239] + "…"
+        hint = _STATUS_HINTS.get(status) or (_SERVER_FAILED if status >= 500 else "")
+        line = f"the model server answered HTTP {status}: {message}"
+        return f"{line} ({hint})" if hint else line
+    return None
 
 
 def describe_error(error: BaseException) -> str:
     """One line for an unexpected error (a model or network failure), with a hint if known."""
     if isinstance(error, FriendlyError):
         return redact(" ".join(str(error).split()))
+    known = _known_failure(error)
+    if known is not None:
+        return redact(known)
     text = " ".join(str(error).split()) or type(error).__name__
     if len(text) > 300:
         text = text[:299] + "…"

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.constants import TAG_NOSTREAM
 
-from chatbot import policy, prompts
+from chatbot import finish, policy, prompts
 from chatbot.errors import context_overflow, describe_error
 from chatbot.models import SUMMARY_TAG
 from chatbot.runsettings import RunSettings
@@ -199,9 +199,10 @@ def summarize(
                 continue
             raise SummaryFailed(describe_error(error)) from error
         calls += 1
+        ending = finish.finish_of(response)
+        if ending != "complete":  # a cut-off summary must never replace the real one
+            raise SummaryFailed(finish.incomplete(ending, "summary"))
         text = response.text.strip()
-        if not text:
-            raise SummaryFailed("the summary model returned an empty summary")
         summary = text
         done += 1
     return summary, calls

@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from chatbot import folding, policy, prompts
+from chatbot import finish, folding, policy, prompts
 from chatbot.errors import (
     ContextTooLong,
     ModelCallFailed,
@@ -118,6 +118,12 @@ def build_graph(
                     "requested": overflow.requested,
                 }
             }
+        ending = finish.finish_of(response)
+        if ending in ("cut", "filtered", "empty"):
+            # A fragment is not an answer: the turn fails and the message waits for /retry.
+            raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
+        if ending == "length":
+            response = finish.with_length_note(response)
         response.response_metadata[USAGE_KEY] = run.counter.record(sent)
         update: dict[str, Any] = {"messages": [response]}
         if state.get("context_overflow"):

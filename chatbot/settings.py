@@ -44,7 +44,9 @@ class Settings(BaseSettings):
         None, description="Summary model; defaults to the chat model."
     )
     temperature: float | None = Field(0.7, ge=0, le=2, description="Chat model temperature.")
-    timeout: float = Field(60.0, gt=0, description="Seconds before a model call gives up.")
+    timeout: float = Field(
+        60.0, gt=0, le=86_400, allow_inf_nan=False, description="Seconds before a call gives up."
+    )
     max_retries: int = Field(2, ge=0, description="Retries on rate limits and transient errors.")
     system_prompt: str = Field("", description="System prompt sent before every conversation.")
 
@@ -97,6 +99,23 @@ class Settings(BaseSettings):
         if value is not None and (not value.strip() or any(c.isspace() for c in value)):
             raise ValueError("give a model name without spaces, or 'offline'")
         return value
+
+    @field_validator("openai_api_key", mode="before")
+    @classmethod
+    def _key_is_one_printable_word(cls, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if not isinstance(value, str):
+            return value
+        value = value.strip()  # a pasted key often brings a line break along
+        if any(c.isspace() for c in value):
+            raise ValueError("it contains a space or a line break: check the key in .env")
+        if not value.isascii() or not value.isprintable():
+            raise ValueError(
+                "it contains characters no API key has (non-ASCII or control characters): "
+                "check the key in .env"
+            )
+        return value or None
 
     @field_validator("db", mode="before")
     @classmethod

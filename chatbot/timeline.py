@@ -40,6 +40,12 @@ class Snapshot:
         """True when a run stopped before finishing (interrupted, failed, killed)."""
         return bool(self.next)
 
+    @property
+    def awaiting_reply(self) -> bool:
+        """True when a run stopped before the last message got its reply (not, say, while
+        folding after a saved reply)."""
+        return self.unfinished and bool(self.messages) and self.messages[-1].type != "ai"
+
 
 def snapshot_from_parts(
     *,
@@ -279,6 +285,6 @@ def compact_refusal(snapshot: Snapshot | None) -> str | None:
     """Why a thread cannot be compacted now (one line), or None when it can."""
     if snapshot is None or not snapshot.messages:
         return "nothing to compact: this thread has no messages yet"
-    if snapshot.unfinished or snapshot.messages[-1].type != "ai":
+    if snapshot.messages[-1].type != "ai":  # (a fold cut short after the reply is fine)
         return "the last turn has no reply yet: retry it first (/retry in the REPL), then compact"
     return None

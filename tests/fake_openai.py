@@ -43,6 +43,18 @@ class Reply:
     """Streaming only: seconds between one piece of the reply and the next (a slow stream)."""
     error_code: str | None = None
     """The ``error.code`` of an error response (e.g. ``context_length_exceeded``)."""
+    finish_reason: str = "stop"
+    """The ``finish_reason`` of the answer (``length``: cut by the token limit)."""
+    cut_after: int | None = None
+    """Streaming only: close the connection after this many pieces, with no finish reason
+    and no ``[DONE]`` (a connection cut mid-reply)."""
+    raw: bytes | None = None
+    """Send exactly these bytes as a 200 response instead of a well-formed answer (an HTML
+    page, malformed server-sent events, a body with no choices)."""
+    content_type: str = "text/html; charset=utf-8"
+    """The Content-Type sent with ``raw``."""
+    drop: bool = False
+    """Close the connection without answering at all (a server that crashed on the request)."""
 
 
 @dataclass(frozen=True)
@@ -214,14 +226,19 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             reply = server._next_reply(body)
             if reply.delay and server._stopping.wait(reply.delay):
                 return
+            if reply.drop:
+                self.close_connection = True
+                return
             if reply.status != 200:
                 self._send_error(
                     reply.status, reply.error_message or f"HTTP {reply.status}", reply.error_code
                 )
+            elif reply.raw is not None:
+                self._send_raw(reply.raw, reply.content_type)
             elif body.get("stream"):
-                self._send_stream(body, reply.text, reply.chunk_delay)
+                self._send_stream(body, reply)
             else:
-                self._send_completion(body, reply.text)
+                self._send_completion(body, reply.text, reply.finish_reason)
 
         def _send_json(self, status: int, document: dict[str, Any]) -> None:
             data = json.dumps(document).encode()
@@ -255,7 +272,14 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 "total_tokens": prompt + completion,
             }
 
-        def _send_completion(self, body: dict[str, Any], text: str) -> None:
+        def _send_raw(self, data: bytes, content_type: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _send_completion(self, body: dict[str, Any], text: str, finish: str = "stop") -> None:
             self._send_json(
                 200,
                 {
@@ -269,14 +293,15 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                             "index": 0,
                             "message": {"role": "assistant", "content": text, "refusal": None},
                             "logprobs": None,
-                            "finish_reason": "stop",
+                            "finish_reason": finish,
                         }
                     ],
                     "usage": self._usage(body, text),
                 },
             )
 
-        def _send_stream(self, body: dict[str, Any], text: str, chunk_delay: float = 0.0) -> None:
+        def _send_stream(self, body: dict[str, Any], reply: Reply) -> None:
+            text, chunk_delay = reply.text, reply.chunk_delay
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
@@ -300,7 +325,11 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             events = [{**base, "choices": [choice({"role": "assistant", "content": ""})], **extra}]
             for piece in pieces:
                 events.append({**base, "choices": [choice({"content": piece})], **extra})
-            events.append({**base, "choices": [choice({}, "stop")], **extra})
+            if reply.cut_after is not None:  # the connection drops mid-reply
+                events = events[: 1 + reply.cut_after]
+                include_usage = False
+            else:
+                events.append({**base, "choices": [choice({}, reply.finish_reason)], **extra})
             if include_usage:
                 events.append({**base, "choices": [], "usage": self._usage(body, text)})
             for number, event in enumerate(events):
@@ -313,6 +342,8 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     return
                 self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
+            if reply.cut_after is not None:
+                return  # Connection: close, and no [DONE]
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 

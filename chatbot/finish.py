@@ -1,0 +1,69 @@
+"""Did the model finish its answer? A reply is judged by how it ended, not by having text.
+
+A streamed answer whose connection closed early still arrives as a message, and so does one
+cut at the model's output limit or stopped by a content filter. Only a reply that finished
+normally may stand as an answer or as a summary.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+
+Finish = Literal["complete", "length", "cut", "filtered", "empty"]
+
+CUT_AT_LENGTH_NOTE = "(cut at the model's length limit)"
+"""Appended to a reply the model stopped at its output limit, so every view shows it."""
+
+_LENGTH = {"length", "max_tokens", "max_output_tokens"}
+_FILTERED = {"content_filter", "safety", "recitation", "blocklist", "prohibited_content"}
+_ALWAYS_SAYS_WHY = {"openai"}
+"""Providers whose complete answers always carry a finish reason (its absence is a cut)."""
+
+
+def finish_reason(message: AIMessage) -> str | None:
+    """The provider's finish reason, in any of the common spellings, lower case."""
+    metadata = message.response_metadata or {}
+    for key in ("finish_reason", "stop_reason", "done_reason"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value.lower()
+    return None
+
+
+def finish_of(message: AIMessage) -> Finish:
+    """How the reply ended: ``complete`` is the only ending that makes a good answer."""
+    reason = finish_reason(message)
+    if reason in _LENGTH:
+        return "length"
+    if reason in _FILTERED:
+        return "filtered"
+    if not message.text.strip() and not message.tool_calls:
+        return "empty"
+    if reason is None and (message.response_metadata or {}).get("model_provider") in (
+        _ALWAYS_SAYS_WHY
+    ):
+        return "cut"
+    return "complete"
+
+
+def incomplete(finish: Finish, what: str = "reply") -> str:
+    """Why a reply with this ending cannot be used, as part of one line."""
+    return {
+        "length": f"the {what} was cut at the model's length limit",
+        "cut": f"the connection closed before the {what} was finished",
+        "filtered": f"the provider's content filter stopped the {what}",
+        "empty": f"the model returned an empty {what}",
+        "complete": f"the {what} is complete",
+    }[finish]
+
+
+def with_length_note(message: AIMessage) -> AIMessage:
+    """The reply with :data:`CUT_AT_LENGTH_NOTE` after its text."""
+    note = f"\n\n{CUT_AT_LENGTH_NOTE}"
+    if isinstance(message.content, str):
+        content: str | list[str | dict] = message.content.rstrip() + note
+    else:
+        content = [*message.content, {"type": "text", "text": note}]
+    return message.model_copy(update={"content": content})
