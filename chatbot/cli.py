@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from chatbot import __version__
 from chatbot.errors import describe_error, redact, remember_secret
+from chatbot.sanitize import StreamSanitizer, escape_json_controls, sanitize
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help` and `--version` stay fast
     from chatbot.backend import Backend
@@ -180,7 +181,17 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
 
 
 def _error_line(message: str) -> None:
-    err.print(f"[red]error:[/] {escape(redact(message))}")
+    err.print(f"[red]error:[/] {escape(sanitize(redact(message)))}")
+
+
+def _print_json(data: Any) -> None:
+    """Data as JSON, highlighted on a terminal. Unlike ``Console.print_json`` it keeps DEL and
+    C1 characters escaped (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself."""
+    from rich.highlighter import JSONHighlighter
+
+    text = JSONHighlighter()(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)))
+    text.no_wrap, text.overflow = True, None
+    out.print(text, soft_wrap=True)
 
 
 def _state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
@@ -371,20 +382,21 @@ def ask(
         )
     streamed = False
     interactive = out.is_terminal
+    safe = StreamSanitizer()  # an escape code split across two tokens never gets through
     with interruptible(backend.send(thread, message)) as relay:
         try:
             for event in relay:
                 if isinstance(event, Token) and interactive:
-                    out.print(event.text, end="", markup=False)
+                    out.print(safe.feed(event.text), end="", markup=False)
                     streamed = True
                 elif isinstance(event, Reply) and not streamed:
-                    out.print(event.message.text, markup=False)
+                    out.print(sanitize(event.message.text), markup=False)
                 elif isinstance(event, Summarized):
                     err.print(f"[dim]{describe_summary(event)}[/]")
                 elif isinstance(event, SummaryFailed):
                     err.print(
                         "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
-                        f"{escape(redact(event.error))}"
+                        f"{escape(sanitize(redact(event.error)))}"
                     )
         except KeyboardInterrupt:
             relay.stop()
@@ -401,7 +413,7 @@ def ask(
                 os._exit(130)
             fail(line, 130)
     if streamed:
-        out.print()
+        out.print(safe.flush(), markup=False)
 
 
 @app.command()
@@ -467,7 +479,7 @@ def threads(
     state = _state(ctx, db, url)
     listing = [] if state.db_missing else state.backend().threads()
     if as_json:
-        out.print_json(json.dumps([thread_record(t) for t in listing], ensure_ascii=False))
+        _print_json([thread_record(t) for t in listing])
     elif listing:
         out.print(threads_table(listing))
     else:
@@ -492,7 +504,7 @@ def history(
     backend = _open_thread(ctx, thread_id, db, url)
     rows = history_rows(backend.history(thread_id))[:limit]
     if as_json:
-        out.print_json(json.dumps([history_record(r) for r in rows]))
+        _print_json([history_record(r) for r in rows])
     else:
         out.print(history_table(rows))
 
@@ -528,7 +540,7 @@ def show(
         }
         if checkpoint:
             document["checkpoint_id"] = snapshot.checkpoint_id
-        out.print_json(json.dumps(document, ensure_ascii=False))
+        _print_json(document)
         return
     out.print(state_view(snapshot))
 
@@ -565,7 +577,7 @@ def export(
         sys.stdout.write(text)
         return
     written = write_private(output, text)
-    err.print(f"exported {escape(thread_id)} to {escape(str(written))}")
+    err.print(f"exported {escape(sanitize(thread_id))} to {escape(sanitize(str(written)))}")
 
 
 # --- changing threads -------------------------------------------------------------------------
@@ -625,7 +637,7 @@ def delete(
             err.print("kept")
             raise typer.Exit(1)
     store.delete_thread(thread_id)
-    err.print(f"deleted {escape(thread_id)}")
+    err.print(f"deleted {escape(sanitize(thread_id))}")
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from chatbot.render import ROLE_NAMES, message_record
+from chatbot.sanitize import escape_json_controls, sanitize
 from chatbot.store import make_private_dirs
 from chatbot.timeline import Snapshot, folded_messages, lineage, summary_timeline
 
@@ -82,7 +83,11 @@ def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def to_markdown(document: dict[str, Any]) -> str:
-    """The document as Markdown: summary, its timeline, folded messages, live messages."""
+    """The document as Markdown: summary, its timeline, folded messages, live messages.
+
+    A document for reading: escape sequences and control characters from the model are removed
+    (:func:`sanitize`), as on the screen. The JSON export keeps them, escaped.
+    """
     lines = [f"# Thread {document['thread_id']}", "", f"Exported {document['exported_at']}.", ""]
     lines += ["## Summary", "", document["summary"] or "_(no summary yet)_", ""]
     if document["summary_history"]:
@@ -100,13 +105,13 @@ def to_markdown(document: dict[str, Any]) -> str:
         lines += _markdown_messages(document["folded_messages"])
     lines += ["## Conversation", ""]
     lines += _markdown_messages(document["messages"]) or ["_(no messages)_", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return sanitize("\n".join(lines)).rstrip() + "\n"
 
 
 def render(document: dict[str, Any], fmt: Format) -> str:
     """The document in the chosen format."""
     if fmt == "json":
-        return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
+        return escape_json_controls(json.dumps(document, ensure_ascii=False, indent=2)) + "\n"
     return to_markdown(document)
 
 

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from chatbot.sanitize import sanitize
 from chatbot.session import Summarized
 from chatbot.store import ThreadInfo
 from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, short_id
@@ -21,11 +22,13 @@ from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, short_id
 
 class Markdown(RichMarkdown):
     """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
+    Escape sequences and control characters in the text are removed (:func:`sanitize`).
 
     Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
     """
 
     def __init__(self, markup: str, **kwargs: Any) -> None:
+        markup = sanitize(markup)
         super().__init__(markup, **kwargs)
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
         self.parsed = parser.parse(markup)
@@ -33,6 +36,11 @@ class Markdown(RichMarkdown):
 
 ROLE_STYLES = {"human": "bold cyan", "ai": "bold green", "tool": "bold magenta", "system": "bold"}
 ROLE_NAMES = {"human": "you", "ai": "assistant", "tool": "tool", "system": "system"}
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Text from a model, a file or a user, shown as it is (no markup) and made safe to print."""
+    return Text(sanitize(text), style=style)
 
 
 def when(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
@@ -71,11 +79,11 @@ def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> 
     for info in threads:
         marker = "* " if info.thread_id == current else "  "
         table.add_row(
-            Text(marker + info.thread_id),
+            plain(marker + info.thread_id),
             "-" if info.message_count is None else str(info.message_count),
             {True: "yes", False: "no", None: "-"}[info.has_summary],
             when(info.last_active),
-            Text(info.title or ""),
+            plain(info.title or ""),
         )
     return table
 
@@ -98,8 +106,8 @@ def history_table(rows: Sequence[HistoryRow]) -> Table:
         table.add_row(
             short_id(row.checkpoint_id),
             str(row.step),
-            row.node,
-            ", ".join(row.next) or "-",
+            plain(row.node),
+            plain(", ".join(row.next) or "-"),
             str(row.messages),
             f"{row.summary_chars} ch" if row.summary_chars else "-",
             when(row.created_at, "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M"),
@@ -117,7 +125,7 @@ def summary_timeline_view(changes: Sequence[SummaryChange]) -> RenderableType:
             f"{short_id(change.checkpoint_id)}"
         )
         parts.append(
-            Panel(Text(change.summary), title=title, title_align="left", border_style="dim")
+            Panel(plain(change.summary), title=title, title_align="left", border_style="dim")
         )
     return Group(*parts)
 
@@ -129,9 +137,9 @@ def message_view(message: BaseMessage) -> RenderableType:
     body: RenderableType
     if isinstance(message, AIMessage) and message.tool_calls:
         calls = ", ".join(f"{c['name']}({c.get('args', {})})" for c in message.tool_calls)
-        body = Group(Markdown(message.text) if message.text else Text(""), Text(f"-> {calls}"))
+        body = Group(Markdown(message.text) if message.text else Text(""), plain(f"-> {calls}"))
     elif isinstance(message, ToolMessage):
-        body = Text(message.text)
+        body = plain(message.text)
     else:
         body = Markdown(message.text) if message.text else Text("(no text)", style="dim")
     return Group(label, body)
@@ -143,7 +151,7 @@ def state_view(
     """A full state: summary, then (optionally) messages already folded, then live messages."""
     parts: list[RenderableType] = []
     if title:
-        parts.append(Text(title, style="bold"))
+        parts.append(plain(title, style="bold"))
     if snapshot.summary:
         parts.append(Panel(Markdown(snapshot.summary), title="summary", border_style="dim"))
     if folded:

@@ -26,6 +26,7 @@ from chatbot.backend import Backend
 from chatbot.errors import describe_error, redact
 from chatbot.interrupt import Relay, interruptible
 from chatbot.render import Markdown, describe_summary
+from chatbot.sanitize import sanitize
 from chatbot.session import Event, NothingToFold, Reply, Summarized, SummaryFailed, Token
 from chatbot.settings import Settings
 from chatbot.timeline import Snapshot
@@ -80,8 +81,14 @@ def new_thread_id(now: datetime | None = None) -> str:
 
 
 def check_thread_id(thread_id: str) -> str:
-    """A thread id people can type: non-empty, no spaces, at most 100 characters."""
+    """A thread id people can type: non-empty, no spaces or control characters, at most 100
+    characters."""
     value = thread_id.strip()
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):
+        raise ValueError(
+            f"{value!r} is not a usable thread id: it contains a control character "
+            "(an escape code?); use printable characters without spaces"
+        )
     if not value or any(c.isspace() for c in value) or len(value) > MAX_THREAD_ID:
         raise ValueError(
             f"{thread_id!r} is not a usable thread id: use 1-{MAX_THREAD_ID} characters "
@@ -116,12 +123,14 @@ class Repl:
         self.console.print(*objects, soft_wrap=False if self.console.is_terminal else None)
 
     def say(self, text: str, style: str = "") -> None:
-        """One line of feedback (escaped: user text never becomes markup)."""
-        self.print(f"[{style}]{escape(text)}[/]" if style else escape(text))
+        """One line of feedback (escaped and sanitized: user text never becomes markup or
+        reaches the terminal as control codes)."""
+        text = escape(sanitize(text))
+        self.print(f"[{style}]{text}[/]" if style else text)
 
     def problem(self, text: str) -> None:
         """One line saying what is wrong and how to fix it."""
-        self.print(f"[red]error:[/] {escape(text)}")
+        self.print(f"[red]error:[/] {escape(sanitize(text))}")
 
     # --- the loop --------------------------------------------------------------------------
 
@@ -226,11 +235,12 @@ class Repl:
         from chatbot import __version__
 
         self.print(
-            f"[bold]chatbot {__version__}[/] · model [bold]{escape(self.model_name)}[/] · "
-            f"threads in {escape(self.backend.location)} · /help for commands, Ctrl-D to leave"
+            f"[bold]chatbot {__version__}[/] · model [bold]{escape(sanitize(self.model_name))}[/]"
+            f" · threads in {escape(sanitize(self.backend.location))} · /help for commands, "
+            "Ctrl-D to leave"
         )
         if self.notice:
-            self.print(f"[yellow]note:[/] {escape(self.notice)}")
+            self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
         self.open_thread(self.thread_id)
 
     def open_thread(self, thread_id: str) -> None:
@@ -352,7 +362,7 @@ class _TurnView:
             retry = "/compact again" if event.reason == "compact" else "next turn retries"
             self.notes.append(
                 f"[yellow]summary failed, nothing was removed ({retry}):[/] "
-                f"{escape(redact(event.error))}"
+                f"{escape(sanitize(redact(event.error)))}"
             )
         elif isinstance(event, NothingToFold):
             self.notes.append(

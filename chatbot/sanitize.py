@@ -1,0 +1,118 @@
+"""Text from a model, a file or a user, made safe to print: no control characters, no escape
+sequences. Pure: no I/O.
+
+A reply can hold bytes that a terminal obeys instead of showing: ``ESC [ 2 J`` clears the
+screen, an OSC string sets the window title, writes the clipboard (OSC 52) or hides a link
+behind text (OSC 8), and one C1 character such as U+009B is a whole CSI. The colours on the
+screen are ours (Rich adds them); the model's never reach the terminal. Stored state keeps
+what the model sent: text is made safe when it is printed or exported for reading.
+
+Vocabulary (ECMA-48, as terminals parse it):
+
+- **C0**: U+0000-U+001F and DEL (U+007F); **C1**: U+0080-U+009F.
+- **CSI**: ``ESC [`` or U+009B, parameter bytes 0x30-0x3F, intermediate bytes 0x20-0x2F, one
+  final byte 0x40-0x7E (``ESC [ 2 J``, ``ESC [ 31 m``).
+- **control string**: OSC (``ESC ]``, U+009D), DCS (``ESC P``, U+0090), SOS (``ESC X``,
+  U+0098), PM (``ESC ^``, U+009E) or APC (``ESC _``, U+009F), then a payload, ended by ST
+  (``ESC \\``, U+009C) or BEL.
+- **other escape sequences**: ESC, intermediate bytes, one final byte 0x30-0x7E (``ESC 7``,
+  ``ESC ( B``, ``ESC c``).
+
+The rules:
+
+- Newline and tab stay. CR LF becomes LF, and a lone CR becomes LF: it would move the cursor
+  back and let the rest overwrite the line.
+- Every escape sequence is removed whole, its payload too (a title, a hidden URL, clipboard
+  content are not text meant to be read).
+- A sequence cut short, by the end of the text or by a control character inside it, is removed
+  up to that point, and what follows is read afresh: a payload never swallows the next line.
+- Every other C0 and C1 character is removed.
+
+So ``sanitize`` of any text, and of any prefix of it, holds no control character but newline
+and tab: a streamed reply re-rendered as it grows is safe at every moment.
+:class:`StreamSanitizer` serves output that cannot be taken back (text printed piece by
+piece): it holds back the end of a piece that may be the start of a sequence.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = r"\x00-\x1f\x7f-\x9f"
+_STRING_START = r"(?:\x1b[P\]X^_]|[\x90\x98\x9d\x9e\x9f])"
+_CSI_START = r"(?:\x1b\[|\x9b)"
+
+_ANY_CONTROL = re.compile(rf"[{_CONTROL}]")
+_SEQUENCE = re.compile(
+    rf"{_STRING_START}[^{_CONTROL}]*(?:\x07|\x1b\\|\x9c)?"  # OSC, DCS, SOS, PM, APC
+    rf"|{_CSI_START}[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI
+    r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"  # any other escape sequence, or a lone ESC
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # every other control but newline and tab
+)
+_UNFINISHED = re.compile(
+    rf"{_STRING_START}[^{_CONTROL}]*"
+    rf"|{_CSI_START}[\x30-\x3f]*[\x20-\x2f]*"
+    r"|\x1b[\x20-\x2f]*"
+    r"|\r"  # an LF may follow
+)
+_STARTS = "\x1b\x90\x98\x9b\x9d\x9e\x9f\r"
+
+MAX_HELD = 4096
+""":class:`StreamSanitizer` holds back at most this many characters of an unfinished
+sequence; past that it is treated as cut short (and removed), not waited for."""
+
+
+def sanitize(text: str) -> str:
+    """``text`` without escape sequences or control characters, newline and tab excepted.
+
+    Linear in the length of the text; text without control characters comes back as is.
+    """
+    if not _ANY_CONTROL.search(text):
+        return text
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _SEQUENCE.sub("", text)
+
+
+class StreamSanitizer:
+    """:func:`sanitize` for text that arrives and is printed in pieces.
+
+    An escape sequence split across two pieces (``ESC [ 2`` then ``J``) is held back until the
+    piece that completes it arrives, so no part of it is ever printed. :meth:`feed` returns
+    what can be printed now; :meth:`flush` returns the rest at the end of the stream.
+    """
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        """The safe text that ``piece`` (after what was held back) makes printable now."""
+        text = self._held + piece
+        start = max(text.rfind(char) for char in _STARTS)
+        if (
+            start >= 0
+            and len(text) - start <= MAX_HELD
+            and _UNFINISHED.fullmatch(text, start) is not None
+        ):
+            self._held = text[start:]
+            return sanitize(text[:start])
+        self._held = ""
+        return sanitize(text)
+
+    def flush(self) -> str:
+        """What was held back, made safe (an unfinished sequence is dropped)."""
+        text, self._held = self._held, ""
+        return sanitize(text)
+
+
+_JSON_UNESCAPED_CONTROL = re.compile(r"[\x7f-\x9f]")
+
+
+def escape_json_controls(json_text: str) -> str:
+    """JSON text with DEL and C1 characters written as ``\\u`` escapes, like C0 already is.
+
+    ``json.dumps(..., ensure_ascii=False)`` leaves U+007F-U+009F raw, and U+009B is a CSI to
+    a terminal. Outside strings JSON is ASCII, so every such character is inside a string, where
+    the escape means the same character: the data is unchanged.
+    """
+    return _JSON_UNESCAPED_CONTROL.sub(lambda found: f"\\u{ord(found.group()):04x}", json_text)
