@@ -78,7 +78,7 @@ def _status_message(error: BaseException) -> str:
         message = inner.get("message") if isinstance(inner, dict) else None
         if isinstance(message, str) and message.strip():
             return message
-    return re.sub(r"^Error code: \d+ - ", "", str(error))
+    return re.sub(r"^Error code: \d+(?: - |$)", "", str(error))
 
 
 def _known_failure(error: BaseException) -> str | None:
@@ -91,11 +91,18 @@ def _known_failure(error: BaseException) -> str | None:
             "the model server answered without a reply (an HTML page, an empty body or no "
             f"choices): {_NOT_AN_API}"
         )
-    if _named(chain, "ConnectError", "ConnectionRefusedError"):
+    if _named(chain, "gaierror"):
+        return (
+            "cannot find the model server: the host name in OPENAI_BASE_URL does not resolve "
+            "(check it, and the network)"
+        )
+    if _named(chain, "ConnectionRefusedError"):
         return (
             "cannot reach the model server (the connection was refused): check "
             "OPENAI_BASE_URL and that the server is running"
         )
+    if _named(chain, "ConnectError", "ConnectTimeout"):
+        return "cannot reach the model server: check OPENAI_BASE_URL and the network"
     if _named(chain, "RemoteProtocolError", "ReadError", "ConnectionResetError"):
         return (
             "the model server closed the connection without finishing its answer: try again "
@@ -112,7 +119,7 @@ def _known_failure(error: BaseException) -> str | None:
         if len(message) > 240:
             message = message[:239] + "…"
         hint = _STATUS_HINTS.get(status) or (_SERVER_FAILED if status >= 500 else "")
-        line = f"the model server answered HTTP {status}: {message}"
+        line = f"the model server answered HTTP {status}" + (f": {message}" if message else "")
         return f"{line} ({hint})" if hint else line
     return None
 

@@ -125,19 +125,12 @@ class Settings(BaseSettings):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return value
-        from urllib.parse import urlsplit
+        return _check_http_url(value, "http://127.0.0.1:2024")
 
-        example = "use an http:// or https:// address, e.g. http://127.0.0.1:2024"
-        try:
-            parts = urlsplit(value)
-            _ = parts.port  # raises on a bad port
-        except ValueError:
-            raise ValueError(example) from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(example)
-        return value
+    @field_validator("openai_base_url")
+    @classmethod
+    def _api_url(cls, value: str | None) -> str | None:
+        return _check_http_url(value and value.strip(), "http://localhost:11434/v1")
 
     @field_validator("summary_trigger")
     @classmethod
@@ -180,6 +173,23 @@ class Settings(BaseSettings):
             )
         except PolicyError as error:
             raise SettingsError(str(error)) from None
+
+
+def _check_http_url(value: str | None, example: str) -> str | None:
+    """An http(s) address with a host and a valid port, or a ValueError showing the form."""
+    if value is None:
+        return value
+    from urllib.parse import urlsplit
+
+    problem = f"use an http:// or https:// address, e.g. {example}"
+    try:
+        parts = urlsplit(value)
+        _ = parts.port  # raises on a bad port
+    except ValueError:
+        raise ValueError(problem) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(problem)
+    return value
 
 
 def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Settings:

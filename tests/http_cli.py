@@ -52,7 +52,7 @@ class Cli:
     db: Path
     env: dict[str, str] = field(default_factory=dict)
 
-    def invoke(self, *args: str, **env: str) -> Result:
+    def invoke(self, *args: str, stdin: str | None = None, **env: str) -> Result:
         full_env = {
             "OPENAI_API_KEY": SECRET,
             "OPENAI_BASE_URL": self.server.base_url,
@@ -62,7 +62,7 @@ class Cli:
             **self.env,
             **env,
         }
-        return runner.invoke(app, list(args), env=full_env)
+        return runner.invoke(app, list(args), env=full_env, input=stdin)
 
     def ask(self, text: str, thread: str = "t1", **env: str) -> Result:
         return self.invoke("ask", text, "--thread", thread, "--db", str(self.db), **env)

@@ -1,0 +1,614 @@
+"""The fault table: every failure a model server can throw at a turn, on the chat call and on
+the summary call, and what the user sees and keeps.
+
+Each row runs ``chatbot ask`` in-process against the local fake OpenAI server: two healthy
+turns (the second one folds the first into a summary), then a turn whose chat or summary call
+meets the fault, then a healthy turn. It asserts the exit code, the one line on stderr, the
+messages and the summary before and after the fault, and that the next turn works. The
+README's "Reliability" section publishes this table; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, context_length_exceeded
+from tests.http_cli import SECRET, Cli, is_summary_request
+
+ROOT = Path(__file__).resolve().parent.parent
+ESCAPES = (
+    "\x1b[2J\x1b[HHello \x1b]0;pwned\x07there \x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
+)
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One row: the fault, where it strikes, and what must follow."""
+
+    label: str
+    replies: tuple[Reply, ...]
+    """What the faulted call (and, for retries, the calls after it) gets."""
+    exit_code: int = 1
+    line: str = ""
+    """What the one line on stderr must say ('' when the turn succeeds quietly)."""
+    kept: Literal["message", "turn", "turn+fold"] = "message"
+    """``message``: the user's message is kept without a reply; ``turn``: the reply is
+    saved too; ``turn+fold``: the reply is saved and older messages were folded."""
+    retries: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+CUT = Reply(text="Hello! LLMock is here to help with everything", cut_after=3)
+STALL = Reply(text="one two three four five six", chunk_delay=3.0)
+HTML = Reply(raw=b"<html><body><h1>502 Bad Gateway</h1></body></html>")
+MALFORMED = Reply(
+    raw=b'data: {"id": "x", "object": "chat.completion.chunk", "choices": [{"delta": {"con\n\n',
+    content_type="text/event-stream",
+)
+
+
+def status(code: int, message: str, error_code: str | None = None) -> Reply:
+    return Reply(status=code, error_message=message, error_code=error_code)
+
+
+CHAT_FAULTS = [
+    Fault(
+        "400 context length",
+        (context_length_exceeded(300, 450),),
+        exit_code=0,
+        kept="turn+fold",
+    ),
+    Fault(
+        "401 bad key",
+        (status(401, f"Incorrect API key provided: {SECRET}", "invalid_api_key"),),
+        line="answered HTTP 401: Incorrect API key provided: [redacted] (the API key was "
+        "refused: check OPENAI_API_KEY)",
+    ),
+    Fault(
+        "404 unknown model",
+        (status(404, "The model `fake-chat-model-7` does not exist", "model_not_found"),),
+        line="HTTP 404: The model `fake-chat-model-7` does not exist (the server does not know "
+        "this model or path: check CHATBOT_MODEL",
+    ),
+    Fault(
+        "429 then success",
+        (status(429, "Rate limit reached for requests", "rate_limit_exceeded"),),
+        exit_code=0,
+        kept="turn+fold",
+        retries=1,
+    ),
+    Fault(
+        "429 out of retries",
+        (status(429, "Rate limit reached for requests", "rate_limit_exceeded"),),
+        line="HTTP 429: Rate limit reached for requests (rate limited or out of quota",
+    ),
+    Fault(
+        "500 server error",
+        (status(500, "The server had an error while processing your request."),),
+        line="HTTP 500: The server had an error while processing your request. (the model "
+        "server failed: try again in a moment with /retry)",
+    ),
+    Fault(
+        "503 overloaded",
+        (status(503, "The engine is currently overloaded"),),
+        line="HTTP 503: The engine is currently overloaded (the model server failed",
+    ),
+    Fault(
+        "timeout",
+        (Reply(text="too late", delay=3.0),),
+        line="stopped answering for longer than CHATBOT_TIMEOUT: try again (/retry), or raise "
+        "CHATBOT_TIMEOUT",
+    ),
+    Fault(
+        "connection refused",
+        (),
+        line="cannot reach the model server (the connection was refused): check OPENAI_BASE_URL",
+        env={"OPENAI_BASE_URL": "refused"},
+    ),
+    Fault(
+        "connection dropped",
+        (Reply(drop=True),),
+        line="the model server closed the connection without finishing its answer",
+    ),
+    Fault(
+        "stream cut",
+        (CUT,),
+        line="the connection closed before the reply was finished; it was not saved",
+    ),
+    Fault("stream stall", (STALL,), line="stopped answering for longer than CHATBOT_TIMEOUT"),
+    Fault("malformed SSE", (MALFORMED,), line="sent data that is not valid JSON"),
+    Fault("HTML 200", (HTML,), line="answered without a reply (an HTML page"),
+    Fault("empty reply", (Reply(text=""),), line="the model returned an empty reply"),
+    Fault(
+        "finish_reason length",
+        (Reply(text="A long answer that", finish_reason="length"),),
+        exit_code=0,
+        kept="turn+fold",
+    ),
+    Fault("escape codes", (Reply(text=ESCAPES),), exit_code=0, kept="turn+fold"),
+]
+
+SUMMARY_FAILED = "summary failed, nothing was removed (the next turn retries): "
+
+SUMMARY_FAULTS = [
+    Fault(
+        "400 context length",
+        (context_length_exceeded(300, 450),),
+        exit_code=0,
+        kept="turn+fold",
+    ),
+    Fault(
+        "401 bad key",
+        (status(401, f"Incorrect API key provided: {SECRET}", "invalid_api_key"),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server answered HTTP 401",
+    ),
+    Fault(
+        "404 unknown model",
+        (status(404, "The model `fake-chat-model-7` does not exist", "model_not_found"),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server answered HTTP 404",
+    ),
+    Fault(
+        "429 then success",
+        (status(429, "Rate limit reached for requests", "rate_limit_exceeded"),),
+        exit_code=0,
+        kept="turn+fold",
+        retries=1,
+    ),
+    Fault(
+        "500 server error",
+        (status(500, "The server had an error while processing your request."),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server answered HTTP 500",
+    ),
+    Fault(
+        "503 overloaded",
+        (status(503, "The engine is currently overloaded"),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server answered HTTP 503",
+    ),
+    Fault(
+        "timeout",
+        (Reply(text="too late", delay=3.0),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server stopped answering",
+    ),
+    Fault(
+        "connection dropped",
+        (Reply(drop=True),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server closed the connection",
+    ),
+    Fault(
+        "stream cut",
+        (Reply(text="User: Lance. Facts: likes the", cut_after=3),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the connection closed before the summary was finished",
+    ),
+    Fault(
+        "stream stall",
+        (STALL,),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server stopped answering",
+    ),
+    Fault(
+        "malformed SSE",
+        (MALFORMED,),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server sent data that is not valid JSON",
+    ),
+    Fault(
+        "HTML 200",
+        (HTML,),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model server answered without a reply",
+    ),
+    Fault(
+        "empty reply",
+        (Reply(text=""),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the model returned an empty summary",
+    ),
+    Fault(
+        "finish_reason length",
+        (Reply(text="User: Lance. Facts: likes the", finish_reason="length"),),
+        exit_code=0,
+        kept="turn",
+        line=SUMMARY_FAILED + "the summary was cut at the model's length limit",
+    ),
+    Fault("escape codes", (Reply(text="SUMMARY " + ESCAPES),), exit_code=0, kept="turn+fold"),
+]
+
+
+class Script:
+    """Healthy replies (``echo: ...`` and numbered summaries), except that the first call of
+    the faulted kind after :meth:`arm` gets the fault's replies."""
+
+    def __init__(self) -> None:
+        self.summaries = 0
+        self.pending: list[Reply] = []
+        self.target: str | None = None
+
+    def arm(self, target: str, replies: tuple[Reply, ...]) -> None:
+        self.target, self.pending = target, list(replies)
+
+    def __call__(self, body: dict[str, Any]) -> str | Reply:
+        kind = "summary" if is_summary_request(body) else "chat"
+        if kind == self.target and self.pending:
+            return self.pending.pop(0)
+        if kind == "summary":
+            self.summaries += 1
+            return f"SUMMARY {self.summaries}: the user said one, two and three."
+        return "echo: " + RecordedRequest("", None, body).last_user_text
+
+
+def run_row(cli: Cli, server: FakeOpenAI, target: str, fault: Fault) -> dict[str, Any]:
+    script = Script()
+    server.responder = script
+    env = {
+        "CHATBOT_SUMMARY_TRIGGER": "messages:3",
+        "CHATBOT_SUMMARY_KEEP": "messages:2",
+        "CHATBOT_TIMEOUT": "1",
+        "CHATBOT_MAX_RETRIES": "0",
+    }
+    for text in ("one", "two"):
+        assert cli.ask(text, **env).exit_code == 0
+    before = cli.show()
+    assert before["summary"].startswith("SUMMARY 1") and len(before["messages"]) == 2
+
+    script.arm(target, fault.replies)
+    fault_env = {**env, "CHATBOT_MAX_RETRIES": str(fault.retries), **fault.env}
+    if fault_env.get("OPENAI_BASE_URL") == "refused":
+        fault_env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{_closed_port()}/v1"
+    result = cli.ask("three", **fault_env)
+    after = cli.show()
+    following = cli.ask("four", **env)
+    return {
+        "result": result,
+        "before": before,
+        "after": after,
+        "following": following,
+        "final": cli.show(),
+    }
+
+
+def check_row(row: dict[str, Any], fault: Fault) -> None:
+    result, before, after = row["result"], row["before"], row["after"]
+    assert result.exit_code == fault.exit_code, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    if fault.line:
+        assert len(lines) == 1, lines
+        assert fault.line in lines[0], lines[0]
+    elif fault.exit_code == 0:
+        assert not [line for line in lines if "error" in line or "failed" in line], lines
+    assert "Traceback" not in result.output and SECRET not in result.output
+
+    texts = [m["content"] for m in after["messages"]]
+    old = [m["content"] for m in before["messages"]]
+    if fault.kept == "message":
+        assert texts == [*old, "three"], "the message is kept, without a reply"
+        assert after["summary"] == before["summary"]
+    elif fault.kept == "turn":
+        assert texts[:-1] == [*old, "three"] and after["messages"][-1]["type"] == "ai"
+        assert after["summary"] == before["summary"], "a failed summary changes nothing"
+    else:
+        assert after["summary"] != before["summary"] and after["summary"].startswith("SUMMARY")
+        assert texts[-2:-1] == ["three"] or texts[-1:] == ["three"]
+        assert after["messages"][-1]["type"] == "ai"
+    assert not CONTROL.search(result.stdout), "no escape code reaches the terminal"
+
+    following = row["following"]
+    assert following.exit_code == 0, following.output
+    assert "echo: four" in following.stdout
+    assert row["final"]["messages"][-1]["content"] == "echo: four"
+
+
+@pytest.mark.parametrize("fault", CHAT_FAULTS, ids=lambda f: f.label)
+def test_a_fault_on_the_chat_call(fault: Fault, cli: Cli, openai_server: FakeOpenAI) -> None:
+    row = run_row(cli, openai_server, "chat", fault)
+    check_row(row, fault)
+    result = row["result"]
+    if fault.exit_code:
+        assert "your message is kept in thread 't1'" in result.stderr
+        assert "echo: three" not in result.stdout
+    if fault.label == "finish_reason length":
+        assert result.stdout.strip() == "A long answer that\n\n(cut at the model's length limit)"
+        assert row["after"]["messages"][-1]["content"].endswith("(cut at the model's length limit)")
+    if fault.label == "escape codes":
+        assert "Hello there link" in result.stdout.replace("  ", " ")
+
+
+@pytest.mark.parametrize("fault", SUMMARY_FAULTS, ids=lambda f: f.label)
+def test_a_fault_on_the_summary_call(fault: Fault, cli: Cli, openai_server: FakeOpenAI) -> None:
+    row = run_row(cli, openai_server, "summary", fault)
+    check_row(row, fault)
+    assert "echo: three" in row["result"].stdout, "the reply is shown whatever the summary does"
+    assert row["final"]["summary"].startswith("SUMMARY"), "the next turn folds again"
+
+
+def test_the_readme_publishes_every_row() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Reliability", 1)[1].split("\n## ", 1)[0]
+    for fault in CHAT_FAULTS + SUMMARY_FAULTS:
+        assert f"| {fault.label} |" in section, fault.label
+
+
+# --- kill -9 in the middle of a fold ------------------------------------------------------------
+
+
+def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    script = Script()
+    openai_server.responder = script
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))},
+        "OPENAI_API_KEY": SECRET,
+        "OPENAI_BASE_URL": openai_server.base_url,
+        "CHATBOT_MODEL": "fake-chat-model-7",
+        "CHATBOT_DB": str(tmp_path / "c.sqlite"),
+        "CHATBOT_SUMMARY_TRIGGER": "messages:3",
+        "CHATBOT_SUMMARY_KEEP": "messages:2",
+    }
+    chatbot = [sys.executable, "-m", "chatbot"]
+    for text in ("one", "two"):
+        done = subprocess.run([*chatbot, "ask", text], env=env, capture_output=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    script.arm("summary", (Reply(text="never", delay=60.0),))
+    process = subprocess.Popen(
+        [*chatbot, "ask", "three"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while sum(map(is_summary_request, openai_server.requests)) < 2:
+        assert time.monotonic() < deadline and process.poll() is None, "no summary call"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+
+    done = subprocess.run([*chatbot, "ask", "four"], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert b"never got a reply" not in done.stderr, "the reply to 'three' had been saved"
+    shown = subprocess.run(
+        [*chatbot, "show", "default", "--json"], env=env, capture_output=True, timeout=60
+    )
+    assert b"echo: three" in shown.stdout and b"echo: four" in shown.stdout
+
+
+# --- the same faults in the REPL, and the pieces behind the table -------------------------------
+
+
+def test_in_the_repl_a_cut_reply_is_not_saved_and_retry_regenerates_it(
+    cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    openai_server.script(CUT, Reply(text="A long answer that", finish_reason="length"))
+    openai_server.responder = Script()
+    result = cli.invoke(
+        "chat", "--thread", "t1", "--db", str(cli.db), stdin="hello\n/retry\n/exit\n"
+    )
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert (
+        "the connection closed before the reply was finished; it was not saved - your message "
+        "is kept; /retry tries again" in " ".join(out.split())
+    )
+    assert "(cut at the model's length limit)" in out, "the note shows in the REPL too"
+    messages = cli.show()["messages"]
+    assert [m["content"] for m in messages] == [
+        "hello",
+        "A long answer that\n\n(cut at the model's length limit)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "text", "tool_calls", "expected"),
+    [
+        ({"finish_reason": "stop", "model_provider": "openai"}, "hi", [], "complete"),
+        ({"model_provider": "openai"}, "Hello! LLMock is", [], "cut"),
+        ({}, "a fake model reports nothing", [], "complete"),
+        ({"finish_reason": "length"}, "cut", [], "length"),
+        ({"stop_reason": "max_tokens"}, "anthropic", [], "length"),
+        ({"done_reason": "length"}, "ollama", [], "length"),
+        ({"finish_reason": "content_filter"}, "partial", [], "filtered"),
+        ({"finish_reason": "stop"}, "  ", [], "empty"),
+        (
+            {"finish_reason": "tool_calls", "model_provider": "openai"},
+            "",
+            [{"name": "f", "args": {}, "id": "1"}],
+            "complete",
+        ),
+    ],
+)
+def test_how_a_reply_ended(
+    metadata: dict[str, str], text: str, tool_calls: list[Any], expected: str
+) -> None:
+    from langchain_core.messages import AIMessage
+
+    from chatbot.finish import finish_of
+
+    message = AIMessage(content=text, response_metadata=metadata, tool_calls=tool_calls)
+    assert finish_of(message) == expected
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "problem"),
+    [
+        (
+            "OPENAI_API_KEY",
+            "sk-abc\ndef",
+            "OPENAI_API_KEY is not valid: it contains a space or a line break",
+        ),
+        (
+            "OPENAI_API_KEY",
+            "sk-abcé€",
+            "OPENAI_API_KEY is not valid: it contains characters no API key has",
+        ),
+        (
+            "CHATBOT_TIMEOUT",
+            "inf",
+            "CHATBOT_TIMEOUT='inf' is not valid: Input should be a finite number",
+        ),
+        ("CHATBOT_TIMEOUT", "1e30", "CHATBOT_TIMEOUT='1e30' is not valid"),
+        (
+            "OPENAI_BASE_URL",
+            "localhost:11434/v1",
+            "OPENAI_BASE_URL is not valid: use an http:// or https:// address, e.g. "
+            "http://localhost:11434/v1",
+        ),
+        ("OPENAI_BASE_URL", "http://[::1/v1", "OPENAI_BASE_URL is not valid: use an http://"),
+    ],
+)
+def test_settings_that_would_fail_mid_request_are_refused_at_start(
+    cli: Cli, variable: str, value: str, problem: str
+) -> None:
+    result = cli.ask("hello", **{variable: value})
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {problem}")
+    assert "sk-abc" not in result.output, "the key is never shown"
+    assert not cli.db.exists() or not cli.show()["messages"], "nothing was sent or saved"
+
+
+def test_a_key_pasted_with_a_trailing_line_break_just_works(
+    cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = Script()
+    result = cli.ask("hello", OPENAI_API_KEY=SECRET + "\n")
+    assert result.exit_code == 0, result.output
+    assert openai_server.requests[-1].authorization == f"Bearer {SECRET}"
+
+
+def _env(server: FakeOpenAI, db: Path) -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))},
+        "OPENAI_API_KEY": SECRET,
+        "OPENAI_BASE_URL": server.base_url,
+        "CHATBOT_MODEL": "fake-chat-model-7",
+        "CHATBOT_DB": str(db),
+    }
+
+
+def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    script = Script()
+    openai_server.responder = script
+    env = _env(openai_server, tmp_path / "c.sqlite")
+    chatbot = [sys.executable, "-m", "chatbot"]
+    script.arm("chat", (Reply(text="never", delay=60.0),))
+    process = subprocess.Popen([*chatbot, "ask", "one"], env=env, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not openai_server.requests:
+        assert time.monotonic() < deadline and process.poll() is None, "no chat call"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+
+    done = subprocess.run([*chatbot, "ask", "two"], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert b"the previous turn in this thread never got a reply" in done.stderr
+    shown = subprocess.run(
+        [*chatbot, "show", "default", "--json"], env=env, capture_output=True, timeout=60
+    )
+    texts = [m["content"] for m in json.loads(shown.stdout)["messages"]]
+    assert texts == ["one", "two", "echo: two"]
+
+
+PARALLEL = 4  # processes: each start costs seconds on a 2-core machine
+
+
+def test_concurrent_asks_on_one_database_all_land(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    openai_server.responder = Script()
+    env = _env(openai_server, tmp_path / "c.sqlite")
+    chatbot = [sys.executable, "-m", "chatbot"]
+    processes = [
+        subprocess.Popen(
+            [*chatbot, "ask", f"hello {n}", "--thread", f"t{n}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for n in range(PARALLEL)
+    ]
+    for n, process in enumerate(processes):
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+        assert f"echo: hello {n}".encode() in out
+    listing = subprocess.run(
+        [*chatbot, "threads", "--json"], env=env, capture_output=True, timeout=60
+    )
+    threads = {t["thread_id"]: t["messages"] for t in json.loads(listing.stdout)}
+    assert threads == {f"t{n}": 2 for n in range(PARALLEL)}
+    with sqlite3.connect(tmp_path / "c.sqlite") as connection:
+        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def _raised(make: Any) -> BaseException:
+    """An exception raised the way httpx raises it, with its cause chain."""
+    try:
+        make()
+    except BaseException as error:
+        return error
+    raise AssertionError("nothing raised")
+
+
+def _connect_error(cause: BaseException) -> None:
+    import httpx
+
+    try:
+        raise cause
+    except OSError as error:
+        raise httpx.ConnectError(str(error)) from error
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected"),
+    [
+        (
+            socket.gaierror(-2, "Name or service not known"),
+            "cannot find the model server: the host name in OPENAI_BASE_URL does not resolve",
+        ),
+        (
+            ConnectionRefusedError(111, "Connection refused"),
+            "cannot reach the model server (the connection was refused)",
+        ),
+        (OSError(101, "Network is unreachable"), "cannot reach the model server: check"),
+    ],
+)
+def test_why_a_connection_failed_is_named(cause: OSError, expected: str) -> None:
+    from chatbot.errors import describe_error
+
+    assert describe_error(_raised(lambda: _connect_error(cause))).startswith(expected)
