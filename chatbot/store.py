@@ -3,12 +3,19 @@
 The checkpoints are LangGraph's (``SqliteSaver``); next to them one small table,
 ``chatbot_threads``, remembers what a listing needs (title, counts, origin) so that listing
 threads is plain SQL and never deserialises checkpoints.
+
+A chatbot database carries a mark, ``PRAGMA application_id`` = :data:`APPLICATION_ID`, set when
+its schema is made. A file is only ever opened if it is missing, empty, marked, or an unmarked
+database holding nothing but chatbot's tables (one made before the mark, which gets it now):
+another program's database, a file that is not SQLite, a folder or a device is refused before
+anything is written to it.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +29,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 BUSY_TIMEOUT_SECONDS = 30.0
+APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
+_OWN_TABLES = frozenset({"checkpoints", "writes", "chatbot_threads"})  # LangGraph's and ours
+_SQLITE_HEADER = b"SQLite format 3\x00"
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 
 _SCHEMA = """
@@ -95,6 +105,74 @@ def _create_private_file(path: Path) -> None:
     os.close(fd)
 
 
+def _kind_of_special_file(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _refuse_other_files(path: Path) -> None:
+    """Refuse, before SQLite opens it, a path that exists but cannot be a chatbot database.
+
+    A folder, a device (``/dev/null`` would get a ``-journal`` file next to it), a named pipe
+    or socket, and a non-empty file that is not SQLite at all. Only reads: nothing is written.
+    """
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return  # created later, or one clear error from creating its folder
+    if not stat.S_ISREG(mode):
+        raise StoreError(
+            f"cannot use {str(path)!r} as the database: it is {_kind_of_special_file(mode)}, "
+            "not a file; choose another --db"
+        )
+    with path.open("rb") as file:
+        header = file.read(len(_SQLITE_HEADER))
+    if header and header != _SQLITE_HEADER:
+        raise StoreError(
+            f"{str(path)!r} is not a SQLite database, so chatbot leaves it untouched: "
+            "choose another --db (a new file, or a chatbot database)"
+        )
+
+
+def _refuse_foreign_database(conn: sqlite3.Connection, path: str) -> bool:
+    """Refuse another program's database; True if this one still needs chatbot's mark.
+
+    Reads only. A database is chatbot's if it carries the mark, or has no mark and no tables
+    but chatbot's (LangGraph's ``checkpoints`` and ``writes``, and ``chatbot_threads``).
+    """
+    (application_id,) = conn.execute("PRAGMA application_id").fetchone()
+    if application_id == APPLICATION_ID:
+        return False
+    tables = sorted(
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+        )
+        if not name.startswith("sqlite_")
+    )
+    foreign = [name for name in tables if name not in _OWN_TABLES]
+    if application_id == 0 and not foreign:
+        return True
+    if not foreign:
+        what = f"application id {application_id}"
+    else:
+        shown = ", ".join(foreign[:5]) + (
+            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+        )
+        what = f"{'table' if len(foreign) == 1 else 'tables'} {shown}"
+    raise StoreError(
+        f"{path!r} is another program's SQLite database ({what}, no chatbot mark), so chatbot "
+        "leaves it untouched: choose another --db (a new file, or a chatbot database)"
+    )
+
+
 def _retry_locked(action: Any, attempts: int = 20) -> Any:
     """Run a schema statement, waiting out another process that holds the write lock."""
     for attempt in range(attempts):
@@ -118,18 +196,17 @@ class Store:
         self.path = str(db)
         try:
             if self.path != ":memory:":
-                _create_private_file(Path(self.path).expanduser())
                 self.path = str(Path(self.path).expanduser())
+                _refuse_other_files(Path(self.path))
+                _create_private_file(Path(self.path))
             self.conn = sqlite3.connect(
                 self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
             )
-            self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-            if self.path != ":memory:":
-                _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
-            self.saver = SqliteSaver(self.conn)
-            _retry_locked(self.saver.setup)
-            _retry_locked(lambda: self.conn.executescript(_SCHEMA))
-            self._check_writable()
+            try:
+                self._set_up()
+            except BaseException:
+                self.conn.close()
+                raise
         except (NotADirectoryError, FileExistsError):
             raise StoreError(
                 f"cannot open the database {self.path!r}: a file stands where a folder of its "
@@ -142,6 +219,19 @@ class Store:
                     "--db for another file"
                 ) from None
             raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
+
+    def _set_up(self) -> None:
+        """Check the file is chatbot's, then make the schema and the mark (idempotent)."""
+        self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        needs_mark = _retry_locked(lambda: _refuse_foreign_database(self.conn, self.path))
+        if self.path != ":memory:":
+            _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
+        self.saver = SqliteSaver(self.conn)
+        _retry_locked(self.saver.setup)
+        _retry_locked(lambda: self.conn.executescript(_SCHEMA))
+        if needs_mark:
+            _retry_locked(lambda: self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}"))
+        self._check_writable()
 
     def _check_writable(self) -> None:
         """Fail now, not after a reply, when turns could not be saved."""

@@ -18,7 +18,14 @@ from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
 from chatbot.session import Reply, Summarized
 from chatbot.settings import Settings
-from chatbot.store import Store, StoreError, checkpoint_time, read_state, state_history
+from chatbot.store import (
+    APPLICATION_ID,
+    Store,
+    StoreError,
+    checkpoint_time,
+    read_state,
+    state_history,
+)
 from tests.scripted import ScriptedChatModel
 
 
@@ -241,3 +248,111 @@ def test_every_folder_created_for_the_database_is_private(tmp_path: Path) -> Non
     Store(tmp_path / "a" / "b" / "c" / "chat.sqlite").close()
     for folder in ("a", "a/b", "a/b/c"):
         assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o700, folder
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int, list[str]]:
+    """A file's bytes, its mtime and the files next to it (a -journal or -wal would show)."""
+    return path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in path.parent.iterdir())
+
+
+def test_a_new_database_carries_the_chatbot_mark(tmp_path: Path) -> None:
+    db = tmp_path / "new.sqlite"
+    Store(db).close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+
+
+def test_another_programs_database_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "other-app.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    conn.close()
+    before = _fingerprint(db)
+    with pytest.raises(StoreError) as refused:
+        Store(db)
+    assert str(refused.value) == (
+        f"{str(db)!r} is another program's SQLite database (table users, no chatbot mark), so "
+        "chatbot leaves it untouched: choose another --db (a new file, or a chatbot database)"
+    )
+    result = run_cli("threads", "--db", str(db))
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {str(db)!r} is another program's SQLite database")
+    assert _fingerprint(db) == before
+
+
+def test_a_database_marked_by_another_program_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "marked.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA application_id = 1234")
+    conn.close()
+    before = _fingerprint(db)
+    with pytest.raises(StoreError, match="application id 1234, no chatbot mark"):
+        Store(db)
+    assert _fingerprint(db) == before
+
+
+def test_a_chatbot_database_from_before_the_mark_opens_and_gets_marked(tmp_path: Path) -> None:
+    db = tmp_path / "old.sqlite"
+    with Store(db) as store:
+        graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
+        list(LocalBackend(graph, store).send("kept", "hello from before"))
+    with sqlite3.connect(db) as conn:  # what every chatbot database looked like before
+        conn.execute("PRAGMA application_id = 0")
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert {"checkpoints", "writes", "chatbot_threads"} <= tables
+
+    with Store(db) as store:
+        assert [t.thread_id for t in store.list_threads()] == ["kept"]
+        assert store.conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    before = _fingerprint(notes)
+    with pytest.raises(StoreError, match=r"'.*notes.txt' is not a SQLite database, so chatbot"):
+        Store(notes)
+    result = run_cli("ask", "hi", "--db", str(notes))
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: ") and "is not a SQLite database" in line
+    assert _fingerprint(notes) == before
+
+
+def test_an_empty_file_becomes_a_chatbot_database(tmp_path: Path) -> None:
+    db = tmp_path / "empty.sqlite"
+    db.touch()
+    with Store(db) as store:
+        assert store.conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+
+
+def test_folders_devices_and_pipes_are_refused_before_sqlite_opens_them(tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    pipe = tmp_path / "a-pipe"
+    os.mkfifo(pipe)
+    journal = Path("/dev/null-journal")
+    journal_existed = journal.exists()
+    for path, kind in [
+        (folder, "a folder"),
+        (pipe, "a named pipe"),
+        (Path("/dev/null"), "a device"),
+    ]:
+        with pytest.raises(StoreError) as refused:
+            Store(path)
+        assert str(refused.value) == (
+            f"cannot use {str(path)!r} as the database: it is {kind}, not a file; "
+            "choose another --db"
+        )
+    assert journal_existed or not journal.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder", "a-pipe"]
+    assert list(folder.iterdir()) == []
+    result = run_cli("threads", "--db", "/dev/null")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: cannot use '/dev/null' as the database: it is a device, not a file; "
+        "choose another --db"
+    ]
