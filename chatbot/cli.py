@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
 import logging
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from chatbot import __version__
 from chatbot.errors import describe_error, redact, remember_secret
@@ -23,11 +26,58 @@ from chatbot.sanitize import StreamSanitizer, escape_json_controls, sanitize
 if TYPE_CHECKING:  # the rest is imported on demand: `--help` and `--version` stay fast
     from chatbot.backend import Backend
     from chatbot.models import Models
+    from chatbot.repl import LineReader
     from chatbot.settings import Settings
     from chatbot.store import Store
 
+
+class OneLineErrors(TyperGroup):
+    """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr.
+
+    Typer prints a usage error as the usage, a hint and a boxed panel. Click's way to handle
+    errors yourself is ``standalone_mode=False``: ``main`` then raises them (and returns the
+    code of an ``Exit``) instead of printing; this class does the printing and exiting.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        run = functools.partial(
+            super().main, args, prog_name, complete_var, False, windows_expand_args, **extra
+        )
+        if not standalone_mode:
+            return run()
+        try:
+            code = run()
+        except typer.TyperException as error:  # Click's exceptions: exit code 2 for usage
+            _error_line(usage_error_line(error))
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            err.print("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def usage_error_line(error: typer.TyperException) -> str:
+    """``no such option: --foo (see 'chatbot ask --help')``: Click's message, in one line."""
+    message = " ".join(error.format_message().split()).rstrip(".")
+    if message[1:2].islower():
+        message = message[0].lower() + message[1:]
+    ctx = getattr(error, "ctx", None)  # a usage error knows the command it is about
+    if ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    return message
+
+
 app = typer.Typer(
     name="chatbot",
+    cls=OneLineErrors,
     help="A terminal chatbot whose memory never overflows: older turns fold into a running "
     "summary, every turn is checkpointed in SQLite under a thread id. Run without a command "
     "to chat.",
@@ -40,6 +90,27 @@ app = typer.Typer(
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """Text as valid Unicode, so that a turn is never stored half broken.
+
+    Bytes that are not UTF-8 reach Python as lone surrogates (in arguments, and in stdin or a
+    terminal under some locales); SQLite cannot store those. They become U+FFFD, as a
+    decoder's "replace" would have made them.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a lone surrogate that never was a byte
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _valid_text_option(value: str | None) -> str | None:
+    """Typer callback: a text argument as valid Unicode (see :func:`valid_text`)."""
+    return None if value is None else valid_text(value)
+
+
 DbOption = Annotated[
     str | None, typer.Option("--db", help="SQLite file for threads (default: CHATBOT_DB).")
 ]
@@ -49,7 +120,9 @@ UrlOption = Annotated[
         "--url", help="Use the threads of a LangGraph server, e.g. http://127.0.0.1:2024."
     ),
 ]
-ThreadArgument = Annotated[str, typer.Argument(metavar="THREAD", help="Thread id.")]
+ThreadArgument = Annotated[
+    str, typer.Argument(metavar="THREAD", help="Thread id.", callback=_valid_text_option)
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
@@ -222,7 +295,13 @@ def main_options(
     ] = None,
     url: UrlOption = None,
     thread: Annotated[
-        str | None, typer.Option("--thread", "-t", help="Without a command: chat in this thread.")
+        str | None,
+        typer.Option(
+            "--thread",
+            "-t",
+            help="Without a command: chat in this thread.",
+            callback=_valid_text_option,
+        ),
     ] = None,
     new: Annotated[
         bool, typer.Option("--new", help="Without a command: chat in a fresh thread.")
@@ -250,11 +329,29 @@ def _show_notice(state: AppState) -> None:
         err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
 
 
+def _stdin() -> TextIO:
+    """stdin, reading bytes that are not valid text as U+FFFD instead of failing."""
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="replace")
+    return sys.stdin
+
+
+@dataclass
+class ValidTextReader:
+    """A line reader whose lines are always valid Unicode (see :func:`valid_text`)."""
+
+    reader: LineReader
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
+        return valid_text(self.reader.read(prompt, toolbar))
+
+
 def _read_text(text: str | None) -> str:
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
-        text = sys.stdin.read()
+        text = _stdin().read()
+    text = valid_text(text)
     if not text.strip():
         fail("the message is empty: give some text to send", 2)
     return text
@@ -283,7 +380,12 @@ def chat(
     ctx: typer.Context,
     thread: Annotated[
         str | None,
-        typer.Option("--thread", "-t", help="Thread to open (default: the most recent)."),
+        typer.Option(
+            "--thread",
+            "-t",
+            help="Thread to open (default: the most recent).",
+            callback=_valid_text_option,
+        ),
     ] = None,
     new: Annotated[bool, typer.Option("--new", help="Start a fresh thread.")] = False,
     db: DbOption = None,
@@ -314,7 +416,7 @@ def chat(
     repl = Repl(
         backend=backend,
         console=out,
-        reader=ScriptedReader(line.rstrip("\n") for line in sys.stdin),
+        reader=ValidTextReader(ScriptedReader(line.rstrip("\n") for line in _stdin())),
         settings=state.settings,
         thread_id=thread_id,
         model_name="(the server's model)" if state.remote else state.models.chat_name,
@@ -329,13 +431,15 @@ def chat(
 
             return [short_id(s.checkpoint_id) for s in backend.history(repl.thread_id)]
 
-        repl.reader = PromptToolkitReader(
-            user_data_path("chatbot", appauthor=False) / "input_history",
-            SlashCompleter(
-                commands=lambda: COMMANDS,
-                thread_ids=lambda: [t.thread_id for t in backend.threads()],
-                checkpoint_ids=checkpoint_ids,
-            ),
+        repl.reader = ValidTextReader(
+            PromptToolkitReader(
+                user_data_path("chatbot", appauthor=False) / "input_history",
+                SlashCompleter(
+                    commands=lambda: COMMANDS,
+                    thread_ids=lambda: [t.thread_id for t in backend.threads()],
+                    checkpoint_ids=checkpoint_ids,
+                ),
+            )
         )
     code = repl.run()
     if repl.turn_still_running:
@@ -355,7 +459,13 @@ def ask(
         str | None, typer.Argument(help="The message; '-' (or a pipe) reads stdin.")
     ] = None,
     thread: Annotated[
-        str, typer.Option("--thread", "-t", help="Thread id to continue or create.")
+        str,
+        typer.Option(
+            "--thread",
+            "-t",
+            help="Thread id to continue or create.",
+            callback=_valid_text_option,
+        ),
     ] = "default",
     db: DbOption = None,
     url: UrlOption = None,
@@ -423,7 +533,11 @@ def compact(
     thread_id: ThreadArgument,
     focus: Annotated[
         str | None,
-        typer.Option("--focus", help="What this summary should keep, e.g. 'every file name'."),
+        typer.Option(
+            "--focus",
+            help="What this summary should keep, e.g. 'every file name'.",
+            callback=_valid_text_option,
+        ),
     ] = None,
     db: DbOption = None,
     url: UrlOption = None,
@@ -591,7 +705,10 @@ def fork(
     checkpoint: Annotated[
         str | None, typer.Option("--checkpoint", "-c", help="Branch from this checkpoint.")
     ] = None,
-    to: Annotated[str | None, typer.Option("--to", help="Id of the new thread.")] = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="Id of the new thread.", callback=_valid_text_option),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
@@ -643,4 +760,6 @@ def delete(
 def main() -> None:
     """Console-script entry point."""
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
+        sys.stdout.reconfigure(errors="replace")
     app()

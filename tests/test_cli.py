@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from chatbot import __version__
@@ -132,3 +135,65 @@ def test_reading_commands_do_not_create_a_database(tmp_path: Path) -> None:
         result = invoke(*command, "--db", str(db))
         assert result.exit_code == 1 and "does not exist yet" in result.stderr, command
     assert not (tmp_path / "nested").exists()
+
+
+COMMANDS = ["chat", "ask", "threads", "history", "show", "export", "fork", "compact", "delete"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_unknown_option_is_one_line_naming_the_help(command: str, tmp_path: Path) -> None:
+    args = [command] if command in ("chat", "ask", "threads") else [command, "t"]
+    result = invoke(*args, "--foo")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: no such option: --foo")
+    assert line.endswith(f"(see 'chatbot {command} --help')")
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--bogus"], "error: no such option: --bogus (see 'chatbot --help')"),
+        (["bogus"], "error: no such command 'bogus' (see 'chatbot --help')"),
+        (["ask", "--foo"], "error: no such option: --foo (see 'chatbot ask --help')"),
+        (["history"], "error: missing argument 'THREAD' (see 'chatbot history --help')"),
+        (
+            ["ask", "a", "b"],
+            "error: got unexpected extra argument(s) (b) (see 'chatbot ask --help')",
+        ),
+    ],
+)
+def test_usage_errors_are_one_line_with_exit_code_2(args: list[str], line: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [line]
+
+
+@pytest.mark.parametrize("value", ["abc", "0"])
+def test_a_bad_limit_is_one_line(value: str) -> None:
+    result = invoke("history", "t", "--limit", value)
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: invalid value for '--limit' / '-n': ")
+    assert line.endswith("(see 'chatbot history --help')")
+
+
+def test_help_and_version_still_exit_0_after_one_line_errors() -> None:
+    assert invoke("ask", "--help").exit_code == 0
+    assert "Usage: chatbot ask" in invoke("ask", "--help").stdout
+    assert invoke("--version").exit_code == 0
+
+
+def test_a_usage_error_in_a_new_process_is_one_line(tmp_path: Path) -> None:
+    """Through the console script's own ``main``, as a user sees it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "chatbot", "history", "t", "--limit", "x"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: invalid value for '--limit'") and "Usage" not in line
