@@ -475,6 +475,7 @@ def ask(
     from chatbot.render import describe_summary
     from chatbot.repl import check_thread_id
     from chatbot.session import Reply, Summarized, SummaryFailed, Token
+    from chatbot.settings import SettingsError
 
     try:
         thread = check_thread_id(thread)
@@ -485,12 +486,12 @@ def ask(
     backend = state.backend()
     _show_notice(state)
     current = backend.current(thread)
-    if current is not None and current.unfinished:
+    if current is not None and current.awaiting_reply:
         err.print(
             "[yellow]note:[/] the previous turn in this thread never got a reply; "
             "it stays in the conversation"
         )
-    streamed = False
+    streamed = ""
     interactive = out.is_terminal
     safe = StreamSanitizer()  # an escape code split across two tokens never gets through
     with interruptible(backend.send(thread, message)) as relay:
@@ -498,9 +499,12 @@ def ask(
             for event in relay:
                 if isinstance(event, Token) and interactive:
                     out.print(safe.feed(event.text), end="", markup=False)
-                    streamed = True
+                    streamed += event.text
                 elif isinstance(event, Reply) and not streamed:
                     out.print(sanitize(event.message.text), markup=False)
+                elif isinstance(event, Reply) and event.message.text.startswith(streamed):
+                    rest = event.message.text[len(streamed) :]
+                    out.print(safe.feed(rest), end="", markup=False)
                 elif isinstance(event, Summarized):
                     err.print(f"[dim]{describe_summary(event)}[/]")
                 elif isinstance(event, SummaryFailed):
@@ -522,6 +526,22 @@ def ask(
                 sys.stderr.flush()
                 os._exit(130)
             fail(line, 130)
+        except Exception as error:
+            if streamed:
+                out.print()
+            if isinstance(error, CliError | SettingsError):
+                raise
+            try:
+                kept = backend.current(thread)
+            except Exception:
+                kept = None
+            if kept is None or not kept.awaiting_reply:
+                raise
+            fail(
+                f"{describe_error(error)} - your message is kept in thread {thread!r}: "
+                f"'chatbot chat -t {thread}' then /retry asks again",
+                1,
+            )
     if streamed:
         out.print(safe.flush(), markup=False)
 

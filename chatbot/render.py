@@ -22,13 +22,15 @@ from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, short_id
 
 class Markdown(RichMarkdown):
     """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
-    Escape sequences and control characters in the text are removed (:func:`sanitize`).
+    Escape sequences and control characters in the text are removed (:func:`sanitize`), and
+    links show their address.
 
     Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
     """
 
     def __init__(self, markup: str, **kwargs: Any) -> None:
         markup = sanitize(markup)
+        kwargs.setdefault("hyperlinks", False)  # "text (url)": a link never hides its address
         super().__init__(markup, **kwargs)
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
         self.parsed = parser.parse(markup)

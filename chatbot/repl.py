@@ -253,10 +253,15 @@ class Repl:
             return
         summary = "with a summary" if snapshot.summary else "no summary yet"
         self.say(f"thread {thread_id}: {len(snapshot.messages)} messages, {summary}", "dim")
-        if snapshot.unfinished:
+        if snapshot.awaiting_reply:
             self.print(
                 "[yellow]The last turn in this thread did not finish (interrupted or failed)."
                 "[/] /retry resumes it."
+            )
+        elif snapshot.unfinished:  # the reply is saved; only the fold after it was cut short
+            self.print(
+                "[dim]The summary after the last reply did not finish; /retry finishes it "
+                "(or the next turn does).[/]"
             )
 
     # --- a turn ----------------------------------------------------------------------------
@@ -355,7 +360,7 @@ class _TurnView:
             self.text += event.text
         elif isinstance(event, Reply):
             self.replied = True
-            self.text = self.text or event.message.text
+            self.text = event.message.text or self.text  # the whole reply, notes included
         elif isinstance(event, Summarized):
             self.notes.append(f"[dim]{escape(describe_summary(event))}[/]")
         elif isinstance(event, SummaryFailed):
