@@ -400,15 +400,17 @@ def chat(
 
     if thread and new:
         fail("give --thread or --new, not both", 2)
+    if thread:  # checked before the database is opened (or created)
+        try:
+            thread = check_thread_id(thread)
+        except ValueError as error:
+            fail(str(error), 2)
     state = _state(ctx, db, url)
     backend = state.backend()
     if new:
         thread_id = new_thread_id()
     elif thread:
-        try:
-            thread_id = check_thread_id(thread)
-        except ValueError as error:
-            fail(str(error), 2)
+        thread_id = thread
     else:
         recent = backend.threads()
         thread_id = recent[0].thread_id if recent else new_thread_id()
