@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
@@ -16,7 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from chatbot.errors import FriendlyError
-from chatbot.session import STREAM_MODES, Event, events_from_stream, make_title
+from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
 from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
 
@@ -35,16 +35,14 @@ class Backend(Protocol):
 
     def send(
         self, thread_id: str, text: str, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]: ...
+    ) -> TurnStream: ...
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]: ...
+    ) -> TurnStream: ...
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
-    ) -> Iterator[Event]: ...
-    def regenerate(
-        self, thread_id: str, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]: ...
+    ) -> TurnStream: ...
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
     def current(self, thread_id: str) -> Snapshot | None: ...
     def history(self, thread_id: str) -> list[Snapshot]: ...
     def threads(self) -> list[ThreadInfo]: ...
@@ -80,52 +78,62 @@ class LocalBackend:
 
     # --- turns -------------------------------------------------------------------------
 
-    def send(
-        self, thread_id: str, text: str, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]:
+    def _turn(
+        self,
+        thread_id: str,
+        payload: dict[str, Any] | None,
+        config: dict[str, Any],
+        context: dict[str, Any] | None,
+        title_hint: str = "",
+    ) -> TurnStream:
+        """A run of the graph as events; the thread's row is updated however it ends."""
+
+        def blocking() -> Iterator[Event]:
+            stream = self.graph.stream(
+                payload, config, context=context or None, stream_mode=STREAM_MODES
+            )
+            try:
+                yield from events_from_stream(stream)
+            finally:
+                self._record(thread_id, title_hint)
+
+        async def cancellable() -> AsyncIterator[Event]:
+            stream = self.graph.astream(
+                payload, config, context=context or None, stream_mode=STREAM_MODES
+            )
+            try:
+                async for part in stream:
+                    for event in events_from_stream([part]):
+                        yield event
+            finally:
+                await stream.aclose()
+                self._record(thread_id, title_hint)
+
+        return TurnStream(blocking, cancellable)
+
+    def send(self, thread_id: str, text: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Run one turn: stream the reply, then report a summary if one was made."""
-        stream = self.graph.stream(
-            {"messages": [HumanMessage(content=text)]},
-            thread_config(thread_id),
-            context=context or None,
-            stream_mode=STREAM_MODES,
-        )
-        try:
-            yield from events_from_stream(stream)
-        finally:
-            self._record(thread_id, title_hint=text)
+        payload = {"messages": [HumanMessage(content=text)]}
+        return self._turn(thread_id, payload, thread_config(thread_id), context, text)
 
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]:
+    ) -> TurnStream:
         """Run the graph on from a checkpoint (default: the thread's latest); a new branch."""
-        stream = self.graph.stream(
-            None,
-            thread_config(thread_id, checkpoint_id),
-            context=context or None,
-            stream_mode=STREAM_MODES,
-        )
-        try:
-            yield from events_from_stream(stream)
-        finally:
-            self._record(thread_id)
+        return self._turn(thread_id, None, thread_config(thread_id, checkpoint_id), context)
 
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
-    ) -> Iterator[Event]:
+    ) -> TurnStream:
         """Fold the older messages into the summary now (a run with no message, not a turn)."""
-        stream = self.graph.stream(
+        return self._turn(
+            thread_id,
             {"messages": []},
             {**thread_config(thread_id), "metadata": {ACTION_KEY: "compact"}},
-            context={**(context or {}), "compact": True, "compact_focus": focus},
-            stream_mode=STREAM_MODES,
+            {**(context or {}), "compact": True, "compact_focus": focus},
         )
-        try:
-            yield from events_from_stream(stream)
-        finally:
-            self._record(thread_id)
 
-    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> Iterator[Event]:
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included).
 
         The last reply is removed in a new checkpoint, so history keeps it.
@@ -139,7 +147,7 @@ class LocalBackend:
             {"messages": [RemoveMessage(id=messages[-1].id)]},
             as_node="summarize_conversation",
         )
-        yield from self.resume(thread_id, None, context)
+        return self.resume(thread_id, None, context)
 
     def _record(
         self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None

@@ -6,7 +6,6 @@ import functools
 import io
 import json
 import logging
-import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -27,8 +26,10 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help` and `--version` st
     from chatbot.backend import Backend
     from chatbot.models import Models
     from chatbot.repl import LineReader
+    from chatbot.session import Event, TurnStream
     from chatbot.settings import Settings
     from chatbot.store import Store
+    from chatbot.turns import Display, TurnOutcome
 
 
 class OneLineErrors(TyperGroup):
@@ -443,14 +444,7 @@ def chat(
                 ),
             )
         )
-    code = repl.run()
-    if repl.turn_still_running:
-        # Ctrl-C while waiting for a stopped turn: its model call still blocks in LangGraph's
-        # worker thread, which the interpreter would wait for. Its checkpoints are written.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    raise typer.Exit(code)
+    raise typer.Exit(repl.run())
 
 
 @app.command()
@@ -473,10 +467,7 @@ def ask(
     url: UrlOption = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
-    from chatbot.interrupt import interruptible
-    from chatbot.render import describe_summary
     from chatbot.repl import check_thread_id
-    from chatbot.session import Reply, Summarized, SummaryFailed, Token
     from chatbot.settings import SettingsError
 
     try:
@@ -493,59 +484,77 @@ def ask(
             "[yellow]note:[/] the previous turn in this thread never got a reply; "
             "it stays in the conversation"
         )
-    streamed = ""
-    interactive = out.is_terminal
-    safe = StreamSanitizer()  # an escape code split across two tokens never gets through
-    with interruptible(backend.send(thread, message)) as relay:
+    view = _AskView(interactive=out.is_terminal)
+    outcome = _run_turn(backend.send(thread, message), view)
+    if view.streamed:
+        out.print(view.safe.flush(), markup=False)
+    if outcome.interrupted:
+        _leaving_after_ctrl_c()
+        fail(f"interrupted: your message stays in thread {thread!r} without a reply", 130)
+    error = outcome.error
+    if error is not None:
+        if isinstance(error, CliError | SettingsError):
+            raise error
         try:
-            for event in relay:
-                if isinstance(event, Token) and interactive:
-                    out.print(safe.feed(event.text), end="", markup=False)
-                    streamed += event.text
-                elif isinstance(event, Reply) and not streamed:
-                    out.print(sanitize(event.message.text), markup=False)
-                elif isinstance(event, Reply) and event.message.text.startswith(streamed):
-                    rest = event.message.text[len(streamed) :]
-                    out.print(safe.feed(rest), end="", markup=False)
-                elif isinstance(event, Summarized):
-                    err.print(f"[dim]{describe_summary(event)}[/]")
-                elif isinstance(event, SummaryFailed):
-                    err.print(
-                        "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
-                        f"{escape(sanitize(redact(event.error)))}"
-                    )
-        except KeyboardInterrupt:
-            relay.stop()
-            if streamed:
-                out.print()
-            line = f"interrupted: your message stays in thread {thread!r} without a reply"
-            if not relay.finish(timeout=1.0):
-                # The model call still waits on the network in LangGraph's worker thread,
-                # which the interpreter would wait for on exit. The message is checkpointed
-                # already and nothing else is being written: leave now.
-                _error_line(line)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(130)
-            fail(line, 130)
-        except Exception as error:
-            if streamed:
-                out.print()
-            if isinstance(error, CliError | SettingsError):
-                raise
-            try:
-                kept = backend.current(thread)
-            except Exception:
-                kept = None
-            if kept is None or not kept.awaiting_reply:
-                raise
-            fail(
-                f"{describe_error(error)} - your message is kept in thread {thread!r}: "
-                f"'chatbot chat -t {thread}' then /retry asks again",
-                1,
+            kept = backend.current(thread)
+        except Exception:
+            kept = None
+        if kept is None or not kept.awaiting_reply:
+            raise error
+        fail(
+            f"{describe_error(error)} - your message is kept in thread {thread!r}: "
+            f"'chatbot chat -t {thread}' then /retry asks again",
+            1,
+        )
+
+
+def _run_turn(turn: TurnStream, view: Display) -> TurnOutcome:
+    """Run one turn on the session's event loop (Ctrl-C cancels it and closes the request)."""
+    from chatbot.turns import session_runner
+
+    return session_runner().run(turn, view)
+
+
+def _leaving_after_ctrl_c() -> None:
+    """The turn is stopped and nothing more will be written: an impatient second Ctrl-C
+    must not turn the clean exit (code 130) into a death by signal."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class _AskView:
+    """``chatbot ask``: the reply as plain text, streamed on a terminal, whole otherwise;
+    summary notes on stderr."""
+
+    def __init__(self, interactive: bool) -> None:
+        self.interactive = interactive
+        self.streamed = ""
+        self.safe = StreamSanitizer()  # an escape code split across two tokens never gets through
+
+    def show(self, event: Event) -> None:
+        from chatbot.render import describe_summary
+        from chatbot.session import Reply, Summarized, SummaryFailed, Token
+
+        if isinstance(event, Token) and self.interactive:
+            out.print(self.safe.feed(event.text), end="", markup=False)
+            self.streamed += event.text
+        elif isinstance(event, Reply) and not self.streamed:
+            out.print(sanitize(event.message.text), markup=False)
+        elif isinstance(event, Reply) and event.message.text.startswith(self.streamed):
+            rest = event.message.text[len(self.streamed) :]
+            out.print(self.safe.feed(rest), end="", markup=False)
+            self.streamed = event.message.text
+        elif isinstance(event, Summarized):
+            err.print(f"[dim]{describe_summary(event)}[/]")
+        elif isinstance(event, SummaryFailed):
+            err.print(
+                "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
+                f"{escape(sanitize(redact(event.error)))}"
             )
-    if streamed:
-        out.print(safe.flush(), markup=False)
+
+    def tick(self) -> None:
+        pass
 
 
 @app.command()
@@ -565,40 +574,47 @@ def compact(
     url: UrlOption = None,
 ) -> None:
     """Fold a thread's older messages into its summary now (the usual keep window stays)."""
-    from chatbot.interrupt import interruptible
-    from chatbot.render import describe_summary
-    from chatbot.session import NothingToFold, Summarized, SummaryFailed
     from chatbot.timeline import compact_refusal
 
     backend = _open_thread(ctx, thread_id, db, url)
     refusal = compact_refusal(backend.current(thread_id))
     if refusal:
         fail(refusal)
-    failure = ""
-    with interruptible(backend.compact(thread_id, focus or "")) as relay:
-        try:
-            for event in relay:  # read to the end: the run finishes writing its checkpoint
-                if isinstance(event, Summarized):
-                    out.print(describe_summary(event), markup=False)
-                elif isinstance(event, NothingToFold):
-                    out.print(
-                        f"nothing to fold: the kept window holds the whole conversation "
-                        f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size",
-                        markup=False,
-                    )
-                elif isinstance(event, SummaryFailed):
-                    failure = event.error
-        except KeyboardInterrupt:
-            relay.stop()
-            line = "interrupted: nothing was folded"
-            if not relay.finish(timeout=1.0):
-                _error_line(line)
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(130)
-            fail(line, 130)
+    view = _CompactView()
+    outcome = _run_turn(backend.compact(thread_id, focus or ""), view)
+    if outcome.interrupted:
+        _leaving_after_ctrl_c()
+        fail("interrupted: nothing was folded", 130)
+    if outcome.error is not None:
+        raise outcome.error
+    failure = view.failure
     if failure:
         fail(f"the summary failed, nothing was folded: {failure}")
+
+
+class _CompactView:
+    """``chatbot compact``: what the fold did, on stdout."""
+
+    def __init__(self) -> None:
+        self.failure = ""
+
+    def show(self, event: Event) -> None:
+        from chatbot.render import describe_summary
+        from chatbot.session import NothingToFold, Summarized, SummaryFailed
+
+        if isinstance(event, Summarized):
+            out.print(describe_summary(event), markup=False)
+        elif isinstance(event, NothingToFold):
+            out.print(
+                f"nothing to fold: the kept window holds the whole conversation "
+                f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size",
+                markup=False,
+            )
+        elif isinstance(event, SummaryFailed):
+            self.failure = event.error
+
+    def tick(self) -> None:
+        pass
 
 
 # --- reading threads --------------------------------------------------------------------------

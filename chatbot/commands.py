@@ -84,8 +84,6 @@ def dispatch(repl: Repl, line: str) -> Outcome:
     if not found.remote and repl.backend.local_only_note:
         repl.problem(f"/{name} works on local threads only ({repl.backend.local_only_note})")
         return None
-    if found.writes and not repl.settle():
-        return None
     try:
         return found.handler(repl, arg.strip())
     except (CommandError, BackendError, ExportError, LookupError) as error:

@@ -25,6 +25,7 @@ from chatbot import finish, policy, prompts
 from chatbot.errors import context_overflow, describe_error
 from chatbot.models import SUMMARY_TAG
 from chatbot.runsettings import RunSettings
+from chatbot.steps import Steps
 
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
 MIN_CHUNK_TOKENS = 256
@@ -135,13 +136,14 @@ class Fold:
 
 def fold(
     state: dict[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
-) -> Fold:
-    """Fold the planned messages into the summary; raises :class:`SummaryFailed`."""
+) -> Steps[Fold]:
+    """Fold the planned messages into the summary (steps: the summary calls it needs);
+    raises :class:`SummaryFailed`."""
     messages = state["messages"]
     counts = run.counter.per_message(messages)
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
-    summary, calls = summarize(folded, state.get("summary", ""), run, focus=focus)
+    summary, calls = yield from summarize(folded, state.get("summary", ""), run, focus=focus)
     return Fold(
         reason=reason,
         summary=summary,
@@ -153,7 +155,7 @@ def fold(
 
 def summarize(
     folded: Sequence[BaseMessage], summary: str, run: RunSettings, *, focus: str = ""
-) -> tuple[str, int]:
+) -> Steps[tuple[str, int]]:
     """Fold messages into the summary with the summary model, chunk by chunk.
 
     Returns the new summary and the number of summary calls. Each chunk extends the running
@@ -184,7 +186,7 @@ def summarize(
             focus=focus,
         )
         try:
-            response = model.invoke(request)
+            response = yield (model, request)
         except Exception as error:  # any provider error: the state must stay as it was
             overflow = context_overflow(error)
             if overflow and halvings < _MAX_HALVINGS and budget > MIN_CHUNK_TOKENS:

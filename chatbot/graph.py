@@ -16,15 +16,17 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import RemoveMessage
+from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 
 from chatbot import finish, folding, policy, prompts
 from chatbot.errors import (
@@ -37,6 +39,7 @@ from chatbot.errors import (
 from chatbot.runsettings import ModelCache, RunSettings, resolve_run
 from chatbot.settings import Settings
 from chatbot.state import Context, State
+from chatbot.steps import Steps, adrive, drive
 from chatbot.tokens import USAGE_KEY
 
 log = logging.getLogger("chatbot.graph")
@@ -50,6 +53,21 @@ def _too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
         f"{what} is about {tokens:,} tokens{limit_text}: shorten it or split it "
         "(it stays in the thread; the next message folds it into the summary)"
     )
+
+
+def _node(
+    steps: Callable[[State, Runtime[Context]], Steps[dict[str, Any]]],
+) -> RunnableLambda[State, dict[str, Any]]:
+    """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
+    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request."""
+
+    def run(state: State) -> dict[str, Any]:
+        return drive(steps(state, get_runtime(Context)))
+
+    async def arun(state: State) -> dict[str, Any]:
+        return await adrive(steps(state, get_runtime(Context)))
+
+    return RunnableLambda(run, afunc=arun, name=steps.__name__)
 
 
 def build_graph(
@@ -84,7 +102,7 @@ def build_graph(
             return "summarize_conversation"
         return "conversation" if folding.pending_reply(state["messages"]) else END
 
-    def conversation(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    def conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
         """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
         run = run_settings(runtime)
         messages, summary = state["messages"], state.get("summary", "")
@@ -96,7 +114,7 @@ def build_graph(
             if alone > limit:
                 raise _too_long(alone, limit, "your message (with the summary)")
         try:
-            response = run.chat_model.invoke(sent)
+            response = yield (run.chat_model, sent)
         except Exception as error:
             overflow = context_overflow(error)
             if overflow is None or not folding.pending_reply(messages):
@@ -143,7 +161,7 @@ def build_graph(
             return "summarize_conversation"
         return END
 
-    def summarize_conversation(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    def summarize_conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
         """Fold the older messages into ``summary`` and remove exactly those messages.
 
         On a failed summary the state is left exactly as it was; the failure is logged and
@@ -166,7 +184,8 @@ def build_graph(
             writer({"event": "nothing_to_fold", "reason": reason, "context": before})
             return {}
         try:
-            done = folding.fold(state, run, reason, plan)
+            writer({"event": "folding", "reason": reason, "messages": len(plan.fold)})
+            done = yield from folding.fold(state, run, reason, plan)
         except folding.SummaryFailed as error:
             if reason == "overflow":
                 raise ContextTooLong(
@@ -208,8 +227,8 @@ def build_graph(
         return "conversation" if folding.pending_reply(state["messages"]) else END
 
     builder = StateGraph(State, context_schema=Context)
-    builder.add_node("conversation", conversation)
-    builder.add_node("summarize_conversation", summarize_conversation)
+    builder.add_node("conversation", _node(conversation))
+    builder.add_node("summarize_conversation", _node(summarize_conversation))
     builder.add_conditional_edges(
         START, fold_first, ["summarize_conversation", "conversation", END]
     )

@@ -8,14 +8,14 @@ are kept in each thread's metadata under ``chatbot_name``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, convert_to_messages
 
 from chatbot.backend import BackendError
-from chatbot.session import Event, Reply, Token, custom_event, make_title
+from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
 from chatbot.store import ThreadInfo
 from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
 
@@ -100,6 +100,7 @@ class RemoteBackend:
         self.assistant = assistant
         self._check_reachable()
         self.client = get_sync_client(url=self.url)
+        self._aclient: Any = None  # for cancellable turns, made on first use in the loop
         self._ids: dict[str, str] = {}
 
     def _check_reachable(self) -> None:
@@ -168,60 +169,75 @@ class RemoteBackend:
 
     # --- turns ------------------------------------------------------------------------------
 
-    def send(
-        self, thread_id: str, text: str, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]:
+    def _run(self, server_id: str, **arguments: Any) -> TurnStream:
+        """A run on the server as events. The stream asks the server to cancel the run when
+        the client goes away, so Ctrl-C (which closes the stream) stops the run too."""
+        arguments = {"stream_mode": STREAM_MODES, "on_disconnect": "cancel", **arguments}
+
+        def blocking() -> Iterator[Event]:
+            parts = self._call(
+                lambda: self.client.runs.stream(server_id, self.assistant, **arguments)
+            )
+            yield from self._guarded_stream(parts)
+
+        async def cancellable() -> AsyncIterator[Event]:
+            import httpx
+            from langgraph_sdk import errors
+
+            try:
+                async for part in self._async_client().runs.stream(
+                    server_id, self.assistant, **arguments
+                ):
+                    for event in events_from_parts([part]):
+                        yield event
+            except httpx.TransportError as error:
+                raise BackendError(
+                    f"lost the LangGraph server at {self.url} ({type(error).__name__})"
+                ) from None
+            except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+                raise BackendError(f"the LangGraph server at {self.url} refused: {error}") from None
+
+        return TurnStream(blocking, cancellable)
+
+    def _async_client(self) -> Any:
+        if self._aclient is None:
+            from langgraph_sdk import get_client
+
+            self._aclient = get_client(url=self.url)
+        return self._aclient
+
+    def send(self, thread_id: str, text: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Run one turn on the server, streaming the reply."""
         server_id = self._find(thread_id) or self._create(thread_id, {"title": make_title(text)})
-        parts = self._call(
-            lambda: self.client.runs.stream(
-                server_id,
-                self.assistant,
-                input={"messages": [{"role": "user", "content": text}]},
-                stream_mode=STREAM_MODES,
-                context=context or None,
-                on_disconnect="cancel",  # Ctrl-C closes the stream: the run stops too
-            )
+        return self._run(
+            server_id,
+            input={"messages": [{"role": "user", "content": text}]},
+            context=context or None,
         )
-        yield from self._guarded_stream(parts)
 
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
-    ) -> Iterator[Event]:
+    ) -> TurnStream:
         """Run on from a checkpoint (default: the latest), as LangGraph time travel does."""
-        server_id = self._require(thread_id)
-        parts = self._call(
-            lambda: self.client.runs.stream(
-                server_id,
-                self.assistant,
-                input=None,
-                stream_mode=STREAM_MODES,
-                context=context or None,
-                on_disconnect="cancel",  # Ctrl-C closes the stream: the run stops too
-                checkpoint_id=checkpoint_id,
-            )
+        return self._run(
+            self._require(thread_id),
+            input=None,
+            context=context or None,
+            checkpoint_id=checkpoint_id,
         )
-        yield from self._guarded_stream(parts)
 
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
-    ) -> Iterator[Event]:
+    ) -> TurnStream:
         """Fold the older messages into the summary now, on the server."""
-        server_id = self._require(thread_id)
-        parts = self._call(
-            lambda: self.client.runs.stream(
-                server_id,
-                self.assistant,
-                input={"messages": []},
-                stream_mode=STREAM_MODES,
-                context={**(context or {}), "compact": True, "compact_focus": focus},
-                metadata={ACTION_KEY: "compact"},
-                on_disconnect="cancel",
-            )
+        return self._run(
+            self._require(thread_id),
+            input={"messages": []},
+            context={**(context or {}), "compact": True, "compact_focus": focus},
+            metadata={ACTION_KEY: "compact"},
         )
-        yield from self._guarded_stream(parts)
 
-    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> Iterator[Event]:
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included)."""
         server_id = self._require(thread_id)
         state = self._call(lambda: self.client.threads.get_state(server_id))
@@ -235,7 +251,7 @@ class RemoteBackend:
                 as_node="summarize_conversation",
             )
         )
-        yield from self.resume(thread_id, None, context)
+        return self.resume(thread_id, None, context)
 
     def _guarded_stream(self, parts: Any) -> Iterator[Event]:
         import httpx

@@ -16,21 +16,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
-from rich.live import Live
+from rich.console import Console
 from rich.markup import escape
-from rich.segment import Segment
 
 from chatbot import policy, prompts
 from chatbot.backend import Backend
-from chatbot.errors import describe_error, redact
-from chatbot.interrupt import Relay, interruptible
-from chatbot.render import Markdown, describe_summary
+from chatbot.display import ReplyView
+from chatbot.errors import describe_error
 from chatbot.sanitize import sanitize
-from chatbot.session import Event, NothingToFold, Reply, Summarized, SummaryFailed, Token
+from chatbot.session import TurnStream
 from chatbot.settings import Settings
 from chatbot.timeline import Snapshot
 from chatbot.tokens import TokenCounter, counter_for
+from chatbot.turns import TurnRunner, session_runner
 
 log = logging.getLogger("chatbot.repl")
 
@@ -56,22 +54,6 @@ class ScriptedReader:
         if isinstance(line, BaseException):
             raise line
         return line
-
-
-class Tail:
-    """Render only the last ``max_lines`` lines of a renderable (a streaming reply's tail)."""
-
-    def __init__(self, renderable: RenderableType, max_lines: int) -> None:
-        self.renderable = renderable
-        self.max_lines = max(1, max_lines)
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        # Word-wrap even on a soft-wrapping console: Live would crop each line at the edge.
-        options = options.update(no_wrap=False, overflow="fold")
-        lines = console.render_lines(self.renderable, options, pad=False)
-        for line in lines[-self.max_lines :]:
-            yield from line
-            yield Segment.line()
 
 
 def new_thread_id(now: datetime | None = None) -> str:
@@ -113,7 +95,7 @@ class Repl:
     err: Console | None = None
     _context_tokens: int = 0
     _message_count: int = 0
-    _stopped_turn: Relay | None = None
+    runner: TurnRunner = field(default_factory=session_runner)
 
     # --- output helpers ------------------------------------------------------------------
 
@@ -268,112 +250,40 @@ class Repl:
 
     def chat(self, text: str) -> None:
         """Send a message and stream the reply."""
-        if self.settle():
-            self.stream(self.backend.send(self.thread_id, text, self.context))
+        self.stream(self.backend.send(self.thread_id, text, self.context))
 
-    @property
-    def turn_still_running(self) -> bool:
-        """True if a turn stopped with Ctrl-C is still waiting on the network."""
-        return self._stopped_turn is not None and self._stopped_turn.running
-
-    def settle(self) -> bool:
-        """Wait until a turn stopped with Ctrl-C has really ended, before the next change to
-        a thread. Returns False if the user stopped waiting (Ctrl-C): do not go on then."""
-        relay = self._stopped_turn
-        if relay is None or relay.finish(timeout=0.5):
-            self._stopped_turn = None
-            return True
-        self.say("waiting for the stopped reply to end (Ctrl-C to stop waiting)...", "dim")
-        if relay.finish():
-            self._stopped_turn = None
-            return True
-        self.say("stopped waiting; nothing was sent", "dim")
-        return False
-
-    def stream(self, events: Iterator[Event]) -> None:
-        """Show a turn's events: the reply as Markdown while it streams, then summary notes."""
-        turn = _TurnView()
-        with interruptible(events) as relay:
+    def stream(self, turn: TurnStream) -> None:
+        """Run a turn: a spinner while waiting, the reply as Markdown while it streams, then
+        notes about the summary. Ctrl-C stops the turn at once (see :mod:`chatbot.turns`)."""
+        view = ReplyView(self.console, live=self.console.is_terminal)
+        view.start()
+        with _keys_not_echoed() if view.live else contextlib.nullcontext():
             try:
-                for event in self._displayed(relay, turn):
-                    turn.apply(event)
-            except KeyboardInterrupt:
-                relay.stop()
-                if not relay.finish(timeout=1.0):
-                    self._stopped_turn = relay  # it ends at its next token; settle() waits
-                self._show_reply(turn.text)
-                self.print(
-                    "[yellow]interrupted[/] [dim]- the reply is saved; the summary is made "
-                    "next turn[/]"
-                    if turn.replied
-                    else "[yellow]interrupted[/] "
-                    "[dim]- your message is kept; /retry regenerates the reply[/]"
-                )
-                return
-            except Exception as error:  # a provider error: one line, the thread stays whole
-                log.debug("turn failed", exc_info=True)
-                self._show_reply(turn.text)
-                self.problem(f"{describe_error(error)} - your message is kept; /retry tries again")
-                return
+                outcome = self.runner.run(turn, view)
             finally:
-                if not relay.running:
-                    self.measure(self._safe_current())
-        self._show_reply(turn.text)
-        for note in turn.notes:
-            self.print(note)
-
-    def _displayed(self, events: Iterable[Event], turn: _TurnView) -> Iterator[Event]:
-        """Pass events through; on a terminal, show the reply so far live as it grows."""
-        if not self.console.is_terminal:
-            yield from events
-            return
-        height = max(3, self.console.size.height - 2)
-        live = Live(
-            console=self.console, refresh_per_second=12, transient=True, vertical_overflow="crop"
-        )
-        with _keys_not_echoed(), live:
-            for event in events:
-                yield event  # the caller applies it to ``turn`` before asking for the next
-                live.update(Tail(Markdown(turn.text), height))
+                view.finish()
+        if outcome.interrupted:
+            self.print(
+                "[yellow]interrupted[/] [dim]- the reply is saved; the summary is made next turn[/]"
+                if view.replied
+                else "[yellow]interrupted[/] "
+                "[dim]- your message is kept; /retry regenerates the reply[/]"
+            )
+        elif outcome.error is not None:  # a provider error: one line, the thread stays whole
+            log.debug("turn failed", exc_info=outcome.error)
+            self.problem(
+                f"{describe_error(outcome.error)} - your message is kept; /retry tries again"
+            )
+        else:
+            for note in view.notes:
+                self.print(note)
+        self.measure(self._safe_current())
 
     def _safe_current(self) -> Snapshot | None:
         try:
             return self.backend.current(self.thread_id)
         except Exception:  # measuring is best effort after a failure
             return None
-
-    def _show_reply(self, text: str) -> None:
-        if text:
-            self.print(Markdown(text))
-
-
-@dataclass
-class _TurnView:
-    """What the screen shows of a turn: the reply so far, and notes for after it."""
-
-    text: str = ""
-    replied: bool = False
-    notes: list[str] = field(default_factory=list)
-
-    def apply(self, event: Event) -> None:
-        if isinstance(event, Token):
-            self.text += event.text
-        elif isinstance(event, Reply):
-            self.replied = True
-            self.text = event.message.text or self.text  # the whole reply, notes included
-        elif isinstance(event, Summarized):
-            self.notes.append(f"[dim]{escape(describe_summary(event))}[/]")
-        elif isinstance(event, SummaryFailed):
-            retry = "/compact again" if event.reason == "compact" else "next turn retries"
-            self.notes.append(
-                f"[yellow]summary failed, nothing was removed ({retry}):[/] "
-                f"{escape(sanitize(redact(event.error)))}"
-            )
-        elif isinstance(event, NothingToFold):
-            self.notes.append(
-                f"[dim]nothing to fold: the kept window holds the whole conversation "
-                f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size[/]"
-            )
 
 
 @contextlib.contextmanager

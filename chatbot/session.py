@@ -6,7 +6,7 @@ turns LangGraph's ``stream_mode=["messages", "custom", "updates"]`` output into 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,14 @@ class Summarized:
 
 
 @dataclass(frozen=True)
+class Folding:
+    """A summary call is starting: ``messages`` are being folded (it can take a while)."""
+
+    messages: int
+    reason: str = "trigger"
+
+
+@dataclass(frozen=True)
 class NothingToFold:
     """A compaction found nothing safe to fold (the kept window holds everything)."""
 
@@ -67,7 +75,26 @@ class SummaryFailed:
     reason: str = "trigger"
 
 
-Event = Token | Reply | Summarized | SummaryFailed | NothingToFold
+Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold
+
+
+class TurnStream:
+    """A turn's events, two ways: iterate it for blocking calls (tests, scripts), or
+    ``async for`` it in a task, which Ctrl-C cancels (closing the model's HTTP request)."""
+
+    def __init__(
+        self,
+        blocking: Callable[[], Iterator[Event]],
+        cancellable: Callable[[], AsyncIterator[Event]],
+    ) -> None:
+        self._blocking = blocking
+        self._cancellable = cancellable
+
+    def __iter__(self) -> Iterator[Event]:
+        return self._blocking()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._cancellable()
 
 
 def make_title(text: str) -> str:
@@ -100,6 +127,10 @@ def custom_event(payload: Any) -> Event | None:
             reason=str(payload.get("reason") or "trigger"),
             context_before=int(payload.get("context_before") or 0),
             context_after=int(payload.get("context_after") or 0),
+        )
+    if kind == "folding":
+        return Folding(
+            messages=int(payload.get("messages") or 0), reason=str(payload.get("reason") or "")
         )
     if kind == "nothing_to_fold":
         return NothingToFold(context=int(payload.get("context") or 0))

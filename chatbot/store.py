@@ -17,12 +17,19 @@ import os
 import sqlite3
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.base.id import UUID as CheckpointUUID
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
@@ -185,6 +192,48 @@ def _retry_locked(action: Any, attempts: int = 20) -> Any:
     return None
 
 
+class LocalSaver(SqliteSaver):
+    """LangGraph's ``SqliteSaver`` that also serves ``astream``, the way ``InMemorySaver``
+    does: the async methods run the sync ones. A local SQLite write takes milliseconds, and
+    this keeps one connection, one lock and no extra thread (``AsyncSqliteSaver`` would add
+    both)."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for item in self.list(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+
 class Store:
     """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus thread rows.
 
@@ -226,7 +275,7 @@ class Store:
         needs_mark = _retry_locked(lambda: _refuse_foreign_database(self.conn, self.path))
         if self.path != ":memory:":
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
-        self.saver = SqliteSaver(self.conn)
+        self.saver = LocalSaver(self.conn)
         _retry_locked(self.saver.setup)
         _retry_locked(lambda: self.conn.executescript(_SCHEMA))
         if needs_mark:

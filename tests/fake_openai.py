@@ -136,6 +136,8 @@ class FakeOpenAI:
         self.refused: list[int] = []
         """Prompt tokens of each request refused for the context limit."""
         self.requests: list[RecordedRequest] = []
+        self.disconnects: list[int] = []
+        """For each stream the client abandoned: how many reply pieces had been sent."""
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -340,8 +342,14 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     and server._stopping.wait(chunk_delay)
                 ):
                     return
-                self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-                self.wfile.flush()
+                try:
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):  # the client went away
+                    with server._lock:
+                        server.disconnects.append(max(0, number - 1))
+                    self.close_connection = True
+                    return
             if reply.cut_after is not None:
                 return  # Connection: close, and no [DONE]
             self.wfile.write(b"data: [DONE]\n\n")

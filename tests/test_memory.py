@@ -86,15 +86,23 @@ def config(thread: str = "1") -> dict[str, Any]:
 
 
 def run(graph: Any, text: str | None, thread: str = "1", **kwargs: Any) -> list[dict[str, Any]]:
-    """One run; returns the custom events (summaries) it streamed."""
+    """One run; returns the custom events (summaries) it streamed, without the "folding"
+    announcements (each must come right before the fold it announces)."""
     payload = {"messages": [HumanMessage(text)]} if text is not None else {"messages": []}
-    return [
+    events = [
         part
         for mode, part in graph.stream(
             payload, config(thread), stream_mode=["custom", "values"], **kwargs
         )
         if mode == "custom"
     ]
+    for index, event in enumerate(events):
+        if event["event"] == "folding":
+            after = events[index + 1] if index + 1 < len(events) else {}
+            assert after.get("event") in ("summarized", "summary_failed"), events
+            if after.get("event") == "summarized":
+                assert after["messages"] == event["messages"]
+    return [event for event in events if event["event"] != "folding"]
 
 
 def state_of(graph: Any, thread: str = "1") -> dict[str, Any]:

@@ -472,3 +472,51 @@ def test_leaving_right_after_stopping_a_slow_reply_does_not_wait(
     assert time.monotonic() - left_at < 5, "Ctrl-D waited for the stopped reply"
     assert "Traceback" not in term.tail()
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "bye")) == ["hello"]
+
+
+def _wait_for(condition: Any, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_mid_reply_closes_the_connection_and_the_server_stops_sending(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    words = " ".join(f"word{n:02d}" for n in range(60))
+    openai_server.script(Reply(text=words, chunk_delay=0.15))
+    term = spawn("chat", "--thread", "cut", **fake_model_env(openai_server))
+    term.expect_prompt("cut")
+    term.child.send("tell me\r")
+    term.expect("word05")  # the reply is streaming
+    term.child.sendintr()
+    term.expect(r"interrupted.*your message is kept")
+    _wait_for(lambda: openai_server.disconnects)
+    (sent,) = openai_server.disconnects
+    assert sent < 25, f"the server sent {sent} of 60 pieces: the request was not closed"
+
+    openai_server.script("right away")  # the thread is usable at once: nothing to wait for
+    term.child.send("next\r")
+    term.expect("right away", timeout=10)
+    term.expect_prompt("cut")
+    assert term.leave() == 0
+    document = cli_json(tmp_path / "chat.sqlite", "show", "cut")
+    assert texts(document) == ["tell me", "next", "right away"], "nothing arrived late"
+
+
+def test_ctrl_c_stops_a_streaming_ask_and_the_server_sees_it(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    words = " ".join(f"word{n:02d}" for n in range(60))
+    openai_server.script(Reply(text=words, chunk_delay=0.15))
+    term = spawn("ask", "tell me", "--thread", "asked", **fake_model_env(openai_server))
+    term.expect("word05")
+    term.child.sendintr()
+    term.expect(r"interrupted: your message stays in thread 'asked' without a reply")
+    term.child.expect(pexpect.EOF, timeout=10)
+    term.child.close()
+    assert term.child.exitstatus == 130
+    _wait_for(lambda: openai_server.disconnects)
+    assert openai_server.disconnects[0] < 25
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["tell me"]

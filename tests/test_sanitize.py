@@ -313,9 +313,9 @@ def run_repl(backend: LocalBackend, lines: list[str], *, terminal: bool = False)
     return screen.getvalue()
 
 
-RICH_OWN = re.compile(r"\r?\x1b\[(?:[0-9;]*m|\d*[ABCDGK]|\?25[lh])")
+RICH_OWN = re.compile(r"\r?\x1b\[(?:[0-9;]*m|\d*[ABCDGK]|\?25l|\?25h\r?)")
 """What Rich itself writes on a terminal: colours, the live display's cursor moves and
-erasures, hiding the cursor."""
+erasures, hiding the cursor (and the carriage return after showing it again)."""
 
 
 def test_the_repl_streams_and_renders_a_reply_without_its_escape_codes(

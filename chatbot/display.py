@@ -1,0 +1,182 @@
+"""How a turn looks in the REPL while it runs: a spinner with words while waiting, then the
+reply as Markdown, drawn in time linear in its length.
+
+The reply is cut into blocks at blank lines outside code fences. A finished block is printed
+once, above the live area, and never drawn again; the live area holds only the block being
+written, redrawn at the runner's tick (not per token). Long replies therefore scroll past the
+screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
+grow with the reply.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.markup import escape
+from rich.segment import Segment
+from rich.spinner import Spinner
+from rich.text import Text
+
+from chatbot.errors import redact
+from chatbot.render import Markdown, describe_summary
+from chatbot.sanitize import sanitize
+from chatbot.session import (
+    Event,
+    Folding,
+    NothingToFold,
+    Reply,
+    Summarized,
+    SummaryFailed,
+    Token,
+)
+
+
+class Tail:
+    """Render only the last ``max_lines`` lines of a renderable (a streaming reply's tail)."""
+
+    def __init__(self, renderable: RenderableType, max_lines: int) -> None:
+        self.renderable = renderable
+        self.max_lines = max(1, max_lines)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Word-wrap even on a soft-wrapping console: Live would crop each line at the edge.
+        options = options.update(no_wrap=False, overflow="fold")
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-self.max_lines :]:
+            yield from line
+            yield Segment.line()
+
+
+THINKING = "thinking…"
+_FENCES = ("```", "~~~")
+
+
+def stable_prefix(text: str, start: int = 0) -> int:
+    """Where the finished blocks of ``text[start:]`` end (``start`` when none has).
+
+    A block is finished once a blank line outside a code fence is followed by a line that is
+    not indented (an indented one may still belong to a list item). ``start`` must be such a
+    boundary (or 0).
+    """
+    boundary = start
+    offset = start
+    fence = ""
+    blank_before = False
+    lines = text[start:].split("\n")
+    for number, line in enumerate(lines):
+        complete = number < len(lines) - 1
+        stripped = line.strip()
+        if not fence and blank_before and stripped and not line[:1].isspace():
+            boundary = offset
+        if not complete:
+            break
+        if fence:
+            if stripped.startswith(fence):
+                fence = ""
+        elif stripped.startswith(_FENCES):
+            fence = stripped[:3]
+        blank_before = not fence and not stripped
+        offset += len(line) + 1
+    return boundary
+
+
+@dataclass
+class ReplyView:
+    """One turn on the REPL's screen. ``live``: draw as it streams (a terminal); otherwise
+    everything is printed when the turn ends (a pipe, a test)."""
+
+    console: Console
+    live: bool
+    text: str = ""
+    replied: bool = False
+    notes: list[str] = field(default_factory=list)
+    status: str = ""
+    _status_since: float = 0.0
+    _printed: int = 0
+    """How much of ``text`` has been printed as finished blocks."""
+    _live: Live | None = None
+
+    # --- the runner's side ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._set_status(THINKING)
+        if self.live:
+            self._live = Live(console=self.console, auto_refresh=False, transient=True)
+            self._live.start()
+
+    def show(self, event: Event) -> None:
+        if isinstance(event, Token):
+            self.text += event.text
+            self.status = ""
+        elif isinstance(event, Reply):
+            self.replied = True
+            self.text = event.message.text or self.text  # the whole reply, notes included
+            self.status = ""
+        elif isinstance(event, Folding):
+            messages = "1 message" if event.messages == 1 else f"{event.messages} messages"
+            self._set_status(f"folding {messages} into the summary…")
+        elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
+            self.notes.append(note_for(event))
+            before_reply = getattr(event, "reason", "") in ("fit", "overflow")
+            self._set_status(THINKING if before_reply and not self.text else "")
+
+    def tick(self) -> None:
+        if self._live is None:
+            return
+        if self.status and not self.text:
+            seconds = int(time.monotonic() - self._status_since)
+            words = Text(f"{self.status} {seconds}s", style="dim")
+            self._live.update(Spinner("dots", text=words, style="dim"), refresh=True)
+            return
+        self._print_finished_blocks()
+        height = max(3, self.console.size.height - 2)
+        rest = self.text[self._printed :]
+        self._live.update(Tail(Markdown(rest), height) if rest else Group(), refresh=True)
+
+    # --- the end --------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Stop drawing and print what has not been printed yet (the last block)."""
+        if self._live is not None:
+            self._live.update(Group(), refresh=True)
+            self._live.stop()
+            self._live = None
+        rest = self.text[self._printed :]
+        if rest.strip():
+            if self._printed:
+                self.console.print()
+            self.console.print(Markdown(rest))
+        self._printed = len(self.text)
+
+    def _print_finished_blocks(self) -> None:
+        boundary = stable_prefix(self.text, self._printed)
+        if boundary <= self._printed:
+            return
+        assert self._live is not None
+        if self._printed:
+            self._live.console.print()
+        self._live.console.print(Markdown(self.text[self._printed : boundary]))
+        self._printed = boundary
+
+    def _set_status(self, status: str) -> None:
+        self.status = status
+        self._status_since = time.monotonic()
+
+
+def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:
+    """The line shown after a turn for what happened to the summary (Rich markup)."""
+    if isinstance(event, Summarized):
+        return f"[dim]{escape(describe_summary(event))}[/]"
+    if isinstance(event, SummaryFailed):
+        retry = "/compact again" if event.reason == "compact" else "next turn retries"
+        return (
+            f"[yellow]summary failed, nothing was removed ({retry}):[/] "
+            f"{escape(sanitize(redact(event.error)))}"
+        )
+    return (
+        f"[dim]nothing to fold: the kept window holds the whole conversation "
+        f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size[/]"
+    )

@@ -1,0 +1,53 @@
+"""Model calls written once, run both ways: a node's logic is a generator that yields the
+calls it needs and gets their replies back, and :func:`drive` / :func:`adrive` make the calls.
+
+The synchronous driver serves ``graph.invoke`` and ``graph.stream`` (tests, embedding, the
+benchmarks); the asynchronous one serves ``astream`` (the terminal and LangGraph's server),
+where cancelling the task closes the HTTP request at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, TypeVar
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+
+Result = TypeVar("Result")
+Call = tuple[Runnable[Any, Any], list[BaseMessage]]
+"""A model (or a model with its config) and the messages to send it."""
+Steps = Generator[Call, AIMessage, Result]
+"""Yields calls; each call's reply is sent back in, or its exception thrown in."""
+
+
+def drive(steps: Steps[Result]) -> Result:
+    """Run the steps, calling each model synchronously."""
+    try:
+        model, request = next(steps)
+        while True:
+            try:
+                reply = model.invoke(request)
+            except Exception as error:  # the steps decide what a failed call means
+                model, request = steps.throw(error)
+            else:
+                model, request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def adrive(steps: Steps[Result]) -> Result:
+    """Run the steps, awaiting each model call (cancellable, unlike a call in a thread)."""
+    try:
+        model, request = next(steps)
+        while True:
+            try:
+                reply = await model.ainvoke(request)
+            except Exception as error:
+                model, request = steps.throw(error)
+            else:
+                model, request = steps.send(reply)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    finally:
+        steps.close()

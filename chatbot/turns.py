@@ -1,0 +1,116 @@
+"""Running a turn: one asyncio event loop for the session, each turn a task that Ctrl-C cancels.
+
+Cancelling the task cancels the graph's ``astream`` and with it the model's HTTP request, whose
+connection closes at once: the provider stops generating, nothing arrives late to be saved,
+and no thread is left running. The user's message was checkpointed before the model was
+called, so the thread stays usable and ``/retry`` regenerates the reply.
+
+The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from chatbot.session import Event
+
+TICK_SECONDS = 1 / 12
+"""How often a display is asked to redraw (spinners, the reply so far)."""
+
+
+class Display(Protocol):
+    """What a turn looks like while it runs (the runner calls it from the event loop)."""
+
+    def show(self, event: Event) -> None:
+        """An event arrived: remember it (cheaply; drawing happens in :meth:`tick`)."""
+
+    def tick(self) -> None:
+        """Time to redraw."""
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended: normally, stopped with Ctrl-C, or with an error."""
+
+    interrupted: bool = False
+    error: Exception | None = None
+
+
+_session: TurnRunner | None = None
+
+
+def session_runner() -> TurnRunner:
+    """The process's turn runner: one event loop for the whole session, because the model
+    clients keep pooled connections that belong to the loop they were opened in. Closed at
+    exit."""
+    global _session
+    if _session is None:
+        _session = TurnRunner()
+        atexit.register(_session.close)
+    return _session
+
+
+class TurnRunner:
+    """Runs turns on one event loop kept for the whole session (the model clients' pooled
+    connections belong to it). Close it when the session ends."""
+
+    def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
+        self.tick_seconds = tick_seconds
+        self._runner: asyncio.Runner | None = None
+
+    def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
+        """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        try:
+            # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
+            # raises KeyboardInterrupt once the task has unwound (closing the HTTP request).
+            self._runner.run(self._consume(turn, display))
+        except KeyboardInterrupt:
+            self._unwind()
+            return TurnOutcome(interrupted=True)
+        except Exception as error:  # a model, network or server error: the caller says it
+            return TurnOutcome(error=error)
+        return TurnOutcome()
+
+    async def _consume(self, turn: AsyncIterable[Event], display: Display) -> None:
+        ticker = asyncio.create_task(self._tick(display))
+        events = turn.__aiter__()
+        try:
+            async for event in events:
+                display.show(event)
+        finally:
+            ticker.cancel()
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+            display.tick()
+
+    async def _tick(self, display: Display) -> None:
+        while True:
+            display.tick()
+            await asyncio.sleep(self.tick_seconds)
+
+    def _unwind(self) -> None:
+        """Cancel what a KeyboardInterrupt raised inside the loop (not by the SIGINT handler,
+        which cancels cleanly) left pending, and let it finish unwinding."""
+        assert self._runner is not None
+        loop = self._runner.get_loop()
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+    def close(self) -> None:
+        """End the session's event loop."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
