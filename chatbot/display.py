@@ -98,6 +98,7 @@ class ReplyView:
     _printed: int = 0
     """How much of ``text`` has been printed as finished blocks."""
     _live: Live | None = None
+    _drawn: tuple[int, int, str, int] = (-1, -1, "", -1)
 
     # --- the runner's side ----------------------------------------------------------------
 
@@ -126,15 +127,22 @@ class ReplyView:
     def tick(self) -> None:
         if self._live is None:
             return
-        if self.status and not self.text:
-            seconds = int(time.monotonic() - self._status_since)
-            words = Text(f"{self.status} {seconds}s", style="dim")
-            self._live.update(Spinner("dots", text=words, style="dim"), refresh=True)
-            return
         self._print_finished_blocks()
-        height = max(3, self.console.size.height - 2)
         rest = self.text[self._printed :]
-        self._live.update(Tail(Markdown(rest), height) if rest else Group(), refresh=True)
+        elapsed = time.monotonic() - self._status_since
+        frame = int(elapsed * 10) if self.status else 0
+        drawn = (len(self.text), self._printed, self.status, frame)
+        if drawn == self._drawn:
+            return  # nothing new: no redraw (a redraw is where the time goes)
+        self._drawn = drawn
+        height = max(3, self.console.size.height - 2)
+        parts: list[RenderableType] = []
+        if rest:
+            parts.append(Tail(Markdown(rest), height - (1 if self.status else 0)))
+        if self.status:
+            words = Text(f"{self.status} {int(elapsed)}s", style="dim")
+            parts.append(Spinner("dots", text=words, style="dim"))
+        self._live.update(Group(*parts), refresh=True)
 
     # --- the end --------------------------------------------------------------------------
 

@@ -157,8 +157,8 @@ def terminal_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         CHATBOT_DB=str(tmp_path / "chat.sqlite"),
         CHATBOT_SUMMARY_TRIGGER="messages:6",
         CHATBOT_SUMMARY_KEEP="messages:2",
-        **extra,
     )
+    env.update(extra)
     return env
 
 
@@ -520,3 +520,31 @@ def test_ctrl_c_stops_a_streaming_ask_and_the_server_sees_it(
     _wait_for(lambda: openai_server.disconnects)
     assert openai_server.disconnects[0] < 25
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["tell me"]
+
+
+def test_a_spinner_with_words_while_thinking_and_while_folding(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    env = fake_model_env(
+        openai_server, CHATBOT_SUMMARY_TRIGGER="messages:1", CHATBOT_SUMMARY_KEEP="messages:1"
+    )
+    term = spawn("chat", "--thread", "spin", **env)
+    term.expect_prompt("spin")
+    openai_server.script(
+        Reply(text="here at last", delay=2.5),  # the reply: seconds before the first token
+        Reply(text="SUMMARY: hi", delay=30),  # the summary after it: never comes
+    )
+    term.child.send("hello\r")
+    shown = term.expect(r"thinking… 2s")
+    assert "thinking… 0s" in shown or "thinking… 1s" in shown, "the seconds count up"
+    term.expect("here at last")
+    term.expect(r"folding 1 message into the summary… \ds")
+    term.child.sendintr()  # Ctrl-C works while folding too
+    term.expect(r"interrupted.*the reply is saved; the summary is made next turn")
+    term.expect_prompt("spin")
+    assert term.leave() == 0
+    screen = term.transcript.getvalue()
+    after = plain(screen[screen.rindex("here at last") :])
+    assert "thinking…" not in after.split("interrupted")[-1], "the spinner is cleared"
+    document = cli_json(tmp_path / "chat.sqlite", "show", "spin")
+    assert texts(document) == ["hello", "here at last"] and not document["summary"]
