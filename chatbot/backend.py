@@ -11,12 +11,13 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
 
 from chatbot.errors import FriendlyError
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
+from chatbot.state import ChatGraph
 from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
 from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
 
@@ -53,6 +54,12 @@ class Backend(Protocol):
     def delete(self, thread_id: str) -> bool: ...
 
 
+def _as_context(values: dict[str, Any] | None) -> Any:
+    """A run's context as LangGraph takes it: a dict of :class:`~chatbot.state.Context` fields
+    (LangGraph builds the dataclass; a missing field keeps its default), or ``None``."""
+    return values or None
+
+
 def snapshot_of(state: StateSnapshot) -> Snapshot:
     """A LangGraph ``StateSnapshot`` as a :class:`Snapshot`."""
     parent = (state.parent_config or {}).get("configurable", {}).get("checkpoint_id")
@@ -71,7 +78,7 @@ class LocalBackend:
 
     local_only_note = ""
 
-    def __init__(self, graph: CompiledStateGraph, store: Store) -> None:
+    def __init__(self, graph: ChatGraph, store: Store) -> None:
         self.graph = graph
         self.store = store
         self.location = store.path
@@ -81,8 +88,8 @@ class LocalBackend:
     def _turn(
         self,
         thread_id: str,
-        payload: dict[str, Any] | None,
-        config: dict[str, Any],
+        payload: Any,
+        config: RunnableConfig,
         context: dict[str, Any] | None,
         title_hint: str = "",
     ) -> TurnStream:
@@ -90,7 +97,7 @@ class LocalBackend:
 
         def blocking() -> Iterator[Event]:
             stream = self.graph.stream(
-                payload, config, context=context or None, stream_mode=STREAM_MODES
+                payload, config, context=_as_context(context), stream_mode=STREAM_MODES
             )
             try:
                 yield from events_from_stream(stream)
@@ -99,14 +106,16 @@ class LocalBackend:
 
         async def cancellable() -> AsyncIterator[Event]:
             stream = self.graph.astream(
-                payload, config, context=context or None, stream_mode=STREAM_MODES
+                payload, config, context=_as_context(context), stream_mode=STREAM_MODES
             )
             try:
                 async for part in stream:
                     for event in events_from_stream([part]):
                         yield event
             finally:
-                await stream.aclose()
+                aclose = getattr(stream, "aclose", None)  # an async generator's
+                if aclose is not None:
+                    await aclose()
                 self._record(thread_id, title_hint)
 
         return TurnStream(blocking, cancellable)
@@ -129,7 +138,7 @@ class LocalBackend:
         return self._turn(
             thread_id,
             {"messages": []},
-            {**thread_config(thread_id), "metadata": {ACTION_KEY: "compact"}},
+            thread_config(thread_id, metadata={ACTION_KEY: "compact"}),
             {**(context or {}), "compact": True, "compact_focus": focus},
         )
 
@@ -143,8 +152,8 @@ class LocalBackend:
         if not messages or not isinstance(messages[-1], AIMessage):
             raise BackendError("nothing to regenerate: the last message has no reply")
         self.graph.update_state(
-            {**thread_config(thread_id), "metadata": {ACTION_KEY: "retry"}},
-            {"messages": [RemoveMessage(id=messages[-1].id)]},
+            thread_config(thread_id, metadata={ACTION_KEY: "retry"}),
+            {"messages": [RemoveMessage(id=str(messages[-1].id))]},
             as_node="summarize_conversation",
         )
         return self.resume(thread_id, None, context)
@@ -197,10 +206,7 @@ class LocalBackend:
             raise BackendError(f"thread {thread_id!r} has no state to fork")
         origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
         self.graph.update_state(
-            {
-                **thread_config(new_id),
-                "metadata": {ACTION_KEY: "fork", ORIGIN_KEY: origin},
-            },
+            thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
             {
                 "messages": list(source.values.get("messages", [])),
                 "summary": source.values.get("summary", ""),
@@ -222,13 +228,13 @@ class LocalBackend:
         metadata = {ACTION_KEY: action}
         if checkpoint_id is None:
             self.graph.update_state(
-                {**thread_config(thread_id), "metadata": metadata},
+                thread_config(thread_id, metadata=metadata),
                 {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
                 as_node="summarize_conversation",
             )
         else:
             self.graph.update_state(
-                {**thread_config(thread_id, checkpoint_id), "metadata": metadata},
+                thread_config(thread_id, checkpoint_id, metadata=metadata),
                 None,
                 as_node="__end__",
             )

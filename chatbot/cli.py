@@ -40,7 +40,7 @@ class OneLineErrors(TyperGroup):
     code of an ``Exit``) instead of printing; this class does the printing and exiting.
     """
 
-    def main(  # type: ignore[override]
+    def main(
         self,
         args: Sequence[str] | None = None,
         prog_name: str | None = None,
@@ -395,9 +395,10 @@ def chat(
     """Chat interactively (the default command). /help inside lists the slash commands."""
     from platformdirs import user_data_path
 
-    from chatbot.commands import COMMANDS
+    from chatbot.commands import COMMANDS, dispatch
     from chatbot.models import max_input_tokens
-    from chatbot.repl import Repl, ScriptedReader, check_thread_id, new_thread_id
+    from chatbot.repl import Repl, ScriptedReader
+    from chatbot.threadids import check_thread_id, new_thread_id
 
     if thread and new:
         fail("give --thread or --new, not both", 2)
@@ -423,6 +424,7 @@ def chat(
         settings=state.settings,
         thread_id=thread_id,
         model_name="(the server's model)" if state.remote else state.models.chat_name,
+        dispatch=dispatch,
         max_input_tokens=None if state.remote else max_input_tokens(state.models.chat),
         notice="" if state.remote else state.models.notice,
     )
@@ -467,7 +469,7 @@ def ask(
     url: UrlOption = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
-    from chatbot.repl import check_thread_id
+    from chatbot.threadids import check_thread_id
     from chatbot.settings import SettingsError
 
     try:
@@ -491,18 +493,18 @@ def ask(
     if outcome.interrupted:
         _leaving_after_ctrl_c()
         fail(f"interrupted: your message stays in thread {thread!r} without a reply", 130)
-    error = outcome.error
-    if error is not None:
-        if isinstance(error, CliError | SettingsError):
-            raise error
+    failure = outcome.error
+    if failure is not None:
+        if isinstance(failure, CliError | SettingsError):
+            raise failure
         try:
             kept = backend.current(thread)
         except Exception:
             kept = None
         if kept is None or not kept.awaiting_reply:
-            raise error
+            raise failure
         fail(
-            f"{describe_error(error)} - your message is kept in thread {thread!r}: "
+            f"{describe_error(failure)} - your message is kept in thread {thread!r}: "
             f"'chatbot chat -t {thread}' then /retry asks again",
             1,
         )
@@ -750,7 +752,7 @@ def fork(
     db: DbOption = None,
 ) -> None:
     """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
-    from chatbot.repl import MAX_THREAD_ID, check_thread_id, new_thread_id
+    from chatbot.threadids import check_thread_id, next_fork_id
     from chatbot.timeline import find_checkpoint
 
     backend = _open_thread(ctx, thread_id, db)
@@ -760,8 +762,7 @@ def fork(
         else None
     )
     try:
-        suffix = f"-{new_thread_id()}"
-        new_id = check_thread_id(to) if to else thread_id[: MAX_THREAD_ID - len(suffix)] + suffix
+        new_id = check_thread_id(to) if to else next_fork_id(thread_id, backend.thread_exists)
     except ValueError as error:
         fail(str(error), 2)
     backend.fork(thread_id, checkpoint_id, new_id)

@@ -14,7 +14,7 @@ this module decides *whether*, *what* and does it. Four reasons, in order of pre
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -47,7 +47,7 @@ def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettin
     return run.counter.messages(sent)
 
 
-def overflow_of(state: dict[str, Any]) -> dict[str, Any] | None:
+def overflow_of(state: Mapping[str, Any]) -> dict[str, Any] | None:
     """The provider's refusal recorded for the pending message (None if it is not this one's)."""
     messages = state["messages"]
     flag = state.get("context_overflow") or {}
@@ -56,7 +56,7 @@ def overflow_of(state: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def fold_reason(state: dict[str, Any], run: RunSettings, *, compact: bool) -> FoldReason | None:
+def fold_reason(state: Mapping[str, Any], run: RunSettings, *, compact: bool) -> FoldReason | None:
     """Why the messages should be folded now, if they should (see the module docstring)."""
     messages = state["messages"]
     summary = state.get("summary", "")
@@ -85,7 +85,7 @@ def _fixed_head(summary: str, run: RunSettings) -> int:
     return run.counter.messages(system) + allowance
 
 
-def plan_fold(state: dict[str, Any], run: RunSettings, reason: FoldReason) -> policy.SummaryPlan:
+def plan_fold(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> policy.SummaryPlan:
     """The messages to fold for ``reason`` (may be empty: nothing safe to fold)."""
     messages = state["messages"]
     counts = run.counter.per_message(messages)
@@ -106,7 +106,7 @@ def plan_fold(state: dict[str, Any], run: RunSettings, reason: FoldReason) -> po
     return policy.plan_summary(messages, run.policy, counts, max_kept_tokens=kept_room)
 
 
-def refused_tokens(state: dict[str, Any], run: RunSettings) -> int:
+def refused_tokens(state: Mapping[str, Any], run: RunSettings) -> int:
     """Our count of the request the provider refused as too long (or of the context now)."""
     flag = overflow_of(state) or {}
     counted = flag.get("counted")
@@ -115,7 +115,7 @@ def refused_tokens(state: dict[str, Any], run: RunSettings) -> int:
     return context_tokens(state["messages"], state.get("summary", ""), run)
 
 
-def could_shrink(state: dict[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:
+def could_shrink(state: Mapping[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:
     """After an overflow: False when folding ``plan`` cannot shrink the refused request by
     :data:`~chatbot.policy.MIN_SHRINK` even if the summary came out empty."""
     counts = run.counter.per_message(state["messages"])
@@ -135,7 +135,7 @@ class Fold:
 
 
 def fold(
-    state: dict[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
+    state: Mapping[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
 ) -> Steps[Fold]:
     """Fold the planned messages into the summary (steps: the summary calls it needs);
     raises :class:`SummaryFailed`."""

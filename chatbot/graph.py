@@ -25,7 +25,6 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime, get_runtime
 
 from chatbot import finish, folding, policy, prompts
@@ -38,11 +37,15 @@ from chatbot.errors import (
 )
 from chatbot.runsettings import ModelCache, RunSettings, resolve_run
 from chatbot.settings import Settings
-from chatbot.state import Context, State
+from chatbot.state import ChatGraph, Context, State
 from chatbot.steps import Steps, adrive, drive
 from chatbot.tokens import USAGE_KEY
 
 log = logging.getLogger("chatbot.graph")
+
+DONE: Literal["__end__"] = "__end__"
+"""LangGraph's ``END``, typed for the routing functions' ``Literal`` return types."""
+assert DONE == END
 
 SummaryFailed = folding.SummaryFailed  # kept importable from here
 
@@ -75,7 +78,7 @@ def build_graph(
     summary_model: BaseChatModel | None = None,
     settings: Settings | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
-) -> CompiledStateGraph:
+) -> ChatGraph:
     """Build and compile the summarizing chat graph.
 
     ``summary_model`` defaults to ``chat_model``; ``settings`` to defaults read from the
@@ -100,7 +103,7 @@ def build_graph(
             return "summarize_conversation"  # it explains when there is nothing to fold
         if reason is not None and folding.plan_fold(state, run, reason):
             return "summarize_conversation"
-        return "conversation" if folding.pending_reply(state["messages"]) else END
+        return "conversation" if folding.pending_reply(state["messages"]) else DONE
 
     def conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
         """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
@@ -159,7 +162,7 @@ def build_graph(
             return "summarize_conversation"
         if reason is not None and folding.plan_fold(state, run, reason):
             return "summarize_conversation"
-        return END
+        return DONE
 
     def summarize_conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
         """Fold the older messages into ``summary`` and remove exactly those messages.
@@ -219,12 +222,12 @@ def build_graph(
         )
         return {
             "summary": done.summary,
-            "messages": [RemoveMessage(id=message.id) for message in done.folded],
+            "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],
         }
 
     def after_summary(state: State) -> Literal["conversation", "__end__"]:
         """A message still waiting for its reply is answered now."""
-        return "conversation" if folding.pending_reply(state["messages"]) else END
+        return "conversation" if folding.pending_reply(state["messages"]) else DONE
 
     builder = StateGraph(State, context_schema=Context)
     builder.add_node("conversation", _node(conversation))

@@ -68,7 +68,7 @@ def _key_bindings() -> KeyBindings:
     return bindings
 
 
-def _continuation(width: int, line_number: int, is_soft_wrap: bool) -> str:
+def _continuation(width: int, line_number: int, is_soft_wrap: int) -> str:
     """Dots before a line that Alt-Enter started; blanks where a long line merely wraps."""
     return " " * width if is_soft_wrap else "." * (width - 1) + " "
 

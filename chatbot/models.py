@@ -84,7 +84,7 @@ class OfflineChatModel(BaseChatModel):
         text = self._reply(messages)
         message = AIMessage(
             content=text,
-            usage_metadata=self._usage(messages, text),  # type: ignore[arg-type]
+            usage_metadata=self._usage(messages, text),
             response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -105,7 +105,7 @@ class OfflineChatModel(BaseChatModel):
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
-                usage_metadata=self._usage(messages, text),  # type: ignore[arg-type]
+                usage_metadata=self._usage(messages, text),
                 response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
                 chunk_position="last",
             )

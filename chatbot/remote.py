@@ -349,7 +349,7 @@ class RemoteBackend:
     def _local_only(self, what: str) -> BackendError:
         return BackendError(f"{what} works on local threads only ({self.local_only_note})")
 
-    def restore(self, thread_id: str, checkpoint_id: str, action: str) -> None:
+    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
         raise self._local_only(f"/{action}")
 
     def rename(self, thread_id: str, new_id: str) -> None:

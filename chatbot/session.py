@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk
+from langgraph.types import StreamMode
 
 from chatbot.models import SUMMARY_TAG
 
 TITLE_CHARS = 80
-STREAM_MODES = ["messages", "custom", "updates"]
+STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ def custom_event(payload: Any) -> Event | None:
     return None
 
 
-def events_from_stream(stream: Iterable[tuple[str, Any]]) -> Iterator[Event]:
+def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
     """Translate a local graph stream into events, in order."""
     for mode, payload in stream:
         if mode == "messages":

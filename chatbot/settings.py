@@ -201,7 +201,7 @@ def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Set
         if not path.is_file():
             raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
     try:
-        return Settings(_env_file=env_file, **overrides)  # type: ignore[call-arg]
+        return Settings(_env_file=env_file, **overrides)
     except ValidationError as error:
         raise SettingsError(describe_validation_error(error)) from None
     except UnicodeDecodeError:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langgraph.graph import MessagesState
+from langgraph.graph.state import CompiledStateGraph
 
 
 class State(MessagesState):
@@ -72,3 +73,7 @@ class Context:
             "description": "Language of the summary prompts: en or zh. Empty: CHATBOT_LANGUAGE."
         },
     )
+
+
+ChatGraph = CompiledStateGraph[State, Context, State, State]
+"""The compiled chatbot graph, as :func:`chatbot.graph.build_graph` returns it."""

@@ -33,7 +33,7 @@ def drive(steps: Steps[Result]) -> Result:
             else:
                 model, request = steps.send(reply)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
 
 
 async def adrive(steps: Steps[Result]) -> Result:
@@ -48,6 +48,6 @@ async def adrive(steps: Steps[Result]) -> Result:
             else:
                 model, request = steps.send(reply)
     except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
+        return done.value
     finally:
         steps.close()

@@ -32,8 +32,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.base.id import UUID as CheckpointUUID
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import StateSnapshot
+
+from chatbot.state import ChatGraph
 
 BUSY_TIMEOUT_SECONDS = 30.0
 APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
@@ -420,24 +421,28 @@ class Store:
 # --- state through the graph ---------------------------------------------------------------
 
 
-def thread_config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
-    """The ``RunnableConfig`` addressing a thread (and optionally one of its checkpoints)."""
+def thread_config(
+    thread_id: str, checkpoint_id: str | None = None, metadata: dict[str, Any] | None = None
+) -> RunnableConfig:
+    """The ``RunnableConfig`` addressing a thread (and optionally one of its checkpoints);
+    ``metadata`` goes into the checkpoints the run writes."""
     configurable: dict[str, Any] = {"thread_id": thread_id}
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
         configurable["checkpoint_ns"] = ""
-    return {"configurable": configurable}
+    config = RunnableConfig(configurable=configurable)
+    if metadata:
+        config["metadata"] = metadata
+    return config
 
 
-def read_state(
-    graph: CompiledStateGraph, thread_id: str, checkpoint_id: str | None = None
-) -> StateSnapshot:
+def read_state(graph: ChatGraph, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
     """A thread's current state, or its state at one past checkpoint."""
     return graph.get_state(thread_config(thread_id, checkpoint_id))
 
 
 def state_history(
-    graph: CompiledStateGraph, thread_id: str, limit: int | None = None
+    graph: ChatGraph, thread_id: str, limit: int | None = None
 ) -> Iterator[StateSnapshot]:
     """A thread's checkpoints, newest first; older ones still hold messages later folded."""
     return graph.get_state_history(thread_config(thread_id), limit=limit)

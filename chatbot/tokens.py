@@ -45,8 +45,8 @@ TOOL_CALL_OVERHEAD = 8
 USAGE_KEY = "chatbot_counted"
 """Key in a reply's ``response_metadata``: our raw count of the request it answered."""
 
-_O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o", "gpt-oss", "o1", "o3")
-_O200K_PREFIXES += ("o4", "codex-")
+_O200K_PREFIXES: tuple[str, ...] = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "chatgpt-4o")
+_O200K_PREFIXES += ("gpt-oss", "o1", "o3", "o4", "codex-")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 
 
@@ -266,7 +266,7 @@ class TokenCounter:
 
 def usage_scale(reply: AIMessage, tokenizer: str) -> float | None:
     """Provider ``input_tokens`` over our recorded raw count of that request, if both exist."""
-    usage = reply.usage_metadata or {}
+    usage: dict[str, Any] = dict(reply.usage_metadata or {})
     counted = (reply.response_metadata or {}).get(USAGE_KEY)
     if not isinstance(counted, dict) or counted.get("tokenizer") != tokenizer:
         return None
