@@ -469,8 +469,8 @@ def ask(
     url: UrlOption = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
-    from chatbot.threadids import check_thread_id
     from chatbot.settings import SettingsError
+    from chatbot.threadids import check_thread_id
 
     try:
         thread = check_thread_id(thread)
@@ -747,7 +747,11 @@ def fork(
     ] = None,
     to: Annotated[
         str | None,
-        typer.Option("--to", help="Id of the new thread.", callback=_valid_text_option),
+        typer.Option(
+            "--to",
+            help="Id of the new thread (default: THREAD-fork1, or the next free number).",
+            callback=_valid_text_option,
+        ),
     ] = None,
     db: DbOption = None,
 ) -> None:

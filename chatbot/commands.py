@@ -19,6 +19,7 @@ from chatbot.export import render as render_export
 from chatbot.models import is_offline, make_model, max_input_tokens
 from chatbot.policy import PolicyError, SummaryPolicy
 from chatbot.render import Markdown
+from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
     compact_refusal,
     find_checkpoint,
@@ -101,8 +102,6 @@ def _no_argument(name: str, arg: str) -> None:
 
 
 def _thread_id(value: str) -> str:
-    from chatbot.repl import check_thread_id
-
     try:
         return check_thread_id(value)
     except ValueError as error:
@@ -185,8 +184,6 @@ def _threads(repl: Repl, arg: str) -> Outcome:
 
 @command("new", "/new", "start a fresh thread with a generated id")
 def _new(repl: Repl, arg: str) -> Outcome:
-    from chatbot.repl import new_thread_id
-
     _no_argument("new", arg)
     repl.open_thread(new_thread_id())
     return None
@@ -227,8 +224,6 @@ def _delete(repl: Repl, arg: str) -> Outcome:
     repl.backend.delete(thread_id)
     repl.say(f"deleted {thread_id}")
     if thread_id == repl.thread_id:
-        from chatbot.repl import new_thread_id
-
         repl.open_thread(new_thread_id())
     return None
 
@@ -288,14 +283,6 @@ def _show(repl: Repl, arg: str) -> Outcome:
 # --- branching -----------------------------------------------------------------------------------
 
 
-def fork_id(thread_id: str, number: int) -> str:
-    """``<thread>-fork<N>``, shortened so that it stays a usable thread id."""
-    from chatbot.repl import MAX_THREAD_ID
-
-    suffix = f"-fork{number}"
-    return thread_id[: MAX_THREAD_ID - len(suffix)] + suffix
-
-
 @command(
     "fork",
     "/fork [CHECKPOINT]",
@@ -305,11 +292,7 @@ def fork_id(thread_id: str, number: int) -> str:
 def _fork(repl: Repl, arg: str) -> Outcome:
     history = _history(repl)
     source = find_checkpoint(history, arg) if arg else lineage(history)[-1]
-    existing = {t.thread_id for t in repl.backend.threads()}
-    number = 1
-    while fork_id(repl.thread_id, number) in existing:
-        number += 1
-    new_id = fork_id(repl.thread_id, number)
+    new_id = next_fork_id(repl.thread_id, repl.backend.thread_exists)
     repl.backend.fork(repl.thread_id, source.checkpoint_id, new_id)
     origin = repl.thread_id
     repl.say(f"forked {origin} at checkpoint {short_id(source.checkpoint_id)} into {new_id}")

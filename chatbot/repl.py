@@ -2,18 +2,16 @@
 
 The loop gets its console and its line reader injected, so it runs the same in a terminal
 (prompt_toolkit + Rich) and in tests (a list of lines + a Rich console writing to a buffer).
-Slash commands live in :mod:`chatbot.commands`.
+Slash commands live in :mod:`chatbot.commands`, which the caller hands in as ``dispatch``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import secrets
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -31,8 +29,6 @@ from chatbot.tokens import TokenCounter, counter_for
 from chatbot.turns import TurnRunner, session_runner
 
 log = logging.getLogger("chatbot.repl")
-
-MAX_THREAD_ID = 100
 
 
 class LineReader(Protocol):
@@ -56,27 +52,9 @@ class ScriptedReader:
         return line
 
 
-def new_thread_id(now: datetime | None = None) -> str:
-    """A fresh, short thread id people can type: month, day, time and a random suffix."""
-    stamp = (now or datetime.now()).strftime("%m%d-%H%M")
-    return f"{stamp}-{secrets.token_hex(2)}"
-
-
-def check_thread_id(thread_id: str) -> str:
-    """A thread id people can type: non-empty, no spaces or control characters, at most 100
-    characters."""
-    value = thread_id.strip()
-    if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):
-        raise ValueError(
-            f"{value!r} is not a usable thread id: it contains a control character "
-            "(an escape code?); use printable characters without spaces"
-        )
-    if not value or any(c.isspace() for c in value) or len(value) > MAX_THREAD_ID:
-        raise ValueError(
-            f"{thread_id!r} is not a usable thread id: use 1-{MAX_THREAD_ID} characters "
-            "without spaces"
-        )
-    return value
+Dispatch = Callable[["Repl", str], "str | None"]
+"""Runs one slash-command line on a REPL; ``"exit"`` ends the loop. The REPL is given its
+commands (``chatbot.commands.dispatch``) and knows nothing about them."""
 
 
 @dataclass
@@ -89,6 +67,7 @@ class Repl:
     settings: Settings
     thread_id: str
     model_name: str
+    dispatch: Dispatch
     max_input_tokens: int | None = None
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
@@ -118,8 +97,6 @@ class Repl:
 
     def run(self) -> int:
         """Chat until /exit or Ctrl-D. Returns the exit code."""
-        from chatbot.commands import dispatch
-
         self.greet()
         while True:
             try:
@@ -132,7 +109,7 @@ class Repl:
             if not line.strip():
                 continue
             if line.lstrip().startswith("/"):
-                if dispatch(self, line.strip()) == "exit":
+                if self.dispatch(self, line.strip()) == "exit":
                     break
             else:
                 self.chat(line)

@@ -8,7 +8,6 @@ the way a user makes them: ``chatbot chat`` reading a script from stdin. With ``
 from __future__ import annotations
 
 import json
-import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,8 +22,8 @@ from chatbot.backend import LocalBackend
 from chatbot.cli import app
 from chatbot.graph import build_graph
 from chatbot.models import OfflineChatModel
-from chatbot.repl import check_thread_id
 from chatbot.store import Store, ThreadInfo, thread_config
+from chatbot.threadids import check_thread_id
 from chatbot.timeline import Snapshot, lineage, short_id
 
 runner = CliRunner()
@@ -376,12 +375,16 @@ def test_fork_prints_the_new_id_and_copies_the_latest_state(summarized: Path) ->
     result = cli("fork", "t1", "--db", str(summarized))
     assert result.exit_code == 0, result.output
     new_id = result.stdout.strip()
-    assert re.fullmatch(r"t1-\d{4}-\d{4}-[0-9a-f]{4}", new_id)
+    assert new_id == "t1-fork1", "named as /fork names it in the REPL"
     assert values(summarized, new_id) == values(summarized, "t1")
     info = listing(summarized)[new_id]
     head = chain(summarized, "t1")[-1]
     assert (info.origin_thread, info.origin_checkpoint) == ("t1", head.checkpoint_id)
     assert (info.title, info.message_count, info.has_summary) == ("one", 2, True)
+    again = cli("fork", "t1", "--db", str(summarized))
+    assert again.stdout == "t1-fork2\n", "the next free number"
+    forked_in_repl = chat(summarized, "t1", "/fork")
+    assert "into t1-fork3" in forked_in_repl.stdout, "the REPL follows the same rule"
 
 
 def test_fork_at_a_checkpoint_to_a_chosen_id(summarized: Path) -> None:

@@ -26,11 +26,13 @@ from rich.console import Console
 
 import chatbot.cli
 from chatbot.backend import LocalBackend
+from chatbot.commands import dispatch
 from chatbot.graph import build_graph
-from chatbot.repl import Repl, ScriptedReader, check_thread_id
+from chatbot.repl import Repl, ScriptedReader
 from chatbot.sanitize import MAX_HELD, StreamSanitizer, escape_json_controls, sanitize
 from chatbot.settings import Settings
 from chatbot.store import Store
+from chatbot.threadids import check_thread_id
 from tests.fake_openai import FakeOpenAI
 from tests.http_cli import Cli, is_summary_request, ok, summarizing
 from tests.scripted import ScriptedChatModel
@@ -308,7 +310,7 @@ def run_repl(backend: LocalBackend, lines: list[str], *, terminal: bool = False)
     screen = io.StringIO()
     console = Console(file=screen, width=100, force_terminal=terminal, highlight=False)
     settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
-    repl = Repl(backend, console, ScriptedReader(lines), settings, "t1", "scripted")
+    repl = Repl(backend, console, ScriptedReader(lines), settings, "t1", "scripted", dispatch)
     assert repl.run() == 0
     return screen.getvalue()
 
