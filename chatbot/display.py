@@ -114,7 +114,9 @@ class ReplyView:
             self.status = ""
         elif isinstance(event, Reply):
             self.replied = True
-            self.text = event.message.text or self.text  # the whole reply, notes included
+            final = event.message.text  # the whole reply, notes included
+            if final and final.startswith(self.text[: self._printed]):
+                self.text = final  # (what is printed already stays as it was)
             self.status = ""
         elif isinstance(event, Folding):
             messages = "1 message" if event.messages == 1 else f"{event.messages} messages"

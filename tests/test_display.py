@@ -1,0 +1,111 @@
+"""The REPL's live reply: finished blocks are printed once, the rest redrawn at the tick, and
+a long reply scrolls past a small screen with every line exactly once (checked through a
+terminal emulator, pyte, the way a person would see the scrollback)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pyte
+import pytest
+from langchain_core.messages import AIMessage
+from rich.console import Console
+
+from chatbot.display import ReplyView, stable_prefix
+from chatbot.session import Folding, Reply, Summarized, Token
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("one paragraph still growing", 0),
+        ("first\n\nsecond", len("first\n\n")),
+        ("first\n\nsecond\n\nthird", len("first\n\nsecond\n\n")),
+        ("first\n\n", 0),  # the next block has not started: the first may still grow
+        ("```\ncode\n\nmore code\n```\n\nafter", len("```\ncode\n\nmore code\n```\n\n")),
+        ("```\ncode\n\nstill inside", 0),
+        ("- item\n\n    its second paragraph", 0),  # indented: still the same list item
+        ("text\n\n```py\nx = 1", len("text\n\n")),
+    ],
+)
+def test_where_finished_blocks_end(text: str, expected: int) -> None:
+    assert stable_prefix(text) == expected
+
+
+def test_a_boundary_found_later_starts_from_the_last_one() -> None:
+    text = "a\n\nb\n\nc"
+    first = stable_prefix(text[:4])
+    assert first == 3
+    assert stable_prefix(text, first) == len("a\n\nb\n\n")
+
+
+def seen_by_a_terminal(output: str, columns: int, rows: int) -> list[str]:
+    """Every line a terminal shows after ``output``: its scrollback, then its screen."""
+    screen = pyte.HistoryScreen(columns, rows, history=10_000, ratio=0.5)
+    screen.set_mode(pyte.modes.LNM)  # LF moves to the line start, as a tty's onlcr does
+    stream = pyte.Stream(screen)
+    stream.feed(output)
+    scrolled = ["".join(line[x].data for x in range(columns)) for line in screen.history.top]
+    return [line.rstrip() for line in [*scrolled, *screen.display]]
+
+
+def test_a_long_reply_scrolls_past_a_small_screen_with_every_line_once() -> None:
+    paragraphs = [
+        f"paragraph {n:02d} " + " ".join(f"w{n}.{i}" for i in range(8)) for n in range(40)
+    ]
+    reply = "\n\n".join(paragraphs)
+    out = io.StringIO()
+    console = Console(file=out, width=60, height=12, force_terminal=True, color_system=None)
+    view = ReplyView(console, live=True)
+    view.start()
+    view.tick()  # the spinner
+    halfway = reply.index("paragraph 30")
+    for piece in re.findall(r"\S+\s*", reply[:halfway]):  # as a server streams it
+        view.show(Token(piece))
+        view.tick()
+    # While it streams, what has scrolled past is there for good, once, in order.
+    lines = seen_by_a_terminal(out.getvalue(), 60, 12)
+    numbers = [line.split()[1] for line in lines if line.startswith("paragraph")]
+    assert numbers[:28] == [f"{n:02d}" for n in range(28)]
+    for piece in re.findall(r"\S+\s*", reply[halfway:]):
+        view.show(Token(piece))
+        view.tick()
+    view.show(Reply(AIMessage(reply)))
+    view.tick()
+    view.finish()
+
+    lines = [line for line in seen_by_a_terminal(out.getvalue(), 60, 12) if line.strip()]
+    shown = [line for line in lines if line.startswith("paragraph")]
+    assert [line.split()[1] for line in shown] == [f"{n:02d}" for n in range(40)]
+    assert not any("thinking" in line for line in lines), "the spinner is gone"
+
+
+def test_the_spinner_says_what_it_waits_for() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=12, force_terminal=True, color_system=None)
+    view = ReplyView(console, live=True)
+    view.start()
+    view.tick()
+    assert "thinking… 0s" in out.getvalue()
+    view.show(Folding(messages=6, reason="fit"))
+    view.tick()
+    assert "folding 6 messages into the summary… 0s" in out.getvalue()
+    view.show(Summarized(messages=6, tokens_in=400, tokens_out=60, reason="fit"))
+    assert view.status == "thinking…", "folded before the call: the reply is still to come"
+    view.show(Token("hi"))
+    view.tick()
+    view.finish()
+    assert "hi" in seen_by_a_terminal(out.getvalue(), 80, 12)
+
+
+def test_without_a_terminal_the_reply_is_printed_once_at_the_end() -> None:
+    out = io.StringIO()
+    view = ReplyView(Console(file=out, width=80), live=False)
+    view.start()
+    for word in ["one ", "two\n\n", "three"]:
+        view.show(Token(word))
+        view.tick()
+    assert out.getvalue() == ""
+    view.finish()
+    assert out.getvalue().split() == ["one", "two", "three"]
