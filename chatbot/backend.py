@@ -16,6 +16,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.types import StateSnapshot
 
 from chatbot.errors import FriendlyError
+from chatbot.graph import run_resolver
+from chatbot.runsettings import RunSettings
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.state import ChatGraph
 from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
@@ -48,6 +50,7 @@ class Backend(Protocol):
     def history(self, thread_id: str) -> list[Snapshot]: ...
     def threads(self) -> list[ThreadInfo]: ...
     def thread_exists(self, thread_id: str) -> bool: ...
+    def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None: ...
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None: ...
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
     def rename(self, thread_id: str, new_id: str) -> None: ...
@@ -194,6 +197,11 @@ class LocalBackend:
     def thread_exists(self, thread_id: str) -> bool:
         """True if the thread has checkpoints."""
         return self.store.thread_exists(thread_id)
+
+    def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None:
+        """What a run with this context uses: the graph's own resolver's answer (a bad value
+        is one ``SettingsError``)."""
+        return run_resolver(self.graph)(context)
 
     # --- changing ----------------------------------------------------------------------
 

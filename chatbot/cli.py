@@ -396,7 +396,6 @@ def chat(
     from platformdirs import user_data_path
 
     from chatbot.commands import COMMANDS, dispatch
-    from chatbot.models import max_input_tokens
     from chatbot.repl import Repl, ScriptedReader
     from chatbot.threadids import check_thread_id, new_thread_id
 
@@ -425,7 +424,6 @@ def chat(
         thread_id=thread_id,
         model_name="(the server's model)" if state.remote else state.models.chat_name,
         dispatch=dispatch,
-        max_input_tokens=None if state.remote else max_input_tokens(state.models.chat),
         notice="" if state.remote else state.models.notice,
     )
     if sys.stdin.isatty() and out.is_terminal:

@@ -16,9 +16,10 @@ from chatbot import render
 from chatbot.backend import BackendError
 from chatbot.export import ExportError, default_path, export_document, export_format, write_private
 from chatbot.export import render as render_export
-from chatbot.models import is_offline, make_model, max_input_tokens
-from chatbot.policy import PolicyError, SummaryPolicy
+from chatbot.models import MissingCredentials
+from chatbot.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.render import Markdown
+from chatbot.settings import SettingsError
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
     compact_refusal,
@@ -244,7 +245,11 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         raise CommandError(f"unknown argument {arg!r}: /summary or /summary history")
     snapshot = repl.backend.current(repl.thread_id)
     if snapshot is None or not snapshot.summary:
-        trigger = repl.policy_setting("summary_trigger") or "the server's trigger"
+        run = repl.run_settings()
+        if run is not None and not run.policy.automatic:
+            repl.say("no summary yet: automatic folding is off; /compact makes one", "dim")
+            return None
+        trigger = describe_trigger(run.policy) if run else "the server's trigger"
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
     tokens = repl.counter().text(snapshot.summary)
@@ -380,9 +385,10 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     tokens = repl.measure(snapshot)
     counter = repl.counter()
     history = repl.backend.history(repl.thread_id) if snapshot else []
-    trigger = repl.policy_setting("summary_trigger") or "set by the server's settings"
-    keep = repl.policy_setting("summary_keep") or "set by the server's settings"
-    run_policy = repl.run_policy()
+    run = repl.run_settings()  # what the graph resolves for this session's next run
+    run_policy = run.policy if run else None
+    trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"
+    keep = describe_keep(run_policy) if run_policy else "set by the server's settings"
     threshold = run_policy.trigger_tokens() if run_policy else None
     scale = counter.scale(snapshot.messages) if snapshot else 1.0
     counted_with = f"{counter.name} tokenizer"
@@ -425,26 +431,28 @@ def _compact(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-def _check_model(repl: Repl, name: str) -> int | None:
-    """Refuse a model that could not answer here; returns its context size (if known)."""
+def describe_trigger(run_policy: SummaryPolicy) -> str:
+    """The trigger as it is written in settings: ``tokens:12000,messages:40`` or ``off``."""
+    return ",".join(str(limit) for limit in run_policy.trigger) or TRIGGER_OFF
+
+
+def describe_keep(run_policy: SummaryPolicy) -> str:
+    """What stays verbatim: ``messages:2``, and the first message when it is pinned."""
+    first = ", and the first user message" if run_policy.keep_first_message else ""
+    return f"{run_policy.keep}{first}"
+
+
+def _check_model(repl: Repl, name: str) -> None:
+    """Refuse a model a run could not use here, asking the graph's own resolver (on a server
+    the server decides, with its own credentials and settings)."""
     if " " in name:
         raise CommandError(f"{name!r} is not a model name")
-    if repl.remote:
-        return None  # the server makes the model, with its own credentials and settings
-    if not is_offline(name) and not repl.settings.has_credentials:
-        raise CommandError(
-            f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works without"
-        )
-    context_size = max_input_tokens(make_model(name, repl.settings, role="chat"))
     try:
-        SummaryPolicy.from_strings(
-            repl.policy_setting("summary_trigger") or repl.settings.summary_trigger,
-            repl.policy_setting("summary_keep") or repl.settings.summary_keep,
-            max_input_tokens=repl.settings.max_input_tokens or context_size,
-        )
-    except PolicyError as error:
+        repl.backend.run_settings({**repl.context, "chat_model": name})
+    except MissingCredentials as error:
+        raise CommandError(str(error)) from None
+    except SettingsError as error:
         raise CommandError(f"cannot use {name!r}: {error}") from None
-    return context_size
 
 
 @command("model", "/model [NAME]", "show or switch the chat model for this session")
@@ -452,11 +460,10 @@ def _model(repl: Repl, arg: str) -> Outcome:
     if not arg:
         repl.say(f"chat model: {repl.model_name}")
         return None
-    context_size = _check_model(repl, arg)
+    _check_model(repl, arg)
     repl.context["chat_model"] = arg
     repl.model_name = arg
-    if not repl.remote:
-        repl.max_input_tokens = context_size
+    repl.measure(repl.backend.current(repl.thread_id))  # counted as the new model counts
     where = " (on the server)" if repl.remote else ""
     repl.say(f"chat model is now {arg} for this session{where}")
     return None

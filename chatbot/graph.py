@@ -16,6 +16,7 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -35,7 +36,7 @@ from chatbot.errors import (
     describe_error,
     remember_secret,
 )
-from chatbot.runsettings import ModelCache, RunSettings, resolve_run
+from chatbot.runsettings import RunResolver, RunSettings
 from chatbot.settings import Settings
 from chatbot.state import ChatGraph, Context, State
 from chatbot.steps import Steps, adrive, drive
@@ -48,6 +49,15 @@ DONE: Literal["__end__"] = "__end__"
 assert DONE == END
 
 SummaryFailed = folding.SummaryFailed  # kept importable from here
+
+_RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
+
+
+def run_resolver(graph: ChatGraph) -> RunResolver:
+    """The resolver a graph made by :func:`build_graph` applies to each run's context: ask it
+    what a run would use (policy, models, counter, language, prompts) and get the graph's
+    own answer."""
+    return _RESOLVERS[graph]
 
 
 def _too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
@@ -88,10 +98,10 @@ def build_graph(
     settings = settings or Settings()
     if settings.openai_api_key:  # provider errors are logged and streamed: never with the key
         remember_secret(settings.openai_api_key.get_secret_value())
-    models = ModelCache(settings, chat_model, summary_model or chat_model)
+    resolver = RunResolver(settings, chat_model, summary_model or chat_model)
 
     def run_settings(runtime: Runtime[Context]) -> RunSettings:
-        return resolve_run(settings, models, runtime.context)
+        return resolver(runtime.context)
 
     def fold_first(
         state: State, runtime: Runtime[Context]
@@ -237,4 +247,6 @@ def build_graph(
     )
     builder.add_conditional_edges("conversation", should_continue, ["summarize_conversation", END])
     builder.add_conditional_edges("summarize_conversation", after_summary, ["conversation", END])
-    return builder.compile(checkpointer=checkpointer, name="chatbot")
+    graph = builder.compile(checkpointer=checkpointer, name="chatbot")
+    _RESOLVERS[graph] = resolver
+    return graph

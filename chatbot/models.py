@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from chatbot.settings import OFFLINE_MODEL, Settings
+from chatbot.settings import OFFLINE_MODEL, Settings, SettingsError
 from chatbot.tokens import ESTIMATE, TokenCounter
 
 SUMMARY_TAG = "chatbot:summary"
@@ -156,11 +156,27 @@ def is_offline(name: str) -> bool:
     return name.strip().lower() == OFFLINE_MODEL
 
 
+class MissingCredentials(SettingsError):
+    """A real model was asked for, but neither an API key nor a server URL is set."""
+
+
+def needs_credentials(name: str, settings: Settings) -> bool:
+    """True when the model ``name`` cannot be reached with these settings: every model but the
+    offline one needs an API key or an OpenAI-compatible URL."""
+    return not is_offline(name) and not settings.has_credentials
+
+
 def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"]) -> BaseChatModel:
     """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server.
 
-    Summary models run at temperature 0. The API key is passed as a secret, never logged.
+    Summary models run at temperature 0. The API key is passed as a secret, never logged. A
+    model that :func:`needs_credentials` is refused with one :class:`MissingCredentials` line.
     """
+    if needs_credentials(name, settings):
+        raise MissingCredentials(
+            f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works "
+            "without them"
+        )
     if is_offline(name):
         return OfflineChatModel(
             role=role,
@@ -191,7 +207,7 @@ def resolve_models(settings: Settings, chat_name: str | None = None) -> Models:
     chat = chat_name or settings.model
     summary = settings.summary_model_name if chat_name is None else (settings.summary_model or chat)
     notice = ""
-    if not settings.has_credentials and not (is_offline(chat) and is_offline(summary)):
+    if needs_credentials(chat, settings) or needs_credentials(summary, settings):
         notice = (
             "No OPENAI_API_KEY or OPENAI_BASE_URL is set, so chatbot uses its offline model, "
             "which only echoes. Set one in .env to talk to a real model."

@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, convert_to_messages
 
 from chatbot.backend import BackendError
+from chatbot.runsettings import RunSettings
 from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
 from chatbot.store import ThreadInfo
 from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
@@ -319,6 +320,10 @@ class RemoteBackend:
     def thread_exists(self, thread_id: str) -> bool:
         """True if the server has a thread by that name (or id)."""
         return self._find(thread_id) is not None
+
+    def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None:
+        """``None``: the server resolves its runs with its own settings and models."""
+        return None
 
     # --- changing ---------------------------------------------------------------------------
 

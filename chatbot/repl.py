@@ -17,13 +17,14 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.markup import escape
 
-from chatbot import policy, prompts
+from chatbot import prompts
 from chatbot.backend import Backend
 from chatbot.display import ReplyView
 from chatbot.errors import describe_error
+from chatbot.runsettings import RunSettings
 from chatbot.sanitize import sanitize
 from chatbot.session import TurnStream
-from chatbot.settings import Settings
+from chatbot.settings import Settings, SettingsError
 from chatbot.timeline import Snapshot
 from chatbot.tokens import TokenCounter, counter_for
 from chatbot.turns import TurnRunner, session_runner
@@ -68,7 +69,6 @@ class Repl:
     thread_id: str
     model_name: str
     dispatch: Dispatch
-    max_input_tokens: int | None = None
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
     err: Console | None = None
@@ -131,59 +131,48 @@ class Repl:
         """True when the threads live on a LangGraph server (whose own .env sets the policy)."""
         return bool(self.backend.local_only_note)
 
-    def policy_setting(self, name: str) -> str | None:
-        """``summary_trigger`` or ``summary_keep`` in force; ``None`` when the server decides."""
-        value = self.context.get(name)
-        if value:
-            return str(value)
-        return None if self.remote else str(getattr(self.settings, name))
-
-    def run_policy(self) -> policy.SummaryPolicy | None:
-        """The policy in force (``None`` if unknown here or not resolvable for this model)."""
-        trigger, keep = self.policy_setting("summary_trigger"), self.policy_setting("summary_keep")
-        if trigger is None:
-            return None
+    def run_settings(self) -> RunSettings | None:
+        """What the next run in this session uses: the graph's own resolver applied to the
+        session's context (a /model switch included). ``None`` on a server, which resolves
+        its runs with its own settings, or when the context does not resolve."""
         try:
-            return policy.SummaryPolicy.from_strings(
-                trigger,
-                keep or self.settings.summary_keep,
-                keep_first_message=self.settings.keep_first_message,
-                max_input_tokens=self.settings.max_input_tokens or self.max_input_tokens,
-            )
-        except policy.PolicyError:
+            return self.backend.run_settings(self.context)
+        except SettingsError:
             return None
 
     def counter(self) -> TokenCounter:
-        """The token counter for the chat model in use (the one the graph counts with)."""
-        return counter_for("" if self.remote else self.model_name, self.settings.tokenizer)
+        """The token counter the graph counts with (on a server: this side's best guess)."""
+        run = self.run_settings()
+        return run.counter if run else counter_for("", self.settings.tokenizer)
 
     def context_meter(self) -> str:
         """``context 1,234/12,000 tokens`` or ``5/6 messages``, against the trigger."""
-        run_policy = self.run_policy()
-        if run_policy is not None and not run_policy.automatic:
+        run = self.run_settings()
+        if run is None:
+            return f"context {self._context_tokens:,} tokens"
+        if not run.policy.automatic:
             return f"context {self._context_tokens:,} tokens · auto-fold off"
-        threshold = run_policy.trigger_tokens() if run_policy else None
+        threshold = run.policy.trigger_tokens()
         if threshold is not None:
             return f"context {self._context_tokens:,}/{threshold:,} tokens"
-        limits = [
-            lim for lim in (run_policy.trigger if run_policy else ()) if lim.kind == "messages"
-        ]
-        if limits:
-            return f"{self._message_count}/{int(limits[0].value)} messages"
-        return f"context {self._context_tokens:,} tokens"
+        first = run.policy.trigger[0]  # with no token threshold, every limit counts messages
+        return f"{self._message_count}/{int(first.value)} messages"
 
     def measure(self, snapshot: Snapshot | None) -> int:
-        """Refresh the context size from a snapshot; returns the tokens."""
+        """Refresh the context size from a snapshot: what the graph would send now, counted as
+        the graph counts it (on a server, whose system prompt is its own: an estimate of the
+        messages and the summary). Returns the tokens."""
         if snapshot is None:
             self._context_tokens = self._message_count = 0
             return 0
+        run = self.run_settings()
         sent = prompts.conversation_input(
             list(snapshot.messages),
             snapshot.summary,
-            self.context.get("system_prompt") or self.settings.system_prompt,
-            self.settings.language,
+            run.system_prompt if run else "",
+            run.language if run else "en",
         )
-        self._context_tokens = self.counter().messages(sent)
+        self._context_tokens = (run.counter if run else self.counter()).messages(sent)
         self._message_count = len(snapshot.messages)
         return self._context_tokens
 

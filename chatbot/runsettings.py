@@ -1,7 +1,9 @@
 """The settings in force for one run: the ``.env`` defaults with the run's context applied.
 
-The graph resolves them at every node; a bad value in a run's context is one clear
-``SettingsError``.
+:func:`resolve_run` is the one rule. The graph resolves every node's settings with its
+:class:`RunResolver`; the terminal asks the same resolver what a run with its context would use
+(the status line, ``/tokens``, ``/model``, ``/retry``), so the two cannot disagree. A bad value
+in a run's context is one clear ``SettingsError``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 
 from chatbot import policy, prompts
-from chatbot.models import is_offline, make_model, max_input_tokens
+from chatbot.models import make_model, max_input_tokens
 from chatbot.settings import Settings, SettingsError
 from chatbot.tokens import TokenCounter, counter_for, model_name
 
@@ -42,7 +44,10 @@ class RunSettings:
 
 
 class ModelCache:
-    """Models named in a run's context, made once per name and kept for the graph's life."""
+    """Models named in a run's context, made once per name and kept for the graph's life.
+
+    A model that needs credentials the settings lack is refused (``MissingCredentials``).
+    """
 
     def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
         self._settings = settings
@@ -53,11 +58,6 @@ class ModelCache:
     def get(self, name: str, role: Literal["chat", "summary"]) -> BaseChatModel:
         if not name:
             return self.default_chat if role == "chat" else self.default_summary
-        if not is_offline(name) and not self._settings.has_credentials:
-            raise SettingsError(
-                f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' "
-                "works without them"
-            )
         key = (name, role)
         if key not in self._made:
             self._made[key] = make_model(name, self._settings, role=role)
@@ -97,15 +97,11 @@ def resolve_run(settings: Settings, models: ModelCache, context: Any) -> RunSett
     language = context_value(context, "language") or settings.language
     if language not in prompts.PROMPTS:
         raise SettingsError(f"language={language!r} is not valid: use en or zh")
-    try:
-        run_policy = policy.SummaryPolicy.from_strings(
-            context_value(context, "summary_trigger") or settings.summary_trigger,
-            context_value(context, "summary_keep") or settings.summary_keep,
-            keep_first_message=settings.keep_first_message,
-            max_input_tokens=settings.max_input_tokens or max_input_tokens(chat),
-        )
-    except policy.PolicyError as error:
-        raise SettingsError(str(error)) from None
+    run_policy = settings.policy(
+        max_input_tokens(chat),
+        trigger=context_value(context, "summary_trigger"),
+        keep=context_value(context, "summary_keep"),
+    )
     return RunSettings(
         chat_model=chat,
         summary_model=summary,
@@ -126,3 +122,18 @@ def resolve_run(settings: Settings, models: ModelCache, context: Any) -> RunSett
         compact=context_flag(context, "compact"),
         compact_focus=context_value(context, "compact_focus"),
     )
+
+
+class RunResolver:
+    """:func:`resolve_run` bound to a graph's settings and default models.
+
+    Call it with a run's context (a ``Context``, a dict or None) to get the :class:`RunSettings`
+    that run uses; models named in contexts are made once and shared by every caller.
+    """
+
+    def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
+        self.settings = settings
+        self.models = ModelCache(settings, chat, summary)
+
+    def __call__(self, context: Any) -> RunSettings:
+        return resolve_run(self.settings, self.models, context)

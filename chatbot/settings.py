@@ -162,12 +162,17 @@ class Settings(BaseSettings):
         key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
         return bool(key.strip() or self.openai_base_url)
 
-    def policy(self, max_input_tokens: int | None) -> SummaryPolicy:
-        """The validated summarization policy; ``max_input_tokens`` from the model profile."""
+    def policy(
+        self, max_input_tokens: int | None, *, trigger: str = "", keep: str = ""
+    ) -> SummaryPolicy:
+        """The validated summarization policy; ``max_input_tokens`` from the model profile.
+
+        ``trigger`` and ``keep``, when given (a run's own), replace the settings' values.
+        """
         try:
             return SummaryPolicy.from_strings(
-                self.summary_trigger,
-                self.summary_keep,
+                trigger or self.summary_trigger,
+                keep or self.summary_keep,
                 keep_first_message=self.keep_first_message,
                 max_input_tokens=self.max_input_tokens or max_input_tokens,
             )

@@ -121,3 +121,23 @@ def test_env_file_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path: Path) ->
         load_settings(bad)
     with pytest.raises(SettingsError, match="is a folder"):
         load_settings(tmp_path)
+
+
+def test_one_credentials_rule_for_the_factory_the_fallback_and_a_runs_model() -> None:
+    from chatbot.graph import build_graph
+    from chatbot.models import MissingCredentials, make_model, resolve_models
+
+    bare = Settings(_env_file=None, model="gpt-4o")  # type: ignore[call-arg]
+    with pytest.raises(MissingCredentials) as made:
+        make_model("gpt-4o", bare, role="chat")
+    assert str(made.value).startswith("model 'gpt-4o' needs OPENAI_API_KEY or OPENAI_BASE_URL")
+    fallback = resolve_models(bare)
+    assert (fallback.chat_name, fallback.summary_name) == ("offline", "offline")
+    assert "No OPENAI_API_KEY or OPENAI_BASE_URL is set" in fallback.notice
+    graph = build_graph(fallback.chat, fallback.summary, bare)
+    with pytest.raises(MissingCredentials) as asked:
+        graph.invoke({"messages": [("user", "hi")]}, context={"chat_model": "gpt-4o"})
+    assert str(asked.value) == str(made.value)
+    keyed = Settings(_env_file=None, openai_base_url="http://127.0.0.1:9/v1")  # type: ignore[call-arg]
+    assert make_model("gpt-4o", keyed, role="chat") is not None
+    assert resolve_models(keyed).chat_name == keyed.model == "gpt-4o-mini"
