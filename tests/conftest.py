@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.http_cli import Cli
+from tests.helpers import Cli, DevServer
 
 
 @pytest.fixture
@@ -37,3 +37,14 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 def cli(openai_server: FakeOpenAI, tmp_path: Path) -> Cli:
     """The ``chatbot`` CLI, in-process, against the fake server with one temp database."""
     return Cli(openai_server, tmp_path / "data" / "chatbot.sqlite")
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    """One real ``langgraph dev`` for the whole run (offline model, ``messages:4`` /
+    ``messages:2``), started when an integration test first asks for it."""
+    running = DevServer(tmp_path_factory.mktemp("langgraph-dev"))
+    try:
+        yield running
+    finally:
+        running.stop()

@@ -8,13 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from chatbot import __version__
 from chatbot.cli import app
 from chatbot.store import Store
-
-runner = CliRunner()
+from tests.helpers import runner
 
 
 def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):

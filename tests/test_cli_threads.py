@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from click.testing import Result
-from typer.testing import CliRunner
 
 from chatbot.backend import LocalBackend
 from chatbot.cli import app
@@ -25,16 +24,10 @@ from chatbot.models import OfflineChatModel
 from chatbot.store import Store, ThreadInfo, thread_config
 from chatbot.threadids import check_thread_id
 from chatbot.timeline import Snapshot, lineage, short_id
-
-runner = CliRunner()
+from tests.helpers import offline_echo, one_error, runner
 
 SUMMARY_ENV = {"CHATBOT_SUMMARY_TRIGGER": "messages:6", "CHATBOT_SUMMARY_KEEP": "messages:2"}
 FOUR_TURNS = ["one", "two", "three", "four"]
-
-
-def echo(text: str) -> str:
-    """The start of the offline model's reply to ``text``."""
-    return f'You said: "{text}"'
 
 
 def cli(*args: str, input: str | None = None) -> Result:
@@ -48,15 +41,6 @@ def chat(db: Path, thread: str, *lines: str) -> Result:
     )
     assert result.exit_code == 0, result.output
     return result
-
-
-def one_error(result: Result, code: int = 1) -> str:
-    """The single ``error:`` line a failed command prints on stderr."""
-    assert result.exit_code == code, result.output
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: ")
-    assert "Traceback" not in result.output
-    return line
 
 
 @contextmanager
@@ -113,15 +97,15 @@ def test_chat_reads_a_script_from_stdin_and_stores_the_turns(db: Path) -> None:
     assert lines[0].startswith("chatbot ") and "model offline" in lines[0] and str(db) in lines[0]
     assert "note: No OPENAI_API_KEY or OPENAI_BASE_URL is set" in result.stdout
     assert "new thread t1" in lines
-    assert echo("hello") in result.stdout
+    assert offline_echo("hello") in result.stdout
     (current,) = [line for line in lines if line.startswith("* t1")]
     assert current.split()[2:4] == ["2", "no"] and current.split()[-1] == "hello"
-    assert echo("never sent") not in result.stdout
+    assert offline_echo("never sent") not in result.stdout
 
     info = listing(db)["t1"]
     assert (info.title, info.message_count, info.has_summary) == ("hello", 2, False)
     stored = texts(db, "t1")
-    assert stored[0] == "hello" and stored[1].startswith(echo("hello")) and len(stored) == 2
+    assert stored[0] == "hello" and stored[1].startswith(offline_echo("hello")) and len(stored) == 2
 
 
 def test_chat_summarizes_and_a_bad_command_does_not_stop_the_script(db: Path) -> None:
@@ -181,7 +165,7 @@ def test_chatbot_without_a_command_runs_the_chat(db: Path) -> None:
     result = cli("--db", str(db), input="second\n/thread\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("chatbot ")
-    assert echo("second") in result.stdout
+    assert offline_echo("second") in result.stdout
     assert "thread t1: 4 messages, summary: no" in result.stdout
     assert texts(db, "t1")[2] == "second"
 
@@ -272,7 +256,9 @@ def test_show_at_a_checkpoint_includes_messages_later_folded(summarized: Path) -
     assert document["summary"] == ""
     contents = [m["content"] for m in document["messages"]]
     assert contents[::2] == FOUR_TURNS
-    assert all(c.startswith(echo(t)) for c, t in zip(contents[1::2], FOUR_TURNS, strict=True))
+    assert all(
+        c.startswith(offline_echo(t)) for c, t in zip(contents[1::2], FOUR_TURNS, strict=True)
+    )
 
     now = json.loads(cli("show", "t1", "--json", "--db", str(summarized)).stdout)
     assert "checkpoint_id" not in now
@@ -311,8 +297,8 @@ def test_export_to_stdout_is_markdown_with_summary_folded_and_live_messages(
     assert "- one\n- two\n- three" in summary
     assert "6 messages folded" in summary
     for said in ("one", "two", "three"):
-        assert f"\n{said}\n" in folded and echo(said) in folded
-    assert "\nfour\n" in live and echo("four") in live and echo("one") not in live
+        assert f"\n{said}\n" in folded and offline_echo(said) in folded
+    assert "\nfour\n" in live and offline_echo("four") in live and offline_echo("one") not in live
 
 
 def test_export_to_files_by_extension_or_format_is_private(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import sqlite3
@@ -26,13 +25,11 @@ from typing import Any, Literal
 import pytest
 
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, context_length_exceeded
-from tests.http_cli import SECRET, Cli, is_summary_request
+from tests.helpers import CONTROL, ROOT, SECRET, Cli, free_port, is_summary_request
 
-ROOT = Path(__file__).resolve().parent.parent
 ESCAPES = (
     "\x1b[2J\x1b[HHello \x1b]0;pwned\x07there \x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
 )
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -50,12 +47,6 @@ class Fault:
     saved too; ``turn+fold``: the reply is saved and older messages were folded."""
     retries: int = 0
     env: dict[str, str] = field(default_factory=dict)
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 CUT = Reply(text="Hello! LLMock is here to help with everything", cut_after=3)
@@ -291,7 +282,7 @@ def run_row(cli: Cli, server: FakeOpenAI, target: str, fault: Fault) -> dict[str
     script.arm(target, fault.replies)
     fault_env = {**env, "CHATBOT_MAX_RETRIES": str(fault.retries), **fault.env}
     if fault_env.get("OPENAI_BASE_URL") == "refused":
-        fault_env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{_closed_port()}/v1"
+        fault_env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{free_port()}/v1"
     result = cli.ask("three", **fault_env)
     after = cli.show()
     following = cli.ask("four", **env)

@@ -15,7 +15,7 @@ import pytest
 from chatbot.models import make_model
 from chatbot.settings import Settings
 from tests.fake_openai import FakeOpenAI, Reply, content_text
-from tests.http_cli import (
+from tests.helpers import (
     CHAT_MODEL,
     CREATE_PROMPT,
     EXTEND_PROMPT,

@@ -10,7 +10,7 @@ import pytest
 
 from chatbot.errors import context_overflow
 from tests.fake_openai import Reply, prompt_tokens
-from tests.http_cli import (
+from tests.helpers import (
     SECRET,
     SUMMARY_TEXT,
     Cli,

@@ -28,7 +28,14 @@ import pytest
 from typer.testing import CliRunner
 
 from chatbot.cli import app
-from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import (
+    SUMMARY_TEXT,
+    chat_requests,
+    echo_or_summary,
+    is_summary_request,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +53,6 @@ FRESH_PROMPT = r"\x1b\[\?2004h(?:\x1b\[[0-9;?]*[A-Za-z])*{}>"
 ALT_ENTER = "\x1b\r"
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 
-SUMMARY_TEXT = "SUMMARY: the user counted turns."
 SLOW_WORDS = [f"tick{n:02d}" for n in range(1, 81)]
 SLOW_CHUNK_DELAY = 0.25
 """80 words, a quarter of a second apart: the slow reply would take 20 s to finish."""
@@ -276,16 +282,6 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
 # --- a real model over HTTP: Ctrl-C during a slow reply, then reopening and /retry --------------
 
 
-def is_summary_request(body: dict[str, Any]) -> bool:
-    return "<conversation>" in RecordedRequest("", None, body).last_user_text
-
-
-def echo_or_summary(body: dict[str, Any]) -> str:
-    if is_summary_request(body):
-        return SUMMARY_TEXT
-    return "echo: " + RecordedRequest("", None, body).last_user_text
-
-
 def fake_model_env(server: FakeOpenAI, **extra: str) -> dict[str, str]:
     """Settings that point the app at the fake OpenAI-compatible server, without retries."""
     return {
@@ -295,10 +291,6 @@ def fake_model_env(server: FakeOpenAI, **extra: str) -> dict[str, str]:
         "CHATBOT_MAX_RETRIES": "0",
         **extra,
     }
-
-
-def chat_requests(server: FakeOpenAI) -> list[RecordedRequest]:
-    return [r for r in server.requests if not is_summary_request(r.body)]
 
 
 def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
@@ -381,7 +373,7 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
     assert texts(main) == ["tell me a long story", "the retried reply"]
     # The retried turn made the thread long enough to fold again: everything before it went
     # into the second summary call, the interrupted attempt's words did not.
-    folded = [r.last_user_text for r in openai_server.requests if is_summary_request(r.body)]
+    folded = [r.last_user_text for r in openai_server.requests if is_summary_request(r)]
     assert len(folded) == 2
     for text in ["turn 4", "spell it", "foxtrot golf", "typed ahead", "echo: typed ahead"]:
         assert text in folded[1]
@@ -401,7 +393,7 @@ def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
     term.expect_prompt("slow")
     openai_server.script(Reply(text="late reply nobody waited for", delay=5))
     term.child.send("hello\r")
-    time.sleep(1.0)  # the server has not answered yet: no token has arrived
+    wait_until(lambda: openai_server.requests, TIMEOUT, "the request")  # no token yet
     interrupted_at = time.monotonic()
     term.child.sendintr()
     term.expect(r"interrupted.*your message is kept")
@@ -430,14 +422,11 @@ def test_ctrl_c_stops_ask_at_once_and_keeps_the_message(
         "asked",
         **fake_model_env(openai_server),
     )
-    deadline = time.monotonic() + TIMEOUT
-    while not openai_server.requests and time.monotonic() < deadline:
-        time.sleep(0.1)  # start-up, then the request waits for the (slow) server
-    assert openai_server.requests, "the request reached the server before Ctrl-C"
-    time.sleep(0.5)
+    # start-up, then the request waits for the (slow) server
+    wait_until(lambda: openai_server.requests, TIMEOUT, "the request to reach the server")
     interrupted_at = time.monotonic()
     term.child.sendintr()
-    time.sleep(0.2)
+    time.sleep(0.2)  # not a wait: the gap between two key presses
     term.child.sendintr()  # an impatient second Ctrl-C changes nothing
     term.expect(r"interrupted: your message stays in thread 'asked' without a reply")
     term.child.expect(pexpect.EOF, timeout=10)
@@ -461,9 +450,9 @@ def test_leaving_right_after_stopping_a_slow_reply_does_not_wait(
     term.expect_prompt("bye")
     openai_server.script(Reply(text="too late", delay=15))
     term.child.send("hello\r")
-    time.sleep(1.0)
+    wait_until(lambda: openai_server.requests, TIMEOUT, "the request to reach the server")
     term.child.sendintr()
-    time.sleep(0.1)
+    time.sleep(0.1)  # not a wait: the gap between two key presses
     term.child.sendintr()  # a second Ctrl-C while the first is handled
     term.expect(r"interrupted")
     term.expect_prompt("bye")
@@ -472,13 +461,6 @@ def test_leaving_right_after_stopping_a_slow_reply_does_not_wait(
     assert time.monotonic() - left_at < 5, "Ctrl-D waited for the stopped reply"
     assert "Traceback" not in term.tail()
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "bye")) == ["hello"]
-
-
-def _wait_for(condition: Any, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def test_ctrl_c_mid_reply_closes_the_connection_and_the_server_stops_sending(
@@ -492,7 +474,7 @@ def test_ctrl_c_mid_reply_closes_the_connection_and_the_server_stops_sending(
     term.expect("word05")  # the reply is streaming
     term.child.sendintr()
     term.expect(r"interrupted.*your message is kept")
-    _wait_for(lambda: openai_server.disconnects)
+    wait_until(lambda: openai_server.disconnects, TIMEOUT, "the client to disconnect")
     (sent,) = openai_server.disconnects
     assert sent < 25, f"the server sent {sent} of 60 pieces: the request was not closed"
 
@@ -517,7 +499,7 @@ def test_ctrl_c_stops_a_streaming_ask_and_the_server_sees_it(
     term.child.expect(pexpect.EOF, timeout=10)
     term.child.close()
     assert term.child.exitstatus == 130
-    _wait_for(lambda: openai_server.disconnects)
+    wait_until(lambda: openai_server.disconnects, TIMEOUT, "the client to disconnect")
     assert openai_server.disconnects[0] < 25
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["tell me"]
 

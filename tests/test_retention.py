@@ -16,8 +16,8 @@ import pytest
 from chatbot.models import extractive_summary
 from chatbot.settings import load_settings
 from tests.fake_openai import FakeOpenAI, content_text, prompt_tokens
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "retention.py"
 
 

@@ -34,10 +34,9 @@ from chatbot.settings import Settings
 from chatbot.store import Store
 from chatbot.threadids import check_thread_id
 from tests.fake_openai import FakeOpenAI
-from tests.http_cli import Cli, is_summary_request, ok, summarizing
+from tests.helpers import CONTROL, Cli, is_summary_request, ok, summarizing
 from tests.scripted import ScriptedChatModel
 
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Any control character but newline and tab."""
 
 NASTY_REPLY = (

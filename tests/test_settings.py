@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from chatbot.settings import Settings, SettingsError, default_db_path, load_settings
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
 
 
 def example_variables() -> dict[str, str]:

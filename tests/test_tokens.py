@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -26,8 +25,7 @@ from chatbot.tokens import (
     tokenizer_for,
 )
 from tests import reference_tokenizer
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
 
 ZH = (
     "我叫小明，今年三十二岁，住在上海浦东新区。我在一家软件公司做后端工程师，主要写Python和Go。"

@@ -1,0 +1,240 @@
+"""The tests' shared helpers, in one place.
+
+- the CLI in-process (:data:`runner`, :class:`Cli` against the fake OpenAI server), what the
+  server was sent, and the one error line a failed command prints;
+- the offline model's reply, free ports, waiting for a condition (never a fixed sleep);
+- :class:`DevServer`: a real ``langgraph dev`` serving the graph.
+
+The fakes at the edge have their own modules: ``tests.scripted`` (a chat model) and
+``tests.fake_openai`` (an OpenAI-compatible server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner, Result
+
+from chatbot.cli import app
+from tests.fake_openai import FakeOpenAI, RecordedRequest
+
+ROOT = Path(__file__).resolve().parent.parent
+"""The repository."""
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""A control character a terminal would act on (newline and tab are text)."""
+
+SECRET = "sk-test-SECRET-123456"
+CHAT_MODEL = "fake-chat-model-7"
+CREATE_PROMPT = "Create a summary of the conversation above:"
+EXTEND_PROMPT = "Extend the summary by taking into account the new messages above:"
+SUMMARY_TEXT = "SUMMARY: the user is Ada, she likes green tea."
+
+runner = CliRunner()
+
+
+def offline_echo(text: str) -> str:
+    """The start of the offline model's reply to ``text``."""
+    return f'You said: "{text}"'
+
+
+def one_error(result: Result, code: int = 1) -> str:
+    """The single ``error:`` line a failed command prints on stderr (its exit code checked)."""
+    assert result.exit_code == code, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: ")
+    assert "Traceback" not in result.output
+    return line
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 30.0, what: str = "") -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds. Tests wait for what
+    they need to have happened, never for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or condition}"
+        time.sleep(0.05)
+
+
+def is_summary_request(request: RecordedRequest | dict[str, Any]) -> bool:
+    """The chatbot's summary call: its last user message holds the folded ``<conversation>``."""
+    if isinstance(request, dict):
+        request = RecordedRequest("", None, request)
+    return "<conversation>" in request.last_user_text
+
+
+def summary_requests(server: FakeOpenAI) -> list[RecordedRequest]:
+    return [r for r in server.requests if is_summary_request(r)]
+
+
+def chat_requests(server: FakeOpenAI) -> list[RecordedRequest]:
+    return [r for r in server.requests if not is_summary_request(r)]
+
+
+def echo_or_summary(body: dict[str, Any]) -> str:
+    """Replies ``echo: <last user text>`` to chat calls and ``SUMMARY_TEXT`` to summary calls."""
+    if is_summary_request(body):
+        return SUMMARY_TEXT
+    return "echo: " + RecordedRequest("", None, body).last_user_text
+
+
+@dataclass
+class Cli:
+    """Runs the ``chatbot`` CLI in-process against the fake server with one temp DB."""
+
+    server: FakeOpenAI
+    db: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def invoke(self, *args: str, stdin: str | None = None, **env: str) -> Result:
+        full_env = {
+            "OPENAI_API_KEY": SECRET,
+            "OPENAI_BASE_URL": self.server.base_url,
+            "CHATBOT_MODEL": CHAT_MODEL,
+            "CHATBOT_MAX_RETRIES": "0",
+            "CHATBOT_TIMEOUT": "10",
+            **self.env,
+            **env,
+        }
+        return runner.invoke(app, list(args), env=full_env, input=stdin)
+
+    def ask(self, text: str, thread: str = "t1", **env: str) -> Result:
+        return self.invoke("ask", text, "--thread", thread, "--db", str(self.db), **env)
+
+    def show(self, thread: str = "t1") -> dict[str, Any]:
+        result = self.invoke("show", thread, "--json", "--db", str(self.db))
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    def db_bytes(self) -> bytes:
+        """The database file and its WAL / shared-memory files, whichever exist."""
+        files = [self.db, *(Path(f"{self.db}{suffix}") for suffix in ("-wal", "-shm"))]
+        return b"".join(f.read_bytes() for f in files if f.exists())
+
+
+def summarizing(**extra: str) -> dict[str, str]:
+    """Summarize once a thread has more than 2 messages, keeping only the newest one."""
+    return {"CHATBOT_SUMMARY_TRIGGER": "messages:2", "CHATBOT_SUMMARY_KEEP": "messages:1", **extra}
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}"
+    return result
+
+
+# --- ChatOpenAI from make_model -------------------------------------------------------------
+
+
+# --- a real LangGraph server -----------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class DevServer:
+    """A running ``langgraph dev`` (offline model, ``messages:4`` / ``messages:2``) and the
+    address it really listens on.
+
+    The server gets a copy of langgraph.json without its ``env`` entry (so a developer's .env
+    with real keys is never used) and runs in ``workdir``.
+    """
+
+    START_TIMEOUT = 90.0
+
+    def __init__(self, workdir: Path) -> None:
+        config = json.loads((ROOT / "langgraph.json").read_text())
+        config.pop("env", None)
+        config["dependencies"] = [str(ROOT)]
+        config["graphs"] = {
+            name: str(ROOT / spec.removeprefix("./")) for name, spec in config["graphs"].items()
+        }
+        (workdir / "langgraph.json").write_text(json.dumps(config))
+        self.requested_port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+        env.update(
+            LANGGRAPH_CLI_NO_ANALYTICS="1",
+            LANGGRAPH_NO_VERSION_CHECK="true",
+            CHATBOT_MODEL="offline",
+            CHATBOT_SUMMARY_TRIGGER="messages:4",
+            CHATBOT_SUMMARY_KEEP="messages:2",
+            PYTHONUNBUFFERED="1",
+        )
+        self.output: list[str] = []
+        self.process = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "langgraph"),
+                "dev",
+                "--no-browser",
+                "--no-reload",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.requested_port),
+            ],
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.url = ""  # the address it really listens on, once it answers
+        self._wait_until_ready()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(_ANSI.sub("", line))
+
+    def _answers(self) -> bool:
+        """True once the address it printed answers ``/ok`` (it may pick another port)."""
+        if self.process.poll() is not None:
+            raise RuntimeError("langgraph dev exited:\n" + "".join(self.output[-40:]))
+        reported = re.search(r"API: (http://127\.0\.0\.1:\d+)", "".join(self.output))
+        if reported is None:
+            return False
+        try:
+            with urllib.request.urlopen(f"{reported.group(1)}/ok", timeout=2) as response:
+                self.url = reported.group(1)
+                return response.status == 200
+        except OSError:
+            return False
+
+    def _wait_until_ready(self) -> None:
+        try:
+            wait_until(self._answers, self.START_TIMEOUT, "langgraph dev to answer /ok")
+        except AssertionError:
+            self.stop()
+            raise RuntimeError(
+                "langgraph dev did not become ready:\n" + "".join(self.output[-40:])
+            ) from None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=5)
