@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 import typer
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from chatbot import __version__
 from chatbot.errors import describe_error, redact, remember_secret
@@ -32,13 +32,34 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help` and `--version` st
     from chatbot.turns import Display, TurnOutcome
 
 
+def _flags_take_no_value(params: Sequence[Any]) -> None:
+    """Typer 0.29's help lists a flag with a type, ``--json <bool>``, as if it took a value; an
+    empty metavar lists it alone, ``--json``."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
+
+
+class Command(TyperCommand):
+    """A ``chatbot`` command: its help lists flags as flags."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _flags_take_no_value(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
 class OneLineErrors(TyperGroup):
     """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr.
 
     Typer prints a usage error as the usage, a hint and a boxed panel. Click's way to handle
     errors yourself is ``standalone_mode=False``: ``main`` then raises them (and returns the
-    code of an ``Exit``) instead of printing; this class does the printing and exiting.
+    code of an ``Exit``) instead of printing; this class does the printing and exiting. Its
+    help lists flags as flags, as :class:`Command`'s does.
     """
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _flags_take_no_value(self.get_params(ctx))
+        super().format_help(ctx, formatter)
 
     def main(
         self,
@@ -359,13 +380,23 @@ def _read_text(text: str | None) -> str:
 
 
 def _open_thread(
-    ctx: typer.Context, thread_id: str, db: str | None, url: str | None = None
+    ctx: typer.Context,
+    thread_id: str,
+    db: str | None,
+    url: str | None = None,
+    *,
+    local_only: str = "",
 ) -> Backend:
-    """The backend for a command about one existing thread (one error line if it is missing)."""
+    """The backend for a command about one existing thread (one error line if it is missing).
+
+    ``local_only`` names a command only local threads allow: on a server it is refused first.
+    """
     state = _state(ctx, db, url)
     if state.db_missing:
         fail(f"no thread {thread_id!r}: {state.settings.db} does not exist yet")
     backend = state.backend()
+    if local_only and backend.local_only_note:
+        fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
     if not backend.thread_exists(thread_id):
         where = state.settings.url or state.settings.db
         fail(f"no thread {thread_id!r} in {where} ('chatbot threads' lists them)")
@@ -375,7 +406,7 @@ def _open_thread(
 # --- chatting ---------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def chat(
     ctx: typer.Context,
@@ -447,7 +478,7 @@ def chat(
     raise typer.Exit(repl.run())
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def ask(
     ctx: typer.Context,
@@ -557,7 +588,7 @@ class _AskView:
         pass
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def compact(
     ctx: typer.Context,
@@ -620,7 +651,7 @@ class _CompactView:
 # --- reading threads --------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
@@ -639,7 +670,7 @@ def threads(
         err.print(f"[dim]no threads in {escape(where)}[/]")
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def history(
     ctx: typer.Context,
@@ -661,7 +692,7 @@ def history(
         out.print(history_table(rows))
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def show(
     ctx: typer.Context,
@@ -697,7 +728,7 @@ def show(
     out.print(state_view(snapshot))
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def export(
     ctx: typer.Context,
@@ -709,6 +740,7 @@ def export(
         str | None, typer.Option("--format", "-f", help="md or json (default: by extension).")
     ] = None,
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Export a thread: summary, messages folded into it, live messages."""
     from chatbot.export import (
@@ -719,7 +751,7 @@ def export(
         write_private,
     )
 
-    backend = _open_thread(ctx, thread_id, db)
+    backend = _open_thread(ctx, thread_id, db, url)
     try:
         chosen = export_format(output, fmt)
     except ExportError as error:
@@ -735,7 +767,7 @@ def export(
 # --- changing threads -------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def fork(
     ctx: typer.Context,
@@ -752,12 +784,13 @@ def fork(
         ),
     ] = None,
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
     from chatbot.threadids import check_thread_id, next_fork_id
     from chatbot.timeline import find_checkpoint
 
-    backend = _open_thread(ctx, thread_id, db)
+    backend = _open_thread(ctx, thread_id, db, url)
     checkpoint_id = (
         find_checkpoint(backend.history(thread_id), checkpoint).checkpoint_id
         if (checkpoint)
@@ -771,30 +804,24 @@ def fork(
     out.print(new_id, markup=False)
 
 
-@app.command()
+@app.command(cls=Command)
 @guarded
 def delete(
     ctx: typer.Context,
     thread_id: ThreadArgument,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     db: DbOption = None,
+    url: UrlOption = None,
 ) -> None:
     """Delete a thread and its whole history (local threads only)."""
-    state = _state(ctx, db)
-    if state.settings.url:
-        fail(f"delete works on local threads only, not on the server at {state.settings.url}", 2)
-    if state.db_missing:
-        fail(f"no thread {thread_id!r}: {state.settings.db} does not exist yet")
-    store = state.store
-    if not store.thread_exists(thread_id):
-        fail(f"no thread {thread_id!r} in {state.settings.db} ('chatbot threads' lists them)")
+    backend = _open_thread(ctx, thread_id, db, url, local_only="delete")
     if not yes:
         if not sys.stdin.isatty():
             fail("deleting needs confirmation: add --yes", 2)
         if not typer.confirm(f"Delete thread {thread_id} and all its history?", default=False):
             err.print("kept")
             raise typer.Exit(1)
-    store.delete_thread(thread_id)
+    backend.delete(thread_id)
     err.print(f"deleted {escape(sanitize(thread_id))}")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from chatbot import __version__
 from chatbot.cli import app
 from chatbot.store import Store
-from tests.helpers import runner
+from tests.helpers import free_port, one_error, runner
 
 
 def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):
@@ -147,6 +148,49 @@ def test_an_unknown_option_is_one_line_naming_the_help(command: str, tmp_path: P
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: no such option: --foo")
     assert line.endswith(f"(see 'chatbot {command} --help')")
+
+
+ARGUMENTS = {
+    "chat": [],
+    "ask": ["hello"],
+    "threads": [],
+    "history": ["t"],
+    "show": ["t"],
+    "export": ["t"],
+    "fork": ["t"],
+    "compact": ["t"],
+    "delete": ["t", "--yes"],
+}
+
+
+def test_every_command_takes_db_and_url_after_it() -> None:
+    from typer.main import get_command
+
+    commands = get_command(app).commands  # type: ignore[attr-defined]
+    assert sorted(ARGUMENTS) == sorted(COMMANDS) == sorted(commands)
+    for name, command in commands.items():
+        options = {opt for param in command.params for opt in param.opts}
+        assert {"--db", "--url"} <= options, name
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_url_after_the_command_works_as_before_it(command: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # no LangGraph server there
+    after = invoke(command, *ARGUMENTS[command], "--url", url)
+    before = invoke("--url", url, command, *ARGUMENTS[command])
+    line = one_error(after)
+    assert line == one_error(before)
+    assert line.startswith(f"error: cannot reach the LangGraph server at {url}")
+
+
+@pytest.mark.parametrize("command", ["", *COMMANDS])
+def test_help_lists_flags_as_flags(command: str) -> None:
+    result = invoke(*([command] if command else []), "--help")
+    assert result.exit_code == 0
+    assert "<bool>" not in result.stdout
+    flags = re.findall(r"(--(?:json|new|yes|version|help))\s+(\S+)", result.stdout)
+    assert flags and all(not word.startswith("<") for _, word in flags), flags
+    assert re.search(r"--db\s+<str>", result.stdout), "an option with a value still shows it"
 
 
 @pytest.mark.parametrize(

@@ -160,9 +160,16 @@ def test_delete_with_a_server_url_refuses_and_keeps_the_local_thread(
     runner = CliRunner()
     db = str(tmp_path / "local.sqlite")
     assert runner.invoke(app, ["ask", "precious", "-t", "work", "--db", db]).exit_code == 0
-    refused = runner.invoke(app, ["--url", dev_server.url, "--db", db, "delete", "work", "--yes"])
-    assert refused.exit_code == 2
-    assert "delete works on local threads only" in refused.stderr
+    for args in (
+        ["--url", dev_server.url, "--db", db, "delete", "work", "--yes"],
+        ["delete", "work", "--yes", "--db", db, "--url", dev_server.url],
+    ):
+        refused = runner.invoke(app, args)
+        assert refused.exit_code == 2
+        assert refused.stderr.strip() == (
+            "error: delete works on local threads only (this session uses the LangGraph "
+            f"server at {dev_server.url})"
+        )
     listing = json.loads(runner.invoke(app, ["threads", "--json", "--db", db]).stdout)
     assert [t["thread_id"] for t in listing] == ["work"], "the local thread is still there"
 
