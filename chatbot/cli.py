@@ -369,10 +369,17 @@ class ValidTextReader:
 
 
 def _read_text(text: str | None) -> str:
+    """The message ``ask`` sends: TEXT, what is piped in, or both. Both is the piped input,
+    then TEXT after a blank line (``git diff | chatbot ask "review this"``), in the order llm
+    puts them. ``-`` reads stdin alone."""
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
         text = _stdin().read()
+    elif not sys.stdin.isatty():
+        piped = _stdin().read().rstrip("\n")
+        if piped.strip():
+            text = f"{piped}\n\n{text}" if text.strip() else piped
     text = valid_text(text)
     if not text.strip():
         fail("the message is empty: give some text to send", 2)
@@ -483,7 +490,10 @@ def chat(
 def ask(
     ctx: typer.Context,
     text: Annotated[
-        str | None, typer.Argument(help="The message; '-' (or a pipe) reads stdin.")
+        str | None,
+        typer.Argument(
+            help="The message; '-' reads stdin. Piped input with TEXT: the input, then TEXT."
+        ),
     ] = None,
     thread: Annotated[
         str,

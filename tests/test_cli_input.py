@@ -97,6 +97,28 @@ def test_a_bad_utf8_argument_is_sent_with_a_replacement_character(tmp_path: Path
     assert stored_messages(db, "default")[0] == "caf\ufffd \ufffd"
 
 
+def test_piped_input_and_text_are_sent_together_input_first(tmp_path: Path) -> None:
+    """``git diff | chatbot ask "review this"``: the input, then the text, as llm orders them."""
+    db = tmp_path / "c.sqlite"
+    piped = run_chatbot(
+        "ask",
+        "explain",
+        "--db",
+        str(db),
+        stdin=b"def f():\n    return 1\n",
+        io_encoding="utf-8",
+        home=tmp_path,
+    )
+    assert piped.returncode == 0, piped.stderr.decode()
+    assert stored_messages(db, "default")[0] == "def f():\n    return 1\n\nexplain"
+    alone = runner.invoke(app, ["ask", "just this", "-t", "t2", "--db", str(db)], input="")
+    assert alone.exit_code == 0, alone.output
+    assert stored_messages(db, "t2")[0] == "just this", "an empty pipe adds nothing"
+    dash = runner.invoke(app, ["ask", "-", "-t", "t3", "--db", str(db)], input="only stdin\n")
+    assert dash.exit_code == 0, dash.output
+    assert stored_messages(db, "t3")[0] == "only stdin\n"
+
+
 def test_in_process_bytes_and_surrogates_never_break_a_turn(tmp_path: Path) -> None:
     """CliRunner decodes stdin strictly; arguments carry what Python makes of bad bytes."""
     db = str(tmp_path / "c.sqlite")

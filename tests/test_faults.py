@@ -375,11 +375,21 @@ def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
     }
     chatbot = [sys.executable, "-m", "chatbot"]
     for text in ("one", "two"):
-        done = subprocess.run([*chatbot, "ask", text], env=env, capture_output=True, timeout=60)
+        done = subprocess.run(
+            [*chatbot, "ask", text],
+            stdin=subprocess.DEVNULL,
+            env=env,
+            capture_output=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
     script.arm("summary", (Reply(text="never", delay=60.0),))
     process = subprocess.Popen(
-        [*chatbot, "ask", "three"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*chatbot, "ask", "three"],
+        stdin=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 60
     while sum(map(is_summary_request, openai_server.requests)) < 2:
@@ -388,7 +398,13 @@ def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 
-    done = subprocess.run([*chatbot, "ask", "four"], env=env, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [*chatbot, "ask", "four"],
+        stdin=subprocess.DEVNULL,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert b"never got a reply" not in done.stderr, "the reply to 'three' had been saved"
     shown = subprocess.run(
@@ -518,7 +534,9 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     env = _env(openai_server, tmp_path / "c.sqlite")
     chatbot = [sys.executable, "-m", "chatbot"]
     script.arm("chat", (Reply(text="never", delay=60.0),))
-    process = subprocess.Popen([*chatbot, "ask", "one"], env=env, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [*chatbot, "ask", "one"], stdin=subprocess.DEVNULL, env=env, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 60
     while not openai_server.requests:
         assert time.monotonic() < deadline and process.poll() is None, "no chat call"
@@ -526,7 +544,9 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 
-    done = subprocess.run([*chatbot, "ask", "two"], env=env, capture_output=True, timeout=60)
+    done = subprocess.run(
+        [*chatbot, "ask", "two"], stdin=subprocess.DEVNULL, env=env, capture_output=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     assert b"the previous turn in this thread never got a reply" in done.stderr
     shown = subprocess.run(
@@ -548,6 +568,7 @@ def test_concurrent_asks_on_one_database_all_land(
     processes = [
         subprocess.Popen(
             [*chatbot, "ask", f"hello {n}", "--thread", f"t{n}"],
+            stdin=subprocess.DEVNULL,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

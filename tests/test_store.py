@@ -46,6 +46,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "chatbot", *args],
+        stdin=subprocess.DEVNULL,  # ask reads what is piped in: none here
         capture_output=True,
         text=True,
         env=full_env,
