@@ -195,7 +195,10 @@ def _rename(repl: Repl, arg: str) -> Outcome:
     if not arg:
         raise CommandError("give the new name: /rename NEW")
     new_id = _thread_id(arg)
-    repl.backend.rename(repl.thread_id, new_id)
+    if repl.backend.thread_exists(repl.thread_id):
+        repl.backend.rename(repl.thread_id, new_id)
+    elif repl.backend.thread_exists(new_id):  # a new thread: only its name changes
+        raise CommandError(f"thread {new_id!r} already exists: /thread {new_id} opens it")
     old = repl.thread_id
     repl.thread_id = new_id
     repl.say(f"renamed {old} to {new_id}")
