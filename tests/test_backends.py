@@ -1,0 +1,189 @@
+"""One suite for every Backend: the operations the CLI and the REPL use, run against threads in
+a local SQLite file and against threads on a real ``langgraph dev`` (marked integration).
+
+Both run the offline model with ``messages:4`` / ``messages:2``: the third turn (six messages)
+folds the oldest four into the summary. Thread names are unique per test, because the server
+is shared by the whole run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chatbot.backend import Backend, BackendError, LocalBackend
+from chatbot.graph import build_graph
+from chatbot.models import resolve_models
+from chatbot.remote import RemoteBackend
+from chatbot.session import Event, Reply, Summarized, Token, TurnStream
+from chatbot.settings import Settings
+from chatbot.store import Store
+from chatbot.timeline import last_turn, lineage
+from tests.helpers import DevServer, offline_echo
+
+TRIGGER, KEEP = "messages:4", "messages:2"  # as DevServer runs the graph
+
+
+@pytest.fixture(params=["local", pytest.param("remote", marks=pytest.mark.integration)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A LocalBackend on a fresh SQLite file, or a RemoteBackend on the shared dev server."""
+    if request.param == "remote":
+        server: DevServer = request.getfixturevalue("dev_server")
+        yield RemoteBackend(server.url)
+        return
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        model="offline",
+        db=str(tmp_path / "threads.sqlite"),
+        summary_trigger=TRIGGER,
+        summary_keep=KEEP,
+    )
+    models = resolve_models(settings)
+    with Store(settings.db) as store:
+        yield LocalBackend(build_graph(models.chat, models.summary, settings, store.saver), store)
+
+
+@pytest.fixture
+def thread() -> str:
+    return f"suite-{uuid.uuid4().hex[:10]}"
+
+
+def texts(backend: Backend, thread_id: str) -> list[str]:
+    current = backend.current(thread_id)
+    assert current is not None
+    return [m.text for m in current.messages]
+
+
+def reply_of(events: list[Event]) -> str:
+    (reply,) = [e for e in events if isinstance(e, Reply)]
+    return reply.message.text
+
+
+async def collect(turn: TurnStream) -> list[Event]:
+    """A turn the way the REPL and ``ask`` run it: ``async for`` in a task."""
+    return [event async for event in turn]
+
+
+def test_a_thread_that_was_never_used_has_nothing(backend: Backend, thread: str) -> None:
+    assert not backend.thread_exists(thread)
+    assert backend.current(thread) is None
+    assert backend.history(thread) == []
+    assert thread not in {t.thread_id for t in backend.threads()}
+
+
+def test_a_turn_streams_its_reply_and_the_thread_holds_it(backend: Backend, thread: str) -> None:
+    events = list(backend.send(thread, "hello there"))
+    reply = reply_of(events)
+    assert reply.startswith(offline_echo("hello there"))
+    assert "".join(e.text for e in events if isinstance(e, Token)) == reply, "streamed whole"
+    assert backend.thread_exists(thread)
+    assert texts(backend, thread) == ["hello there", reply]
+    (info,) = [t for t in backend.threads() if t.thread_id == thread]
+    assert (info.title, info.message_count, info.has_summary) == ("hello there", 2, False)
+
+
+def test_a_turn_run_as_a_task_gives_the_same_events(backend: Backend, thread: str) -> None:
+    events = asyncio.run(collect(backend.send(thread, "from a task")))
+    reply = reply_of(events)
+    assert "".join(e.text for e in events if isinstance(e, Token)) == reply
+    assert texts(backend, thread) == ["from a task", reply]
+
+
+def test_the_third_turn_folds_the_oldest_messages_and_history_keeps_them(
+    backend: Backend, thread: str
+) -> None:
+    for text in ("one", "two"):
+        assert not any(isinstance(e, Summarized) for e in backend.send(thread, text))
+    events = list(backend.send(thread, "three"))
+    (summarized,) = [e for e in events if isinstance(e, Summarized)]
+    assert (summarized.messages, summarized.reason) == (4, "trigger")
+    current = backend.current(thread)
+    assert current is not None
+    assert len(current.messages) == 2 and current.messages[0].text == "three"
+    assert "- one" in current.summary and "- two" in current.summary
+    history = backend.history(thread)
+    assert max(len(s.messages) for s in history) == 6, "a checkpoint still holds all six"
+    assert lineage(history)[-1].checkpoint_id == current.checkpoint_id
+
+
+def test_resuming_where_the_message_arrived_answers_it_again_on_a_branch(
+    backend: Backend, thread: str
+) -> None:
+    first = reply_of(list(backend.send(thread, "question")))
+    turn = last_turn(backend.history(thread))
+    assert turn is not None and turn.after_input is not None
+    assert [m.text for m in turn.after_input.messages] == ["question"]
+    again = reply_of(list(backend.resume(thread, turn.after_input.checkpoint_id)))
+    assert texts(backend, thread) == ["question", again]
+    replies = {m.text for s in backend.history(thread) for m in s.messages if m.type == "ai"}
+    assert first in replies, "the first reply stays in history"
+
+
+def test_compact_folds_now_and_regenerate_answers_from_the_compacted_state(
+    backend: Backend, thread: str
+) -> None:
+    for text in ("one", "two"):
+        list(backend.send(thread, text))
+    (folded,) = [
+        e for e in backend.compact(thread, "keep the numbers") if isinstance(e, Summarized)
+    ]
+    assert (folded.messages, folded.reason) == (2, "compact")
+    compacted = backend.current(thread)
+    assert compacted is not None and "- one" in compacted.summary
+    assert len(compacted.messages) == 2 and compacted.messages[0].text == "two"
+    again = reply_of(list(backend.regenerate(thread)))
+    current = backend.current(thread)
+    assert current is not None and current.summary == compacted.summary, "still compacted"
+    assert [m.text for m in current.messages] == ["two", again]
+
+
+def test_a_fork_copies_the_state_and_records_its_origin(backend: Backend, thread: str) -> None:
+    list(backend.send(thread, "the original"))
+    origin = backend.current(thread)
+    assert origin is not None
+    backend.fork(thread, None, f"{thread}-fork1")
+    fork = backend.current(f"{thread}-fork1")
+    assert fork is not None
+    assert [m.text for m in fork.messages] == [m.text for m in origin.messages]
+    (info,) = [t for t in backend.threads() if t.thread_id == f"{thread}-fork1"]
+    assert (info.origin_thread, info.origin_checkpoint) == (thread, origin.checkpoint_id)
+    assert info.title == "the original"
+    list(backend.send(f"{thread}-fork1", "only in the fork"))
+    assert texts(backend, thread) == [m.text for m in origin.messages], "the origin is untouched"
+    with pytest.raises(BackendError, match="already exists"):
+        backend.fork(thread, None, f"{thread}-fork1")
+    with pytest.raises(BackendError):
+        backend.fork(f"{thread}-missing", None, f"{thread}-other")
+
+
+def test_rename_delete_and_undo_are_local_only(backend: Backend, thread: str) -> None:
+    list(backend.send(thread, "keep me"))
+    if backend.local_only_note:  # a server: refused, with the reason, and nothing changes
+        for refused in (
+            lambda: backend.rename(thread, f"{thread}-renamed"),
+            lambda: backend.delete(thread),
+            lambda: backend.restore(thread, None, "undo"),
+        ):
+            with pytest.raises(BackendError, match="works on local threads only"):
+                refused()
+        assert backend.thread_exists(thread) and len(texts(backend, thread)) == 2
+        return
+    backend.restore(thread, None, "undo")
+    assert texts(backend, thread) == []
+    backend.rename(thread, f"{thread}-renamed")
+    assert not backend.thread_exists(thread) and backend.thread_exists(f"{thread}-renamed")
+    assert backend.delete(f"{thread}-renamed")
+    assert not backend.thread_exists(f"{thread}-renamed")
+
+
+def test_run_settings_are_the_graphs_here_and_the_servers_there(backend: Backend) -> None:
+    run = backend.run_settings({"summary_keep": "messages:1"})
+    if backend.local_only_note:
+        assert run is None, "a server resolves its runs with its own settings"
+        return
+    assert run is not None
+    assert (str(run.policy.trigger[0]), str(run.policy.keep)) == (TRIGGER, "messages:1")
