@@ -17,7 +17,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +24,7 @@ from typing import Any, Literal
 import pytest
 
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, context_length_exceeded
-from tests.helpers import CONTROL, ROOT, SECRET, Cli, free_port, is_summary_request
+from tests.helpers import CONTROL, ROOT, SECRET, Cli, free_port, is_summary_request, wait_until
 
 ESCAPES = (
     "\x1b[2J\x1b[HHello \x1b]0;pwned\x07there \x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
@@ -391,10 +390,12 @@ def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 60
-    while sum(map(is_summary_request, openai_server.requests)) < 2:
-        assert time.monotonic() < deadline and process.poll() is None, "no summary call"
-        time.sleep(0.05)
+
+    def summarizing() -> bool:
+        assert process.poll() is None, "ask ended before its summary call"
+        return sum(map(is_summary_request, openai_server.requests)) >= 2
+
+    wait_until(summarizing, 60, "the summary call")
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 
@@ -537,10 +538,12 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     process = subprocess.Popen(
         [*chatbot, "ask", "one"], stdin=subprocess.DEVNULL, env=env, stderr=subprocess.PIPE
     )
-    deadline = time.monotonic() + 60
-    while not openai_server.requests:
-        assert time.monotonic() < deadline and process.poll() is None, "no chat call"
-        time.sleep(0.05)
+
+    def asking() -> bool:
+        assert process.poll() is None, "ask ended before its chat call"
+        return bool(openai_server.requests)
+
+    wait_until(asking, 60, "the chat call")
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 
