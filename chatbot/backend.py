@@ -21,9 +21,7 @@ from chatbot.runsettings import RunSettings
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.state import ChatGraph
 from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
-from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
-
-ORIGIN_KEY = "chatbot_origin"
+from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, snapshot_from_parts
 
 
 class BackendError(FriendlyError, RuntimeError):

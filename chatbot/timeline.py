@@ -1,8 +1,21 @@
 """A thread's checkpoints as plain data, and what can be read from them.
 
 Pure functions over :class:`Snapshot` lists, the same for a local SQLite thread and a thread on
-a LangGraph server: the summary's timeline, the history table, the messages folded into the
-summary (for export), where the last turn started (for /undo and /retry), tokens saved.
+a LangGraph server: the summary's timeline, the history (one entry per turn, or every
+checkpoint), the messages folded into the summary (for export), where the last turn started
+(for /undo and /retry), tokens saved.
+
+Vocabulary:
+
+- **lineage**: the checkpoints that led to the newest one, following parents. /undo, /retry and
+  two turns at once leave other checkpoints off it, on side branches; the history still has them.
+- **run**: the checkpoints one graph run wrote. It starts with an ``input`` checkpoint (a message
+  was sent, or ``/compact``), a ``fork`` checkpoint (LangGraph's name for a run resumed from an
+  older checkpoint: ``/retry``) or an ``update`` (``/undo``, ``/fork``, a regenerating
+  ``/retry``), and goes on with ``loop`` checkpoints, each the child of the one before.
+- **turn entry**: one run as people think of it: a message and its reply, a retry, an undo, a
+  compaction, a fork. Its checkpoint is the run's last one: the state it left, for /show and
+  /fork.
 """
 
 from __future__ import annotations
@@ -11,7 +24,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
@@ -19,6 +32,8 @@ from chatbot.tokens import TokenCounter
 
 ACTION_KEY = "chatbot_action"
 """Checkpoint metadata naming what wrote an ``update`` checkpoint: fork, undo, rename."""
+ORIGIN_KEY = "chatbot_origin"
+"""Checkpoint metadata of a forked thread's first checkpoint: ``thread@checkpoint``."""
 
 
 @dataclass(frozen=True)
@@ -119,9 +134,10 @@ def node_of(snapshot: Snapshot, parent: Snapshot | None) -> str:
 
 @dataclass(frozen=True)
 class HistoryRow:
-    """One line of /history."""
+    """One line of /history all: one checkpoint."""
 
     checkpoint_id: str
+    parent_id: str | None
     step: int
     node: str
     messages: int
@@ -131,14 +147,15 @@ class HistoryRow:
 
 
 def history_rows(history: Sequence[Snapshot]) -> list[HistoryRow]:
-    """The current lineage as history rows, newest first."""
-    chain = lineage(history)
+    """Every checkpoint of the thread as a history row, side branches included, newest first."""
+    index = by_id(history)
     rows = []
-    for position, snapshot in enumerate(chain):
-        parent = chain[position - 1] if position else None
+    for snapshot in sorted(history, key=lambda s: s.checkpoint_id, reverse=True):
+        parent = index.get(snapshot.parent_id) if snapshot.parent_id else None
         rows.append(
             HistoryRow(
                 checkpoint_id=snapshot.checkpoint_id,
+                parent_id=snapshot.parent_id,
                 step=snapshot.step,
                 node=node_of(snapshot, parent),
                 messages=len(snapshot.messages),
@@ -147,7 +164,167 @@ def history_rows(history: Sequence[Snapshot]) -> list[HistoryRow]:
                 next=snapshot.next,
             )
         )
-    return list(reversed(rows))
+    return rows
+
+
+TurnKind = Literal["turn", "retry", "undo", "compact", "fork", "update"]
+Fate = Literal["", "undone", "retried", "branch"]
+
+
+@dataclass(frozen=True)
+class TurnEntry:
+    """One entry of /history: a run as people think of it (see the module's vocabulary)."""
+
+    kind: TurnKind | str
+    """``turn`` (a message and its reply), ``retry``, ``undo``, ``compact``, ``fork``, or
+    another action's name."""
+    checkpoint_id: str
+    """The run's last checkpoint: the state it left (what /show shows, where /fork branches)."""
+    first_checkpoint_id: str
+    created_at: datetime | None
+    """When the run started (the message was sent)."""
+    text: str
+    """The user's message it answers ("" for undo, compact, fork)."""
+    messages_before: int
+    messages_after: int
+    folded: int
+    """Messages folded into the summary during the run."""
+    summary_changed: bool
+    finished: bool
+    """False when the run stopped before its end (interrupted, failed, killed)."""
+    fate: Fate = ""
+    """``undone`` (an /undo rewound it), ``retried`` (a /retry replaced its reply), ``branch``
+    (a side branch, as two turns at once leave) or "" when its state is part of the current one."""
+    origin: str = ""
+    """For a fork: ``thread@checkpoint`` it was branched from."""
+
+
+def _runs(history: Sequence[Snapshot]) -> list[list[Snapshot]]:
+    """The thread's checkpoints grouped by the run that wrote them, oldest run first."""
+    runs: list[list[Snapshot]] = []
+    run_of: dict[str, list[Snapshot]] = {}
+    for snapshot in sorted(history, key=lambda s: s.checkpoint_id):
+        run = run_of.get(snapshot.parent_id or "") if snapshot.source == "loop" else None
+        if run is None:
+            run = []
+            runs.append(run)
+        run.append(snapshot)
+        run_of[snapshot.checkpoint_id] = run
+    return runs
+
+
+def _kind(first: Snapshot) -> str:
+    action = str(first.metadata.get(ACTION_KEY) or "")
+    if first.source == "input":
+        return "compact" if action == "compact" else "turn"
+    if first.source == "fork":
+        return "retry"  # a run resumed from an older checkpoint: how /retry regenerates
+    if first.source == "update":
+        return action or "update"
+    return first.source or "?"
+
+
+def _undone(history: Sequence[Snapshot]) -> set[str]:
+    """The checkpoints /undo rewound: for each undo, the last turn when it ran (found as /undo
+    found it) and everything after it on the lineage of that time."""
+    ordered = sorted(history, key=lambda s: s.checkpoint_id)
+    undone: set[str] = set()
+    for position, snapshot in enumerate(ordered):
+        if position and snapshot.metadata.get(ACTION_KEY) == "undo":
+            earlier, head = ordered[:position], ordered[position - 1]
+            turn = last_turn(earlier, head)
+            if turn is None or turn.input is None:
+                continue
+            chain = [s.checkpoint_id for s in lineage(earlier, head)]
+            undone.update(chain[chain.index(turn.input.checkpoint_id) :])
+    return undone
+
+
+def _retried(runs: Sequence[list[Snapshot]], index: dict[str, Snapshot]) -> set[int]:
+    """The runs (by position) whose reply a /retry replaced."""
+    written_by: dict[str | None, int] = {}  # a message id -> the run that first held it
+    awaiting: dict[str, list[int]] = {}  # a checkpoint where a message awaited its reply
+    for number, run in enumerate(runs):
+        for snapshot in run:
+            for message in snapshot.messages:
+                written_by.setdefault(message.id, number)
+        first = run[0]
+        if first.source == "input" and len(run) > 1 and _kind(first) == "turn":
+            awaiting.setdefault(run[1].checkpoint_id, []).append(number)
+        elif first.source == "fork" and first.parent_id:
+            awaiting.setdefault(first.parent_id, []).append(number)
+    retried: set[int] = set()
+    for number, run in enumerate(runs):
+        first = run[0]
+        if first.source == "fork" and first.parent_id:
+            # Resumed where earlier runs answered the same message: their replies are replaced.
+            retried.update(n for n in awaiting.get(first.parent_id, []) if n < number)
+        elif first.metadata.get(ACTION_KEY) == "retry" and first.parent_id in index:
+            # Regenerated from the state then: the reply it removed was written by a run.
+            kept = {m.id for m in first.messages}
+            for message in index[first.parent_id].messages:
+                if message.type == "ai" and message.id not in kept and message.id in written_by:
+                    retried.add(written_by[message.id])
+    return retried
+
+
+def turn_entries(history: Sequence[Snapshot]) -> list[TurnEntry]:
+    """The thread's history one entry per run, side branches included, newest first.
+
+    An entry whose state is no longer part of the thread's says why (:attr:`TurnEntry.fate`):
+    nothing a thread ever held is hidden.
+    """
+    if not history:
+        return []
+    index = by_id(history)
+    current = {s.checkpoint_id for s in lineage(history)}
+    ordered = sorted(history, key=lambda s: s.checkpoint_id)
+    order = {s.checkpoint_id: position for position, s in enumerate(ordered)}
+    runs = _runs(history)
+    undone = _undone(history)
+    retried = _retried(runs, index)
+    entries = []
+    for number, run in enumerate(runs):
+        first, last = run[0], run[-1]
+        kind = _kind(first)
+        # The thread as it was when the run started (an undo's or a retry's parent is an
+        # older checkpoint: the state it goes back to).
+        position = order[first.checkpoint_id]
+        before = ordered[position - 1] if position else None
+        folded = 0  # the graph folds in its own steps, inside the run
+        for previous, snapshot in itertools.pairwise(run):
+            if snapshot.summary != previous.summary:
+                kept = {m.id for m in snapshot.messages}
+                folded += sum(1 for m in previous.messages if m.id not in kept)
+        known = {m.id for m in first.messages} if first.source != "input" else set()
+        known |= {m.id for m in before.messages} if before is not None else set()
+        said = [m for s in run for m in s.messages if m.type == "human" and m.id not in known]
+        if not said and kind == "retry":
+            said = [m for m in last.messages if m.type == "human"][-1:]
+        fate: Fate = ""
+        if last.checkpoint_id in undone:
+            fate = "undone"
+        elif number in retried:
+            fate = "retried"
+        elif last.checkpoint_id not in current:
+            fate = "branch"
+        entries.append(
+            TurnEntry(
+                kind=kind,
+                checkpoint_id=last.checkpoint_id,
+                first_checkpoint_id=first.checkpoint_id,
+                created_at=first.created_at,
+                text=said[0].text if said else "",
+                messages_before=len(before.messages) if before is not None else 0,
+                messages_after=len(last.messages),
+                folded=folded,
+                summary_changed=last.summary != (before.summary if before is not None else ""),
+                finished=not last.next,
+                fate=fate,
+                origin=str(first.metadata.get(ORIGIN_KEY) or "") if kind == "fork" else "",
+            )
+        )
+    return list(reversed(entries))
 
 
 @dataclass(frozen=True)
@@ -230,6 +407,8 @@ class TurnPoints:
     """The state with the user's message added, before the reply (where /retry resumes)."""
     compacted: bool = False
     """A compaction ran after this turn: regenerating from ``after_input`` would undo it."""
+    input: Snapshot | None = None
+    """The turn's ``input`` checkpoint, where its run starts."""
 
 
 def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> TurnPoints | None:
@@ -249,7 +428,7 @@ def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> Turn
                 after = None  # the input checkpoint is the run's last: nothing to resume from
             before = chain[position - 1] if position else None
             compacted = any(s.metadata.get(ACTION_KEY) == "compact" for s in chain[position:])
-            return TurnPoints(before=before, after_input=after, compacted=compacted)
+            return TurnPoints(before=before, after_input=after, compacted=compacted, input=snapshot)
     return None
 
 
