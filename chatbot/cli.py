@@ -685,21 +685,36 @@ def threads(
 def history(
     ctx: typer.Context,
     thread_id: ThreadArgument,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="Newest N checkpoints.")] = 50,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="Newest N turns (checkpoints with --all).")
+    ] = 50,
+    every: Annotated[
+        bool,
+        typer.Option("--all", "-a", help="Every checkpoint, instead of one row per turn."),
+    ] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
-    """Show a thread's state history: checkpoints, newest first."""
-    from chatbot.render import history_record, history_table
-    from chatbot.timeline import history_rows
+    """Show a thread's history: one row per turn (message, reply, summary change, the
+    checkpoint it left), newest first; --all lists every checkpoint."""
+    from chatbot.render import history_record, history_table, turn_record, turn_table
+    from chatbot.timeline import history_rows, turn_entries
 
     backend = _open_thread(ctx, thread_id, db, url)
-    rows = history_rows(backend.history(thread_id))[:limit]
+    history = backend.history(thread_id)
+    if every:
+        rows = history_rows(history)[:limit]
+        if as_json:
+            _print_json([history_record(r) for r in rows])
+        else:
+            out.print(history_table(rows))
+        return
+    entries = turn_entries(history)[:limit]
     if as_json:
-        _print_json([history_record(r) for r in rows])
+        _print_json([turn_record(e) for e in entries])
     else:
-        out.print(history_table(rows))
+        out.print(turn_table(entries))
 
 
 @app.command(cls=Command)
@@ -715,7 +730,7 @@ def show(
     url: UrlOption = None,
 ) -> None:
     """Show a thread's summary and messages, now or at a past checkpoint."""
-    from chatbot.render import message_record, state_view
+    from chatbot.render import checkpoint_heading, message_record, state_view
     from chatbot.timeline import find_checkpoint
 
     backend = _open_thread(ctx, thread_id, db, url)
@@ -735,7 +750,7 @@ def show(
             document["checkpoint_id"] = snapshot.checkpoint_id
         _print_json(document)
         return
-    out.print(state_view(snapshot))
+    out.print(state_view(snapshot, title=checkpoint_heading(snapshot) if checkpoint else ""))
 
 
 @app.command(cls=Command)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from rich.markup import escape
-from rich.panel import Panel
 from rich.table import Table
 
 from chatbot import render
@@ -18,7 +17,6 @@ from chatbot.export import ExportError, default_path, export_document, export_fo
 from chatbot.export import render as render_export
 from chatbot.models import MissingCredentials
 from chatbot.policy import TRIGGER_OFF, SummaryPolicy
-from chatbot.render import Markdown
 from chatbot.settings import SettingsError
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
@@ -31,6 +29,7 @@ from chatbot.timeline import (
     short_id,
     summary_timeline,
     tokens_saved,
+    turn_entries,
 )
 
 if TYPE_CHECKING:
@@ -256,21 +255,34 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
     tokens = repl.counter().text(snapshot.summary)
-    repl.console.print(Panel(Markdown(snapshot.summary), title=f"summary ({tokens:,} tokens)"))
+    repl.console.print(render.summary_view(snapshot.summary, tokens))
     return None
 
 
-@command("history", "/history [N]", "the thread's checkpoints, newest first (default 20)")
+@command(
+    "history",
+    "/history [all] [N]",
+    "the thread's turns, newest first (default 20); 'all': every checkpoint",
+)
 def _history_command(repl: Repl, arg: str) -> Outcome:
-    limit = 20
-    if arg:
-        if not arg.isdigit() or int(arg) < 1:
-            raise CommandError(f"/history takes a number of checkpoints, not {arg!r}")
-        limit = int(arg)
-    rows = history_rows(_history(repl))
-    repl.console.print(render.history_table(rows[:limit]))
-    if len(rows) > limit:
-        repl.say(f"... {len(rows) - limit} older checkpoints (/history {len(rows)})", "dim")
+    words = arg.split()
+    every = "all" in words
+    numbers = [word for word in words if word != "all"]
+    if len(numbers) > 1 or (numbers and (not numbers[0].isdigit() or int(numbers[0]) < 1)):
+        what = "checkpoints" if every else "turns"
+        raise CommandError(f"/history takes a number of {what}, not {arg!r}: /history [all] [N]")
+    limit = int(numbers[0]) if numbers else 20
+    history = _history(repl)
+    if every:
+        rows = history_rows(history)
+        repl.console.print(render.history_table(rows[:limit]))
+        if len(rows) > limit:
+            repl.say(f"... {len(rows) - limit} older checkpoints (/history all {len(rows)})", "dim")
+        return None
+    entries = turn_entries(history)
+    repl.console.print(render.turn_table(entries[:limit]))
+    if len(entries) > limit:
+        repl.say(f"... {len(entries) - limit} older turns (/history {len(entries)})", "dim")
     return None
 
 
@@ -280,11 +292,7 @@ def _show(repl: Repl, arg: str) -> Outcome:
         raise CommandError("give a checkpoint id from /history: /show CHECKPOINT")
     history = _history(repl)
     snapshot = find_checkpoint(history, arg)
-    title = (
-        f"checkpoint {short_id(snapshot.checkpoint_id)} · step {snapshot.step} · "
-        f"{render.when(snapshot.created_at)}"
-    )
-    repl.console.print(render.state_view(snapshot, title=title))
+    repl.console.print(render.state_view(snapshot, title=render.checkpoint_heading(snapshot)))
     return None
 
 
@@ -308,7 +316,9 @@ def _fork(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-@command("undo", "/undo", "rewind the last turn (history keeps it)", remote=False, writes=True)
+@command(
+    "undo", "/undo", "rewind the last turn (/history still lists it)", remote=False, writes=True
+)
 def _undo(repl: Repl, arg: str) -> Outcome:
     _no_argument("undo", arg)
     history = repl.backend.history(repl.thread_id)
@@ -326,7 +336,11 @@ def _undo(repl: Repl, arg: str) -> Outcome:
             f"({len(turn.before.messages)} messages)"
         )
     repl.measure(repl.backend.current(repl.thread_id))
-    repl.say(f"rewound the last turn: back to {where}; /history still has it")
+    undone = short_id(current.checkpoint_id)  # the state the undo left: its turn's last
+    repl.say(
+        f"rewound the last turn: back to {where}. It stays in /history, marked undone, as "
+        f"checkpoint {undone} (/show {undone} to see it, /fork {undone} to carry on from it)"
+    )
     return None
 
 

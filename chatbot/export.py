@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,12 +71,22 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
     }
 
 
+def verbatim(text: str) -> str:
+    """Text as a fenced block, so Markdown shows it as written: line breaks, indentation and
+    ``*_#<>`` kept. The fence is longer than any run of backticks inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
 def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for message in messages:
         role = ROLE_NAMES.get(message["type"], message["type"])
         content = message["content"]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        if text and message["type"] != "ai":  # people's text is plain, as on the screen
+            text = verbatim(text)
         lines += [f"**{role}:**", "", text or "_(no text)_", ""]
         for call in message.get("tool_calls", []):
             lines += [f"> tool call `{call['name']}` {json.dumps(call.get('args', {}))}", ""]

@@ -8,8 +8,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from markdown_it import MarkdownIt
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markdown import Markdown as RichMarkdown
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -17,7 +18,7 @@ from rich.text import Text
 from chatbot.sanitize import sanitize
 from chatbot.session import Summarized
 from chatbot.store import ThreadInfo
-from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, short_id
+from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
 
 
 class Markdown(RichMarkdown):
@@ -34,6 +35,21 @@ class Markdown(RichMarkdown):
         super().__init__(markup, **kwargs)
         parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
         self.parsed = parser.parse(markup)
+
+
+class Wrapped:
+    """A renderable word-wrapped at the console's width, long words folded onto the next line:
+    nothing is ever cut at the edge, whatever the console's defaults.
+
+    The CLI's console soft-wraps (a plain line is left for the terminal to break), and under
+    soft wrap Rich crops whatever sits in a panel or a table cell at its edge.
+    """
+
+    def __init__(self, *renderables: RenderableType) -> None:
+        self.renderable = Group(*renderables)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from console.render(self.renderable, options.update(no_wrap=False, overflow="fold"))
 
 
 ROLE_STYLES = {"human": "bold cyan", "ai": "bold green", "tool": "bold magenta", "system": "bold"}
@@ -73,11 +89,11 @@ def describe_summary(event: Summarized) -> str:
     return f"summarized {folded}"
 
 
-def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> Table:
+def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:
     """/threads and ``chatbot threads``."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("thread", "messages", "summary", "last active", "title"):
-        table.add_column(column, overflow="fold" if column == "title" else "ellipsis")
+        table.add_column(column, overflow="fold")
     for info in threads:
         marker = "* " if info.thread_id == current else "  "
         table.add_row(
@@ -87,24 +103,29 @@ def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> 
             when(info.last_active),
             plain(info.title or ""),
         )
-    return table
+    return Wrapped(table)
 
 
-def history_table(rows: Sequence[HistoryRow]) -> Table:
-    """/history and ``chatbot history``: one row per checkpoint, newest first."""
+def _short_time(moment: datetime | None) -> str:
+    """The time of day for today, the date and minute before."""
+    if moment is not None and moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    same_day = moment is not None and moment.astimezone().date() == datetime.now().date()
+    return when(moment, "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M")
+
+
+def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
+    """/history all and ``chatbot history --all``: one row per checkpoint, newest first."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in ("checkpoint", "step", "node", "next", "msgs", "summary", "time"):
         table.add_column(
             column,
             justify="right" if column in ("step", "msgs") else "left",
-            no_wrap=column != "next",
-            min_width=12 if column == "next" else None,
+            no_wrap=column == "checkpoint",
+            min_width=8 if column == "checkpoint" else None,
             overflow="fold",
         )
-    today = datetime.now().astimezone().date()
     for row in rows:
-        moment = row.created_at.astimezone() if row.created_at else None
-        same_day = moment is not None and moment.date() == today
         table.add_row(
             short_id(row.checkpoint_id),
             str(row.step),
@@ -112,38 +133,144 @@ def history_table(rows: Sequence[HistoryRow]) -> Table:
             plain(", ".join(row.next) or "-"),
             str(row.messages),
             f"{row.summary_chars} ch" if row.summary_chars else "-",
-            when(row.created_at, "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M"),
+            _short_time(row.created_at),
         )
-    return table
+    return Wrapped(table)
+
+
+PREVIEW_CHARS = 60
+FATES = {"undone": "undone by /undo", "retried": "replaced by /retry", "branch": "side branch"}
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """The start of a message on one line: whitespace runs become one space, cut with '…'."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def describe_entry(entry: TurnEntry) -> Text:
+    """What a history entry was, in a few words: the message, or the command that wrote it."""
+    said = plain(preview(entry.text))
+    if entry.kind == "turn":
+        line = said if entry.text else Text("(no message)", style="dim")
+    elif entry.kind == "retry":
+        line = Text.assemble(("/retry ", "dim"), said)
+    elif entry.kind == "fork" and entry.origin:
+        thread, _, checkpoint = entry.origin.partition("@")
+        line = Text.assemble(("/fork of ", "dim"), plain(thread), (" at ", "dim"))
+        line.append(short_id(checkpoint))
+    elif entry.kind in ("undo", "compact", "fork"):
+        line = Text(f"/{entry.kind}", style="dim")
+    else:
+        line = Text(f"({entry.kind})", style="dim")
+    if not entry.finished:
+        line.append(" (unfinished: /retry)", style="yellow")
+    if entry.fate:
+        line.append(f" ({FATES.get(entry.fate, entry.fate)})", style="yellow")
+    return line
+
+
+class _ByWidth:
+    """One of two layouts, by the width there is: a table where it fits, lines where not."""
+
+    def __init__(self, wide: RenderableType, narrow: RenderableType, min_width: int) -> None:
+        self.wide, self.narrow, self.min_width = wide, narrow, min_width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.wide if options.max_width >= self.min_width else self.narrow
+
+
+TURN_TABLE_MIN_WIDTH = 72
+"""Narrower than this, /history shows each turn as two lines rather than a table row."""
+
+
+def _summary_change(entry: TurnEntry) -> str:
+    if entry.folded:
+        return f"folded {entry.folded}"
+    return "changed" if entry.summary_changed else "-"
+
+
+def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
+    """/history and ``chatbot history``: one row per turn (and per undo, retry, compaction),
+    newest first, with the checkpoint to give /show and /fork. On a narrow screen each turn is
+    a line of facts and, below it, the message (a table would squeeze the message to a sliver).
+    """
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("checkpoint", no_wrap=True)
+    table.add_column("time", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    table.add_column("msgs", justify="right", no_wrap=True)
+    table.add_column("summary", no_wrap=True)
+    lines: list[RenderableType] = []
+    for entry in entries:
+        table.add_row(
+            short_id(entry.checkpoint_id),
+            _short_time(entry.created_at),
+            describe_entry(entry),
+            f"{entry.messages_before}→{entry.messages_after}",
+            _summary_change(entry),
+        )
+        change = _summary_change(entry)
+        facts = Text.assemble(
+            (short_id(entry.checkpoint_id), "bold"),
+            f"  {_short_time(entry.created_at)}  {entry.messages_before}→"
+            f"{entry.messages_after} msgs",
+            "" if change == "-" else f"  summary {change}",
+        )
+        lines += [facts, Padding(describe_entry(entry), (0, 0, 0, 2))]
+    return Wrapped(_ByWidth(table, Group(*lines), TURN_TABLE_MIN_WIDTH))
+
+
+def summary_view(summary: str, tokens: int) -> RenderableType:
+    """/summary: the current summary, as Markdown (a model writes it in Markdown sections)."""
+    return Wrapped(Panel(Markdown(summary), title=f"summary ({tokens:,} tokens)"))
 
 
 def summary_timeline_view(changes: Sequence[SummaryChange]) -> RenderableType:
-    """/summary history: each checkpoint where the summary changed, with that version."""
+    """/summary history: each checkpoint where the summary changed, with that version.
+
+    The heading is a line of its own, not a panel title: a title is cut at the panel's edge,
+    and the heading holds the full checkpoint id, to copy into /show or /fork.
+    """
     parts: list[RenderableType] = []
     for number, change in enumerate(changes, start=1):
-        title = (
+        heading = (
             f"#{number} step {change.step} · {when(change.created_at)} · folded "
             f"{change.folded} messages ({change.folded_tokens:,} tokens) · checkpoint "
-            f"{short_id(change.checkpoint_id)}"
+            f"{change.checkpoint_id}"
         )
-        parts.append(
-            Panel(plain(change.summary), title=title, title_align="left", border_style="dim")
-        )
-    return Group(*parts)
+        parts.append(Text(heading, style="bold"))
+        parts.append(Panel(Markdown(change.summary), border_style="dim"))
+    return Wrapped(*parts)
+
+
+def checkpoint_heading(snapshot: Snapshot) -> str:
+    """The line above a past state: its full checkpoint id (to copy), step and time."""
+    return (
+        f"checkpoint {snapshot.checkpoint_id} · step {snapshot.step} · {when(snapshot.created_at)}"
+    )
 
 
 def message_view(message: BaseMessage) -> RenderableType:
-    """One message, with its role."""
+    """One message, with its role.
+
+    A model's text is Markdown, as its reply was shown while it streamed. What people wrote
+    (the user's messages, a system prompt) and tool output is plain text, shown as written:
+    its line breaks, indentation and ``*_#<>`` characters are what the model was sent, and
+    Markdown would join the lines and eat them.
+    """
     role = message.type
     label = Text(ROLE_NAMES.get(role, role), style=ROLE_STYLES.get(role, "bold"))
     body: RenderableType
-    if isinstance(message, AIMessage) and message.tool_calls:
+    if not message.text and not (isinstance(message, AIMessage) and message.tool_calls):
+        body = Text("(no text)", style="dim")
+    elif isinstance(message, AIMessage) and message.tool_calls:
         calls = ", ".join(f"{c['name']}({c.get('args', {})})" for c in message.tool_calls)
         body = Group(Markdown(message.text) if message.text else Text(""), plain(f"-> {calls}"))
-    elif isinstance(message, ToolMessage):
-        body = plain(message.text)
+    elif isinstance(message, AIMessage):
+        body = Markdown(message.text)
     else:
-        body = Markdown(message.text) if message.text else Text("(no text)", style="dim")
+        body = plain(message.text)
     return Group(label, body)
 
 
@@ -163,7 +290,7 @@ def state_view(
     if not snapshot.messages:
         parts.append(Text("(no messages)", style="dim"))
     parts.extend(message_view(m) for m in snapshot.messages)
-    return Group(*parts)
+    return Wrapped(*parts)
 
 
 def message_record(message: BaseMessage) -> dict[str, Any]:
@@ -193,10 +320,29 @@ def thread_record(info: ThreadInfo) -> dict[str, Any]:
     }
 
 
+def turn_record(entry: TurnEntry) -> dict[str, Any]:
+    """A history entry as JSON (``chatbot history --json``; the README lists the fields)."""
+    return {
+        "checkpoint_id": entry.checkpoint_id,
+        "first_checkpoint_id": entry.first_checkpoint_id,
+        "kind": entry.kind,
+        "time": entry.created_at.isoformat() if entry.created_at else None,
+        "text": entry.text,
+        "messages_before": entry.messages_before,
+        "messages_after": entry.messages_after,
+        "folded": entry.folded,
+        "summary_changed": entry.summary_changed,
+        "finished": entry.finished,
+        "fate": entry.fate or None,
+        "origin": entry.origin or None,
+    }
+
+
 def history_record(row: HistoryRow) -> dict[str, Any]:
-    """A history row as JSON."""
+    """A checkpoint as JSON (``chatbot history --all --json``)."""
     return {
         "checkpoint_id": row.checkpoint_id,
+        "parent_id": row.parent_id,
         "step": row.step,
         "node": row.node,
         "next": list(row.next),

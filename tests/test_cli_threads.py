@@ -111,7 +111,7 @@ def test_chat_reads_a_script_from_stdin_and_stores_the_turns(db: Path) -> None:
 def test_chat_summarizes_and_a_bad_command_does_not_stop_the_script(db: Path) -> None:
     result = chat(db, "t1", *FOUR_TURNS, "/history x", "/summary")
     assert "summarized 6 messages" in result.stdout
-    assert "error: /history takes a number of checkpoints, not 'x'" in result.stdout
+    assert "error: /history takes a number of turns, not 'x': /history [all] [N]" in result.stdout
     assert "Offline extractive summary" in result.stdout
     state = values(db, "t1")
     assert state["summary"].splitlines()[1:] == ["- one", "- two", "- three"]
@@ -211,21 +211,65 @@ def test_threads_on_an_empty_database_says_so(db: Path) -> None:
 # --- history and show --------------------------------------------------------------------------
 
 
-def test_history_lists_the_checkpoints_newest_first(db: Path) -> None:
+def test_history_lists_one_row_per_turn_newest_first_with_the_checkpoint_it_left(
+    db: Path,
+) -> None:
+    chat(db, "t1", *FOUR_TURNS, "five")
+    ends = [s for s in chain(db, "t1") if not s.next and s.source == "loop"]
+    assert len(ends) == 5, "each turn's run ends in one checkpoint"
+    result = cli("history", "t1", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    header, *rows = [line.split() for line in result.stdout.splitlines()]
+    assert header == ["checkpoint", "time", "message", "msgs", "summary"]
+    assert [r[0] for r in rows] == [short_id(s.checkpoint_id) for s in reversed(ends)]
+    assert [r[2] for r in rows] == ["five", "four", "three", "two", "one"]
+    assert [r[3:] for r in rows] == [
+        ["2→4", "-"],
+        ["6→2", "folded", "6"],  # the fourth turn folded the first three into the summary
+        ["4→6", "-"],
+        ["2→4", "-"],
+        ["0→2", "-"],
+    ]
+
+    as_json = json.loads(cli("history", "t1", "--json", "--db", str(db)).stdout)
+    assert [r["checkpoint_id"] for r in as_json] == [s.checkpoint_id for s in reversed(ends)]
+    assert [r["text"] for r in as_json] == ["five", "four", "three", "two", "one"]
+    four = as_json[1]
+    assert four == {
+        "checkpoint_id": ends[3].checkpoint_id,
+        "first_checkpoint_id": four["first_checkpoint_id"],
+        "kind": "turn",
+        "time": four["time"],
+        "text": "four",
+        "messages_before": 6,
+        "messages_after": 2,
+        "folded": 6,
+        "summary_changed": True,
+        "finished": True,
+        "fate": None,
+        "origin": None,
+    }
+    (first,) = [s for s in chain(db, "t1") if s.checkpoint_id == four["first_checkpoint_id"]]
+    assert first.source == "input" and len(first.messages) == 6, "where the turn's run began"
+
+
+def test_history_all_lists_every_checkpoint_newest_first(db: Path) -> None:
     chat(db, "t1", "hello")
     ids = [s.checkpoint_id for s in reversed(chain(db, "t1"))]
-    result = cli("history", "t1", "--db", str(db))
+    result = cli("history", "t1", "--all", "--db", str(db))
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.stdout.splitlines()[1:]]
     assert [r[0] for r in rows] == [short_id(i) for i in ids]
     assert [r[1:3] for r in rows] == [["1", "conversation"], ["0", "__start__"], ["-1", "input"]]
 
-    as_json = json.loads(cli("history", "t1", "--json", "--db", str(db)).stdout)
+    as_json = json.loads(cli("history", "t1", "--all", "--json", "--db", str(db)).stdout)
     assert [r["checkpoint_id"] for r in as_json] == ids
+    assert [r["parent_id"] for r in as_json] == [*ids[1:], None]
     assert [r["messages"] for r in as_json] == [2, 1, 0]
     assert as_json[1]["next"] == ["conversation"] and as_json[0]["next"] == []
     assert set(as_json[0]) == {
         "checkpoint_id",
+        "parent_id",
         "step",
         "node",
         "next",
@@ -238,10 +282,14 @@ def test_history_lists_the_checkpoints_newest_first(db: Path) -> None:
 def test_history_limit_keeps_the_newest(db: Path) -> None:
     chat(db, "t1", "hello", "again")
     ids = [s.checkpoint_id for s in reversed(chain(db, "t1"))]
-    limited = json.loads(cli("history", "t1", "--json", "--limit", "2", "--db", str(db)).stdout)
+    limited = json.loads(
+        cli("history", "t1", "--all", "--json", "--limit", "2", "--db", str(db)).stdout
+    )
     assert [r["checkpoint_id"] for r in limited] == ids[:2]
-    table = cli("history", "t1", "-n", "1", "--db", str(db))
+    table = cli("history", "t1", "-a", "-n", "1", "--db", str(db))
     assert [line.split()[0] for line in table.stdout.splitlines()[1:]] == [short_id(ids[0])]
+    turns = json.loads(cli("history", "t1", "--json", "-n", "1", "--db", str(db)).stdout)
+    assert [t["text"] for t in turns] == ["again"] and turns[0]["checkpoint_id"] == ids[0]
     assert cli("history", "t1", "--limit", "0", "--db", str(db)).exit_code == 2
 
 

@@ -2,7 +2,8 @@
 
 Each test spawns the installed ``chatbot`` console script under ``pexpect`` with a clean
 environment (no CHATBOT_* / OPENAI_* from the machine, a data directory and a database under
-tmp_path, ``messages:6`` / ``messages:2`` summaries) in a 40x120 ``xterm-256color`` terminal.
+tmp_path, ``messages:6`` / ``messages:2`` summaries) in a 40x120 ``xterm-256color`` terminal
+(narrower where a test checks wrapping).
 The test plays the terminal's part in prompt_toolkit's cursor-position handshake (it answers
 ``ESC[6n``), so the bottom toolbar is drawn as in a real terminal emulator.
 
@@ -72,7 +73,9 @@ def console_script() -> list[str]:
 class Terminal:
     """A ``chatbot`` process in a pseudo-terminal, driven like a person at a keyboard."""
 
-    def __init__(self, args: list[str], env: dict[str, str], cwd: Path) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str], cwd: Path, columns: int = COLUMNS
+    ) -> None:
         command, *rest = [*console_script(), *args]
         self.transcript = io.StringIO()
         self.child = pexpect.spawn(
@@ -80,7 +83,7 @@ class Terminal:
             rest,
             env=env,
             cwd=str(cwd),
-            dimensions=(ROWS, COLUMNS),
+            dimensions=(ROWS, columns),
             encoding="utf-8",
             codec_errors="replace",
             timeout=TIMEOUT,
@@ -170,11 +173,12 @@ def terminal_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def spawn(tmp_path: Path) -> Iterator[Any]:
-    """Start ``chatbot ARGS...`` in a terminal; every terminal is killed at the end."""
+    """Start ``chatbot ARGS...`` in a terminal (``columns`` wide); every terminal is killed at
+    the end."""
     started: list[Terminal] = []
 
-    def start(*args: str, **env: str) -> Terminal:
-        terminal = Terminal(list(args), terminal_env(tmp_path, **env), tmp_path)
+    def start(*args: str, columns: int = COLUMNS, **env: str) -> Terminal:
+        terminal = Terminal(list(args), terminal_env(tmp_path, **env), tmp_path, columns)
         started.append(terminal)
         return terminal
 
@@ -240,12 +244,16 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
 
     shown = term.say("/summary history", "main")
     assert re.search(r"#1 step \d+ · .* · folded 6 messages", shown)
-    assert "- hello 1" in shown and "- hello 3" in shown
+    assert "• hello 1" in shown and "• hello 3" in shown  # the summary is Markdown
 
-    shown = term.say("/history 5", "main")
+    shown = term.say("/history 3", "main")
+    assert re.search(r"checkpoint\s+time\s+message\s+msgs\s+summary", shown)
+    assert re.search(r"hello 4\s+6→2\s+folded 6", shown)
+    assert "... 1 older turns (/history 4)" in shown
+    shown = term.say("/history all 5", "main")
     assert re.search(r"checkpoint\s+step\s+node\s+next\s+msgs\s+summary\s+time", shown)
     assert "summarize_conversation" in shown
-    assert re.search(r"\.\.\. \d+ older checkpoints \(/history \d+\)", shown)
+    assert re.search(r"\.\.\. \d+ older checkpoints \(/history all \d+\)", shown)
 
     term.child.send("/fork\r")
     term.expect(r"forked main at checkpoint \w{8} into main-fork1")
@@ -258,7 +266,15 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
     term.chat("only in the fork", "main-fork1")
     term.child.send("/undo\r")
     term.expect(r"rewound the last turn: back to checkpoint \w{8} \(2 messages\)")
-    term.expect_prompt("main-fork1")
+    said = " ".join(term.expect_prompt("main-fork1").split())
+    found = re.search(r"It stays in /history, marked undone, as checkpoint (\w{8})", said)
+    assert found, said
+    undone = found.group(1)
+    # ... and it is there: listed, shown, and a fork carries on from it.
+    listed = term.say("/history", "main-fork1")
+    (row,) = [line for line in listed.splitlines() if line.startswith(undone)]
+    assert "only in the fork (undone by /undo)" in row
+    assert "only in the fork" in term.say(f"/show {undone}", "main-fork1").splitlines()
 
     assert term.leave() == 0
     assert_clean(term)
@@ -277,6 +293,80 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
     other = cli_json(db, "show", "other")
     assert texts(other, "human") == ["line one\nline two", "pasted one\npasted two"]
     assert len(texts(other, "ai")) == 2
+
+
+# --- every word on screen at 80 and 40 columns -------------------------------------------------
+
+LONG_STATEMENTS = [
+    "my name is Ada Lovelace and I work as an engineer on the analytical engine in London",
+    "I prefer green tea over coffee and I answer in French whenever I am tired or hungry",
+    "the budget for the trip is 4200 pounds and the flight number is BA2490 on the ninth",
+    "please remember that the punch card layout needs a review before Thursday afternoon",
+]
+MULTI_LINE = "fix this:\ndef f():\n    return 1  # the indented body line of the function"
+
+
+def words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text))
+
+
+def assert_every_word(text: str, screen: str, where: str) -> None:
+    missing = words(text) - words(screen)
+    assert not missing, f"{where}: not on the screen: {sorted(missing)}\n{screen}"
+
+
+@pytest.mark.parametrize("columns", [80, 40])
+def test_every_word_of_a_long_summary_and_a_multi_line_message_is_on_screen(
+    spawn: Any, tmp_path: Path, columns: int
+) -> None:
+    term = spawn("chat", "--thread", "w", columns=columns)
+    term.expect_prompt("w")
+    for statement in LONG_STATEMENTS:  # the fourth turn folds the first three
+        term.say(statement, "w")
+    term.say(f"{PASTE_START}{MULTI_LINE}{PASTE_END}", "w")
+    db = tmp_path / "chat.sqlite"
+    stored = cli_json(db, "show", "w")
+    summary = stored["summary"]
+    for statement in LONG_STATEMENTS[:3]:
+        assert statement in summary
+    assert texts(stored, "human") == [LONG_STATEMENTS[3], MULTI_LINE]
+
+    assert_every_word(summary, term.say("/summary", "w"), "/summary")
+    timeline = term.say("/summary history", "w")
+    assert_every_word(summary, timeline, "/summary history")
+    (change,) = [t for t in cli_json(db, "history", "w") if t["summary_changed"]]
+    assert change["folded"] == 6
+    assert any(change["checkpoint_id"] in line for line in timeline.splitlines()), (
+        "the full checkpoint id, whole on one line"
+    )
+
+    turns = cli_json(db, "history", "w")
+    assert [t["text"] for t in turns] == [MULTI_LINE, *reversed(LONG_STATEMENTS)]
+    listed = term.say("/history", "w")
+    for turn in turns:
+        assert turn["checkpoint_id"][-8:] in listed
+    assert_every_word("fix this: def f(): return 1", listed, "/history")
+
+    head = turns[0]["checkpoint_id"]
+    shown = term.say(f"/show {head[-8:]}", "w")
+    lines = [line.rstrip() for line in shown.splitlines()]
+    assert any(head in line for line in lines), "the full checkpoint id, whole on one line"
+    assert_every_word(summary, shown, "/show")
+    start = lines.index("fix this:")
+    assert lines[start + 1] == "def f():"
+    assert lines[start + 2].startswith("    return 1  # the"), "line breaks and indentation"
+    assert_every_word(MULTI_LINE, "\n".join(lines[start : start + 4]), "/show")
+    assert term.leave() == 0
+    assert_clean(term)
+
+    show = spawn("show", "w", columns=columns)
+    show.child.expect(pexpect.EOF, timeout=TIMEOUT)
+    printed = plain(show.transcript.getvalue())
+    assert_every_word(summary, printed, "chatbot show")
+    lines = [line.rstrip() for line in printed.splitlines()]
+    start = lines.index("fix this:")
+    assert lines[start + 1 : start + 2] == ["def f():"]
+    assert lines[start + 2].startswith("    return 1  # the")
 
 
 # --- a real model over HTTP: Ctrl-C during a slow reply, then reopening and /retry --------------

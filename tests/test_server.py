@@ -142,6 +142,13 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
     document = json.loads(shown.stdout)
     assert document["thread_id"] == "remote-main"
     assert "- hello from the terminal" in document["summary"]
+    history = runner.invoke(app, ["history", "remote-main", "--url", dev_server.url, "--json"])
+    turns = json.loads(history.stdout)
+    said = [t["text"] for t in turns if t["kind"] == "turn"]
+    assert said[0] == "one more" and said[-1] == "hello from the terminal"
+    assert any(not t["finished"] for t in turns), "the run that failed on the server"
+    folds = [(t["kind"], t["text"], t["fate"]) for t in turns if t["folded"]]
+    assert folds[-2:] == [("retry", "third line", None), ("turn", "third line", "retried")]
     listing = runner.invoke(app, ["threads", "--url", dev_server.url, "--json"])
     names = {t["thread_id"] for t in json.loads(listing.stdout)}
     assert {"remote-main", "remote-main-fork1"} <= names
