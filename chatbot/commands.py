@@ -444,7 +444,10 @@ def _compact(repl: Repl, arg: str) -> Outcome:
     refusal = compact_refusal(repl.backend.current(repl.thread_id))
     if refusal:
         raise CommandError(refusal)
-    repl.stream(repl.backend.compact(repl.thread_id, arg, repl.context))
+    repl.stream(
+        repl.backend.compact(repl.thread_id, arg, repl.context),
+        waiting_for="folding older messages into the summary…",
+    )
     return None
 
 

@@ -102,8 +102,9 @@ class ReplyView:
 
     # --- the runner's side ----------------------------------------------------------------
 
-    def start(self) -> None:
-        self._set_status(THINKING)
+    def start(self, waiting_for: str = THINKING) -> None:
+        """Show the spinner (saying ``waiting_for``) until the first event."""
+        self._set_status(waiting_for)
         if self.live:
             self._live = Live(console=self.console, auto_refresh=False, transient=True)
             self._live.start()

@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from chatbot import prompts
 from chatbot.backend import Backend
-from chatbot.display import ReplyView
+from chatbot.display import THINKING, ReplyView
 from chatbot.errors import describe_error
 from chatbot.runsettings import RunSettings
 from chatbot.sanitize import sanitize
@@ -218,11 +218,11 @@ class Repl:
         """Send a message and stream the reply."""
         self.stream(self.backend.send(self.thread_id, text, self.context))
 
-    def stream(self, turn: TurnStream) -> None:
+    def stream(self, turn: TurnStream, waiting_for: str = THINKING) -> None:
         """Run a turn: a spinner while waiting, the reply as Markdown while it streams, then
         notes about the summary. Ctrl-C stops the turn at once (see :mod:`chatbot.turns`)."""
         view = ReplyView(self.console, live=self.console.is_terminal)
-        view.start()
+        view.start(waiting_for)
         with _keys_not_echoed() if view.live else contextlib.nullcontext():
             try:
                 outcome = self.runner.run(turn, view)

@@ -109,3 +109,14 @@ def test_without_a_terminal_the_reply_is_printed_once_at_the_end() -> None:
     assert out.getvalue() == ""
     view.finish()
     assert out.getvalue().split() == ["one", "two", "three"]
+
+
+def test_a_compaction_waits_with_its_own_words() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=12, force_terminal=True, color_system=None)
+    view = ReplyView(console, live=True)
+    view.start("folding older messages into the summary…")
+    view.tick()
+    view.finish()
+    assert "folding older messages into the summary… 0s" in out.getvalue()
+    assert "thinking" not in out.getvalue()
