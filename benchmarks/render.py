@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pexpect
@@ -49,7 +50,7 @@ def markdown_reply(words: int) -> str:
     return "\n\n".join(parts)
 
 
-def child_cpu(run: callable) -> float:  # type: ignore[valid-type]
+def child_cpu(run: Callable[[], None]) -> float:
     """CPU seconds of the children reaped while ``run`` runs."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run()

@@ -640,17 +640,13 @@ class _CompactView:
         self.failure = ""
 
     def show(self, event: Event) -> None:
-        from chatbot.render import describe_summary
+        from chatbot.render import describe_nothing_to_fold, describe_summary
         from chatbot.session import NothingToFold, Summarized, SummaryFailed
 
         if isinstance(event, Summarized):
             out.print(describe_summary(event), markup=False)
         elif isinstance(event, NothingToFold):
-            out.print(
-                f"nothing to fold: the kept window holds the whole conversation "
-                f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size",
-                markup=False,
-            )
+            out.print(describe_nothing_to_fold(event), markup=False)
         elif isinstance(event, SummaryFailed):
             self.failure = event.error
 

@@ -21,7 +21,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from chatbot.errors import redact
-from chatbot.render import Markdown, describe_summary
+from chatbot.render import Markdown, describe_nothing_to_fold, describe_summary
 from chatbot.sanitize import sanitize
 from chatbot.session import (
     Event,
@@ -187,7 +187,4 @@ def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:
             f"[yellow]summary failed, nothing was removed ({retry}):[/] "
             f"{escape(sanitize(redact(event.error)))}"
         )
-    return (
-        f"[dim]nothing to fold: the kept window holds the whole conversation "
-        f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size[/]"
-    )
+    return f"[dim]{escape(describe_nothing_to_fold(event))}[/]"

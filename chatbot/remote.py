@@ -133,7 +133,13 @@ class RemoteBackend:
                 "is it running? (uv run langgraph dev)"
             ) from None
         except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-            raise BackendError(f"the LangGraph server at {self.url} refused: {error}") from None
+            raise self._refused(error) from None
+
+    def _refused(self, error: Exception) -> BackendError:
+        return BackendError(f"the LangGraph server at {self.url} refused: {error}")
+
+    def _lost(self, error: Exception) -> BackendError:
+        return BackendError(f"lost the LangGraph server at {self.url} ({type(error).__name__})")
 
     # --- names ----------------------------------------------------------------------------
 
@@ -192,11 +198,9 @@ class RemoteBackend:
                     for event in events_from_parts([part]):
                         yield event
             except httpx.TransportError as error:
-                raise BackendError(
-                    f"lost the LangGraph server at {self.url} ({type(error).__name__})"
-                ) from None
+                raise self._lost(error) from None
             except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-                raise BackendError(f"the LangGraph server at {self.url} refused: {error}") from None
+                raise self._refused(error) from None
 
         return TurnStream(blocking, cancellable)
 
@@ -260,9 +264,7 @@ class RemoteBackend:
         try:
             yield from events_from_parts(parts)
         except httpx.TransportError as error:
-            raise BackendError(
-                f"lost the LangGraph server at {self.url} ({type(error).__name__})"
-            ) from None
+            raise self._lost(error) from None
 
     # --- reading ----------------------------------------------------------------------------
 

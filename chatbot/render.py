@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from chatbot.sanitize import sanitize
-from chatbot.session import Summarized
+from chatbot.session import NothingToFold, Summarized
 from chatbot.store import ThreadInfo
 from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
 
@@ -87,6 +87,14 @@ def describe_summary(event: Summarized) -> str:
     if event.reason == "compact":
         return f"compacted: folded {folded}{context}"
     return f"summarized {folded}"
+
+
+def describe_nothing_to_fold(event: NothingToFold) -> str:
+    """The line shown when a compaction finds nothing safe to fold."""
+    return (
+        f"nothing to fold: the kept window holds the whole conversation "
+        f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size"
+    )
 
 
 def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:
