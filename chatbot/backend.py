@@ -7,21 +7,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Protocol
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.message import REMOVE_ALL_MESSAGES
-from langgraph.types import StateSnapshot
 
+from chatbot.checkpoints import lazy_history, read_checkpoint
 from chatbot.errors import FriendlyError
-from chatbot.graph import run_resolver
 from chatbot.runsettings import RunSettings
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.state import ChatGraph
-from chatbot.store import Store, ThreadInfo, read_state, state_history, thread_config
-from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, snapshot_from_parts
+from chatbot.store import Store, ThreadInfo, thread_config
+from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot
 
 
 class BackendError(FriendlyError, RuntimeError):
@@ -61,28 +59,35 @@ def _as_context(values: dict[str, Any] | None) -> Any:
     return values or None
 
 
-def snapshot_of(state: StateSnapshot) -> Snapshot:
-    """A LangGraph ``StateSnapshot`` as a :class:`Snapshot`."""
-    parent = (state.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    return snapshot_from_parts(
-        checkpoint_id=state.config["configurable"]["checkpoint_id"],
-        parent_id=parent,
-        metadata=dict(state.metadata or {}),
-        values=state.values if isinstance(state.values, dict) else {},
-        next_nodes=state.next,
-        created_at=state.created_at,
-    )
-
-
 class LocalBackend:
-    """Threads in a local SQLite file, driven by a graph in this process."""
+    """Threads in a local SQLite file, driven by a graph in this process.
+
+    Reading needs no graph: checkpoints are read from the store (:mod:`chatbot.checkpoints`).
+    The graph (and with it the models) can be given as a function that builds it, called at
+    the first run or state update.
+    """
 
     local_only_note = ""
 
-    def __init__(self, graph: ChatGraph, store: Store) -> None:
-        self.graph = graph
+    def __init__(
+        self,
+        graph: ChatGraph | None,
+        store: Store,
+        build: Callable[[], ChatGraph] | None = None,
+    ) -> None:
+        """``graph``, or ``build`` to make it at the first run (reading never does)."""
+        self._graph = graph
+        self._build = build
         self.store = store
         self.location = store.path
+
+    @property
+    def graph(self) -> ChatGraph:
+        """The graph, built now if it was given as a function."""
+        if self._graph is None:
+            assert self._build is not None
+            self._graph = self._build()
+        return self._graph
 
     # --- turns -------------------------------------------------------------------------
 
@@ -162,16 +167,15 @@ class LocalBackend:
     def _record(
         self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None
     ) -> None:
-        state = self.graph.get_state(thread_config(thread_id))
-        if not state.config.get("configurable", {}).get("checkpoint_id"):
+        state = self.current(thread_id)
+        if state is None:
             return
-        messages = state.values.get("messages", [])
-        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
         self.store.record_turn(
             thread_id,
             title=make_title(title_hint or (first.text if first else "")),
-            message_count=len(messages),
-            has_summary=bool(state.values.get("summary")),
+            message_count=len(state.messages),
+            has_summary=bool(state.summary),
             origin=origin,
         )
 
@@ -179,14 +183,14 @@ class LocalBackend:
 
     def current(self, thread_id: str) -> Snapshot | None:
         """The thread's latest checkpoint, or ``None`` for a thread with none."""
-        state = read_state(self.graph, thread_id)
-        if not state.config.get("configurable", {}).get("checkpoint_id"):
+        if self.store.latest_checkpoint_id(thread_id) is None:
             return None
-        return snapshot_of(state)
+        return read_checkpoint(self.store, thread_id)
 
     def history(self, thread_id: str) -> list[Snapshot]:
-        """Every checkpoint of the thread (all branches), newest first."""
-        return [snapshot_of(s) for s in state_history(self.graph, thread_id)]
+        """Every checkpoint of the thread (all branches), newest first; each one's state is
+        deserialised when first used."""
+        return lazy_history(self.store, thread_id)
 
     def threads(self) -> list[ThreadInfo]:
         """All threads, newest activity first (plain SQL)."""
@@ -199,7 +203,9 @@ class LocalBackend:
     def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None:
         """What a run with this context uses: the graph's own resolver's answer (a bad value
         is one ``SettingsError``)."""
-        return run_resolver(self.graph)(context)
+        from chatbot.graph import run_resolver
+
+        return run_resolver(self.graph)(context)  # (the graph is built for this)
 
     # --- changing ----------------------------------------------------------------------
 
@@ -233,6 +239,8 @@ class LocalBackend:
         """
         metadata = {ACTION_KEY: action}
         if checkpoint_id is None:
+            from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
             self.graph.update_state(
                 thread_config(thread_id, metadata=metadata),
                 {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},

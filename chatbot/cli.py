@@ -229,7 +229,7 @@ class AppState:
             return RemoteBackend(self.settings.url)
         from chatbot.backend import LocalBackend
 
-        return LocalBackend(self.graph, self.store)
+        return LocalBackend(self._graph, self.store, build=lambda: self.graph)
 
     def close(self) -> None:
         if self._store is not None:

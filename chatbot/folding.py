@@ -23,8 +23,8 @@ from langgraph.constants import TAG_NOSTREAM
 
 from chatbot import finish, policy, prompts
 from chatbot.errors import context_overflow, describe_error
-from chatbot.models import SUMMARY_TAG
 from chatbot.runsettings import RunSettings
+from chatbot.session import SUMMARY_TAG
 from chatbot.steps import Steps
 
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]

@@ -20,7 +20,6 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from chatbot.settings import OFFLINE_MODEL, Settings, SettingsError
 from chatbot.tokens import ESTIMATE, TokenCounter
 
-SUMMARY_TAG = "chatbot:summary"
 """Tag on every summary call, next to LangGraph's ``nostream``, so streams can tell it apart."""
 
 OFFLINE_MAX_INPUT_TOKENS = 32_000

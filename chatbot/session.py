@@ -13,7 +13,9 @@ from typing import Any
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langgraph.types import StreamMode
 
-from chatbot.models import SUMMARY_TAG
+SUMMARY_TAG = "chatbot:summary"
+"""The tag of the summary model's calls: their tokens are not the reply's."""
+
 
 TITLE_CHARS = 80
 STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]

@@ -13,28 +13,25 @@ anything is written to it.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
+import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-)
-from langgraph.checkpoint.base.id import UUID as CheckpointUUID
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.types import StateSnapshot
+if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.types import StateSnapshot
 
-from chatbot.state import ChatGraph
+    from chatbot.checkpoints import LocalSaver
+    from chatbot.state import ChatGraph
 
 BUSY_TIMEOUT_SECONDS = 30.0
 APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
@@ -77,12 +74,14 @@ class ThreadInfo:
 def checkpoint_time(checkpoint_id: str) -> datetime | None:
     """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising."""
     try:
-        parsed = CheckpointUUID(checkpoint_id)
+        parsed = uuid.UUID(checkpoint_id)
     except ValueError:
         return None
     if parsed.version != 6:
         return None
-    seconds = (parsed.time - _UUID_EPOCH_OFFSET) / 10_000_000
+    # v6 (RFC 9562): the 60-bit timestamp's high 48 bits, the version, then its low 12 bits
+    ticks = ((parsed.int >> 80) << 12) | ((parsed.int >> 64) & 0x0FFF)
+    seconds = (ticks - _UUID_EPOCH_OFFSET) / 10_000_000
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
@@ -193,57 +192,19 @@ def _retry_locked(action: Any, attempts: int = 20) -> Any:
     return None
 
 
-class LocalSaver(SqliteSaver):
-    """LangGraph's ``SqliteSaver`` that also serves ``astream``, the way ``InMemorySaver``
-    does: the async methods run the sync ones. A local SQLite write takes milliseconds, and
-    this keeps one connection, one lock and no extra thread (``AsyncSqliteSaver`` would add
-    both)."""
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.get_tuple(config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        for item in self.list(config, filter=filter, before=before, limit=limit):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self.put_writes(config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        self.delete_thread(thread_id)
-
-
 class Store:
     """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus thread rows.
 
-    One connection, shared with the ``SqliteSaver`` (which guards it with a lock), in WAL mode
-    with a busy timeout so that several processes can use the same file.
+    One connection, shared with the ``SqliteSaver`` (both guard it with one lock), in WAL mode
+    with a busy timeout so that several processes can use the same file. Opening it imports
+    nothing of LangGraph: the saver is made on first use (and at once only for a new file,
+    whose checkpoint tables LangGraph creates).
     """
 
     def __init__(self, db: str | os.PathLike[str]) -> None:
         self.path = str(db)
+        self.lock = threading.Lock()
+        self._saver: LocalSaver | None = None
         try:
             if self.path != ":memory:":
                 self.path = str(Path(self.path).expanduser())
@@ -276,18 +237,41 @@ class Store:
         needs_mark = _retry_locked(lambda: _refuse_foreign_database(self.conn, self.path))
         if self.path != ":memory:":
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
-        self.saver = LocalSaver(self.conn)
-        _retry_locked(self.saver.setup)
+        if not self._has_checkpoint_tables():
+            _ = self.saver  # LangGraph creates its tables
         _retry_locked(lambda: self.conn.executescript(_SCHEMA))
         if needs_mark:
             _retry_locked(lambda: self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}"))
         self._check_writable()
 
+    def _has_checkpoint_tables(self) -> bool:
+        """True when LangGraph's tables are there, as its current version makes them."""
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(writes)")}
+        tables = {
+            name
+            for (name,) in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'checkpoints'"
+            )
+        }
+        return "task_path" in columns and "checkpoints" in tables
+
+    @property
+    def saver(self) -> LocalSaver:
+        """LangGraph's checkpointer on this connection, made (and set up) on first use."""
+        if self._saver is None:
+            from chatbot.checkpoints import LocalSaver
+
+            saver = LocalSaver(self.conn)
+            saver.lock = self.lock  # one lock for the connection, LangGraph's writes and ours
+            _retry_locked(saver.setup)
+            self._saver = saver
+        return self._saver
+
     def _check_writable(self) -> None:
         """Fail now, not after a reply, when turns could not be saved."""
         if self.path == ":memory:":
             return
-        with self.saver.lock:
+        with self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:  # a real write, rolled back: a read-only file fails here, not after a reply
                 self.conn.execute(
@@ -367,7 +351,7 @@ class Store:
         The title is set once, by the first message, and cleared when the thread is emptied.
         """
         now = _now()
-        with self.saver.lock, self.conn:
+        with self.lock, self.conn:
             self.conn.execute(
                 """
                 INSERT INTO chatbot_threads (thread_id, title, message_count, has_summary,
@@ -403,7 +387,7 @@ class Store:
         Checkpoint blobs do not contain the thread id (LangGraph keeps it out of metadata),
         so renaming is a plain UPDATE in one transaction.
         """
-        with self.saver.lock, self.conn:
+        with self.lock, self.conn:
             for table in ("checkpoints", "writes", "chatbot_threads"):
                 self.conn.execute(
                     f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id)
@@ -412,10 +396,28 @@ class Store:
     def delete_thread(self, thread_id: str) -> bool:
         """Delete a thread's checkpoints and row; False if there was no such thread."""
         existed = self.thread_exists(thread_id)
-        self.saver.delete_thread(thread_id)
-        with self.saver.lock, self.conn:
-            self.conn.execute("DELETE FROM chatbot_threads WHERE thread_id = ?", (thread_id,))
+        with self.lock, self.conn:  # what SqliteSaver.delete_thread does, and our row
+            for table in ("checkpoints", "writes", "chatbot_threads"):
+                self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
         return existed
+
+    def checkpoint_index(self, thread_id: str) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """A thread's checkpoints as (id, parent id, metadata), newest first: plain SQL over
+        LangGraph's table, no checkpoint deserialised (metadata is JSON there)."""
+        rows = self.conn.execute(
+            "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
+            (thread_id,),
+        ).fetchall()
+        return [(row[0], row[1], json.loads(row[2]) if row[2] else {}) for row in rows]
+
+    def latest_checkpoint_id(self, thread_id: str) -> str | None:
+        """The id of a thread's newest checkpoint, or ``None``."""
+        row = self.conn.execute(
+            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+            (thread_id,),
+        ).fetchone()
+        return row[0] if row else None
 
 
 # --- state through the graph ---------------------------------------------------------------
@@ -430,7 +432,7 @@ def thread_config(
     if checkpoint_id:
         configurable["checkpoint_id"] = checkpoint_id
         configurable["checkpoint_ns"] = ""
-    config = RunnableConfig(configurable=configurable)
+    config = cast("RunnableConfig", {"configurable": configurable})
     if metadata:
         config["metadata"] = metadata
     return config

@@ -21,8 +21,8 @@ Vocabulary:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -37,18 +37,75 @@ ORIGIN_KEY = "chatbot_origin"
 
 
 @dataclass(frozen=True)
-class Snapshot:
-    """One checkpoint of a thread."""
+class State:
+    """What a checkpoint holds: its messages, its summary, what was left to run, when."""
 
-    checkpoint_id: str
-    parent_id: str | None
-    step: int
-    source: str
-    messages: tuple[BaseMessage, ...]
-    summary: str
+    messages: tuple[BaseMessage, ...] = ()
+    summary: str = ""
     next: tuple[str, ...] = ()
     created_at: datetime | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Snapshot:
+    """One checkpoint of a thread.
+
+    Its id, parent, step, source and metadata are always at hand. Its state (messages,
+    summary, ``next``, time) is either given or read on first use through ``load``: a long
+    thread's history is then listed from the checkpoint index alone, and only the checkpoints
+    a command looks at are deserialised (once each).
+    """
+
+    __slots__ = ("_load", "_state", "checkpoint_id", "metadata", "parent_id", "source", "step")
+
+    def __init__(
+        self,
+        checkpoint_id: str,
+        parent_id: str | None,
+        step: int,
+        source: str,
+        messages: Sequence[BaseMessage] = (),
+        summary: str = "",
+        next: Sequence[str] = (),
+        created_at: datetime | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        load: Callable[[], State] | None = None,
+    ) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.parent_id = parent_id
+        self.step = step
+        self.source = source
+        self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+        self._load = load
+        self._state: State | None = (
+            None if load else State(tuple(messages), summary, tuple(next), created_at)
+        )
+
+    @property
+    def state(self) -> State:
+        """The checkpoint's state, read now if it was not yet."""
+        if self._state is None:
+            assert self._load is not None
+            self._state = self._load()
+            self._load = None
+        return self._state
+
+    @property
+    def messages(self) -> tuple[BaseMessage, ...]:
+        return self.state.messages
+
+    @property
+    def summary(self) -> str:
+        return self.state.summary
+
+    @property
+    def next(self) -> tuple[str, ...]:
+        """The nodes left to run: empty when the run that wrote it finished here."""
+        return self.state.next
+
+    @property
+    def created_at(self) -> datetime | None:
+        return self.state.created_at
 
     @property
     def unfinished(self) -> bool:
@@ -60,6 +117,47 @@ class Snapshot:
         """True when a run stopped before the last message got its reply (not, say, while
         folding after a saved reply)."""
         return self.unfinished and bool(self.messages) and self.messages[-1].type != "ai"
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.checkpoint_id, self.parent_id, self.step, self.source, self.metadata)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Snapshot):
+            return NotImplemented
+        return self._key() == other._key() and self.state == other.state
+
+    def __hash__(self) -> int:
+        return hash(self.checkpoint_id)
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.checkpoint_id!r}, step={self.step}, source={self.source!r})"
+
+
+def parse_time(value: str | datetime | None) -> datetime | None:
+    """A checkpoint's time as LangGraph (ISO text) or its server's API reports it."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value
+
+
+def state_from_values(
+    values: dict[str, Any] | None,
+    next_nodes: Sequence[str] = (),
+    created_at: str | datetime | None = None,
+) -> State:
+    """A checkpoint's state from its channel values (messages may be dicts, as a server
+    sends them)."""
+    values = values or {}
+    raw_messages = values.get("messages") or []
+    return State(
+        messages=tuple(convert_to_messages(raw_messages)) if raw_messages else (),
+        summary=str(values.get("summary") or ""),
+        next=tuple(next_nodes),
+        created_at=parse_time(created_at),
+    )
 
 
 def snapshot_from_parts(
@@ -73,26 +171,16 @@ def snapshot_from_parts(
 ) -> Snapshot:
     """Build a snapshot from what LangGraph (or its server's API) reports for a checkpoint."""
     metadata = dict(metadata or {})
-    values = values or {}
-    raw_messages = values.get("messages") or []
-    messages = tuple(convert_to_messages(raw_messages)) if raw_messages else ()
-    when: datetime | None
-    if isinstance(created_at, str):
-        try:
-            when = datetime.fromisoformat(created_at)
-        except ValueError:
-            when = None
-    else:
-        when = created_at
+    state = state_from_values(values, next_nodes, created_at)
     return Snapshot(
         checkpoint_id=checkpoint_id,
         parent_id=parent_id,
         step=int(metadata.get("step", -1)),
         source=str(metadata.get("source", "")),
-        messages=messages,
-        summary=str(values.get("summary") or ""),
-        next=tuple(next_nodes),
-        created_at=when,
+        messages=state.messages,
+        summary=state.summary,
+        next=state.next,
+        created_at=state.created_at,
         metadata=metadata,
     )
 

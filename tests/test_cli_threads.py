@@ -67,7 +67,10 @@ def texts(db: Path, thread: str) -> list[str]:
 def chain(db: Path, thread: str) -> list[Snapshot]:
     """The thread's current lineage, oldest first."""
     with opened(db) as backend:
-        return lineage(backend.history(thread))
+        found = lineage(backend.history(thread))
+        for snapshot in found:
+            _ = snapshot.state  # read while the database is open
+        return found
 
 
 def before_summary(db: Path, thread: str) -> Snapshot:
