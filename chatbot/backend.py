@@ -8,18 +8,20 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
 from chatbot.checkpoints import lazy_history, read_checkpoint
 from chatbot.errors import FriendlyError
-from chatbot.runsettings import RunSettings
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.state import ChatGraph
 from chatbot.store import Store, ThreadInfo, thread_config
 from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot
+
+if TYPE_CHECKING:
+    from chatbot.runsettings import RunSettings
 
 
 class BackendError(FriendlyError, RuntimeError):

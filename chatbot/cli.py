@@ -14,17 +14,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from chatbot import __version__
 from chatbot.errors import describe_error, redact, remember_secret
 from chatbot.sanitize import StreamSanitizer, escape_json_controls, sanitize
 
-if TYPE_CHECKING:  # the rest is imported on demand: `--help` and `--version` stay fast
+if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from rich.console import Console
+
     from chatbot.backend import Backend
     from chatbot.models import Models
+    from chatbot.places import Places
     from chatbot.repl import LineReader
     from chatbot.session import Event, TurnStream
     from chatbot.settings import Settings
@@ -109,8 +110,31 @@ app = typer.Typer(
     invoke_without_command=True,
 )
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+
+class _LazyConsole:
+    """A Rich console made on first use: reading commands that print JSON never import Rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+def escape(text: str) -> str:
+    """Rich's ``escape``: text shown as written, never read as markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+err: Console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)  # type: ignore[assignment]
+out: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -165,6 +189,7 @@ class AppState:
     model: str | None = None
     url: str | None = None
     _settings: Settings | None = None
+    _places: Places | None = None
     _store: Store | None = None
     _models: Models | None = None
     _graph: Any = None
@@ -187,11 +212,23 @@ class AppState:
         return self._settings
 
     @property
+    def places(self) -> Places:
+        """The database and the server, read without the full settings (fast)."""
+        if self._places is None:
+            from chatbot.places import Places, read_places
+
+            if self._settings is not None:
+                self._places = Places(db=self._settings.db, url=self._settings.url)
+            else:
+                self._places = read_places(self.env_file, db=self.db or None, url=self.url or None)
+        return self._places
+
+    @property
     def store(self) -> Store:
         if self._store is None:
             from chatbot.store import Store
 
-            self._store = Store(self.settings.db)
+            self._store = Store(self.places.db)
         return self._store
 
     @property
@@ -214,19 +251,29 @@ class AppState:
 
     @property
     def remote(self) -> bool:
-        return bool(self.settings.url)
+        return bool(self.places.url)
+
+    @property
+    def where(self) -> str:
+        """Where threads live: the server, or the database file."""
+        return self.places.url or self.places.db
 
     @property
     def db_missing(self) -> bool:
         """True when the local database file does not exist yet (reading must not create it)."""
-        db = self.settings.db
+        db = self.places.db
         return not self.remote and db != ":memory:" and not Path(db).expanduser().exists()
 
-    def backend(self) -> Backend:
-        if self.settings.url:
+    def backend(self, runs: bool = False) -> Backend:
+        """The threads' backend. Locally its graph (and the models) is built at the first run:
+        reading commands never build it. A command that ``runs`` the graph checks the settings
+        and makes the models first, so a bad setting stops it before any file is created."""
+        if runs and not self.places.url:
+            _ = self.models
+        if self.places.url:
             from chatbot.remote import RemoteBackend
 
-            return RemoteBackend(self.settings.url)
+            return RemoteBackend(self.places.url)
         from chatbot.backend import LocalBackend
 
         return LocalBackend(self._graph, self.store, build=lambda: self.graph)
@@ -246,9 +293,8 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        from chatbot.backend import BackendError
-        from chatbot.export import ExportError
-        from chatbot.settings import SettingsError
+        from chatbot.errors import FriendlyError
+        from chatbot.places import SettingsError
         from chatbot.store import StoreError
 
         try:
@@ -261,7 +307,7 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
         except (SettingsError, StoreError) as error:
             _error_line(str(error))
             raise typer.Exit(2) from None
-        except (BackendError, ExportError, LookupError) as error:
+        except (FriendlyError, LookupError) as error:
             _error_line(str(error))
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
@@ -280,13 +326,10 @@ def _error_line(message: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    """Data as JSON, highlighted on a terminal. Unlike ``Console.print_json`` it keeps DEL and
-    C1 characters escaped (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself."""
-    from rich.highlighter import JSONHighlighter
-
-    text = JSONHighlighter()(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)))
-    text.no_wrap, text.overflow = True, None
-    out.print(text, soft_wrap=True)
+    """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
+    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself."""
+    sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
+    sys.stdout.flush()
 
 
 def _state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
@@ -393,6 +436,7 @@ def _open_thread(
     url: str | None = None,
     *,
     local_only: str = "",
+    runs: bool = False,
 ) -> Backend:
     """The backend for a command about one existing thread (one error line if it is missing).
 
@@ -400,12 +444,12 @@ def _open_thread(
     """
     state = _state(ctx, db, url)
     if state.db_missing:
-        fail(f"no thread {thread_id!r}: {state.settings.db} does not exist yet")
-    backend = state.backend()
+        fail(f"no thread {thread_id!r}: {state.places.db} does not exist yet")
+    backend = state.backend(runs)
     if local_only and backend.local_only_note:
         fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
     if not backend.thread_exists(thread_id):
-        where = state.settings.url or state.settings.db
+        where = state.where
         fail(f"no thread {thread_id!r} in {where} ('chatbot threads' lists them)")
     return backend
 
@@ -445,7 +489,7 @@ def chat(
         except ValueError as error:
             fail(str(error), 2)
     state = _state(ctx, db, url)
-    backend = state.backend()
+    backend = state.backend(runs=True)
     if new:
         thread_id = new_thread_id()
     elif thread:
@@ -517,7 +561,7 @@ def ask(
         fail(str(error), 2)
     state = _state(ctx, db, url)
     message = _read_text(text)
-    backend = state.backend()
+    backend = state.backend(runs=True)
     _show_notice(state)
     current = backend.current(thread)
     if current is not None and current.awaiting_reply:
@@ -617,7 +661,7 @@ def compact(
     """Fold a thread's older messages into its summary now (the usual keep window stays)."""
     from chatbot.timeline import compact_refusal
 
-    backend = _open_thread(ctx, thread_id, db, url)
+    backend = _open_thread(ctx, thread_id, db, url, runs=True)
     refusal = compact_refusal(backend.current(thread_id))
     if refusal:
         fail(refusal)
@@ -663,17 +707,23 @@ def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
 ) -> None:
     """List threads: id, messages, summary, last active, title."""
-    from chatbot.render import thread_record, threads_table
-
     state = _state(ctx, db, url)
-    listing = [] if state.db_missing else state.backend().threads()
+    if state.db_missing:
+        listing = []
+    elif state.remote:
+        listing = state.backend().threads()
+    else:
+        listing = state.store.list_threads()  # plain SQL: nothing of LangGraph is imported
     if as_json:
+        from chatbot.store import thread_record
+
         _print_json([thread_record(t) for t in listing])
     elif listing:
+        from chatbot.render import threads_table
+
         out.print(threads_table(listing))
     else:
-        where = state.settings.url or state.settings.db
-        err.print(f"[dim]no threads in {escape(where)}[/]")
+        err.print(f"[dim]no threads in {escape(state.where)}[/]")
 
 
 @app.command(cls=Command)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from chatbot.errors import FriendlyError
 from chatbot.render import ROLE_NAMES, message_record
 from chatbot.sanitize import escape_json_controls, sanitize
 from chatbot.store import make_private_dirs
@@ -20,7 +21,7 @@ Format = Literal["md", "json"]
 FORMATS: dict[str, Format] = {".md": "md", ".markdown": "md", ".json": "json"}
 
 
-class ExportError(ValueError):
+class ExportError(FriendlyError, ValueError):
     """An export that cannot be written; one line for the user."""
 
 

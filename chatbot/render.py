@@ -311,23 +311,6 @@ def message_record(message: BaseMessage) -> dict[str, Any]:
     return record
 
 
-def thread_record(info: ThreadInfo) -> dict[str, Any]:
-    """A thread listing row as JSON."""
-    return {
-        "thread_id": info.thread_id,
-        "messages": info.message_count,
-        "has_summary": info.has_summary,
-        "checkpoints": info.checkpoints,
-        "last_active": info.last_active.isoformat() if info.last_active else None,
-        "title": info.title,
-        "origin": (
-            {"thread_id": info.origin_thread, "checkpoint_id": info.origin_checkpoint}
-            if info.origin_thread
-            else None
-        ),
-    }
-
-
 def turn_record(entry: TurnEntry) -> dict[str, Any]:
     """A history entry as JSON (``chatbot history --json``; the README lists the fields)."""
     return {

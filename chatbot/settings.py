@@ -10,22 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from platformdirs import user_data_path
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from chatbot.places import SettingsError, check_env_file, check_http_url, default_db_path
 from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
 
 OFFLINE_MODEL = "offline"
-
-
-def default_db_path() -> Path:
-    """``chatbot.sqlite`` in the user's data directory (e.g. ``~/.local/share/chatbot``)."""
-    return user_data_path("chatbot", appauthor=False) / "chatbot.sqlite"
-
-
-class SettingsError(ValueError):
-    """A setting that cannot be used; the message is one line meant for the user."""
 
 
 class Settings(BaseSettings):
@@ -125,12 +116,12 @@ class Settings(BaseSettings):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        return _check_http_url(value, "http://127.0.0.1:2024")
+        return check_http_url(value, "http://127.0.0.1:2024")
 
     @field_validator("openai_base_url")
     @classmethod
     def _api_url(cls, value: str | None) -> str | None:
-        return _check_http_url(value and value.strip(), "http://localhost:11434/v1")
+        return check_http_url(value and value.strip(), "http://localhost:11434/v1")
 
     @field_validator("summary_trigger")
     @classmethod
@@ -180,31 +171,9 @@ class Settings(BaseSettings):
             raise SettingsError(str(error)) from None
 
 
-def _check_http_url(value: str | None, example: str) -> str | None:
-    """An http(s) address with a host and a valid port, or a ValueError showing the form."""
-    if value is None:
-        return value
-    from urllib.parse import urlsplit
-
-    problem = f"use an http:// or https:// address, e.g. {example}"
-    try:
-        parts = urlsplit(value)
-        _ = parts.port  # raises on a bad port
-    except ValueError:
-        raise ValueError(problem) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(problem)
-    return value
-
-
 def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
     """Read the settings; raise :class:`SettingsError` with one line on the first problem."""
-    if env_file is not None and env_file != ".env":
-        path = Path(env_file)
-        if path.is_dir():
-            raise SettingsError(f"env file {str(env_file)!r} is a folder: give a file")
-        if not path.is_file():
-            raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
+    check_env_file(env_file)
     try:
         return Settings(_env_file=env_file, **overrides)
     except ValidationError as error:

@@ -71,6 +71,23 @@ class ThreadInfo:
     origin_checkpoint: str | None = None
 
 
+def thread_record(info: ThreadInfo) -> dict[str, Any]:
+    """A thread listing row as JSON (``chatbot threads --json``)."""
+    return {
+        "thread_id": info.thread_id,
+        "messages": info.message_count,
+        "has_summary": info.has_summary,
+        "checkpoints": info.checkpoints,
+        "last_active": info.last_active.isoformat() if info.last_active else None,
+        "title": info.title,
+        "origin": (
+            {"thread_id": info.origin_thread, "checkpoint_id": info.origin_checkpoint}
+            if info.origin_thread
+            else None
+        ),
+    }
+
+
 def checkpoint_time(checkpoint_id: str) -> datetime | None:
     """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising."""
     try:

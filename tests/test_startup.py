@@ -1,0 +1,146 @@
+"""Reading commands start fast: they never build models or the graph, and `threads` never
+imports LangGraph. Checked in a fresh process where those modules cannot be imported at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatbot.backend import LocalBackend
+from chatbot.graph import build_graph
+from chatbot.models import OfflineChatModel
+from chatbot.places import SettingsError, read_places
+from chatbot.settings import Settings, load_settings
+from chatbot.store import Store
+
+# Run the CLI with an import hook that makes the named modules fail to import: a command that
+# needed a model (chatbot.models, langchain_openai) or the graph (chatbot.graph) fails.
+_GUARDED_CLI = """
+import sys
+blocked = set(sys.argv[1].split(","))
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name in blocked or any(name.startswith(b + ".") for b in blocked):
+            raise ImportError(f"{name} must not be imported by this command")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+sys.argv = ["chatbot", *sys.argv[2:]]
+from chatbot.cli import main
+main()
+"""
+
+_NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai"
+
+
+def _run(
+    blocked: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", _GUARDED_CLI, blocked, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("startup") / "db.sqlite"
+    settings = Settings(_env_file=None, summary_trigger="messages:4", summary_keep="messages:2")  # type: ignore[call-arg]
+    with Store(path) as store:
+        graph = build_graph(
+            OfflineChatModel(), OfflineChatModel(role="summary"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        for text in ("one", "two", "three"):
+            list(backend.send("t1", text))
+        list(backend.send("t2", "other"))
+    return path
+
+
+def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Path) -> None:
+    # A chat model that cannot be made: a real model name, a key that settings refuse.
+    env = {"CHATBOT_MODEL": "gpt-4o", "OPENAI_API_KEY": "sk-bad key"}
+    for args in (
+        ["history", "t1"],
+        ["history", "t1", "--all", "--json"],
+        ["history", "t1", "--limit", "1"],
+        ["show", "t1"],
+        ["show", "t1", "--json"],
+        ["export", "t1", "-f", "json"],
+        ["export", "t1", "-o", str(tmp_path / "t1.md")],
+    ):
+        result = _run(_NO_MODELS, *args, "--db", str(db), env=env)
+        assert result.returncode == 0, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+    shown = json.loads(_run(_NO_MODELS, "show", "t1", "--json", "--db", str(db)).stdout)
+    assert shown["messages"][-2]["content"] == "three"
+    assert 'You said: "three"' in shown["messages"][-1]["content"]
+    deleted = _run(_NO_MODELS, "delete", "t2", "--yes", "--db", str(db), env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    listed = _run(
+        "langgraph,langchain_core,pydantic_settings,rich",
+        "threads",
+        "--json",
+        "--db",
+        str(db),
+        env=env,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
+
+
+def test_a_command_that_runs_the_graph_still_checks_the_settings(db: Path) -> None:
+    result = _run(
+        "", "ask", "hi", "--thread", "t1", "--db", str(db), env={"CHATBOT_SUMMARY_KEEP": "lots"}
+    )
+    assert result.returncode == 2
+    assert "CHATBOT_SUMMARY_KEEP='lots' is not valid" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("environment", "env_file", "overrides"),
+    [
+        ({}, "", {}),
+        ({"CHATBOT_DB": "/tmp/a.sqlite"}, "", {}),
+        ({"chatbot_db": "/tmp/lower.sqlite"}, "", {}),
+        ({"CHATBOT_DB": "  "}, "", {}),
+        ({}, "CHATBOT_DB=/tmp/from-file.sqlite\nCHATBOT_URL=http://127.0.0.1:2024\n", {}),
+        ({"CHATBOT_DB": "/tmp/env.sqlite"}, "CHATBOT_DB=/tmp/file.sqlite\n", {}),
+        ({"CHATBOT_DB": "/tmp/env.sqlite"}, "", {"db": "/tmp/option.sqlite"}),
+        ({}, "export CHATBOT_DB='/tmp/quoted x.sqlite'  # a comment\n", {}),
+        ({"CHATBOT_URL": ""}, "CHATBOT_URL=http://x:1\n", {}),
+        ({}, "", {"url": "https://example.com:8123"}),
+    ],
+)
+def test_places_are_read_as_the_settings_read_them(
+    environment: dict[str, str],
+    env_file: str,
+    overrides: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    path = tmp_path / "settings.env"
+    path.write_text(env_file, encoding="utf-8")
+    settings = load_settings(path, **overrides)
+    places = read_places(path, **overrides)
+    assert (places.db, places.url) == (settings.db, settings.url)
+
+
+def test_a_bad_url_is_the_same_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATBOT_URL", "ftp://x")
+    with pytest.raises(SettingsError) as fast:
+        read_places(None)
+    with pytest.raises(SettingsError) as full:
+        load_settings(None)
+    assert str(fast.value) == str(full.value)
