@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
     from langchain_core.runnables import RunnableConfig
     from langgraph.types import StateSnapshot
 
-    from chatbot.checkpoints import LocalSaver
+    from chatbot.saver import LocalSaver
     from chatbot.state import ChatGraph
 
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -276,7 +276,7 @@ class Store:
     def saver(self) -> LocalSaver:
         """LangGraph's checkpointer on this connection, made (and set up) on first use."""
         if self._saver is None:
-            from chatbot.checkpoints import LocalSaver
+            from chatbot.saver import LocalSaver
 
             saver = LocalSaver(self.conn)
             saver.lock = self.lock  # one lock for the connection, LangGraph's writes and ours
