@@ -896,6 +896,115 @@ def delete(
     err.print(f"deleted {escape(sanitize(thread_id))}")
 
 
+# --- keeping the database small -----------------------------------------------------------
+
+db_app = typer.Typer(
+    name="db",
+    cls=OneLineErrors,
+    help="The database itself: what it holds, and giving deleted threads' space back.",
+    add_completion=False,
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+)
+app.add_typer(db_app)
+
+
+def _local_store(ctx: typer.Context, db: str | None, what: str) -> Store | None:
+    """The local database for a maintenance command; ``None`` (said on stderr) if it does not
+    exist yet. On a server the command is refused."""
+    state = _state(ctx, db)
+    if state.remote:
+        fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
+    if state.db_missing:
+        err.print(f"[dim]{escape(state.places.db)} does not exist yet: nothing to do[/]")
+        return None
+    return state.store
+
+
+def _size(count: int) -> str:
+    """Bytes for people: ``412.3 MB``."""
+    size = float(count)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1000
+    return f"{size:,.1f} GB"
+
+
+@db_app.command("stats", cls=Command)
+@guarded
+def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Threads, checkpoints and bytes on disk of the database."""
+    store = _local_store(ctx, db, "db stats")
+    if store is None:
+        return
+    stats = store.stats()
+    if as_json:
+        _print_json(stats.record())
+        return
+    out.print(
+        f"{escape(stats.location)}: {stats.threads:,} threads, {stats.checkpoints:,} "
+        f"checkpoints, {stats.writes:,} pending writes, {_size(stats.bytes)} on disk"
+        + (
+            f" ({_size(stats.free_bytes)} of it free: 'chatbot db vacuum' gives it back)"
+            if stats.free_bytes
+            else ""
+        )
+    )
+
+
+@db_app.command("vacuum", cls=Command)
+@guarded
+def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
+    """Give the space of deleted threads back to the file system (SQLite's VACUUM)."""
+    store = _local_store(ctx, db, "db vacuum")
+    if store is None:
+        return
+    before, after = store.vacuum()
+    out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
+
+
+@app.command(cls=Command)
+@guarded
+def prune(
+    ctx: typer.Context,
+    inactive_days: Annotated[
+        float,
+        typer.Option(
+            "--inactive-days", min=0, help="Delete threads with no activity for this many days."
+        ),
+    ],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete them (else: only list).")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete whole threads not active for N days: lists them, and deletes them with --yes (or
+    after asking). A thread is never thinned; forks of a deleted thread keep its id as text."""
+    from chatbot.render import threads_table
+
+    store = _local_store(ctx, db, "prune")
+    if store is None:
+        return
+    stale = store.inactive_threads(inactive_days)
+    days = f"{inactive_days:g} day{'' if inactive_days == 1 else 's'}"
+    if not stale:
+        err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
+        return
+    out.print(threads_table(stale), soft_wrap=False)
+    count = f"{len(stale)} thread{'' if len(stale) == 1 else 's'}"
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print(f"{count} inactive for {days}; nothing deleted: add --yes to delete them")
+            return
+        if not typer.confirm(f"Delete these {count} and all their history?", default=False):
+            err.print("kept")
+            raise typer.Exit(1)
+    for info in stale:
+        store.delete_thread(info.thread_id)
+    err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")
+
+
 def main() -> None:
     """Console-script entry point."""
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")

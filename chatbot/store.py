@@ -13,6 +13,7 @@ anything is written to it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -69,6 +70,32 @@ class ThreadInfo:
     has_summary: bool | None = None
     origin_thread: str | None = None
     origin_checkpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """What a database holds and what it takes on disk."""
+
+    location: str
+    threads: int
+    checkpoints: int
+    writes: int
+    bytes: int
+    """The file, its write-ahead log and shared-memory file, as they are on disk."""
+    free_bytes: int
+    """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
+    database_bytes: int
+
+    def record(self) -> dict[str, Any]:
+        """As JSON (``chatbot db stats --json``)."""
+        return {
+            "location": self.location,
+            "threads": self.threads,
+            "checkpoints": self.checkpoints,
+            "pending_writes": self.writes,
+            "bytes": self.bytes,
+            "free_bytes": self.free_bytes,
+        }
 
 
 def thread_record(info: ThreadInfo) -> dict[str, Any]:
@@ -417,6 +444,58 @@ class Store:
             for table in ("checkpoints", "writes", "chatbot_threads"):
                 self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
         return existed
+
+    # --- keeping the file small ----------------------------------------------------------
+
+    def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
+        """Threads whose newest checkpoint is more than ``days`` old, least recently active
+        first. A thread's activity is its newest checkpoint's time (its UUID's)."""
+        cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
+        stale = [
+            info
+            for info in self.list_threads()
+            if info.last_active is not None and info.last_active.timestamp() < cutoff
+        ]
+        return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
+
+    def stats(self) -> StoreStats:
+        """Threads, checkpoints, pending writes and bytes of the database (file and WAL)."""
+        (threads,) = self.conn.execute(
+            "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
+        ).fetchone()
+        (checkpoints,) = self.conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
+        (writes,) = self.conn.execute("SELECT COUNT(*) FROM writes").fetchone()
+        (page_size,) = self.conn.execute("PRAGMA page_size").fetchone()
+        (pages,) = self.conn.execute("PRAGMA page_count").fetchone()
+        (free,) = self.conn.execute("PRAGMA freelist_count").fetchone()
+        return StoreStats(
+            location=self.path,
+            threads=threads,
+            checkpoints=checkpoints,
+            writes=writes,
+            bytes=self._bytes_on_disk(),
+            free_bytes=free * page_size,
+            database_bytes=pages * page_size,
+        )
+
+    def _bytes_on_disk(self) -> int:
+        if self.path == ":memory:":
+            return 0
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += os.stat(self.path + suffix).st_size
+        return total
+
+    def vacuum(self) -> tuple[int, int]:
+        """Give the space of deleted threads back to the file system (SQLite's ``VACUUM``,
+        after folding the write-ahead log into the file). Returns bytes before and after."""
+        before = self._bytes_on_disk()
+        with self.lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return before, self._bytes_on_disk()
 
     def checkpoint_index(self, thread_id: str) -> list[tuple[str, str | None, dict[str, Any]]]:
         """A thread's checkpoints as (id, parent id, metadata), newest first: plain SQL over

@@ -1,0 +1,106 @@
+"""Keeping a database small: `chatbot prune`, `chatbot db stats`, `chatbot db vacuum`."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from chatbot.backend import LocalBackend
+from chatbot.graph import build_graph
+from chatbot.models import OfflineChatModel
+from chatbot.store import Store
+from tests.test_cli import invoke
+
+
+def _fill(db: Path, threads: dict[str, int]) -> None:
+    with Store(db) as store:
+        backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
+        for thread, turns in threads.items():
+            for turn in range(turns):
+                list(backend.send(thread, f"{thread} turn {turn}: " + "words " * 200))
+
+
+def test_inactive_threads_are_those_whose_newest_checkpoint_is_older(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    _fill(db, {"old": 2, "new": 1})
+    with Store(db) as store:
+        infos = {info.thread_id: info for info in store.list_threads()}
+        old, new = infos["old"].last_active, infos["new"].last_active
+        assert old is not None and new is not None and old < new
+        later = new + timedelta(days=10)
+        between = (later - (old + (new - old) / 2)).total_seconds() / 86_400
+        assert [i.thread_id for i in store.inactive_threads(between, now=later)] == ["old"]
+        assert [i.thread_id for i in store.inactive_threads(9, now=later)] == ["old", "new"]
+        assert store.inactive_threads(11, now=later) == []
+
+
+def test_prune_lists_first_and_deletes_whole_threads_with_yes(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    _fill(db, {"a": 2, "b": 1})
+    with Store(db) as store:
+        backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
+        backend.fork("a", None, "a-fork1")
+
+    dry = invoke("prune", "--inactive-days", "0", "--db", str(db))
+    assert dry.exit_code == 0, dry.output
+    assert {"a", "b", "a-fork1"} <= set(dry.stdout.split())
+    assert "nothing deleted: add --yes" in dry.stderr
+    with Store(db) as store:
+        assert {t.thread_id for t in store.list_threads()} == {"a", "b", "a-fork1"}
+
+    kept = invoke("prune", "--inactive-days", "30", "--db", str(db))
+    assert kept.exit_code == 0 and "has been inactive for 30 days" in kept.stderr
+
+    gone = invoke("prune", "--inactive-days", "0", "--yes", "--db", str(db))
+    assert gone.exit_code == 0, gone.output
+    assert "deleted 3 threads" in gone.stderr
+    with Store(db) as store:
+        assert store.list_threads() == []
+        assert store.stats().checkpoints == 0 and store.stats().writes == 0
+
+
+def test_a_forks_origin_stays_when_its_thread_is_pruned(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    _fill(db, {"a": 1})
+    with Store(db) as store:
+        backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
+        backend.fork("a", None, "a-fork1")
+        store.delete_thread("a")  # what prune does to each thread it deletes
+        (fork,) = store.list_threads()
+        assert fork.thread_id == "a-fork1" and fork.origin_thread == "a"
+        current = backend.current("a-fork1")
+        assert current is not None and current.messages, "the fork keeps its own state"
+
+
+def test_stats_and_vacuum_report_and_give_back_the_space(tmp_path: Path) -> None:
+    db = tmp_path / "db.sqlite"
+    _fill(db, {f"t{n}": 3 for n in range(20)})
+    stats = json.loads(invoke("db", "stats", "--json", "--db", str(db)).stdout)
+    assert stats["threads"] == 20 and stats["checkpoints"] == 20 * 9
+    assert stats["bytes"] > 100_000 and stats["free_bytes"] == 0
+    assert invoke("prune", "--inactive-days", "0", "--yes", "--db", str(db)).exit_code == 0
+    freed = json.loads(invoke("db", "stats", "--json", "--db", str(db)).stdout)
+    assert freed["threads"] == 0 and freed["free_bytes"] > 0
+    result = invoke("db", "vacuum", "--db", str(db))
+    assert result.exit_code == 0, result.output
+    after = json.loads(invoke("db", "stats", "--json", "--db", str(db)).stdout)
+    assert after["bytes"] < stats["bytes"] / 4 and after["free_bytes"] == 0
+    text = invoke("db", "stats", "--db", str(db)).stdout
+    assert "0 threads, 0 checkpoints" in text and "on disk" in text
+
+
+@pytest.mark.parametrize(
+    "args", [["db", "stats"], ["db", "vacuum"], ["prune", "--inactive-days", "1"]]
+)
+def test_maintenance_refuses_a_server_and_leaves_a_missing_file_alone(
+    args: list[str], tmp_path: Path
+) -> None:
+    remote = invoke(*args, env={"CHATBOT_URL": "http://127.0.0.1:9"})
+    assert remote.exit_code == 2 and "works on local databases only" in remote.stderr
+    missing = tmp_path / "none.sqlite"
+    result = invoke(*args, "--db", str(missing))
+    assert result.exit_code == 0 and "does not exist yet" in result.stderr
+    assert not missing.exists()
