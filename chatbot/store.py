@@ -21,14 +21,15 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.types import StateSnapshot
 
     from chatbot.saver import LocalSaver
@@ -36,12 +37,15 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
 
 BUSY_TIMEOUT_SECONDS = 30.0
 APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
-_OWN_TABLES = frozenset({"checkpoints", "writes", "chatbot_threads"})  # LangGraph's and ours
+_OWN_TABLES = frozenset(  # LangGraph's and ours
+    {"checkpoints", "writes", "chatbot_threads", "chatbot_migrations", "chatbot_leases"}
+)
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS chatbot_threads (
+MIGRATIONS: tuple[str, ...] = (
+    # 1: what a thread listing needs, so that listing is plain SQL
+    """CREATE TABLE IF NOT EXISTS chatbot_threads (
     thread_id TEXT PRIMARY KEY,
     title TEXT NOT NULL DEFAULT '',
     message_count INTEGER NOT NULL DEFAULT 0,
@@ -50,8 +54,26 @@ CREATE TABLE IF NOT EXISTS chatbot_threads (
     updated_at TEXT NOT NULL,
     origin_thread TEXT,
     origin_checkpoint TEXT
-);
-"""
+)""",
+    # 2: who is taking a turn on a thread, until when (see Store.try_lease)
+    """CREATE TABLE IF NOT EXISTS chatbot_leases (
+    thread_id TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    expires_at DOUBLE PRECISION NOT NULL
+)""",
+)
+"""chatbot's own tables, for SQLite and PostgreSQL alike: numbered by position, each applied
+once (``chatbot_migrations`` records them) under the database's write lock. Append, never
+edit: a database made by an older version gets the ones it lacks."""
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_migrations (
+    version INTEGER PRIMARY KEY,
+    applied_at TEXT NOT NULL
+)"""
+
+LEASE_SECONDS = 30.0
+"""How long a turn's lease on its thread lasts unless renewed: a process killed mid-turn
+blocks the thread at most this long. A running turn renews it every third of that."""
 
 
 class StoreError(RuntimeError):
@@ -236,7 +258,198 @@ def _retry_locked(action: Any, attempts: int = 20) -> Any:
     return None
 
 
-class Store:
+class SqlStore:
+    """What both databases do alike: chatbot's tables and LangGraph's checkpoint index, in SQL
+    written once (``?`` placeholders; a dialect translates). :class:`Store` is SQLite;
+    ``chatbot.pgstore.PgStore`` is PostgreSQL."""
+
+    path: str
+    """Where the threads live, as shown to people (a URL's password is never in it)."""
+    checkpoint_tables: tuple[str, ...]
+    """LangGraph's tables keyed by thread id (renaming and deleting move them all)."""
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
+        """Run statements in one transaction; the last one's row count."""
+        raise NotImplementedError
+
+    @property
+    def saver(self) -> BaseCheckpointSaver[str]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- listing, plain SQL ------------------------------------------------------------
+
+    def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
+        """Every thread (or just one) with checkpoints, newest activity first.
+
+        Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
+        """
+        only = "AND c.thread_id = ?" if thread_id is not None else ""
+        rows = self._query(
+            f"""
+            SELECT c.thread_id, COUNT(*), MAX(c.checkpoint_id),
+                   t.title, t.message_count, t.has_summary, t.origin_thread, t.origin_checkpoint
+            FROM checkpoints AS c
+            LEFT JOIN chatbot_threads AS t ON t.thread_id = c.thread_id
+            WHERE c.checkpoint_ns = '' {only}
+            GROUP BY c.thread_id
+            ORDER BY MAX(c.checkpoint_id) DESC
+            """,
+            () if thread_id is None else (thread_id,),
+        )
+        return [
+            ThreadInfo(
+                thread_id=row[0],
+                checkpoints=row[1],
+                last_active=checkpoint_time(row[2]),
+                title=row[3] or "",
+                message_count=row[4],
+                has_summary=None if row[5] is None else bool(row[5]),
+                origin_thread=row[6],
+                origin_checkpoint=row[7],
+            )
+            for row in rows
+        ]
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the thread has at least one checkpoint."""
+        return bool(
+            self._query("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,))
+        )
+
+    def thread_info(self, thread_id: str) -> ThreadInfo | None:
+        """The listing row of one thread, or ``None`` if it has no checkpoints."""
+        found = self.list_threads(thread_id)
+        return found[0] if found else None
+
+    def record_turn(
+        self,
+        thread_id: str,
+        *,
+        title: str,
+        message_count: int,
+        has_summary: bool,
+        origin: tuple[str, str | None] | None = None,
+    ) -> None:
+        """Remember what a listing shows about a thread after a turn.
+
+        The title is set once, by the first message, and cleared when the thread is emptied.
+        """
+        now = _now()
+        self._write(
+            (
+                """
+                INSERT INTO chatbot_threads (thread_id, title, message_count, has_summary,
+                    created_at, updated_at, origin_thread, origin_checkpoint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(thread_id) DO UPDATE SET
+                    title = CASE
+                        WHEN excluded.message_count = 0 AND excluded.has_summary = 0 THEN ''
+                        WHEN chatbot_threads.title = '' THEN excluded.title
+                        ELSE chatbot_threads.title END,
+                    message_count = excluded.message_count,
+                    has_summary = excluded.has_summary,
+                    updated_at = excluded.updated_at,
+                    origin_thread = COALESCE(chatbot_threads.origin_thread, excluded.origin_thread),
+                    origin_checkpoint = COALESCE(chatbot_threads.origin_checkpoint,
+                                                 excluded.origin_checkpoint)
+                """,
+                (
+                    thread_id,
+                    title,
+                    message_count,
+                    int(has_summary),
+                    now,
+                    now,
+                    origin[0] if origin else None,
+                    origin[1] if origin else None,
+                ),
+            )
+        )
+
+    def rename_thread(self, thread_id: str, new_id: str) -> None:
+        """Move every checkpoint, write and the listing row of a thread to a new id.
+
+        Checkpoint blobs do not contain the thread id (LangGraph keeps it out of metadata),
+        so renaming is a plain UPDATE in one transaction.
+        """
+        self._write(
+            *(
+                (f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id))
+                for table in (*self.checkpoint_tables, "chatbot_threads")
+            )
+        )
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread's checkpoints and row; False if there was no such thread."""
+        existed = self.thread_exists(thread_id)
+        self._write(  # what the saver's delete_thread does, and our row
+            *(
+                (f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                for table in (*self.checkpoint_tables, "chatbot_threads")
+            )
+        )
+        return existed
+
+    def release_lease(self, thread_id: str, holder: str) -> None:
+        """Give the thread's lease back (if ``holder`` still has it)."""
+        self._write(
+            ("DELETE FROM chatbot_leases WHERE thread_id = ? AND holder = ?", (thread_id, holder))
+        )
+
+    # --- keeping it small --------------------------------------------------------------
+
+    def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
+        """Threads whose newest checkpoint is more than ``days`` old, least recently active
+        first. A thread's activity is its newest checkpoint's time (its UUID's)."""
+        cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
+        stale = [
+            info
+            for info in self.list_threads()
+            if info.last_active is not None and info.last_active.timestamp() < cutoff
+        ]
+        return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
+
+    # --- a thread's checkpoints, plain SQL ---------------------------------------------
+
+    def checkpoint_index(self, thread_id: str) -> list[tuple[str, str | None, dict[str, Any]]]:
+        """A thread's checkpoints as (id, parent id, metadata), newest first: plain SQL over
+        LangGraph's table, no checkpoint deserialised (metadata is JSON there)."""
+        rows = self._query(
+            "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
+            (thread_id,),
+        )
+        return [(row[0], row[1], _metadata(row[2])) for row in rows]
+
+    def latest_checkpoint_id(self, thread_id: str) -> str | None:
+        """The id of a thread's newest checkpoint, or ``None``."""
+        rows = self._query(
+            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+            (thread_id,),
+        )
+        return rows[0][0] if rows else None
+
+
+def _metadata(value: Any) -> dict[str, Any]:
+    """Checkpoint metadata as stored: JSON text (SQLite) or already a dict (PostgreSQL)."""
+    if isinstance(value, dict):
+        return value
+    return json.loads(value) if value else {}
+
+
+class Store(SqlStore):
     """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus thread rows.
 
     One connection, shared with the ``SqliteSaver`` (both guard it with one lock), in WAL mode
@@ -283,10 +496,31 @@ class Store:
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         if not self._has_checkpoint_tables():
             _ = self.saver  # LangGraph creates its tables
-        _retry_locked(lambda: self.conn.executescript(_SCHEMA))
+        _retry_locked(self._migrate)
         if needs_mark:
             _retry_locked(lambda: self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}"))
         self._check_writable()
+
+    def _migrate(self) -> None:
+        """Apply the migrations this database lacks, under SQLite's write lock."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                self.conn.execute(MIGRATIONS_TABLE)
+                applied = {
+                    v for (v,) in self.conn.execute("SELECT version FROM chatbot_migrations")
+                }
+                for version, statement in enumerate(MIGRATIONS, start=1):
+                    if version not in applied:
+                        self.conn.execute(statement)
+                        self.conn.execute(
+                            "INSERT INTO chatbot_migrations (version, applied_at) VALUES (?, ?)",
+                            (version, _now()),
+                        )
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
 
     def _has_checkpoint_tables(self) -> bool:
         """True when LangGraph's tables are there, as its current version makes them."""
@@ -325,138 +559,43 @@ class Store:
             finally:
                 self.conn.execute("ROLLBACK")
 
+    checkpoint_tables = ("checkpoints", "writes")
+
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
 
-    def __enter__(self) -> Store:
-        return self
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(sql, tuple(params)).fetchall()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # --- listing, plain SQL ------------------------------------------------------------
-
-    def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
-        """Every thread (or just one) with checkpoints, newest activity first.
-
-        Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
-        """
-        only = "AND c.thread_id = ?" if thread_id is not None else ""
-        rows = self.conn.execute(
-            f"""
-            SELECT c.thread_id, COUNT(*), MAX(c.checkpoint_id),
-                   t.title, t.message_count, t.has_summary, t.origin_thread, t.origin_checkpoint
-            FROM checkpoints AS c
-            LEFT JOIN chatbot_threads AS t ON t.thread_id = c.thread_id
-            WHERE c.checkpoint_ns = '' {only}
-            GROUP BY c.thread_id
-            ORDER BY MAX(c.checkpoint_id) DESC
-            """,
-            () if thread_id is None else (thread_id,),
-        ).fetchall()
-        return [
-            ThreadInfo(
-                thread_id=row[0],
-                checkpoints=row[1],
-                last_active=checkpoint_time(row[2]),
-                title=row[3] or "",
-                message_count=row[4],
-                has_summary=None if row[5] is None else bool(row[5]),
-                origin_thread=row[6],
-                origin_checkpoint=row[7],
-            )
-            for row in rows
-        ]
-
-    def thread_exists(self, thread_id: str) -> bool:
-        """True if the thread has at least one checkpoint."""
-        row = self.conn.execute(
-            "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
-        ).fetchone()
-        return row is not None
-
-    def thread_info(self, thread_id: str) -> ThreadInfo | None:
-        """The listing row of one thread, or ``None`` if it has no checkpoints."""
-        found = self.list_threads(thread_id)
-        return found[0] if found else None
-
-    def record_turn(
-        self,
-        thread_id: str,
-        *,
-        title: str,
-        message_count: int,
-        has_summary: bool,
-        origin: tuple[str, str | None] | None = None,
-    ) -> None:
-        """Remember what a listing shows about a thread after a turn.
-
-        The title is set once, by the first message, and cleared when the thread is emptied.
-        """
-        now = _now()
+    def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
+        count = 0
         with self.lock, self.conn:
-            self.conn.execute(
+            for sql, params in statements:
+                count = self.conn.execute(sql, tuple(params)).rowcount
+        return count
+
+    # --- one turn at a time per thread ------------------------------------------------------
+
+    def try_lease(self, thread_id: str, holder: str, seconds: float = LEASE_SECONDS) -> bool:
+        """Take (or renew) the thread's lease for ``holder``; False while another holds an
+        unexpired one. Different threads never wait for each other."""
+        now = time.time()
+        acquired = self._write(
+            (
                 """
-                INSERT INTO chatbot_threads (thread_id, title, message_count, has_summary,
-                    created_at, updated_at, origin_thread, origin_checkpoint)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO chatbot_leases (thread_id, holder, expires_at) VALUES (?, ?, ?)
                 ON CONFLICT(thread_id) DO UPDATE SET
-                    title = CASE
-                        WHEN excluded.message_count = 0 AND excluded.has_summary = 0 THEN ''
-                        WHEN chatbot_threads.title = '' THEN excluded.title
-                        ELSE chatbot_threads.title END,
-                    message_count = excluded.message_count,
-                    has_summary = excluded.has_summary,
-                    updated_at = excluded.updated_at,
-                    origin_thread = COALESCE(chatbot_threads.origin_thread, excluded.origin_thread),
-                    origin_checkpoint = COALESCE(chatbot_threads.origin_checkpoint,
-                                                 excluded.origin_checkpoint)
+                    holder = excluded.holder, expires_at = excluded.expires_at
+                WHERE chatbot_leases.holder = excluded.holder
+                   OR chatbot_leases.expires_at < ?
                 """,
-                (
-                    thread_id,
-                    title,
-                    message_count,
-                    int(has_summary),
-                    now,
-                    now,
-                    origin[0] if origin else None,
-                    origin[1] if origin else None,
-                ),
+                (thread_id, holder, now + seconds, now),
             )
-
-    def rename_thread(self, thread_id: str, new_id: str) -> None:
-        """Move every checkpoint, write and the listing row of a thread to a new id.
-
-        Checkpoint blobs do not contain the thread id (LangGraph keeps it out of metadata),
-        so renaming is a plain UPDATE in one transaction.
-        """
-        with self.lock, self.conn:
-            for table in ("checkpoints", "writes", "chatbot_threads"):
-                self.conn.execute(
-                    f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id)
-                )
-
-    def delete_thread(self, thread_id: str) -> bool:
-        """Delete a thread's checkpoints and row; False if there was no such thread."""
-        existed = self.thread_exists(thread_id)
-        with self.lock, self.conn:  # what SqliteSaver.delete_thread does, and our row
-            for table in ("checkpoints", "writes", "chatbot_threads"):
-                self.conn.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
-        return existed
+        )
+        return acquired == 1
 
     # --- keeping the file small ----------------------------------------------------------
-
-    def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
-        """Threads whose newest checkpoint is more than ``days`` old, least recently active
-        first. A thread's activity is its newest checkpoint's time (its UUID's)."""
-        cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
-        stale = [
-            info
-            for info in self.list_threads()
-            if info.last_active is not None and info.last_active.timestamp() < cutoff
-        ]
-        return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
 
     def stats(self) -> StoreStats:
         """Threads, checkpoints, pending writes and bytes of the database (file and WAL)."""
@@ -496,24 +635,6 @@ class Store:
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return before, self._bytes_on_disk()
-
-    def checkpoint_index(self, thread_id: str) -> list[tuple[str, str | None, dict[str, Any]]]:
-        """A thread's checkpoints as (id, parent id, metadata), newest first: plain SQL over
-        LangGraph's table, no checkpoint deserialised (metadata is JSON there)."""
-        rows = self.conn.execute(
-            "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
-            (thread_id,),
-        ).fetchall()
-        return [(row[0], row[1], json.loads(row[2]) if row[2] else {}) for row in rows]
-
-    def latest_checkpoint_id(self, thread_id: str) -> str | None:
-        """The id of a thread's newest checkpoint, or ``None``."""
-        row = self.conn.execute(
-            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-            (thread_id,),
-        ).fetchone()
-        return row[0] if row else None
 
 
 # --- state through the graph ---------------------------------------------------------------
