@@ -17,7 +17,7 @@ from chatbot.checkpoints import lazy_history, read_checkpoint
 from chatbot.errors import FriendlyError
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.state import ChatGraph
-from chatbot.store import Store, ThreadInfo, thread_config
+from chatbot.store import SqlStore, ThreadInfo, thread_config
 from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class LocalBackend:
     def __init__(
         self,
         graph: ChatGraph | None,
-        store: Store,
+        store: SqlStore,
         build: Callable[[], ChatGraph] | None = None,
     ) -> None:
         """``graph``, or ``build`` to make it at the first run (reading never does)."""

@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from chatbot.store import Store, thread_config
+from chatbot.store import SqlStore, thread_config
 from chatbot.timeline import Snapshot, State, state_from_values
 
 NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
@@ -128,7 +128,7 @@ def snapshot_of_tuple(saved: CheckpointTuple) -> Snapshot:
     )
 
 
-def read_checkpoint(store: Store, thread_id: str, checkpoint_id: str | None = None) -> Snapshot:
+def read_checkpoint(store: SqlStore, thread_id: str, checkpoint_id: str | None = None) -> Snapshot:
     """One checkpoint of a thread (default: its latest); ``LookupError`` if there is none."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
     if saved is None:
@@ -136,7 +136,7 @@ def read_checkpoint(store: Store, thread_id: str, checkpoint_id: str | None = No
     return snapshot_of_tuple(saved)
 
 
-def lazy_history(store: Store, thread_id: str) -> list[Snapshot]:
+def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     """Every checkpoint of a thread, newest first, from the index; each one's state is read
     when first asked for."""
 
@@ -156,7 +156,7 @@ def lazy_history(store: Store, thread_id: str) -> list[Snapshot]:
     ]
 
 
-def state_of_id(store: Store, thread_id: str, checkpoint_id: str) -> State:
+def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> State:
     """The state at one checkpoint of a thread (empty if it has gone since)."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
     return state_of(saved) if saved is not None else State()

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.repl import LineReader
     from chatbot.session import Event, TurnStream
     from chatbot.settings import Settings
-    from chatbot.store import Store
+    from chatbot.store import SqlStore
     from chatbot.turns import Display, TurnOutcome
 
 
@@ -190,7 +190,7 @@ class AppState:
     url: str | None = None
     _settings: Settings | None = None
     _places: Places | None = None
-    _store: Store | None = None
+    _store: SqlStore | None = None
     _models: Models | None = None
     _graph: Any = None
 
@@ -224,11 +224,12 @@ class AppState:
         return self._places
 
     @property
-    def store(self) -> Store:
+    def store(self) -> SqlStore:
+        """The database: a SQLite file, or PostgreSQL when CHATBOT_DB is a postgresql:// URL."""
         if self._store is None:
-            from chatbot.store import Store
+            from chatbot.pgstore import open_store
 
-            self._store = Store(self.places.db)
+            self._store = open_store(self.places.db)
         return self._store
 
     @property
@@ -255,14 +256,20 @@ class AppState:
 
     @property
     def where(self) -> str:
-        """Where threads live: the server, or the database file."""
-        return self.places.url or self.places.db
+        """Where threads live: the server, the database file or URL (never with a password)."""
+        from chatbot.pgstore import redact_url
+
+        return self.places.url or redact_url(self.places.db)
 
     @property
     def db_missing(self) -> bool:
         """True when the local database file does not exist yet (reading must not create it)."""
+        from chatbot.store import is_postgres_url
+
         db = self.places.db
-        return not self.remote and db != ":memory:" and not Path(db).expanduser().exists()
+        if self.remote or db == ":memory:" or is_postgres_url(db):
+            return False
+        return not Path(db).expanduser().exists()
 
     def backend(self, runs: bool = False) -> Backend:
         """The threads' backend. Locally its graph (and the models) is built at the first run:
@@ -909,7 +916,7 @@ db_app = typer.Typer(
 app.add_typer(db_app)
 
 
-def _local_store(ctx: typer.Context, db: str | None, what: str) -> Store | None:
+def _local_store(ctx: typer.Context, db: str | None, what: str) -> SqlStore | None:
     """The local database for a maintenance command; ``None`` (said on stderr) if it does not
     exist yet. On a server the command is refused."""
     state = _state(ctx, db)

@@ -120,6 +120,14 @@ class StoreStats:
         }
 
 
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(db: str) -> bool:
+    """True when ``CHATBOT_DB`` names a PostgreSQL database rather than a SQLite file."""
+    return db.strip().lower().startswith(POSTGRES_SCHEMES)
+
+
 def thread_record(info: ThreadInfo) -> dict[str, Any]:
     """A thread listing row as JSON (``chatbot threads --json``)."""
     return {
@@ -279,6 +287,15 @@ class SqlStore:
     def saver(self) -> BaseCheckpointSaver[str]:
         raise NotImplementedError
 
+    def try_lease(self, thread_id: str, holder: str, seconds: float = LEASE_SECONDS) -> bool:
+        raise NotImplementedError
+
+    def stats(self) -> StoreStats:
+        raise NotImplementedError
+
+    def vacuum(self) -> tuple[int, int]:
+        raise NotImplementedError
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -295,16 +312,19 @@ class SqlStore:
 
         Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
         """
-        only = "AND c.thread_id = ?" if thread_id is not None else ""
+        only = "AND thread_id = ?" if thread_id is not None else ""
         rows = self._query(
             f"""
-            SELECT c.thread_id, COUNT(*), MAX(c.checkpoint_id),
+            SELECT c.thread_id, c.checkpoints, c.newest,
                    t.title, t.message_count, t.has_summary, t.origin_thread, t.origin_checkpoint
-            FROM checkpoints AS c
+            FROM (
+                SELECT thread_id, COUNT(*) AS checkpoints, MAX(checkpoint_id) AS newest
+                FROM checkpoints
+                WHERE checkpoint_ns = '' {only}
+                GROUP BY thread_id
+            ) AS c
             LEFT JOIN chatbot_threads AS t ON t.thread_id = c.thread_id
-            WHERE c.checkpoint_ns = '' {only}
-            GROUP BY c.thread_id
-            ORDER BY MAX(c.checkpoint_id) DESC
+            ORDER BY c.newest DESC
             """,
             () if thread_id is None else (thread_id,),
         )

@@ -1,0 +1,283 @@
+"""Threads in PostgreSQL: LangGraph's ``PostgresSaver`` on a ``psycopg_pool`` connection pool.
+
+Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db`` with the URL). The
+checkpoints are LangGraph's own tables; chatbot's (listing, leases) come from the same
+numbered migrations as on SQLite (:data:`chatbot.store.MIGRATIONS`), applied once under an
+advisory lock. Connections are autocommit with dict rows, as the saver needs them, checked
+before each use and renewed when idle or old, so a server that drops idle connections does not
+break a long REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's prepared-statement
+threshold (``none`` turns them off, which pgbouncer in transaction mode needs).
+
+A password in the URL is never shown: :attr:`PgStore.path` and every error carry the URL with
+``***`` in its place, and the password is remembered as a secret to redact.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from chatbot.errors import remember_secret
+from chatbot.store import (
+    LEASE_SECONDS,
+    MIGRATIONS,
+    MIGRATIONS_TABLE,
+    SqlStore,
+    Store,
+    StoreError,
+    StoreStats,
+    _now,
+    is_postgres_url,
+)
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg_pool import ConnectionPool
+
+_LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
+_LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+
+
+def open_store(db: str) -> SqlStore:
+    """The database ``CHATBOT_DB`` names: a PostgreSQL URL, or a SQLite file."""
+    if is_postgres_url(db):
+        return PgStore(db)
+    return Store(db)
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***`` (for people, logs and errors)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+def _prepare_threshold() -> int | None:
+    value = os.environ.get("CHATBOT_PG_PREPARE_THRESHOLD", "5").strip().lower()
+    if value in ("none", "off", ""):
+        return None
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise StoreError(
+            f"CHATBOT_PG_PREPARE_THRESHOLD={value!r} is not valid: give a number, or 'none' "
+            "behind pgbouncer"
+        ) from None
+
+
+def _saver_class() -> type[PostgresSaver]:
+    from langgraph.checkpoint.base import (
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+    )
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    class PgSaver(PostgresSaver):
+        """LangGraph's ``PostgresSaver`` that also serves ``astream``: the async methods run
+        the sync ones on the pool, as :class:`chatbot.saver.LocalSaver` does for SQLite."""
+
+        async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
+            return self.get_tuple(config)
+
+        async def alist(
+            self,
+            config: Any,
+            *,
+            filter: dict[str, Any] | None = None,
+            before: Any = None,
+            limit: int | None = None,
+        ) -> AsyncIterator[CheckpointTuple]:
+            for item in self.list(config, filter=filter, before=before, limit=limit):
+                yield item
+
+        async def aput(
+            self,
+            config: Any,
+            checkpoint: Checkpoint,
+            metadata: CheckpointMetadata,
+            new_versions: ChannelVersions,
+        ) -> Any:
+            return self.put(config, checkpoint, metadata, new_versions)
+
+        async def aput_writes(
+            self,
+            config: Any,
+            writes: Sequence[tuple[str, Any]],
+            task_id: str,
+            task_path: str = "",
+        ) -> None:
+            self.put_writes(config, writes, task_id, task_path)
+
+        async def adelete_thread(self, thread_id: str) -> None:
+            self.delete_thread(thread_id)
+
+    return PgSaver
+
+
+class PgStore(SqlStore):
+    """The app's PostgreSQL database: LangGraph checkpoints plus chatbot's tables."""
+
+    checkpoint_tables = _LANGGRAPH_TABLES
+
+    def __init__(self, url: str, *, max_size: int = 4) -> None:
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self.url = url.strip()
+        self.path = redact_url(self.url)
+        password = urlsplit(self.url).password
+        if password:
+            remember_secret(password)
+        self._saver: PostgresSaver | None = None
+        self.pool: ConnectionPool[Any] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=max_size,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "prepare_threshold": _prepare_threshold(),
+            },
+            check=ConnectionPool.check_connection,  # a dropped connection is replaced
+            max_idle=300,
+            max_lifetime=1800,
+            timeout=15,
+            open=False,
+            name="chatbot",
+        )
+        try:
+            self.pool.open(wait=True, timeout=10)
+            self._set_up()
+        except StoreError:
+            self.pool.close()
+            raise
+        except Exception as error:
+            self.pool.close()
+            raise StoreError(
+                f"cannot use the PostgreSQL database {self.path}: {_reason(error)}"
+            ) from None
+
+    def _set_up(self) -> None:
+        """LangGraph's tables, then chatbot's migrations, once, under an advisory lock (two
+        processes starting at once on a new database do it one after the other)."""
+        with self.pool.connection() as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+            try:
+                self.saver.setup()
+                with conn.transaction():
+                    conn.execute(MIGRATIONS_TABLE)
+                    rows = conn.execute("SELECT version FROM chatbot_migrations").fetchall()
+                    applied = {row["version"] for row in rows}
+                    for version, statement in enumerate(MIGRATIONS, start=1):
+                        if version not in applied:
+                            conn.execute(statement)
+                            conn.execute(
+                                "INSERT INTO chatbot_migrations (version, applied_at) "
+                                "VALUES (%s, %s)",
+                                (version, _now()),
+                            )
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+    @property
+    def saver(self) -> PostgresSaver:
+        """LangGraph's checkpointer on the pool."""
+        if self._saver is None:
+            self._saver = _saver_class()(self.pool)
+        return self._saver
+
+    def close(self) -> None:
+        """Close the pool's connections."""
+        self.pool.close()
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        from psycopg.rows import tuple_row
+
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
+            cursor.execute(sql.replace("?", "%s"), tuple(params))
+            return cursor.fetchall()
+
+    def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
+        count = 0
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            for sql, params in statements:
+                cursor.execute(sql.replace("?", "%s"), tuple(params))
+                count = cursor.rowcount
+        return count
+
+    # --- one turn at a time per thread -------------------------------------------------------
+
+    def try_lease(self, thread_id: str, holder: str, seconds: float = LEASE_SECONDS) -> bool:
+        """Take (or renew) the thread's lease; the server's clock decides expiry, so hosts
+        whose clocks differ agree."""
+        now = "extract(epoch from clock_timestamp())"
+        acquired = self._write(
+            (
+                f"""
+                INSERT INTO chatbot_leases (thread_id, holder, expires_at)
+                VALUES (?, ?, {now} + ?)
+                ON CONFLICT (thread_id) DO UPDATE SET
+                    holder = excluded.holder, expires_at = excluded.expires_at
+                WHERE chatbot_leases.holder = excluded.holder
+                   OR chatbot_leases.expires_at < {now}
+                """,
+                (thread_id, holder, seconds),
+            )
+        )
+        return acquired == 1
+
+    # --- size ------------------------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """Threads, checkpoints, pending writes and the tables' size on the server."""
+        ((threads, checkpoints),) = self._query(
+            "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
+        )
+        ((writes,),) = self._query("SELECT COUNT(*) FROM checkpoint_writes")
+        size = self._bytes()
+        return StoreStats(
+            location=self.path,
+            threads=threads,
+            checkpoints=checkpoints,
+            writes=writes,
+            bytes=size,
+            free_bytes=0,
+            database_bytes=size,
+        )
+
+    def _bytes(self) -> int:
+        tables = (*_LANGGRAPH_TABLES, "chatbot_threads", "chatbot_leases", "chatbot_migrations")
+        ((size,),) = self._query(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relname = ANY(?)",
+            (list(tables),),
+        )
+        return int(size)
+
+    def vacuum(self) -> tuple[int, int]:
+        """``VACUUM`` chatbot's and LangGraph's tables (PostgreSQL reuses the space of deleted
+        rows; autovacuum does this too). Returns the tables' bytes before and after."""
+        before = self._bytes()
+        with self.pool.connection() as conn:
+            for table in (*_LANGGRAPH_TABLES, "chatbot_threads", "chatbot_leases"):
+                conn.execute(f"VACUUM (ANALYZE) {table}")
+        return before, self._bytes()
+
+
+def _reason(error: BaseException) -> str:
+    """A psycopg error in one line, without the password."""
+    from chatbot.errors import redact
+
+    text = " ".join(str(error).split()) or type(error).__name__
+    return redact(text)
