@@ -48,3 +48,51 @@ def dev_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
         yield running
     finally:
         running.stop()
+
+
+POSTGRES_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+"""The test machines' PostgreSQL 15 (trust auth). ``.ci/run`` starts it and sets
+``CHATBOT_TEST_POSTGRES=required``, so that in CI a missing server fails instead of skipping."""
+
+
+def _postgres_or_skip() -> None:
+    import psycopg
+
+    try:
+        psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as error:
+        reason = " ".join(str(error).split())[:120]
+        if os.environ.get("CHATBOT_TEST_POSTGRES") == "required":
+            pytest.fail(f"PostgreSQL is required here and does not answer: {reason}")
+        pytest.skip(
+            "no PostgreSQL on 127.0.0.1:5432 (start it: pg_ctlcluster "
+            "--skip-systemctl-redirect $(ls /etc/postgresql) main start)"
+        )
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped after it."""
+    import uuid
+
+    import psycopg
+
+    _postgres_or_skip()
+    name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database of each kind: a SQLite file, then a PostgreSQL database (store-level
+    tests run against both)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "db.sqlite")
+    url: str = request.getfixturevalue("postgres_url")
+    return url

@@ -11,22 +11,22 @@ import pytest
 from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
 from chatbot.models import OfflineChatModel
-from chatbot.store import Store
+from chatbot.pgstore import open_store
 from tests.test_cli import invoke
 
 
-def _fill(db: Path, threads: dict[str, int]) -> None:
-    with Store(db) as store:
+def _fill(db: Path | str, threads: dict[str, int]) -> None:
+    with open_store(str(db)) as store:
         backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
         for thread, turns in threads.items():
             for turn in range(turns):
                 list(backend.send(thread, f"{thread} turn {turn}: " + "words " * 200))
 
 
-def test_inactive_threads_are_those_whose_newest_checkpoint_is_older(tmp_path: Path) -> None:
-    db = tmp_path / "db.sqlite"
+def test_inactive_threads_are_those_whose_newest_checkpoint_is_older(any_db: str) -> None:
+    db = any_db
     _fill(db, {"old": 2, "new": 1})
-    with Store(db) as store:
+    with open_store(db) as store:
         infos = {info.thread_id: info for info in store.list_threads()}
         old, new = infos["old"].last_active, infos["new"].last_active
         assert old is not None and new is not None and old < new
@@ -37,10 +37,10 @@ def test_inactive_threads_are_those_whose_newest_checkpoint_is_older(tmp_path: P
         assert store.inactive_threads(11, now=later) == []
 
 
-def test_prune_lists_first_and_deletes_whole_threads_with_yes(tmp_path: Path) -> None:
-    db = tmp_path / "db.sqlite"
+def test_prune_lists_first_and_deletes_whole_threads_with_yes(any_db: str) -> None:
+    db = any_db
     _fill(db, {"a": 2, "b": 1})
-    with Store(db) as store:
+    with open_store(db) as store:
         backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
         backend.fork("a", None, "a-fork1")
 
@@ -48,7 +48,7 @@ def test_prune_lists_first_and_deletes_whole_threads_with_yes(tmp_path: Path) ->
     assert dry.exit_code == 0, dry.output
     assert {"a", "b", "a-fork1"} <= set(dry.stdout.split())
     assert "nothing deleted: add --yes" in dry.stderr
-    with Store(db) as store:
+    with open_store(db) as store:
         assert {t.thread_id for t in store.list_threads()} == {"a", "b", "a-fork1"}
 
     kept = invoke("prune", "--inactive-days", "30", "--db", str(db))
@@ -57,15 +57,15 @@ def test_prune_lists_first_and_deletes_whole_threads_with_yes(tmp_path: Path) ->
     gone = invoke("prune", "--inactive-days", "0", "--yes", "--db", str(db))
     assert gone.exit_code == 0, gone.output
     assert "deleted 3 threads" in gone.stderr
-    with Store(db) as store:
+    with open_store(db) as store:
         assert store.list_threads() == []
         assert store.stats().checkpoints == 0 and store.stats().writes == 0
 
 
-def test_a_forks_origin_stays_when_its_thread_is_pruned(tmp_path: Path) -> None:
-    db = tmp_path / "db.sqlite"
+def test_a_forks_origin_stays_when_its_thread_is_pruned(any_db: str) -> None:
+    db = any_db
     _fill(db, {"a": 1})
-    with Store(db) as store:
+    with open_store(db) as store:
         backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
         backend.fork("a", None, "a-fork1")
         store.delete_thread("a")  # what prune does to each thread it deletes
@@ -90,6 +90,15 @@ def test_stats_and_vacuum_report_and_give_back_the_space(tmp_path: Path) -> None
     assert after["bytes"] < stats["bytes"] / 4 and after["free_bytes"] == 0
     text = invoke("db", "stats", "--db", str(db)).stdout
     assert "0 threads, 0 checkpoints" in text and "on disk" in text
+
+
+def test_stats_and_vacuum_on_postgresql(postgres_url: str) -> None:
+    _fill(postgres_url, {"a": 2, "b": 1})
+    stats = json.loads(invoke("db", "stats", "--json", "--db", postgres_url).stdout)
+    assert (stats["threads"], stats["checkpoints"]) == (2, 9) and stats["bytes"] > 0
+    assert "***" not in stats["location"] and stats["location"] == postgres_url
+    result = invoke("db", "vacuum", "--db", postgres_url)
+    assert result.exit_code == 0 and result.stdout.startswith(postgres_url), result.output
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from langchain_core.messages import HumanMessage
 
 from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
+from chatbot.pgstore import open_store
 from chatbot.session import Reply, Summarized
 from chatbot.settings import Settings
 from chatbot.store import (
@@ -72,9 +73,9 @@ def test_thread_continues_in_a_new_process(tmp_path: Path) -> None:
     assert all(m["id"] for m in document["messages"])
 
 
-def test_threads_do_not_mix(tmp_path: Path) -> None:
-    settings = offline_settings(tmp_path / "db.sqlite")
-    with Store(settings.db) as store:
+def test_threads_do_not_mix(any_db: str) -> None:
+    settings = offline_settings(any_db)
+    with open_store(settings.db) as store:
         graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
         list(LocalBackend(graph, store).send("a", "I am in thread a"))
         list(LocalBackend(graph, store).send("b", "I am in thread b"))
@@ -85,9 +86,9 @@ def test_threads_do_not_mix(tmp_path: Path) -> None:
     assert b[0] == "I am in thread b" and len(b) == 2
 
 
-def test_state_history_keeps_messages_later_folded_into_the_summary(tmp_path: Path) -> None:
-    settings = offline_settings(tmp_path / "db.sqlite")
-    with Store(settings.db) as store:
+def test_state_history_keeps_messages_later_folded_into_the_summary(any_db: str) -> None:
+    settings = offline_settings(any_db)
+    with open_store(settings.db) as store:
         graph = build_graph(
             ScriptedChatModel(), ScriptedChatModel(default="SUMMARY"), settings, store.saver
         )
@@ -110,9 +111,9 @@ def test_state_history_keeps_messages_later_folded_into_the_summary(tmp_path: Pa
         assert sum(isinstance(e, Reply) for e in events) == 4
 
 
-def test_listing_threads_reads_rows_not_checkpoints(tmp_path: Path) -> None:
-    settings = offline_settings(tmp_path / "db.sqlite")
-    with Store(settings.db) as store:
+def test_listing_threads_reads_rows_not_checkpoints(any_db: str) -> None:
+    settings = offline_settings(any_db)
+    with open_store(settings.db) as store:
         graph = build_graph(
             ScriptedChatModel(), ScriptedChatModel(default="S"), settings, store.saver
         )
@@ -129,17 +130,17 @@ def test_listing_threads_reads_rows_not_checkpoints(tmp_path: Path) -> None:
     assert threads["cats"].checkpoints > threads["dogs"].checkpoints
 
 
-def test_threads_written_by_other_programs_are_listed_too(tmp_path: Path) -> None:
-    with Store(tmp_path / "db.sqlite") as store:
+def test_threads_written_by_other_programs_are_listed_too(any_db: str) -> None:
+    with open_store(any_db) as store:
         graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
         graph.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "raw"}})
         (info,) = store.list_threads()
     assert info.thread_id == "raw" and info.title == "" and info.message_count is None
 
 
-def test_delete_thread_removes_it_and_only_it(tmp_path: Path) -> None:
-    settings = offline_settings(tmp_path / "db.sqlite")
-    with Store(settings.db) as store:
+def test_delete_thread_removes_it_and_only_it(any_db: str) -> None:
+    settings = offline_settings(any_db)
+    with open_store(settings.db) as store:
         graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
         list(LocalBackend(graph, store).send("keep", "keep me"))
         list(LocalBackend(graph, store).send("drop", "drop me"))
@@ -147,8 +148,9 @@ def test_delete_thread_removes_it_and_only_it(tmp_path: Path) -> None:
         assert store.delete_thread("drop") is False
         assert [t.thread_id for t in store.list_threads()] == ["keep"]
         assert not read_state(graph, "drop").values
-        rows = store.conn.execute("SELECT COUNT(*) FROM writes WHERE thread_id='drop'").fetchone()
-        assert rows == (0,)
+        writes = "writes" if isinstance(store, Store) else "checkpoint_writes"
+        rows = store._query(f"SELECT COUNT(*) FROM {writes} WHERE thread_id = 'drop'")
+        assert rows == [(0,)]
 
 
 def test_database_is_private_and_in_wal_mode(tmp_path: Path) -> None:
