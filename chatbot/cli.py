@@ -971,6 +971,52 @@ def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
 
 
+@db_app.command("copy", cls=Command)
+@guarded
+def db_copy(
+    source: Annotated[str, typer.Argument(metavar="SRC", help="SQLite file or postgresql:// URL.")],
+    target: Annotated[str, typer.Argument(metavar="DST", help="SQLite file or postgresql:// URL.")],
+    threads: Annotated[
+        list[str] | None,
+        typer.Option("--thread", "-t", help="Copy this thread (repeat it; default: all)."),
+    ] = None,
+) -> None:
+    """Copy threads with their whole history to another database: SQLite to PostgreSQL and
+    back. Run it again to copy what is new; a thread that exists there with a different
+    history is refused."""
+    from chatbot.copying import plan_copy, run_copy
+    from chatbot.pgstore import open_store
+    from chatbot.store import is_postgres_url
+
+    if not is_postgres_url(source) and not Path(source).expanduser().is_file():
+        fail(f"no database {source!r}: give a SQLite file or a postgresql:// URL", 2)
+    with open_store(source) as src, open_store(target) as dst:
+        if src.path == dst.path:
+            fail("SRC and DST are the same database: give two", 2)
+        plan = plan_copy(src, dst, threads or [])
+        total = plan.checkpoints
+        if total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            with Progress(
+                TextColumn("copying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("checkpoints"),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal or total < 200,
+            ) as bar:
+                task = bar.add_task("copy", total=total)
+                run_copy(src, dst, plan, progress=lambda n: bar.advance(task, n))
+        copied, same = len(plan.copy), len(plan.skipped)
+        err.print(
+            f"copied {copied} thread{'' if copied == 1 else 's'} ({total:,} checkpoints) from "
+            f"{escape(src.path)} to {escape(dst.path)}"
+            + (f"; {same} already there with the same history" if same else "")
+        )
+
+
 @app.command(cls=Command)
 @guarded
 def prune(

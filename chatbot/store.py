@@ -398,6 +398,29 @@ class SqlStore:
             )
         )
 
+    _ROW_COLUMNS = (
+        "thread_id, title, message_count, has_summary, created_at, updated_at, "
+        "origin_thread, origin_checkpoint"
+    )
+
+    def thread_row(self, thread_id: str) -> tuple[Any, ...] | None:
+        """A thread's listing row as stored (for copying it to another database)."""
+        rows = self._query(
+            f"SELECT {self._ROW_COLUMNS} FROM chatbot_threads WHERE thread_id = ?", (thread_id,)
+        )
+        return tuple(rows[0]) if rows else None
+
+    def put_thread_row(self, row: Sequence[Any]) -> None:
+        """Store a listing row as :meth:`thread_row` gave it, replacing the thread's."""
+        self._write(
+            ("DELETE FROM chatbot_threads WHERE thread_id = ?", (row[0],)),
+            (
+                f"INSERT INTO chatbot_threads ({self._ROW_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                tuple(row),
+            ),
+        )
+
     def rename_thread(self, thread_id: str, new_id: str) -> None:
         """Move every checkpoint, write and the listing row of a thread to a new id.
 

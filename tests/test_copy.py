@@ -1,0 +1,127 @@
+"""`chatbot db copy SRC DST`: threads move between SQLite and PostgreSQL with their whole
+history, and history reads the same on both sides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chatbot.backend import LocalBackend
+from chatbot.copying import CopyError, plan_copy, run_copy
+from chatbot.graph import build_graph
+from chatbot.pgstore import open_store
+from chatbot.settings import Settings
+from chatbot.timeline import last_turn
+from tests.scripted import ScriptedChatModel
+from tests.test_cli import invoke
+
+
+def _rich_thread(db: str) -> None:
+    """Two threads with folds, an undo, a regenerating retry, a fork and a failed last turn
+    (which leaves pending writes behind)."""
+    settings = Settings(_env_file=None, summary_trigger="messages:6", summary_keep="messages:2")  # type: ignore[call-arg]
+    chat = ScriptedChatModel(script=["a1", "b1", "c1", "d1", "e1", "e2", RuntimeError("down")])
+    with open_store(db) as store:
+        graph = build_graph(chat, ScriptedChatModel(default="SUMMARY"), settings, store.saver)
+        backend = LocalBackend(graph, store)
+        for text in ("a", "b", "c", "d"):
+            list(backend.send("work", text))
+        turn = last_turn(backend.history("work"))
+        assert turn is not None and turn.before is not None
+        backend.restore("work", turn.before.checkpoint_id, "undo")
+        list(backend.send("work", "e"))
+        list(backend.regenerate("work"))
+        backend.fork("work", None, "work-fork1")
+        with pytest.raises(Exception, match="down"):
+            list(backend.send("work", "f"))
+
+
+def _views(db: str, thread: str) -> list[object]:
+    return [
+        json.loads(invoke(*args, thread, "--json", "--db", db).stdout)
+        for args in (["history"], ["history", "--all", "--limit", "500"], ["show"])
+    ]
+
+
+def test_a_round_trip_keeps_every_checkpoint(postgres_url: str, tmp_path: Path) -> None:
+    first, back = str(tmp_path / "first.sqlite"), str(tmp_path / "back.sqlite")
+    _rich_thread(first)
+    to_pg = invoke("db", "copy", first, postgres_url)
+    assert to_pg.exit_code == 0, to_pg.output
+    assert "copied 2 threads" in to_pg.stderr
+    assert invoke("db", "copy", postgres_url, back).exit_code == 0
+    for thread in ("work", "work-fork1"):
+        original = _views(first, thread)
+        assert _views(postgres_url, thread) == original
+        assert _views(back, thread) == original
+    listing = [json.loads(invoke("threads", "--json", "--db", db).stdout) for db in (first, back)]
+    assert listing[0] == listing[1], "titles, counts, origins and times come along"
+    with open_store(first) as a, open_store(postgres_url) as b:
+        writes = 0
+        for thread in ("work", "work-fork1"):
+            left = list(a.saver.list({"configurable": {"thread_id": thread}}))
+            right = list(b.saver.list({"configurable": {"thread_id": thread}}))
+            assert [t.checkpoint["id"] for t in left] == [t.checkpoint["id"] for t in right]
+            assert [t.metadata for t in left] == [t.metadata for t in right]
+            assert [sorted(map(str, t.pending_writes or [])) for t in left] == [
+                sorted(map(str, t.pending_writes or [])) for t in right
+            ]
+            writes += sum(len(t.pending_writes or []) for t in right)
+        assert writes, "pending writes (the failed turn's among them) are copied too"
+    chat = invoke("chat", "--thread", "work", "--db", postgres_url, input="/retry\n")
+    assert chat.exit_code == 0, chat.output
+    assert 'You said: "f"' in chat.stdout, "the copied thread's unfinished turn is resumed"
+
+
+def test_copying_again_copies_only_what_is_new(any_db: str, tmp_path: Path) -> None:
+    source = str(tmp_path / "source.sqlite")
+    _rich_thread(source)
+    assert invoke("db", "copy", source, any_db, "-t", "work").exit_code == 0
+    again = invoke("db", "copy", source, any_db, "-t", "work")
+    assert again.exit_code == 0 and "1 already there with the same history" in again.stderr
+    invoke("ask", "more", "--thread", "work", "--db", source)
+    more = invoke("db", "copy", source, any_db)
+    assert more.exit_code == 0 and "copied 2 threads" in more.stderr, more.output
+    assert _views(any_db, "work") == _views(source, "work")
+
+
+def test_a_thread_with_another_history_is_refused_and_nothing_written(
+    any_db: str, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source.sqlite")
+    _rich_thread(source)
+    invoke("ask", "a different life", "--thread", "work", "--db", any_db)
+    before = _views(any_db, "work")
+    with open_store(source) as src, open_store(any_db) as dst, pytest.raises(CopyError) as refused:
+        plan_copy(src, dst)
+    assert "exists in" in str(refused.value) and "different history" in str(refused.value)
+    result = invoke("db", "copy", source, any_db)
+    assert result.exit_code == 1 and "nothing was copied" in result.stderr
+    assert _views(any_db, "work") == before
+    with open_store(any_db) as dst:
+        assert [t.thread_id for t in dst.list_threads()] == ["work"], "not even the fork"
+
+
+def test_a_copy_cut_short_is_finished_by_the_next(tmp_path: Path) -> None:
+    source, target = str(tmp_path / "s.sqlite"), str(tmp_path / "t.sqlite")
+    _rich_thread(source)
+    with open_store(source) as src, open_store(target) as dst:
+        plan = plan_copy(src, dst, ["work"])
+        plan.copy["work"] = plan.copy["work"][:5]  # as if the process died after five
+        run_copy(src, dst, plan)
+    assert invoke("db", "copy", source, target, "-t", "work").exit_code == 0
+    assert _views(target, "work") == _views(source, "work")
+
+
+def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
+    missing = invoke("db", "copy", str(tmp_path / "none.sqlite"), str(tmp_path / "t.sqlite"))
+    assert missing.exit_code == 2 and "no database" in missing.stderr
+    assert not (tmp_path / "t.sqlite").exists()
+    source = str(tmp_path / "s.sqlite")
+    invoke("ask", "hi", "--thread", "x", "--db", source)
+    same = invoke("db", "copy", source, source)
+    assert same.exit_code == 2 and "the same database" in same.stderr
+    unknown = invoke("db", "copy", source, str(tmp_path / "t.sqlite"), "-t", "nope")
+    assert unknown.exit_code == 1 and "no thread 'nope'" in unknown.stderr
