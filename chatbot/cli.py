@@ -215,10 +215,14 @@ class AppState:
     def places(self) -> Places:
         """The database and the server, read without the full settings (fast)."""
         if self._places is None:
-            from chatbot.places import Places, read_places
+            from chatbot.places import Places, prepare_threshold, read_places
 
             if self._settings is not None:
-                self._places = Places(db=self._settings.db, url=self._settings.url)
+                self._places = Places(
+                    db=self._settings.db,
+                    url=self._settings.url,
+                    pg_prepare_threshold=prepare_threshold(self._settings.pg_prepare_threshold),
+                )
             else:
                 self._places = read_places(self.env_file, db=self.db or None, url=self.url or None)
         return self._places
@@ -229,7 +233,7 @@ class AppState:
         if self._store is None:
             from chatbot.pgstore import open_store
 
-            self._store = open_store(self.places.db)
+            self._store = open_store(self.places.db, self.places.pg_prepare_threshold)
         return self._store
 
     @property

@@ -14,7 +14,6 @@ A password in the URL is never shown: :attr:`PgStore.path` and every error carry
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -40,10 +39,10 @@ _LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
 _LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 
-def open_store(db: str) -> SqlStore:
+def open_store(db: str, prepare_threshold: int | None = 5) -> SqlStore:
     """The database ``CHATBOT_DB`` names: a PostgreSQL URL, or a SQLite file."""
     if is_postgres_url(db):
-        return PgStore(db)
+        return PgStore(db, prepare_threshold=prepare_threshold)
     return Store(db)
 
 
@@ -58,19 +57,6 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     user = (parts.username or "") + ":***"
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
-
-
-def _prepare_threshold() -> int | None:
-    value = os.environ.get("CHATBOT_PG_PREPARE_THRESHOLD", "5").strip().lower()
-    if value in ("none", "off", ""):
-        return None
-    try:
-        return max(0, int(value))
-    except ValueError:
-        raise StoreError(
-            f"CHATBOT_PG_PREPARE_THRESHOLD={value!r} is not valid: give a number, or 'none' "
-            "behind pgbouncer"
-        ) from None
 
 
 def _saver_class() -> type[PostgresSaver]:
@@ -129,7 +115,7 @@ class PgStore(SqlStore):
 
     checkpoint_tables = _LANGGRAPH_TABLES
 
-    def __init__(self, url: str, *, max_size: int = 4) -> None:
+    def __init__(self, url: str, *, prepare_threshold: int | None = 5, max_size: int = 4) -> None:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
@@ -146,7 +132,7 @@ class PgStore(SqlStore):
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
-                "prepare_threshold": _prepare_threshold(),
+                "prepare_threshold": prepare_threshold,
             },
             check=ConnectionPool.check_connection,  # a dropped connection is replaced
             max_idle=300,

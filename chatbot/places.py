@@ -55,12 +55,27 @@ def check_env_file(env_file: str | Path | None) -> None:
         raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
 
 
+def prepare_threshold(value: str | None) -> int | None:
+    """``CHATBOT_PG_PREPARE_THRESHOLD``: a number, or ``none`` (no prepared statements)."""
+    text = (value or "5").strip().lower()
+    if text in ("none", "off"):
+        return None
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ValueError("give a number of executions (5 by default), or 'none' behind pgbouncer")
+    return number
+
+
 @dataclass(frozen=True)
 class Places:
     """The database file and the server, as the settings would resolve them."""
 
     db: str
     url: str | None
+    pg_prepare_threshold: int | None = 5
 
 
 def _from_env_file(env_file: str | Path | None) -> dict[str, str]:
@@ -106,4 +121,11 @@ def read_places(
         check_http_url(chosen_url, "http://127.0.0.1:2024")
     except ValueError as error:
         raise SettingsError(f"CHATBOT_URL={chosen_url!r} is not valid: {error}") from None
-    return Places(db=chosen_db, url=chosen_url)
+    threshold = setting("pg_prepare_threshold", None)
+    try:
+        prepare = prepare_threshold(threshold)
+    except ValueError as error:
+        raise SettingsError(
+            f"CHATBOT_PG_PREPARE_THRESHOLD={threshold!r} is not valid: {error}"
+        ) from None
+    return Places(db=chosen_db, url=chosen_url, pg_prepare_threshold=prepare)

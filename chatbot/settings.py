@@ -13,7 +13,13 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from chatbot.places import SettingsError, check_env_file, check_http_url, default_db_path
+from chatbot.places import (
+    SettingsError,
+    check_env_file,
+    check_http_url,
+    default_db_path,
+    prepare_threshold,
+)
 from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
 
 OFFLINE_MODEL = "offline"
@@ -58,6 +64,9 @@ class Settings(BaseSettings):
 
     db: str = Field(default_factory=lambda: str(default_db_path()), description="SQLite file.")
     url: str | None = Field(None, description="A LangGraph server to use instead of SQLite.")
+    pg_prepare_threshold: str = Field(
+        "5", description="PostgreSQL: prepared-statement threshold; 'none' behind pgbouncer."
+    )
 
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
@@ -112,6 +121,12 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_db_is_default(cls, value: Any) -> Any:
         return str(default_db_path()) if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("pg_prepare_threshold")
+    @classmethod
+    def _prepare_threshold(cls, value: str) -> str:
+        prepare_threshold(value)
+        return value
 
     @field_validator("url")
     @classmethod

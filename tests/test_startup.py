@@ -14,7 +14,7 @@ import pytest
 from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
 from chatbot.models import OfflineChatModel
-from chatbot.places import SettingsError, read_places
+from chatbot.places import SettingsError, prepare_threshold, read_places
 from chatbot.settings import Settings, load_settings
 from chatbot.store import Store
 
@@ -119,6 +119,8 @@ def test_a_command_that_runs_the_graph_still_checks_the_settings(db: Path) -> No
         ({}, "export CHATBOT_DB='/tmp/quoted x.sqlite'  # a comment\n", {}),
         ({"CHATBOT_URL": ""}, "CHATBOT_URL=http://x:1\n", {}),
         ({}, "", {"url": "https://example.com:8123"}),
+        ({"CHATBOT_PG_PREPARE_THRESHOLD": "none"}, "", {}),
+        ({}, "CHATBOT_PG_PREPARE_THRESHOLD=0\n", {}),
     ],
 )
 def test_places_are_read_as_the_settings_read_them(
@@ -135,6 +137,7 @@ def test_places_are_read_as_the_settings_read_them(
     settings = load_settings(path, **overrides)
     places = read_places(path, **overrides)
     assert (places.db, places.url) == (settings.db, settings.url)
+    assert places.pg_prepare_threshold == prepare_threshold(settings.pg_prepare_threshold)
 
 
 def test_a_bad_url_is_the_same_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
