@@ -1,0 +1,55 @@
+"""The start-up benchmark runs end to end on tiny databases; its figures are not checked."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_startup_benchmark_prints_every_row(tmp_path: Path) -> None:
+    report = tmp_path / "startup.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "startup.py"),
+            *("--runs", "1", "--warmup", "0", "--threads", "3", "--turns", "2"),
+            *("--long-turns", "3", "--limit", "2"),
+            *("--data", str(tmp_path / "data"), "--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    launches = [".venv/bin/chatbot", *(["uv run"] if shutil.which("uv") else [])]
+    expected = [
+        *(
+            f"REPL {how}: {what}"
+            for how in launches
+            for what in ("launch → prompt", "Ctrl-D → exited", "session CPU, peak memory")
+        ),
+        "threads --json (3 threads × 2 turns)",
+        "history T --limit 2",
+        "history T --limit 2",
+        "show T",
+        *(
+            f"{what}: {figure}"
+            for what in ("history T --limit 1", "REPL /undo", "REPL /retry", "REPL /tokens")
+            for figure in ("time beyond start-up", "peak memory")
+        ),
+    ]
+    document = json.loads(report.read_text())
+    measures = [row["measure"] for row in document["rows"]]
+    assert [m.split(" (")[0] for m in measures] == [e.split(" (")[0] for e in expected]
+    for measure in measures:
+        assert f"| {measure} " in result.stdout
+    assert not [note for note in document["notes"] if "differs" in note], document["notes"]
