@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.backend import Backend
     from chatbot.models import Models
     from chatbot.places import Places
-    from chatbot.repl import LineReader
+    from chatbot.repl import LineReader, Repl
     from chatbot.session import Event, TurnStream
     from chatbot.settings import Settings
     from chatbot.store import SqlStore
@@ -124,6 +124,13 @@ class _LazyConsole:
 
             self._console = Console(**self._options)
         return getattr(self._console, name)
+
+    # Python looks special methods up on the type, past __getattr__; Rich's Live uses these.
+    def __enter__(self) -> Console:
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, *exc: object) -> None:
+        self.__getattr__("__exit__")(*exc)
 
 
 def escape(text: str) -> str:
@@ -486,11 +493,7 @@ def chat(
     url: UrlOption = None,
 ) -> None:
     """Chat interactively (the default command). /help inside lists the slash commands."""
-    from platformdirs import user_data_path
-
-    from chatbot.commands import COMMANDS, dispatch
-    from chatbot.repl import Repl, ScriptedReader
-    from chatbot.threadids import check_thread_id, new_thread_id
+    from chatbot.threadids import check_thread_id
 
     if thread and new:
         fail("give --thread or --new, not both", 2)
@@ -500,44 +503,170 @@ def chat(
         except ValueError as error:
             fail(str(error), 2)
     state = _state(ctx, db, url)
-    backend = state.backend(runs=True)
-    if new:
-        thread_id = new_thread_id()
-    elif thread:
-        thread_id = thread
+    terminal = sys.stdin.isatty() and out.is_terminal
+    if terminal and _loads_behind_the_prompt(state):
+        repl = _repl_loading_behind_the_prompt(state, thread, new)
     else:
-        recent = backend.threads()
-        thread_id = recent[0].thread_id if recent else new_thread_id()
+        repl = _repl_loaded(state, thread, new)
+        if terminal:
+            repl.reader = _terminal_reader(repl)
+    code = repl.run()
+    if terminal:
+        _leave_at_once(state, code)
+    raise typer.Exit(code)
 
-    repl = Repl(
+
+def _loads_behind_the_prompt(state: AppState) -> bool:
+    """A REPL on a SQLite file starts before its models and graph: the thread list is plain
+    SQL. On a server or PostgreSQL, everything is made before the prompt."""
+    from chatbot.store import is_postgres_url
+
+    return not state.remote and not is_postgres_url(state.places.db)
+
+
+def _first_thread(thread: str | None, new: bool, listing: Callable[[], list[Any]]) -> str:
+    """The thread a REPL opens: the one given, a fresh one, or the most recently active."""
+    from chatbot.threadids import new_thread_id
+
+    if new or thread:
+        return thread or new_thread_id()
+    recent = listing()
+    return recent[0].thread_id if recent else new_thread_id()
+
+
+def _repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
+    """A REPL whose backend, settings and models are made before it starts."""
+    from chatbot.commands import dispatch
+    from chatbot.repl import Repl, ScriptedReader
+
+    backend = state.backend(runs=True)
+    return Repl(
         backend=backend,
         console=out,
         reader=ValidTextReader(ScriptedReader(line.rstrip("\n") for line in _stdin())),
         settings=state.settings,
-        thread_id=thread_id,
+        thread_id=_first_thread(thread, new, backend.threads),
         model_name="(the server's model)" if state.remote else state.models.chat_name,
         dispatch=dispatch,
         notice="" if state.remote else state.models.notice,
     )
-    if sys.stdin.isatty() and out.is_terminal:
-        from chatbot.lineinput import PromptToolkitReader, SlashCompleter
 
-        def checkpoint_ids() -> list[str]:
-            from chatbot.timeline import short_id
 
-            return [short_id(s.checkpoint_id) for s in backend.history(repl.thread_id)]
+def _repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bool) -> Repl:
+    """A REPL in a terminal that shows its prompt first: before it, only the database file
+    is opened (plain SQL, no LangGraph) to choose the thread and say what is in it; behind it,
+    a daemon thread checks the settings, opens the backend and makes the models and the graph
+    (see :class:`chatbot.repl.LoadingBackend`)."""
+    import gc
 
-        repl.reader = ValidTextReader(
-            PromptToolkitReader(
-                user_data_path("chatbot", appauthor=False) / "input_history",
-                SlashCompleter(
-                    commands=lambda: COMMANDS,
-                    thread_ids=lambda: [t.thread_id for t in backend.threads()],
-                    checkpoint_ids=checkpoint_ids,
-                ),
-            )
-        )
-    raise typer.Exit(repl.run())
+    # Start-up allocates much and frees little: collecting garbage meanwhile only costs time
+    # (a tenth of the time to the prompt). Collecting resumes once loading has ended.
+    gc.disable()
+    from chatbot.repl import Loaded, LoadingBackend, Opened, Repl, ScriptedReader
+
+    store = None if state.db_missing else state.store  # a new file waits for valid settings
+    thread_id = _first_thread(thread, new, store.list_threads if store else list)
+
+    def open_backend() -> Opened:
+        try:
+            settings = state.settings  # a bad setting ends the REPL here, before any file is made
+            import chatbot.commands  # noqa: F401  (here, not at the prompt: it imports LangGraph)
+
+            return Opened(state.backend(), settings)
+        except BaseException:
+            gc.enable()
+            raise
+
+    def load_models(opened: Opened) -> Loaded:
+        try:
+            models = state.models  # a bad summary policy ends the REPL here
+            opened.backend.run_settings(None)  # builds the graph; its resolver makes the tokenizer
+            return Loaded(models.chat_name, models.notice)
+        finally:
+            gc.enable()
+
+    location = store.path if store else str(Path(state.places.db).expanduser())
+    loading = LoadingBackend(location, store, open_backend, load_models)
+    repl = Repl(
+        backend=loading.as_backend(),
+        console=out,
+        reader=ValidTextReader(ScriptedReader(())),
+        settings=None,
+        thread_id=thread_id,
+        model_name="(still loading)",
+        dispatch=_dispatch_while_loading,
+    )
+    repl.reader = _terminal_reader(repl, shown=repl.prompt_shown)
+    return repl
+
+
+_LEAVING = ("/exit", "/quit", "/q")
+"""The slash commands that leave (``/exit`` and its aliases in chatbot.commands)."""
+
+
+def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
+    """Slash commands in a REPL started before loading: leaving never waits; the others wait
+    until threads can be read (importing the commands imports LangGraph's checkpoint code, so
+    it happens on the loading thread)."""
+    if line.lower() in _LEAVING:
+        return "exit"
+    repl.ready(reading=True)
+    from chatbot.commands import dispatch
+
+    return dispatch(repl, line)
+
+
+def _terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> LineReader:
+    """prompt_toolkit's line editing, completing commands and ids (never waiting for them:
+    before threads can be read there is nothing to complete but thread ids)."""
+    from platformdirs import user_data_path
+
+    from chatbot.lineinput import PromptToolkitReader, SlashCompleter
+
+    def commands() -> list[str]:
+        if not repl.can_read():
+            return []
+        from chatbot.commands import COMMANDS
+
+        return list(COMMANDS)
+
+    def checkpoint_ids() -> list[str]:
+        if not repl.can_read():
+            return []
+        from chatbot.timeline import short_id
+
+        return [short_id(s.checkpoint_id) for s in repl.backend.history(repl.thread_id)]
+
+    reader = PromptToolkitReader(
+        user_data_path("chatbot", appauthor=False) / "input_history",
+        SlashCompleter(
+            commands=commands,
+            thread_ids=lambda: [t.thread_id for t in repl.backend.threads()],
+            checkpoint_ids=checkpoint_ids,
+        ),
+        shown=shown,
+    )
+    repl.interject = reader.interject
+    return ValidTextReader(reader)
+
+
+def _leave_at_once(state: AppState, code: int) -> NoReturn:
+    """End the process when the REPL ends, without the interpreter's teardown.
+
+    Tearing down the modules of LangGraph, langchain-core and an OpenAI client takes 0.2 to
+    0.4 s (and the loading thread may still be importing them). What leaving needs is done
+    first: the database closed, the exit handlers run (the turns' event loop, logging), the
+    output flushed. (The input history is written line by line.) The loading thread is not
+    waited for: it only reads, or creates a database whose set-up SQLite makes atomic.
+    """
+    import atexit
+    import os
+
+    state.close()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 @app.command(cls=Command)

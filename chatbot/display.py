@@ -6,12 +6,17 @@ once, above the live area, and never drawn again; the live area holds only the b
 written, redrawn at the runner's tick (not per token). Long replies therefore scroll past the
 screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
 grow with the reply.
+
+Rendering Markdown and reading events import langchain-core (through :mod:`chatbot.render`
+and :mod:`chatbot.session`), so they are imported when first needed: the REPL shows this
+spinner while the models are still loading, and must not import them at the same time.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
@@ -21,17 +26,10 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from chatbot.errors import redact
-from chatbot.render import Markdown, describe_nothing_to_fold, describe_summary
 from chatbot.sanitize import sanitize
-from chatbot.session import (
-    Event,
-    Folding,
-    NothingToFold,
-    Reply,
-    Summarized,
-    SummaryFailed,
-    Token,
-)
+
+if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Rich
+    from chatbot.session import Event, NothingToFold, Summarized, SummaryFailed
 
 
 class Tail:
@@ -110,6 +108,8 @@ class ReplyView:
             self._live.start()
 
     def show(self, event: Event) -> None:
+        from chatbot.session import Folding, NothingToFold, Reply, Summarized, SummaryFailed, Token
+
         if isinstance(event, Token):
             self.text += event.text
             self.status = ""
@@ -141,6 +141,8 @@ class ReplyView:
         height = max(3, self.console.size.height - 2)
         parts: list[RenderableType] = []
         if rest:
+            from chatbot.render import Markdown
+
             parts.append(Tail(Markdown(rest), height - (1 if self.status else 0)))
         if self.status:
             words = Text(f"{self.status} {int(elapsed)}s", style="dim")
@@ -157,9 +159,11 @@ class ReplyView:
             self._live = None
         rest = self.text[self._printed :]
         if rest.strip():
+            from chatbot.render import Markdown
+
             if self._printed:
                 self.console.print()
-            self.console.print(Markdown(rest))
+            self.console.print(Markdown(rest), soft_wrap=self._soft_wrap)
         self._printed = len(self.text)
 
     def _print_finished_blocks(self) -> None:
@@ -167,10 +171,20 @@ class ReplyView:
         if boundary <= self._printed:
             return
         assert self._live is not None
+        from chatbot.render import Markdown
+
         if self._printed:
             self._live.console.print()
-        self._live.console.print(Markdown(self.text[self._printed : boundary]))
+        self._live.console.print(
+            Markdown(self.text[self._printed : boundary]), soft_wrap=self._soft_wrap
+        )
         self._printed = boundary
+
+    @property
+    def _soft_wrap(self) -> bool | None:
+        """On a terminal Rich wraps the reply at word boundaries (a soft-wrapping console
+        leaves long lines to the terminal, which breaks them in the middle of words)."""
+        return False if self.live else None
 
     def _set_status(self, status: str) -> None:
         self.status = status
@@ -179,6 +193,9 @@ class ReplyView:
 
 def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:
     """The line shown after a turn for what happened to the summary (Rich markup)."""
+    from chatbot.render import describe_nothing_to_fold, describe_summary
+    from chatbot.session import Summarized, SummaryFailed
+
     if isinstance(event, Summarized):
         return f"[dim]{escape(describe_summary(event))}[/]"
     if isinstance(event, SummaryFailed):

@@ -1,13 +1,17 @@
 """Line editing for the REPL with prompt_toolkit: history across runs, multi-line input,
-completion of slash commands, thread ids and checkpoint ids."""
+completion of slash commands, thread ids and checkpoint ids; and output from another thread
+shown above the prompt while a line is being typed."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.application.current import set_app
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
@@ -81,12 +85,31 @@ def private_history_file(path: Path) -> Path:
     return path
 
 
-class PromptToolkitReader:
-    """Reads lines in a real terminal: Enter sends, Alt-Enter adds a line, pastes stay whole."""
+class PrivateFileHistory(FileHistory):
+    """The input history in a file created private (see :func:`private_history_file`) when
+    the first line is stored: opening the REPL creates nothing."""
 
-    def __init__(self, history_path: Path, completer: Completer) -> None:
+    def store_string(self, string: str) -> None:
+        private_history_file(Path(os.fsdecode(self.filename)))
+        super().store_string(string)
+
+
+class PromptToolkitReader:
+    """Reads lines in a real terminal: Enter sends, Alt-Enter adds a line, pastes stay whole.
+
+    ``shown`` is called once each prompt is on the screen (from the prompt's event loop):
+    work started there does not delay the prompt.
+    """
+
+    def __init__(
+        self,
+        history_path: Path,
+        completer: Completer,
+        shown: Callable[[], None] | None = None,
+    ) -> None:
+        self.shown = shown
         self.session: PromptSession[str] = PromptSession(
-            history=FileHistory(str(private_history_file(history_path))),
+            history=PrivateFileHistory(str(history_path)),
             completer=completer,
             complete_while_typing=False,
             key_bindings=_key_bindings(),
@@ -97,4 +120,41 @@ class PromptToolkitReader:
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
         """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C."""
-        return self.session.prompt(prompt, bottom_toolbar=toolbar)
+        return self.session.prompt(prompt, bottom_toolbar=toolbar, pre_run=self._pre_run)
+
+    def _pre_run(self) -> None:
+        if self.shown is not None:  # pre_run comes before the first drawing; this after it
+            asyncio.get_running_loop().call_soon(self.shown)
+
+    def interject(self, action: Callable[[], None]) -> bool:
+        """Run ``action`` at the prompt being read, from any thread: the prompt is erased,
+        what ``action`` prints appears above it, and it is drawn again with the text typed so
+        far (and the bottom toolbar redrawn). If ``action`` raises, the read raises that.
+
+        Best effort: False when no line is being read, and a prompt that ends before it gets
+        to ``action`` drops it; the caller then runs ``action`` itself.
+        """
+        app = self.session.app
+        loop = app.loop
+        if loop is None or not app.is_running:
+            return False
+
+        async def in_terminal() -> None:
+            try:
+                await run_in_terminal(action)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # the read ends with it
+                if not app.is_done:
+                    app.exit(exception=error)
+
+        def schedule() -> None:
+            if app.is_running and not app.is_done:
+                with set_app(app):  # run_in_terminal finds the prompt through the context
+                    app.create_background_task(in_terminal())
+
+        try:
+            loop.call_soon_threadsafe(schedule)
+        except RuntimeError:  # the prompt's loop closed meanwhile
+            return False
+        return True

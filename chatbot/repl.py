@@ -3,6 +3,13 @@
 The loop gets its console and its line reader injected, so it runs the same in a terminal
 (prompt_toolkit + Rich) and in tests (a list of lines + a Rich console writing to a buffer).
 Slash commands live in :mod:`chatbot.commands`, which the caller hands in as ``dispatch``.
+
+A REPL can start before its slow parts exist. Given a :class:`LoadingBackend`, it greets and
+shows the prompt at once, while a daemon thread checks the settings and opens the backend
+(then threads can be read), then makes the models and the graph (then turns can run). A line
+that needs a part not made yet waits for it with the spinner; what needs them (the notice of
+the offline model, a last turn that did not finish, the status line's model and context) is
+shown above the prompt once they are there.
 """
 
 from __future__ import annotations
@@ -10,24 +17,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from rich.console import Console
 from rich.markup import escape
 
-from chatbot import prompts
-from chatbot.backend import Backend
-from chatbot.display import THINKING, ReplyView
-from chatbot.errors import describe_error
-from chatbot.runsettings import RunSettings
+from chatbot.places import SettingsError
 from chatbot.sanitize import sanitize
-from chatbot.session import TurnStream
-from chatbot.settings import Settings, SettingsError
-from chatbot.timeline import Snapshot
-from chatbot.tokens import TokenCounter, counter_for
-from chatbot.turns import TurnRunner, session_runner
+from chatbot.turns import TICK_SECONDS, TurnRunner, session_runner
+
+if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
+    from chatbot.backend import Backend
+    from chatbot.runsettings import RunSettings
+    from chatbot.session import TurnStream
+    from chatbot.settings import Settings
+    from chatbot.store import SqlStore, ThreadInfo
+    from chatbot.timeline import Snapshot
+    from chatbot.tokens import TokenCounter
 
 log = logging.getLogger("chatbot.repl")
 
@@ -58,23 +67,201 @@ Dispatch = Callable[["Repl", str], "str | None"]
 commands (``chatbot.commands.dispatch``) and knows nothing about them."""
 
 
+# --- starting behind the prompt ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Loading's first stage: the settings checked and the backend open (threads can be read)."""
+
+    backend: Backend
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Loading's second stage: the models and the graph are made (turns can run)."""
+
+    model_name: str
+    notice: str = ""
+
+
+class LoadFailed(BaseException):
+    """Loading failed (a bad setting, a database that cannot be opened): the REPL ends with
+    ``error``. A BaseException, as KeyboardInterrupt is, so that no command's error handling
+    turns it into one more line and carries on."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class LoadingInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a line waited for loading: the line is dropped, the REPL goes on."""
+
+
+READS = frozenset(
+    {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
+)
+"""Backend operations that need only the backend open (loading's first stage)."""
+RUNS = frozenset({"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"})
+"""Backend operations that need the graph (loading's second stage)."""
+
+Waiting = Callable[[threading.Event, str], None]
+
+
+class LoadingBackend:
+    """A local backend while it is being made, on a daemon thread started behind the prompt.
+
+    ``open_backend`` checks the settings and opens the backend (importing LangGraph's checkpoint
+    code); ``load_models`` makes the models and the graph. Each operation waits for the stage it
+    needs (:data:`READS`, :data:`RUNS`) through ``waiting`` (the REPL shows its spinner there),
+    then is the real backend's. Listing threads never waits: until the backend is open it reads
+    the database the REPL started from (``store``; ``None`` when none exists yet). Once loading
+    failed, every wait raises :class:`LoadFailed`.
+    """
+
+    local_only_note = ""
+
+    def __init__(
+        self,
+        location: str,
+        store: SqlStore | None,
+        open_backend: Callable[[], Opened],
+        load_models: Callable[[Opened], Loaded],
+    ) -> None:
+        self.location = location
+        self.store = store
+        self._open_backend = open_backend
+        self._load_models = load_models
+        self.waiting: Waiting = _wait_quietly
+        self.finished_hook: Callable[[], None] | None = None
+        """Called on the loading thread when loading has ended, well or not."""
+        self._opened_event = threading.Event()
+        self._loaded_event = threading.Event()
+        self._opened: Opened | None = None
+        self._loaded: Loaded | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
+
+    def start(self) -> None:
+        """Start loading (once; later calls do nothing)."""
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._load, name="chatbot-load", daemon=True)
+                self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            self._opened = self._open_backend()
+            self._opened_event.set()
+            self._loaded = self._load_models(self._opened)
+        except BaseException as error:  # shown by the REPL, on its own thread
+            self._error = error
+        finally:
+            self._opened_event.set()
+            self._loaded_event.set()
+            if self.finished_hook is not None:
+                try:
+                    self.finished_hook()
+                except Exception:
+                    log.debug("after loading", exc_info=True)
+
+    @property
+    def is_open(self) -> bool:
+        """True when threads can be read without waiting."""
+        return self._opened is not None
+
+    @property
+    def finished(self) -> bool:
+        """True when loading has ended, well or not."""
+        return self._loaded_event.is_set()
+
+    def wait(self, *, reading: bool = False) -> Opened:
+        """Wait until turns can run (with ``reading``: until threads can be read)."""
+        self.start()
+        if reading:
+            done, words = self._opened_event, "opening the threads…"
+        else:
+            done, words = self._loaded_event, "loading the model…"
+        if not done.is_set():
+            self.waiting(done, words)
+        if self._error is not None:
+            raise LoadFailed(self._error)
+        assert self._opened is not None
+        return self._opened
+
+    def result(self) -> tuple[Opened, Loaded]:
+        """What loading made, once it has finished; raises :class:`LoadFailed` if it failed."""
+        if self._error is not None:
+            raise LoadFailed(self._error)
+        assert self._opened is not None and self._loaded is not None
+        return self._opened, self._loaded
+
+    def thread_info(self, thread_id: str) -> ThreadInfo | None:
+        """A thread's listing row from the database the REPL started from (plain SQL)."""
+        return self.store.thread_info(thread_id) if self.store is not None else None
+
+    def threads(self) -> list[ThreadInfo]:
+        """All threads, newest activity first, without waiting (see the class)."""
+        if self._opened is not None:
+            return self._opened.backend.threads()
+        return self.store.list_threads() if self.store is not None else []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in RUNS:
+            return getattr(self.wait().backend, name)
+        if name in READS:
+            return getattr(self.wait(reading=True).backend, name)
+        raise AttributeError(name)
+
+    def as_backend(self) -> Backend:
+        """This object where a :class:`~chatbot.backend.Backend` is expected (it is one, by
+        delegation: :data:`READS` and :data:`RUNS` cover the protocol's operations)."""
+        return cast("Backend", self)
+
+
+def _wait_quietly(done: threading.Event, words: str) -> None:
+    done.wait()
+
+
+# --- the REPL --------------------------------------------------------------------------------
+
+
 @dataclass
 class Repl:
-    """One interactive session: a current thread, a chat model name, and the screen."""
+    """One interactive session: a current thread, a chat model name, and the screen.
+
+    With a :class:`LoadingBackend` as its ``backend`` (``settings`` ``None``, ``model_name``
+    empty), it starts before those are made; it takes them into use once loaded.
+    """
 
     backend: Backend
     console: Console
     reader: LineReader
-    settings: Settings
+    settings: Settings | None
     thread_id: str
     model_name: str
     dispatch: Dispatch
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
     err: Console | None = None
+    interject: Callable[[Callable[[], None]], bool] | None = None
+    """Runs output above a prompt being read, from any thread (a terminal reader's
+    ``interject``); without it, what loading has to say waits for the next line."""
     _context_tokens: int = 0
     _message_count: int = 0
     runner: TurnRunner = field(default_factory=session_runner)
+    _untold: str | None = None
+    """The thread whose state the greeting told only from its listing row (before loading)."""
+    _counts_told: bool = True
+
+    def __post_init__(self) -> None:
+        loading = self._loading()
+        if loading is not None:
+            loading.waiting = self._wait_for
+            loading.finished_hook = self._wake
 
     # --- output helpers ------------------------------------------------------------------
 
@@ -96,24 +283,35 @@ class Repl:
     # --- the loop --------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Chat until /exit or Ctrl-D. Returns the exit code."""
+        """Chat until /exit or Ctrl-D. Returns the exit code. If loading fails, raises its
+        error (a :class:`~chatbot.places.SettingsError` for a bad setting)."""
+        try:
+            self._loop()
+        except LoadFailed as failed:
+            raise failed.error from None
+        return 0
+
+    def _loop(self) -> None:
         self.greet()
         while True:
+            self._settle()
             try:
                 line = self.reader.read(self.prompt(), self.toolbar)
             except KeyboardInterrupt:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
                 self.console.print()
-                break
+                return
             if not line.strip():
                 continue
-            if line.lstrip().startswith("/"):
-                if self.dispatch(self, line.strip()) == "exit":
-                    break
-            else:
-                self.chat(line)
-        return 0
+            try:
+                if line.lstrip().startswith("/"):
+                    if self.dispatch(self, line.strip()) == "exit":
+                        return
+                else:
+                    self.chat(line)
+            except LoadingInterrupted:
+                self.print("[yellow]interrupted[/] [dim]- still loading; nothing was done[/]")
 
     def prompt(self) -> str:
         """The input prompt: the current thread."""
@@ -121,10 +319,88 @@ class Repl:
 
     def toolbar(self) -> str:
         """The status line: thread, model, context size against the trigger."""
+        if self._loading() is not None:
+            return f" {self.thread_id} · loading the model… · /help · Alt-Enter: newline "
         return (
             f" {self.thread_id} · {self.model_name} · {self.context_meter()} · "
             "/help · Alt-Enter: newline "
         )
+
+    # --- loading ---------------------------------------------------------------------------
+
+    def _loading(self) -> LoadingBackend | None:
+        backend: object = self.backend
+        return backend if isinstance(backend, LoadingBackend) else None
+
+    def ready(self, *, reading: bool = False) -> None:
+        """Wait, with the spinner, until the session is loaded: settings, models and graph
+        (with ``reading``: until threads can be read). At once when they are there, or the
+        REPL was not started before them. Ctrl-C stops waiting (:class:`LoadingInterrupted`);
+        a failed loading raises :class:`LoadFailed`."""
+        loading = self._loading()
+        if loading is not None:
+            loading.wait(reading=reading)
+            self._settle()
+
+    def prompt_shown(self) -> None:
+        """A terminal's reader calls this once each prompt is drawn (in the prompt's event
+        loop): the first starts loading; once loading has ended, what it has to say is said
+        above the prompt, if it ended while no prompt was up to say it."""
+        loading = self._loading()
+        if loading is None:
+            return
+        if loading.finished:
+            if self.interject is not None:
+                self.interject(self._settle)
+            return
+        import chatbot.display  # noqa: F401  (the spinner's: imported before loading imports)
+
+        loading.start()
+
+    def can_read(self) -> bool:
+        """True when threads can be read without waiting (for completion, which never waits)."""
+        loading = self._loading()
+        return loading is None or loading.is_open
+
+    def _wait_for(self, done: threading.Event, words: str) -> None:
+        """Wait for loading with the spinner saying ``words``; Ctrl-C stops waiting."""
+        from chatbot.display import ReplyView
+
+        view = ReplyView(self.console, live=self.console.is_terminal)
+        view.start(words)
+        try:
+            with _keys_not_echoed() if view.live else contextlib.nullcontext():
+                view.tick()
+                while not done.wait(TICK_SECONDS):
+                    view.tick()
+        except KeyboardInterrupt:
+            raise LoadingInterrupted from None
+        finally:
+            view.finish()
+        self._settle()
+
+    def _wake(self) -> None:
+        """Loading has ended (on the loading thread): say so above the prompt, if one is up."""
+        if self.interject is not None:
+            self.interject(self._settle)
+
+    def _settle(self) -> None:
+        """Once loading has finished, take what it made into use and say what needed it: the
+        model's notice, the opened thread's unfinished turn, the context. Raises
+        :class:`LoadFailed` if it failed. On the REPL's own thread only."""
+        loading = self._loading()
+        if loading is None or not loading.finished:
+            return
+        opened, loaded = loading.result()
+        self.backend, self.settings = opened.backend, opened.settings
+        self.model_name, self.notice = loaded.model_name, loaded.notice
+        if self.notice:
+            self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
+        snapshot = self.backend.current(self.thread_id)
+        if self._untold == self.thread_id:
+            self._tell(self.thread_id, snapshot, counts=not self._counts_told)
+        self._untold = None
+        self.measure(snapshot)
 
     @property
     def remote(self) -> bool:
@@ -142,8 +418,12 @@ class Repl:
 
     def counter(self) -> TokenCounter:
         """The token counter the graph counts with (on a server: this side's best guess)."""
+        from chatbot.tokens import counter_for
+
         run = self.run_settings()
-        return run.counter if run else counter_for("", self.settings.tokenizer)
+        if run is not None:
+            return run.counter
+        return counter_for("", self.settings.tokenizer if self.settings else "auto")
 
     def context_meter(self) -> str:
         """``context 1,234/12,000 tokens`` or ``5/6 messages``, against the trigger."""
@@ -165,6 +445,8 @@ class Repl:
         if snapshot is None:
             self._context_tokens = self._message_count = 0
             return 0
+        from chatbot import prompts
+
         run = self.run_settings()
         sent = prompts.conversation_input(
             list(snapshot.messages),
@@ -179,9 +461,27 @@ class Repl:
     # --- threads ---------------------------------------------------------------------------
 
     def greet(self) -> None:
-        """The opening lines: version, where threads live, the model; any notice."""
+        """The opening lines: version, where threads live, the model; any notice; the thread.
+        While loading, what the thread's listing row says (the rest follows once loaded)."""
         from chatbot import __version__
 
+        loading = self._loading()
+        if loading is not None:
+            self.print(
+                f"[bold]chatbot {__version__}[/] · threads in {escape(sanitize(loading.location))}"
+                " · /help for commands, Ctrl-D to leave"
+            )
+            info = loading.thread_info(self.thread_id)
+            if info is None:
+                self.say(f"new thread {self.thread_id}", "dim")
+                return
+            self._untold = self.thread_id
+            self._counts_told = info.message_count is not None and info.has_summary is not None
+            if self._counts_told:
+                summary = "with a summary" if info.has_summary else "no summary yet"
+                counts = f"{info.message_count} messages, {summary}"
+                self.say(f"thread {self.thread_id}: {counts}", "dim")
+            return
         self.print(
             f"[bold]chatbot {__version__}[/] · model [bold]{escape(sanitize(self.model_name))}[/]"
             f" · threads in {escape(sanitize(self.backend.location))} · /help for commands, "
@@ -194,13 +494,22 @@ class Repl:
     def open_thread(self, thread_id: str) -> None:
         """Make a thread current and say what is in it."""
         self.thread_id = thread_id
+        self._untold = None
         snapshot = self.backend.current(thread_id)
-        self.measure(snapshot)
+        if self._loading() is None:  # (while loading, it is measured once loaded)
+            self.measure(snapshot)
+        self._tell(thread_id, snapshot)
+
+    def _tell(self, thread_id: str, snapshot: Snapshot | None, counts: bool = True) -> None:
+        """What is in a thread: its messages and summary (``counts``), an unfinished turn."""
+        if counts:
+            if snapshot is None:
+                self.say(f"new thread {thread_id}", "dim")
+                return
+            summary = "with a summary" if snapshot.summary else "no summary yet"
+            self.say(f"thread {thread_id}: {len(snapshot.messages)} messages, {summary}", "dim")
         if snapshot is None:
-            self.say(f"new thread {thread_id}", "dim")
             return
-        summary = "with a summary" if snapshot.summary else "no summary yet"
-        self.say(f"thread {thread_id}: {len(snapshot.messages)} messages, {summary}", "dim")
         if snapshot.awaiting_reply:
             self.print(
                 "[yellow]The last turn in this thread did not finish (interrupted or failed)."
@@ -215,14 +524,19 @@ class Repl:
     # --- a turn ----------------------------------------------------------------------------
 
     def chat(self, text: str) -> None:
-        """Send a message and stream the reply."""
+        """Send a message and stream the reply (once the model is loaded)."""
+        self.ready()
         self.stream(self.backend.send(self.thread_id, text, self.context))
 
-    def stream(self, turn: TurnStream, waiting_for: str = THINKING) -> None:
-        """Run a turn: a spinner while waiting, the reply as Markdown while it streams, then
-        notes about the summary. Ctrl-C stops the turn at once (see :mod:`chatbot.turns`)."""
+    def stream(self, turn: TurnStream, waiting_for: str | None = None) -> None:
+        """Run a turn: a spinner while waiting (saying ``waiting_for``, by default
+        "thinking…"), the reply as Markdown while it streams, then notes about the summary.
+        Ctrl-C stops the turn at once (see :mod:`chatbot.turns`)."""
+        from chatbot.display import THINKING, ReplyView
+        from chatbot.errors import describe_error
+
         view = ReplyView(self.console, live=self.console.is_terminal)
-        view.start(waiting_for)
+        view.start(waiting_for or THINKING)
         with _keys_not_echoed() if view.live else contextlib.nullcontext():
             try:
                 outcome = self.runner.run(turn, view)

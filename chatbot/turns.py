@@ -15,9 +15,10 @@ import atexit
 import contextlib
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from chatbot.session import Event
+if TYPE_CHECKING:
+    from chatbot.session import Event
 
 TICK_SECONDS = 1 / 12
 """How often a display is asked to redraw (spinners, the reply so far)."""

@@ -7,6 +7,10 @@ tmp_path, ``messages:6`` / ``messages:2`` summaries) in a 40x120 ``xterm-256colo
 The test plays the terminal's part in prompt_toolkit's cursor-position handshake (it answers
 ``ESC[6n``), so the bottom toolbar is drawn as in a real terminal emulator.
 
+The prompt comes before the models and the graph, which load behind it; a test that sends
+lines with :meth:`Terminal.say` first waits for :meth:`Terminal.started` (the status line names
+the model), because the prompt is drawn again when loading ends.
+
 Model replies come from the offline model, or from ``tests/fake_openai.py`` on 127.0.0.1 when
 a test needs a slow stream. Afterwards the database is read back with ``chatbot show --json``
 and ``chatbot threads --json`` (in-process), so every check covers both the screen and SQLite.
@@ -119,6 +123,14 @@ class Terminal:
         and colour sequences come between that and the prompt (whose space is a cursor move).
         This tells a new prompt from the redraw of the line just sent."""
         return self.expect(FRESH_PROMPT.format(re.escape(thread)), timeout)
+
+    def started(self, thread: str, model: str = "offline") -> str:
+        """Wait for the first prompt and for loading behind it to end: the status line names
+        the model. (A line sent earlier waits for loading; but the prompt redrawn when loading
+        ends could be taken for the prompt after it.)"""
+        return self.expect_prompt(thread) + self.expect(
+            rf"{re.escape(thread)} · {re.escape(model)} · "
+        )
 
     def say(self, line: str, thread: str) -> str:
         """Send a line and wait for the next prompt of ``thread``; returns what was shown."""
@@ -295,6 +307,83 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
     assert len(texts(other, "ai")) == 2
 
 
+# --- the prompt first, the models behind it -------------------------------------------------------
+
+OFFLINE_NOTE = (
+    "note: No OPENAI_API_KEY or OPENAI_BASE_URL is set, so chatbot uses its offline model"
+)
+
+
+def test_the_prompt_comes_first_and_a_message_typed_at_once_is_answered(
+    spawn: Any, tmp_path: Path
+) -> None:
+    term = spawn("chat", "--thread", "quick")
+    before = term.expect("new thread quick") + term.expect_prompt("quick")
+    assert "offline" not in before, "the prompt does not wait for the model"
+    term.child.send("hello at once\r")  # while the model loads
+    shown = " ".join(term.expect(re.escape('You said: "hello at once"')).split())
+    assert OFFLINE_NOTE in shown, "the offline model's note comes before the reply"
+    term.expect_prompt("quick")
+    term.expect(r"quick · offline · 2/6 messages")
+    term.say("/thread", "quick")
+    assert term.leave() == 0
+    assert_clean(term)
+    screen = " ".join(plain(term.transcript.getvalue()).split())
+    assert screen.count(OFFLINE_NOTE) == 1
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "quick"))[0] == "hello at once"
+
+
+def test_before_the_prompt_nothing_of_langgraph_or_the_settings_is_imported(
+    spawn: Any, tmp_path: Path
+) -> None:
+    """Python reports each import on stderr (PYTHONPROFILEIMPORTTIME): those written before the
+    prompt are what starting costs. Reading commands run before the models are made."""
+    db = tmp_path / "chat.sqlite"
+    made = runner.invoke(app, ["ask", "first words", "-t", "main", "--db", str(db)])
+    assert made.exit_code == 0, made.output
+    term = spawn("chat", PYTHONPROFILEIMPORTTIME="1")
+    before = term.expect("thread main: 2 messages, no summary yet") + term.expect_prompt("main")
+    imported = re.findall(r"import time:\s+\d+ \|\s+\d+ \|\s+([\w.]+)", before)
+    assert "prompt_toolkit" in imported and "sqlite3" in imported
+    heavy = ("langgraph", "langchain_core", "pydantic_settings", "chatbot.settings", "openai")
+    assert [m for m in imported if m.split(".")[0] in heavy or m in heavy] == []
+    term.child.send("/threads\r")  # answered from the database while the model loads
+    assert re.search(r"\* main\s+2\s+no\s+\S+ \S+\s+first words", term.expect(r"first words"))
+    term.expect_prompt("main")
+    assert term.leave() == 0
+    assert "Traceback" not in term.tail()
+
+
+def test_a_bad_setting_found_behind_the_prompt_ends_the_repl_with_one_line_and_code_2(
+    spawn: Any, tmp_path: Path
+) -> None:
+    term = spawn("chat", "--thread", "main", CHATBOT_SUMMARY_KEEP="lots")
+    term.expect_prompt("main")
+    term.child.expect(pexpect.EOF, timeout=TIMEOUT)
+    term.child.close()
+    assert term.child.exitstatus == 2, term.tail()
+    screen = plain(term.transcript.getvalue())
+    (line,) = [line for line in screen.splitlines() if "error" in line.lower()]
+    assert line.startswith("error: CHATBOT_SUMMARY_KEEP='lots' is not valid: use messages:N")
+    assert "Traceback" not in screen
+    assert not (tmp_path / "chat.sqlite").exists(), "nothing is created before settings are valid"
+
+
+@pytest.mark.parametrize("leave", ["ctrl-d", "/exit"])
+def test_leaving_at_once_does_not_wait_for_loading(spawn: Any, tmp_path: Path, leave: str) -> None:
+    term = spawn("chat", "--thread", "bye")
+    term.expect_prompt("bye")
+    if leave == "ctrl-d":
+        assert term.leave() == 0
+    else:
+        term.child.send("/exit\r")
+        term.child.expect(pexpect.EOF, timeout=TIMEOUT)
+        term.child.close()
+        assert term.child.exitstatus == 0
+    screen = plain(term.transcript.getvalue())
+    assert "Traceback" not in screen and "error" not in screen
+
+
 # --- every word on screen at 80 and 40 columns -------------------------------------------------
 
 LONG_STATEMENTS = [
@@ -320,7 +409,7 @@ def test_every_word_of_a_long_summary_and_a_multi_line_message_is_on_screen(
     spawn: Any, tmp_path: Path, columns: int
 ) -> None:
     term = spawn("chat", "--thread", "w", columns=columns)
-    term.expect_prompt("w")
+    term.started("w")
     for statement in LONG_STATEMENTS:  # the fourth turn folds the first three
         term.say(statement, "w")
     term.say(f"{PASTE_START}{MULTI_LINE}{PASTE_END}", "w")
