@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
-from chatbot.checkpoints import lazy_history, read_checkpoint
+from chatbot.checkpoints import lazy_history, read_checkpoint, recent_checkpoint_ids
 from chatbot.errors import FriendlyError
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
 from chatbot.state import ChatGraph
 from chatbot.store import SqlStore, ThreadInfo, thread_config
-from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot
+from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, fork_values
 
 if TYPE_CHECKING:
     from chatbot.runsettings import RunSettings
@@ -46,6 +46,7 @@ class Backend(Protocol):
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
     def current(self, thread_id: str) -> Snapshot | None: ...
     def history(self, thread_id: str) -> list[Snapshot]: ...
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]: ...
     def threads(self) -> list[ThreadInfo]: ...
     def thread_exists(self, thread_id: str) -> bool: ...
     def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None: ...
@@ -194,6 +195,11 @@ class LocalBackend:
         deserialised when first used."""
         return lazy_history(self.store, thread_id)
 
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
+        """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing
+        /show and /fork): from the index, nothing deserialised."""
+        return recent_checkpoint_ids(self.store, thread_id, limit)
+
     def threads(self) -> list[ThreadInfo]:
         """All threads, newest activity first (plain SQL)."""
         return self.store.list_threads()
@@ -221,10 +227,7 @@ class LocalBackend:
         origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
         self.graph.update_state(
             thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
-            {
-                "messages": list(source.values.get("messages", [])),
-                "summary": source.values.get("summary", ""),
-            },
+            fork_values(source.values),
             as_node="summarize_conversation",
         )
         info = self.store.thread_info(thread_id)

@@ -888,15 +888,15 @@ def history(
     from chatbot.timeline import history_rows, turn_entries
 
     backend = _open_thread(ctx, thread_id, db, url)
-    history = backend.history(thread_id)
+    history = backend.history(thread_id)  # the index: only the rows shown read their states
     if every:
-        rows = history_rows(history)[:limit]
+        rows = history_rows(history, limit)
         if as_json:
             _print_json([history_record(r) for r in rows])
         else:
             out.print(history_table(rows))
         return
-    entries = turn_entries(history)[:limit]
+    entries = turn_entries(history, limit)
     if as_json:
         _print_json([turn_record(e) for e in entries])
     else:

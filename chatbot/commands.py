@@ -22,13 +22,13 @@ from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
     compact_refusal,
     find_checkpoint,
-    folded_messages,
     history_rows,
     last_turn,
     lineage,
     short_id,
+    summary_savings,
     summary_timeline,
-    tokens_saved,
+    turn_count,
     turn_entries,
 )
 
@@ -272,17 +272,17 @@ def _history_command(repl: Repl, arg: str) -> Outcome:
         what = "checkpoints" if every else "turns"
         raise CommandError(f"/history takes a number of {what}, not {arg!r}: /history [all] [N]")
     limit = int(numbers[0]) if numbers else 20
-    history = _history(repl)
+    history = _history(repl)  # the index: each state is read only if a row needs it
     if every:
-        rows = history_rows(history)
-        repl.console.print(render.history_table(rows[:limit]))
-        if len(rows) > limit:
-            repl.say(f"... {len(rows) - limit} older checkpoints (/history all {len(rows)})", "dim")
+        repl.console.print(render.history_table(history_rows(history, limit)))
+        if len(history) > limit:
+            more = len(history) - limit
+            repl.say(f"... {more} older checkpoints (/history all {len(history)})", "dim")
         return None
-    entries = turn_entries(history)
-    repl.console.print(render.turn_table(entries[:limit]))
-    if len(entries) > limit:
-        repl.say(f"... {len(entries) - limit} older turns (/history {len(entries)})", "dim")
+    repl.console.print(render.turn_table(turn_entries(history, limit)))
+    total = turn_count(history)
+    if total > limit:
+        repl.say(f"... {total - limit} older turns (/history {total})", "dim")
     return None
 
 
@@ -401,7 +401,9 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     snapshot = repl.backend.current(repl.thread_id)
     tokens = repl.measure(snapshot)
     counter = repl.counter()
-    history = repl.backend.history(repl.thread_id) if snapshot else []
+    # From the summary's own record; the history is read only for a thread summarized before
+    # records existed.
+    saved = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
     run = repl.run_settings()  # what the graph resolves for this session's next run
     run_policy = run.policy if run else None
     trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"
@@ -424,11 +426,7 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     table.add_row("trigger", trigger + (f" ({threshold:,} tokens)" if threshold else ""))
     table.add_row("keep", keep)
     table.add_row("summary", f"{counter.text(snapshot.summary) if snapshot else 0:,} tokens")
-    table.add_row(
-        "saved",
-        f"{tokens_saved(history, counter):,} tokens per call "
-        f"({len(folded_messages(history))} messages folded)",
-    )
+    table.add_row("saved", f"{saved.tokens:,} tokens per call ({saved.messages} messages folded)")
     table.add_row("counted with", counted_with)
     repl.console.print(table)
     return None

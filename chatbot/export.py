@@ -15,7 +15,7 @@ from chatbot.errors import FriendlyError
 from chatbot.render import ROLE_NAMES, message_record
 from chatbot.sanitize import escape_json_controls, sanitize
 from chatbot.store import make_private_dirs
-from chatbot.timeline import Snapshot, folded_messages, lineage, summary_timeline
+from chatbot.timeline import Snapshot, lineage, summary_story
 
 Format = Literal["md", "json"]
 FORMATS: dict[str, Format] = {".md": "md", ".markdown": "md", ".json": "json"}
@@ -52,6 +52,7 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
     """Everything about a thread's current lineage as a JSON-ready document."""
     chain = lineage(history)
     head = chain[-1] if chain else None
+    changes, folded = summary_story(history)  # one pass over the lineage's checkpoints
     return {
         "thread_id": thread_id,
         "exported_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
@@ -65,9 +66,9 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
                 "folded_messages": change.folded,
                 "summary": change.summary,
             }
-            for change in summary_timeline(history)
+            for change in changes
         ],
-        "folded_messages": [message_record(m) for m in folded_messages(history)],
+        "folded_messages": [message_record(m) for m in folded],
         "messages": [message_record(m) for m in (head.messages if head else ())],
     }
 

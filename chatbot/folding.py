@@ -26,6 +26,8 @@ from chatbot.errors import context_overflow, describe_error
 from chatbot.runsettings import RunSettings
 from chatbot.session import SUMMARY_TAG
 from chatbot.steps import Steps
+from chatbot.timeline import FOLDED_KEY, extend_fold_record
+from chatbot.tokens import ESTIMATE, TokenCounter, tokenizer_for
 
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
 MIN_CHUNK_TOKENS = 256
@@ -151,6 +153,25 @@ def fold(
         folded_tokens=sum(counts[i] for i in plan.fold),
         calls=calls,
     )
+
+
+def fold_record(
+    state: Mapping[str, Any], folded: Sequence[BaseMessage], counter: TokenCounter
+) -> dict[str, Any] | None:
+    """What the summary will hold once ``folded`` is folded in (the state's ``folded``; see
+    :func:`~chatbot.timeline.extend_fold_record`): counted with the run's tokenizer and the
+    estimate when the summary is new, else with the tokenizers its record counts with."""
+    summary = state.get("summary", "")
+    previous = state.get(FOLDED_KEY)
+    names = {counter.name, ESTIMATE.name}
+    if summary and isinstance(previous, Mapping) and isinstance(previous.get("tokens"), Mapping):
+        names = set(previous["tokens"])
+    counters = {}
+    for name in names:
+        tokenizer = counter.tokenizer if name == counter.name else tokenizer_for("", name)
+        if tokenizer.name == name:  # (a vocabulary that cannot be loaded here is dropped)
+            counters[name] = TokenCounter(tokenizer)
+    return extend_fold_record(previous, summary, folded, counters)
 
 
 def summarize(

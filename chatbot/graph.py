@@ -230,10 +230,14 @@ def build_graph(
                 "context_after": after,
             }
         )
-        return {
+        update: dict[str, Any] = {
             "summary": done.summary,
             "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],
         }
+        record = folding.fold_record(state, done.folded, run.counter)
+        if record is not None:
+            update["folded"] = record
+        return update
 
     def after_summary(state: State) -> Literal["conversation", "__end__"]:
         """A message still waiting for its reply is answered now."""

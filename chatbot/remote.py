@@ -18,7 +18,7 @@ from chatbot.backend import BackendError
 from chatbot.runsettings import RunSettings
 from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
 from chatbot.store import ThreadInfo
-from chatbot.timeline import ACTION_KEY, Snapshot, snapshot_from_parts
+from chatbot.timeline import ACTION_KEY, Snapshot, fork_values, snapshot_from_parts
 
 NAME_KEY = "chatbot_name"
 ASSISTANT = "chatbot"
@@ -293,6 +293,15 @@ class RemoteBackend:
                 return snapshots
             before = page[-1]["checkpoint"]
 
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
+        """The ids of the thread's newest ``limit`` checkpoints on the server, newest first."""
+        server_id = self._find(thread_id)
+        if server_id is None or limit <= 0:
+            return []
+        page = self._call(lambda: self.client.threads.get_history(server_id, limit=limit))
+        ids = [(state.get("checkpoint") or {}).get("checkpoint_id") for state in page]
+        return [str(checkpoint_id) for checkpoint_id in ids if checkpoint_id]
+
     def threads(self) -> list[ThreadInfo]:
         """The server's threads, most recently updated first."""
         found = self._call(
@@ -347,9 +356,7 @@ class RemoteBackend:
         values = state.get("values") or {}
         self._call(
             lambda: self.client.threads.update_state(
-                new_server_id,
-                {"messages": values.get("messages", []), "summary": values.get("summary", "")},
-                as_node="summarize_conversation",
+                new_server_id, fork_values(values), as_node="summarize_conversation"
             )
         )
 

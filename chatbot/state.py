@@ -17,10 +17,15 @@ class State(MessagesState):
     stored as a message, the conversation node adds it as a SystemMessage when calling the model.
     ``context_overflow`` is set while the provider has refused the pending message's request
     as too long (the message id and the provider's numbers); the next reply clears it.
+    ``folded`` records what the summary holds, counted as each fold made it: how many messages
+    and their tokens (``{"messages": N, "tokens": {tokenizer: raw count}}``), so /tokens says
+    what the summary saves without reading the thread's history
+    (:func:`chatbot.timeline.extend_fold_record`).
     """
 
     summary: str
     context_overflow: dict[str, Any]
+    folded: dict[str, Any]
 
 
 @dataclass(kw_only=True)

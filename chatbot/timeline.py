@@ -5,6 +5,14 @@ a LangGraph server: the summary's timeline, the history (one entry per turn, or 
 checkpoint), the messages folded into the summary (for export), where the last turn started
 (for /undo and /retry), tokens saved.
 
+A local thread's snapshots are its checkpoint ids and parents, each one's metadata and state
+read on first use (:mod:`chatbot.checkpoints`), so what a function reads is what it costs:
+following ids and parents is free, metadata cheap, each state a deserialisation. The
+functions read only what their answer needs (the newest N turns read those turns'
+checkpoints; /undo reads back to the last turn's start; what the summary saves is in the
+state's own record), and a pass over a whole lineage holds a few states at a time, never
+keeping them on the snapshots.
+
 Vocabulary:
 
 - **lineage**: the checkpoints that led to the newest one, following parents. /undo, /retry and
@@ -21,10 +29,12 @@ Vocabulary:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
@@ -34,6 +44,15 @@ ACTION_KEY = "chatbot_action"
 """Checkpoint metadata naming what wrote an ``update`` checkpoint: fork, undo, rename."""
 ORIGIN_KEY = "chatbot_origin"
 """Checkpoint metadata of a forked thread's first checkpoint: ``thread@checkpoint``."""
+FOLDED_KEY = "folded"
+"""The graph's state key recording what the summary holds (see :func:`extend_fold_record`)."""
+
+FOLD_NODE = "summarize_conversation"
+"""The graph's node that folds messages into the summary."""
+
+FoldRecord = Mapping[str, Any]
+"""What a summary holds, counted as it was folded: ``{"messages": N, "tokens": {tokenizer
+name: raw tokens}}`` (see :func:`extend_fold_record`)."""
 
 
 @dataclass(frozen=True)
@@ -44,51 +63,104 @@ class State:
     summary: str = ""
     next: tuple[str, ...] = ()
     created_at: datetime | None = None
+    fold_record: FoldRecord | None = None
+    """What the summary holds (the state's ``folded``), or ``None`` when the state has none."""
 
 
 class Snapshot:
     """One checkpoint of a thread.
 
-    Its id, parent, step, source and metadata are always at hand. Its state (messages,
-    summary, ``next``, time) is either given or read on first use through ``load``: a long
-    thread's history is then listed from the checkpoint index alone, and only the checkpoints
-    a command looks at are deserialised (once each).
+    Its id and parent are always at hand. Its metadata (with the step and the source: what
+    wrote it) is given or read on first use through ``meta``, and its state (messages,
+    summary, ``next``, time) is given or read on first use through ``load``: a long thread's
+    history is then its ids and parents, and only the checkpoints a command looks at are read.
+    :attr:`state` keeps what it read (a command that looks at a checkpoint twice reads it
+    once); :meth:`peek` does not (a pass over thousands of checkpoints holds only the few it is
+    comparing).
     """
 
-    __slots__ = ("_load", "_state", "checkpoint_id", "metadata", "parent_id", "source", "step")
+    __slots__ = (
+        "_load",
+        "_meta",
+        "_metadata",
+        "_source",
+        "_state",
+        "_step",
+        "checkpoint_id",
+        "parent_id",
+    )
 
     def __init__(
         self,
         checkpoint_id: str,
         parent_id: str | None,
-        step: int,
-        source: str,
+        step: int = -1,
+        source: str = "",
         messages: Sequence[BaseMessage] = (),
         summary: str = "",
         next: Sequence[str] = (),
         created_at: datetime | None = None,
         metadata: dict[str, Any] | None = None,
         *,
+        state: State | None = None,
         load: Callable[[], State] | None = None,
+        meta: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
+        """The state is ``state``, else the fields given, else (with ``load``) read on use.
+        The metadata, step and source are as given, or (with ``meta``) read on use."""
         self.checkpoint_id = checkpoint_id
         self.parent_id = parent_id
-        self.step = step
-        self.source = source
-        self.metadata: dict[str, Any] = metadata if metadata is not None else {}
+        self._meta = meta
+        self._metadata: dict[str, Any] | None = None
+        self._step: int | None = None
+        self._source: str | None = None
+        if meta is None:
+            self._metadata = metadata if metadata is not None else {}
+            self._step, self._source = step, source
         self._load = load
-        self._state: State | None = (
-            None if load else State(tuple(messages), summary, tuple(next), created_at)
-        )
+        if state is None and load is None:
+            state = State(tuple(messages), summary, tuple(next), created_at)
+        self._state: State | None = state
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The checkpoint's metadata (``source``, ``step``, :data:`ACTION_KEY`, ...)."""
+        if self._metadata is None:
+            assert self._meta is not None
+            self._metadata = self._meta()
+        return self._metadata
+
+    @property
+    def step(self) -> int:
+        if self._step is None:
+            self._step = int(self.metadata.get("step", -1))
+        return self._step
+
+    @property
+    def source(self) -> str:
+        """What wrote it: ``input``, ``loop`` (a step of a run), ``update``, ``fork``."""
+        if self._source is None:
+            self._source = str(self.metadata.get("source", ""))
+        return self._source
 
     @property
     def state(self) -> State:
-        """The checkpoint's state, read now if it was not yet."""
+        """The checkpoint's state, read now (and kept) if it was not yet."""
         if self._state is None:
-            assert self._load is not None
-            self._state = self._load()
-            self._load = None
+            self._state = self.peek()
         return self._state
+
+    def peek(self) -> State:
+        """The checkpoint's state, read now without keeping it if it was not read yet."""
+        if self._state is not None:
+            return self._state
+        assert self._load is not None
+        return self._load()
+
+    @property
+    def loaded(self) -> bool:
+        """True once the state is held (given, or kept by :attr:`state`)."""
+        return self._state is not None
 
     @property
     def messages(self) -> tuple[BaseMessage, ...]:
@@ -106,6 +178,10 @@ class Snapshot:
     @property
     def created_at(self) -> datetime | None:
         return self.state.created_at
+
+    @property
+    def fold_record(self) -> FoldRecord | None:
+        return self.state.fold_record
 
     @property
     def unfinished(self) -> bool:
@@ -152,11 +228,13 @@ def state_from_values(
     sends them)."""
     values = values or {}
     raw_messages = values.get("messages") or []
+    record = values.get(FOLDED_KEY)
     return State(
         messages=tuple(convert_to_messages(raw_messages)) if raw_messages else (),
         summary=str(values.get("summary") or ""),
         next=tuple(next_nodes),
         created_at=parse_time(created_at),
+        fold_record=record if isinstance(record, Mapping) else None,
     )
 
 
@@ -171,18 +249,23 @@ def snapshot_from_parts(
 ) -> Snapshot:
     """Build a snapshot from what LangGraph (or its server's API) reports for a checkpoint."""
     metadata = dict(metadata or {})
-    state = state_from_values(values, next_nodes, created_at)
     return Snapshot(
         checkpoint_id=checkpoint_id,
         parent_id=parent_id,
         step=int(metadata.get("step", -1)),
         source=str(metadata.get("source", "")),
-        messages=state.messages,
-        summary=state.summary,
-        next=state.next,
-        created_at=state.created_at,
         metadata=metadata,
+        state=state_from_values(values, next_nodes, created_at),
     )
+
+
+def fork_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """What a fork's first checkpoint takes from the state it branches from: the messages,
+    the summary and the record of what the summary holds (when there is one)."""
+    forked = {"messages": list(values.get("messages") or []), "summary": values.get("summary", "")}
+    if isinstance(values.get(FOLDED_KEY), Mapping):
+        forked[FOLDED_KEY] = dict(values[FOLDED_KEY])
+    return forked
 
 
 def by_id(history: Sequence[Snapshot]) -> dict[str, Snapshot]:
@@ -190,24 +273,61 @@ def by_id(history: Sequence[Snapshot]) -> dict[str, Snapshot]:
     return {snapshot.checkpoint_id: snapshot for snapshot in history}
 
 
+def _back(index: Mapping[str, Snapshot], head: Snapshot | None) -> Iterator[Snapshot]:
+    """``head`` and its ancestors, newest first, as far as the index has them."""
+    current = head
+    while current is not None:
+        yield current
+        current = index.get(current.parent_id) if current.parent_id else None
+
+
+def _newest(history: Sequence[Snapshot]) -> Snapshot:
+    return max(history, key=lambda s: s.checkpoint_id)
+
+
 def lineage(history: Sequence[Snapshot], head: Snapshot | None = None) -> list[Snapshot]:
     """The checkpoints that led to ``head`` (default: the newest), oldest first.
 
     A thread's history can branch (retry, undo and time travel write new checkpoints whose
     parent is an older one); the lineage follows parents, so abandoned branches are skipped.
+    Ids and parents only: no state is read.
     """
     if not history:
         return []
-    index = by_id(history)
-    current: Snapshot | None = head or max(history, key=lambda s: s.checkpoint_id)
-    chain: list[Snapshot] = []
-    while current is not None:
-        chain.append(current)
-        current = index.get(current.parent_id) if current.parent_id else None
-    return list(reversed(chain))
+    return list(reversed(list(_back(by_id(history), head or _newest(history)))))
 
 
-def node_of(snapshot: Snapshot, parent: Snapshot | None) -> str:
+class _States:
+    """The states one pass reads: each read once while it is among the last few used, and
+    none kept on its snapshot, so a pass over thousands of checkpoints holds a handful."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._recent: OrderedDict[str, State] = OrderedDict()
+
+    def __call__(self, snapshot: Snapshot) -> State:
+        if snapshot.loaded:
+            return snapshot.state
+        key = snapshot.checkpoint_id
+        state = self._recent.get(key)
+        if state is None:
+            state = snapshot.peek()
+            self._recent[key] = state
+            if len(self._recent) > self._size:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(key)
+        return state
+
+
+StateOf = Callable[[Snapshot], State]
+
+
+def _kept(snapshot: Snapshot) -> State:
+    return snapshot.state
+
+
+def node_of(snapshot: Snapshot, parent: Snapshot | None, state_of: StateOf = _kept) -> str:
     """What wrote a checkpoint: ``input``, a node name, or an action such as ``undo``."""
     if snapshot.source == "input":
         return "input"
@@ -215,8 +335,10 @@ def node_of(snapshot: Snapshot, parent: Snapshot | None) -> str:
         # LangGraph writes a "fork" checkpoint when a run starts from an older one (/retry).
         default = "replay" if snapshot.source == "fork" else "update"
         return str(snapshot.metadata.get(ACTION_KEY) or default)
-    if parent is not None and parent.next:
-        return parent.next[0]
+    if parent is not None:
+        pending = state_of(parent).next
+        if pending:
+            return pending[0]
     return snapshot.source or "?"
 
 
@@ -234,22 +356,27 @@ class HistoryRow:
     next: tuple[str, ...]
 
 
-def history_rows(history: Sequence[Snapshot]) -> list[HistoryRow]:
-    """Every checkpoint of the thread as a history row, side branches included, newest first."""
+def history_rows(history: Sequence[Snapshot], limit: int | None = None) -> list[HistoryRow]:
+    """The thread's checkpoints as history rows, side branches included, newest first: the
+    newest ``limit`` (default: all). Reads the states of those checkpoints and, for a step of
+    the graph, of its parent."""
     index = by_id(history)
+    newest_first = sorted(history, key=lambda s: s.checkpoint_id, reverse=True)
+    state_of = _States()
     rows = []
-    for snapshot in sorted(history, key=lambda s: s.checkpoint_id, reverse=True):
+    for snapshot in newest_first[:limit]:
         parent = index.get(snapshot.parent_id) if snapshot.parent_id else None
+        state = state_of(snapshot)
         rows.append(
             HistoryRow(
                 checkpoint_id=snapshot.checkpoint_id,
                 parent_id=snapshot.parent_id,
                 step=snapshot.step,
-                node=node_of(snapshot, parent),
-                messages=len(snapshot.messages),
-                summary_chars=len(snapshot.summary),
-                created_at=snapshot.created_at,
-                next=snapshot.next,
+                node=node_of(snapshot, parent, state_of),
+                messages=len(state.messages),
+                summary_chars=len(state.summary),
+                created_at=state.created_at,
+                next=state.next,
             )
         )
     return rows
@@ -287,18 +414,96 @@ class TurnEntry:
     """For a fork: ``thread@checkpoint`` it was branched from."""
 
 
-def _runs(history: Sequence[Snapshot]) -> list[list[Snapshot]]:
-    """The thread's checkpoints grouped by the run that wrote them, oldest run first."""
-    runs: list[list[Snapshot]] = []
-    run_of: dict[str, list[Snapshot]] = {}
-    for snapshot in sorted(history, key=lambda s: s.checkpoint_id):
-        run = run_of.get(snapshot.parent_id or "") if snapshot.source == "loop" else None
-        if run is None:
-            run = []
-            runs.append(run)
-        run.append(snapshot)
-        run_of[snapshot.checkpoint_id] = run
-    return runs
+class _Runs:
+    """The runs of a thread, found from ids, parents and sources (metadata) alone.
+
+    A run's checkpoints: a first one that is not a ``loop`` checkpoint (or whose parent is
+    not an older checkpoint of the thread), then ``loop`` checkpoints, each the child of one
+    before it. Runs are ordered by their first checkpoint; a run is named by its id.
+    """
+
+    def __init__(self, history: Sequence[Snapshot]) -> None:
+        self.index = by_id(history)
+        self.ordered = _oldest_first(history)
+        self.position = {s.checkpoint_id: number for number, s in enumerate(self.ordered)}
+        self._first: dict[str, str] = {}
+        self._children: dict[str, list[Snapshot]] | None = None
+
+    def _parent_in_run(self, snapshot: Snapshot) -> Snapshot | None:
+        if snapshot.source != "loop" or not snapshot.parent_id:
+            return None
+        parent = self.index.get(snapshot.parent_id)
+        return (
+            parent if parent is not None and parent.checkpoint_id < snapshot.checkpoint_id else None
+        )
+
+    def starts_run(self, snapshot: Snapshot) -> bool:
+        return self._parent_in_run(snapshot) is None
+
+    def first_of(self, snapshot: Snapshot, floor: str = "") -> str | None:
+        """The id of the first checkpoint of the run that wrote ``snapshot``; ``None`` when
+        that is older than ``floor`` (found without reading further back)."""
+        path: list[str] = []
+        current: Snapshot | None = snapshot
+        found: str | None = None
+        while current is not None:
+            known = self._first.get(current.checkpoint_id)
+            if known is not None:
+                found = known
+                break
+            if current.checkpoint_id < floor:
+                break
+            path.append(current.checkpoint_id)
+            parent = self._parent_in_run(current)
+            if parent is None:
+                found = current.checkpoint_id
+                break
+            current = parent
+        if found is not None:
+            self._first.update(dict.fromkeys(path, found))
+        return found
+
+    def newest(self, limit: int | None) -> list[list[Snapshot]]:
+        """The newest ``limit`` runs (default: all), oldest first, each oldest first. Reads
+        the metadata of the checkpoints from the oldest of those runs on."""
+        firsts: list[Snapshot] = []
+        start = 0
+        for position in range(len(self.ordered) - 1, -1, -1):
+            snapshot = self.ordered[position]
+            if self.starts_run(snapshot):
+                firsts.append(snapshot)
+                if limit is not None and len(firsts) == limit:
+                    start = position
+                    break
+        if not firsts:
+            return []
+        runs: dict[str, list[Snapshot]] = {s.checkpoint_id: [] for s in reversed(firsts)}
+        floor = firsts[-1].checkpoint_id
+        for snapshot in self.ordered[start:]:
+            first = self.first_of(snapshot, floor)
+            if first in runs:
+                runs[first].append(snapshot)
+        return list(runs.values())
+
+    def count(self) -> int:
+        return sum(1 for snapshot in reversed(self.ordered) if self.starts_run(snapshot))
+
+    def children(self, checkpoint_id: str) -> list[Snapshot]:
+        if self._children is None:
+            self._children = {}
+            for snapshot in self.ordered:
+                self._children.setdefault(snapshot.parent_id or "", []).append(snapshot)
+        return self._children.get(checkpoint_id, [])
+
+
+def _oldest_first(history: Sequence[Snapshot]) -> list[Snapshot]:
+    return sorted(history, key=lambda s: s.checkpoint_id)
+
+
+def turn_count(history: Sequence[Snapshot]) -> int:
+    """How many entries :func:`turn_entries` has for the thread (reads every checkpoint's
+    metadata, no state)."""
+    return _Runs(history).count()
 
 
 def _kind(first: Snapshot) -> str:
@@ -312,87 +517,129 @@ def _kind(first: Snapshot) -> str:
     return first.source or "?"
 
 
-def _undone(history: Sequence[Snapshot]) -> set[str]:
-    """The checkpoints /undo rewound: for each undo, the last turn when it ran (found as /undo
-    found it) and everything after it on the lineage of that time."""
-    ordered = sorted(history, key=lambda s: s.checkpoint_id)
+def _is_turn_start(snapshot: Snapshot) -> bool:
+    """A turn's ``input`` checkpoint (a compaction's run is not a turn)."""
+    return snapshot.source == "input" and snapshot.metadata.get(ACTION_KEY) != "compact"
+
+
+def _undone(runs: _Runs, since: str) -> set[str]:
+    """The checkpoints /undo rewound, among those an undo newer than ``since`` rewound: for
+    each undo, the last turn when it ran (found as /undo found it, :func:`last_turn` on the
+    checkpoints before the undo) and everything after it on the lineage of that time.
+    Metadata only."""
     undone: set[str] = set()
-    for position, snapshot in enumerate(ordered):
-        if position and snapshot.metadata.get(ACTION_KEY) == "undo":
-            earlier, head = ordered[:position], ordered[position - 1]
-            turn = last_turn(earlier, head)
-            if turn is None or turn.input is None:
-                continue
-            chain = [s.checkpoint_id for s in lineage(earlier, head)]
-            undone.update(chain[chain.index(turn.input.checkpoint_id) :])
+    ordered = runs.ordered
+    for position in range(len(ordered) - 1, 0, -1):
+        snapshot = ordered[position]
+        if snapshot.checkpoint_id < since:
+            break
+        if snapshot.metadata.get(ACTION_KEY) != "undo":
+            continue
+        path: list[str] = []
+        for step in _back(runs.index, ordered[position - 1]):
+            if step.checkpoint_id >= snapshot.checkpoint_id:
+                break  # not among the checkpoints the undo saw
+            path.append(step.checkpoint_id)
+            if _is_turn_start(step):
+                undone.update(path)
+                break
     return undone
 
 
-def _retried(runs: Sequence[list[Snapshot]], index: dict[str, Snapshot]) -> set[int]:
-    """The runs (by position) whose reply a /retry replaced."""
-    written_by: dict[str | None, int] = {}  # a message id -> the run that first held it
-    awaiting: dict[str, list[int]] = {}  # a checkpoint where a message awaited its reply
-    for number, run in enumerate(runs):
-        for snapshot in run:
-            for message in snapshot.messages:
-                written_by.setdefault(message.id, number)
+def _first_holder(message_id: str | None, holder: Snapshot, runs: _Runs, state_of: StateOf) -> str:
+    """The first run that held a message ``holder`` holds (the id of its first checkpoint).
+
+    Walking back while the parent still holds it finds the checkpoint that brought it in. A
+    message comes from one task's writes, recorded against that checkpoint's parent; the
+    checkpoints that brought it in are children of that parent (the run's own next step, or
+    an update such as /undo, which applies the writes a checkpoint's finished tasks left),
+    and whatever else holds it descends from one of them, in the same run or a later one.
+    """
+    for parent in _back(runs.index, runs.index.get(holder.parent_id or "")):
+        if not any(m.id == message_id for m in state_of(parent).messages):
+            firsts = [
+                runs.first_of(s)
+                for s in runs.children(parent.checkpoint_id)
+                if s is holder or any(m.id == message_id for m in state_of(s).messages)
+            ]
+            return min(first for first in firsts if first is not None)
+        holder = parent
+    first = runs.first_of(holder)
+    assert first is not None
+    return first
+
+
+def _retried(runs: _Runs, window: Sequence[list[Snapshot]], state_of: StateOf) -> set[str]:
+    """The runs of ``window`` (the newest runs) whose reply a /retry replaced (by first
+    checkpoint). A /retry replaces only older runs' replies: it is in the window too."""
+    awaiting: dict[str, list[str]] = {}  # a checkpoint where a message awaited its reply
+    for run in window:
         first = run[0]
         if first.source == "input" and len(run) > 1 and _kind(first) == "turn":
-            awaiting.setdefault(run[1].checkpoint_id, []).append(number)
+            awaiting.setdefault(run[1].checkpoint_id, []).append(first.checkpoint_id)
         elif first.source == "fork" and first.parent_id:
-            awaiting.setdefault(first.parent_id, []).append(number)
-    retried: set[int] = set()
-    for number, run in enumerate(runs):
+            awaiting.setdefault(first.parent_id, []).append(first.checkpoint_id)
+    retried: set[str] = set()
+    for run in window:
         first = run[0]
         if first.source == "fork" and first.parent_id:
             # Resumed where earlier runs answered the same message: their replies are replaced.
-            retried.update(n for n in awaiting.get(first.parent_id, []) if n < number)
-        elif first.metadata.get(ACTION_KEY) == "retry" and first.parent_id in index:
+            earlier = awaiting.get(first.parent_id, [])
+            retried.update(other for other in earlier if other < first.checkpoint_id)
+        elif first.metadata.get(ACTION_KEY) == "retry" and first.parent_id in runs.index:
             # Regenerated from the state then: the reply it removed was written by a run.
-            kept = {m.id for m in first.messages}
-            for message in index[first.parent_id].messages:
-                if message.type == "ai" and message.id not in kept and message.id in written_by:
-                    retried.add(written_by[message.id])
+            parent = runs.index[str(first.parent_id)]
+            kept = {m.id for m in state_of(first).messages}
+            for message in state_of(parent).messages:
+                if message.type == "ai" and message.id not in kept:
+                    retried.add(_first_holder(message.id, parent, runs, state_of))
     return retried
 
 
-def turn_entries(history: Sequence[Snapshot]) -> list[TurnEntry]:
-    """The thread's history one entry per run, side branches included, newest first.
+def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[TurnEntry]:
+    """The thread's history one entry per run, side branches included, newest first: the
+    newest ``limit`` entries (default: all).
 
     An entry whose state is no longer part of the thread's says why (:attr:`TurnEntry.fate`):
-    nothing a thread ever held is hidden.
+    nothing a thread ever held is hidden. Only the checkpoints of the entries returned (and
+    the one before each) are read, plus, for a /retry that regenerated, the checkpoints back
+    to where the reply it replaced came in; which runs were undone, retried or left on a side
+    branch is worked out from ids, parents and the metadata of the checkpoints from the
+    oldest entry on.
     """
-    if not history:
+    if not history or limit == 0:
         return []
-    index = by_id(history)
-    current = {s.checkpoint_id for s in lineage(history)}
-    ordered = sorted(history, key=lambda s: s.checkpoint_id)
-    order = {s.checkpoint_id: position for position, s in enumerate(ordered)}
-    runs = _runs(history)
-    undone = _undone(history)
-    retried = _retried(runs, index)
+    runs = _Runs(history)
+    window = runs.newest(limit)
+    if not window:
+        return []
+    current = {s.checkpoint_id for s in _back(runs.index, runs.ordered[-1])}
+    state_of = _States()
+    undone = _undone(runs, window[0][0].checkpoint_id)
+    retried = _retried(runs, window, state_of)
     entries = []
-    for number, run in enumerate(runs):
+    for run in reversed(window):
         first, last = run[0], run[-1]
         kind = _kind(first)
         # The thread as it was when the run started (an undo's or a retry's parent is an
         # older checkpoint: the state it goes back to).
-        position = order[first.checkpoint_id]
-        before = ordered[position - 1] if position else None
+        position = runs.position[first.checkpoint_id]
+        before = state_of(runs.ordered[position - 1]) if position else None
+        states = [state_of(snapshot) for snapshot in run]
         folded = 0  # the graph folds in its own steps, inside the run
-        for previous, snapshot in itertools.pairwise(run):
-            if snapshot.summary != previous.summary:
-                kept = {m.id for m in snapshot.messages}
+        for previous, state in itertools.pairwise(states):
+            if state.summary != previous.summary:
+                kept = {m.id for m in state.messages}
                 folded += sum(1 for m in previous.messages if m.id not in kept)
-        known = {m.id for m in first.messages} if first.source != "input" else set()
+        known = {m.id for m in states[0].messages} if first.source != "input" else set()
         known |= {m.id for m in before.messages} if before is not None else set()
-        said = [m for s in run for m in s.messages if m.type == "human" and m.id not in known]
+        said = [m for s in states for m in s.messages if m.type == "human" and m.id not in known]
         if not said and kind == "retry":
-            said = [m for m in last.messages if m.type == "human"][-1:]
+            said = [m for m in states[-1].messages if m.type == "human"][-1:]
         fate: Fate = ""
         if last.checkpoint_id in undone:
             fate = "undone"
-        elif number in retried:
+        elif first.checkpoint_id in retried:
             fate = "retried"
         elif last.checkpoint_id not in current:
             fate = "branch"
@@ -401,18 +648,19 @@ def turn_entries(history: Sequence[Snapshot]) -> list[TurnEntry]:
                 kind=kind,
                 checkpoint_id=last.checkpoint_id,
                 first_checkpoint_id=first.checkpoint_id,
-                created_at=first.created_at,
+                created_at=states[0].created_at,
                 text=said[0].text if said else "",
                 messages_before=len(before.messages) if before is not None else 0,
-                messages_after=len(last.messages),
+                messages_after=len(states[-1].messages),
                 folded=folded,
-                summary_changed=last.summary != (before.summary if before is not None else ""),
-                finished=not last.next,
+                summary_changed=states[-1].summary
+                != (before.summary if before is not None else ""),
+                finished=not states[-1].next,
                 fate=fate,
                 origin=str(first.metadata.get(ORIGIN_KEY) or "") if kind == "fork" else "",
             )
         )
-    return list(reversed(entries))
+    return entries
 
 
 @dataclass(frozen=True)
@@ -427,6 +675,42 @@ class SummaryChange:
     summary: str
 
 
+def summary_story(
+    history: Sequence[Snapshot], counter: TokenCounter | None = None
+) -> tuple[list[SummaryChange], list[BaseMessage]]:
+    """:func:`summary_timeline` and :func:`folded_messages` in one pass over the lineage
+    (what an export needs), each state read once and two held at a time."""
+    counter = counter or TokenCounter()
+    chain = lineage(history)
+    if not chain:
+        return [], []
+    state_of = _States(size=2)
+    live = {m.id for m in state_of(chain[-1]).messages}
+    changes = []
+    gone: dict[str, BaseMessage] = {}  # in the order they first appeared
+    previous: State | None = None
+    for snapshot in chain:
+        state = state_of(snapshot)
+        for message in state.messages:
+            if message.id and message.id not in live:
+                gone.setdefault(message.id, message)
+        if previous is not None and state.summary != previous.summary:
+            kept = {m.id for m in state.messages}
+            left = [m for m in previous.messages if m.id not in kept]
+            changes.append(
+                SummaryChange(
+                    checkpoint_id=snapshot.checkpoint_id,
+                    step=snapshot.step,
+                    created_at=state.created_at,
+                    folded=len(left),
+                    folded_tokens=sum(counter.per_message(left)) if left else 0,
+                    summary=state.summary,
+                )
+            )
+        previous = state
+    return changes, list(gone.values())
+
+
 def summary_timeline(
     history: Sequence[Snapshot], counter: TokenCounter | None = None
 ) -> list[SummaryChange]:
@@ -434,54 +718,126 @@ def summary_timeline(
 
     ``folded`` counts the messages that left ``messages`` in that step (folded into the summary).
     """
-    counter = counter or TokenCounter()
-    chain = lineage(history)
-    changes = []
-    for previous, snapshot in itertools.pairwise(chain):
-        if snapshot.summary == previous.summary:
-            continue
-        kept = {m.id for m in snapshot.messages}
-        gone = [m for m in previous.messages if m.id not in kept]
-        changes.append(
-            SummaryChange(
-                checkpoint_id=snapshot.checkpoint_id,
-                step=snapshot.step,
-                created_at=snapshot.created_at,
-                folded=len(gone),
-                folded_tokens=sum(counter.per_message(gone)) if gone else 0,
-                summary=snapshot.summary,
-            )
-        )
-    return changes
+    return summary_story(history, counter)[0]
 
 
 def folded_messages(history: Sequence[Snapshot]) -> list[BaseMessage]:
-    """Messages of the lineage that are no longer live: the ones folded into the summary.
+    """Messages of the lineage that are no longer live: the ones folded into the summary (and
+    a reply /retry replaced, or what an /undo of the first turn cleared).
 
     In the order they first appeared; each once.
     """
-    chain = lineage(history)
-    if not chain:
-        return []
-    live = {m.id for m in chain[-1].messages}
-    seen: dict[str, BaseMessage] = {}
+    return summary_story(history)[1]
+
+
+# --- what the summary saves -------------------------------------------------------------------
+
+
+def _valid_record(record: FoldRecord | None) -> TypeGuard[FoldRecord]:
+    return (
+        isinstance(record, Mapping)
+        and isinstance(record.get("messages"), int)
+        and isinstance(record.get("tokens"), Mapping)
+    )
+
+
+def extend_fold_record(
+    previous: FoldRecord | None,
+    summary_before: str,
+    folded: Sequence[BaseMessage],
+    counters: Mapping[str, TokenCounter],
+) -> dict[str, Any] | None:
+    """The record a fold leaves in the state (:data:`FOLDED_KEY`): the messages it folded
+    added to what the summary held before, with their raw tokens by each tokenizer the record
+    counts with.
+
+    A first summary (``summary_before`` empty) starts a record counted with ``counters``
+    (tokenizer name -> counter). A summary extended keeps its record's tokenizers (those
+    ``counters`` lacks are dropped). A summary made before records existed gets none
+    (``None``): what it holds is known only from the checkpoints.
+    """
+    if not summary_before:
+        base: FoldRecord = {"messages": 0, "tokens": dict.fromkeys(counters, 0)}
+    elif previous is not None and _valid_record(previous):
+        base = previous
+    else:
+        return None
+    tokens = {
+        name: int(total) + counters[name].raw(folded)
+        for name, total in base["tokens"].items()
+        if name in counters
+    }
+    return {"messages": int(base["messages"]) + len(folded), "tokens": tokens}
+
+
+def summary_folds(history: Sequence[Snapshot], head: Snapshot | None = None) -> list[BaseMessage]:
+    """The messages the summary at ``head`` (default: the newest checkpoint) holds, read from
+    the checkpoints: those its lineage's folds took out of ``messages`` since the summary was
+    last empty (an /undo of the first turn empties it). Each once, in the order they were
+    folded. A fold is the fold node's step, or an update (/undo) that applied a finished fold's
+    writes (the summary changed). What this counts is what :func:`extend_fold_record` records,
+    except in a fork: its record carries what was folded in the thread it came from; this sees
+    its own thread only.
+    """
+    chain = lineage(history, head)
+    state_of = _States(size=2)
+    folded: dict[str, BaseMessage] = {}
+    previous: State | None = None
     for snapshot in chain:
-        for message in snapshot.messages:
-            if message.id and message.id not in live and message.id not in seen:
-                seen[message.id] = message
-    return list(seen.values())
+        state = state_of(snapshot)
+        if not state.summary:
+            folded.clear()
+        elif (
+            previous is not None
+            and FOLD_NODE in previous.next
+            and (snapshot.source == "loop" or state.summary != previous.summary)
+        ):
+            kept = {m.id for m in state.messages}
+            for message in previous.messages:
+                if message.id and message.id not in kept:
+                    folded.setdefault(message.id, message)
+        previous = state
+    return list(folded.values())
 
 
-def tokens_saved(history: Sequence[Snapshot], counter: TokenCounter | None = None) -> int:
-    """Tokens the summaries save on every call: folded messages minus the summary's size."""
+class Savings(NamedTuple):
+    """What the summary saves on every call."""
+
+    tokens: int
+    """The folded messages' tokens (usage-scaled as the live messages are) minus the
+    summary's."""
+    messages: int
+    """How many messages the summary holds."""
+
+
+def summary_savings(
+    head: Snapshot | None,
+    history: Callable[[], Sequence[Snapshot]],
+    counter: TokenCounter | None = None,
+    *,
+    use_record: bool = True,
+) -> Savings:
+    """Tokens the summary at ``head`` saves on every call, and how many messages it holds.
+
+    From the state's record of its folds (:func:`extend_fold_record`) when it has one counted
+    with ``counter``'s tokenizer: nothing else is read. Otherwise (a thread summarized before
+    records existed, or counted with another tokenizer) from the lineage's checkpoints
+    (:func:`summary_folds`; ``history`` is called only then).
+    """
     counter = counter or TokenCounter()
-    chain = lineage(history)
-    if not chain:
-        return 0
-    folded = folded_messages(history)
-    if not folded:
-        return 0
-    return max(0, counter.messages(folded) - counter.text(chain[-1].summary))
+    if head is None or not head.summary:
+        return Savings(0, 0)
+    record = head.fold_record if use_record else None
+    raw = record["tokens"].get(counter.name) if _valid_record(record) else None
+    if isinstance(raw, int) and record is not None:
+        count = int(record["messages"])
+    else:
+        folded = summary_folds(history(), head)
+        raw, count = counter.raw(folded), len(folded)
+    if not count:
+        return Savings(0, 0)
+    tokens = math.ceil(raw * counter.scale(head.messages))
+    return Savings(max(0, tokens - counter.text(head.summary)), count)
 
 
 @dataclass(frozen=True)
@@ -505,18 +861,21 @@ def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> Turn
     An undo checkpoint's parent is the state it restored, so walking on from it reaches the
     turn before: repeated /undo keeps rewinding. A compaction's run is not a turn. The
     thread's first turn counts too (it can be retried, not undone). ``None`` when there is
-    no turn at all.
+    no turn at all. Reads one state: the checkpoint after the input (is the run over there?).
     """
-    chain = lineage(history, head)
-    for position in range(len(chain) - 1, -1, -1):
-        snapshot = chain[position]
-        if snapshot.source == "input" and snapshot.metadata.get(ACTION_KEY) != "compact":
-            after = chain[position + 1] if position + 1 < len(chain) else None
+    if not history:
+        return None
+    index = by_id(history)
+    path: list[Snapshot] = []  # from head back to the input checkpoint
+    for snapshot in _back(index, head or _newest(history)):
+        if _is_turn_start(snapshot):
+            after = path[-1] if path else None
             if after is not None and not after.next:
                 after = None  # the input checkpoint is the run's last: nothing to resume from
-            before = chain[position - 1] if position else None
-            compacted = any(s.metadata.get(ACTION_KEY) == "compact" for s in chain[position:])
+            before = index.get(snapshot.parent_id) if snapshot.parent_id else None
+            compacted = any(s.metadata.get(ACTION_KEY) == "compact" for s in [snapshot, *path])
             return TurnPoints(before=before, after_input=after, compacted=compacted, input=snapshot)
+        path.append(snapshot)
     return None
 
 

@@ -22,7 +22,8 @@ from chatbot.remote import RemoteBackend
 from chatbot.session import Event, Reply, Summarized, Token, TurnStream
 from chatbot.settings import Settings
 from chatbot.store import Store
-from chatbot.timeline import last_turn, lineage
+from chatbot.timeline import last_turn, lineage, summary_savings, turn_entries
+from chatbot.tokens import TokenCounter
 from tests.helpers import DevServer, offline_echo
 
 TRIGGER, KEEP = "messages:4", "messages:2"  # as DevServer runs the graph
@@ -158,6 +159,41 @@ def test_a_fork_copies_the_state_and_records_its_origin(backend: Backend, thread
         backend.fork(thread, None, f"{thread}-fork1")
     with pytest.raises(BackendError):
         backend.fork(f"{thread}-missing", None, f"{thread}-other")
+
+
+def test_the_newest_checkpoint_ids_and_turns_are_those_of_the_whole_history(
+    backend: Backend, thread: str
+) -> None:
+    for text in ("one", "two", "three"):
+        list(backend.send(thread, text))
+    history = backend.history(thread)
+    ids = [s.checkpoint_id for s in history]
+    assert backend.recent_checkpoint_ids(thread, 4) == ids[:4]
+    assert backend.recent_checkpoint_ids(thread, 1000) == ids
+    assert backend.recent_checkpoint_ids(f"{thread}-missing", 4) == []
+    entries = turn_entries(history)
+    assert [(e.kind, e.text, e.fate) for e in entries] == [
+        ("turn", text, "") for text in ("three", "two", "one")
+    ]
+    assert entries[0].folded == 4
+    assert turn_entries(backend.history(thread), 2) == entries[:2]
+
+
+def test_the_summary_records_what_it_holds_and_a_fork_carries_the_record(
+    backend: Backend, thread: str
+) -> None:
+    for text in ("one", "two", "three"):  # the third turn folds four messages
+        list(backend.send(thread, text))
+    current = backend.current(thread)
+    assert current is not None and current.fold_record is not None
+    assert current.fold_record["messages"] == 4
+    counter = TokenCounter()
+    saved = summary_savings(current, lambda: backend.history(thread), counter)
+    read = summary_savings(current, lambda: backend.history(thread), counter, use_record=False)
+    assert saved == read and saved.messages == 4
+    backend.fork(thread, None, f"{thread}-fork1")
+    fork = backend.current(f"{thread}-fork1")
+    assert fork is not None and fork.fold_record == current.fold_record
 
 
 def test_rename_delete_and_undo_are_local_only(backend: Backend, thread: str) -> None:

@@ -69,7 +69,7 @@ def chain(db: Path, thread: str) -> list[Snapshot]:
     with opened(db) as backend:
         found = lineage(backend.history(thread))
         for snapshot in found:
-            _ = snapshot.state  # read while the database is open
+            _ = snapshot.state, snapshot.metadata  # read while the database is open
         return found
 
 
