@@ -16,12 +16,12 @@ from langchain_core.runnables import RunnableConfig
 from chatbot.checkpoints import lazy_history, read_checkpoint, recent_checkpoint_ids
 from chatbot.errors import FriendlyError
 from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
-from chatbot.state import ChatGraph
 from chatbot.store import SqlStore, ThreadInfo, thread_config
 from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, fork_values
 
 if TYPE_CHECKING:
     from chatbot.runsettings import RunSettings
+    from chatbot.state import ChatGraph
 
 
 class BackendError(FriendlyError, RuntimeError):

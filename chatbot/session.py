@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk
-from langgraph.types import StreamMode
+
+if TYPE_CHECKING:  # langgraph.types pulls in LangGraph's runtime: not needed to read threads
+    from langgraph.types import StreamMode
 
 SUMMARY_TAG = "chatbot:summary"
 """The tag of the summary model's calls: their tokens are not the reply's."""
