@@ -45,9 +45,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot import prompts
 from chatbot.graph import build_graph
-from chatbot.models import SUMMARY_TAG, max_input_tokens, resolve_models
+from chatbot.models import max_input_tokens, resolve_models
 from chatbot.policy import PolicyError
 from chatbot.runsettings import counter_for_model
+from chatbot.session import SUMMARY_TAG
 from chatbot.settings import Settings, SettingsError, load_settings
 from chatbot.tokens import TokenCounter
 

@@ -15,8 +15,16 @@ from langchain_core.runnables import RunnableConfig
 
 from chatbot.checkpoints import lazy_history, read_checkpoint, recent_checkpoint_ids
 from chatbot.errors import FriendlyError
-from chatbot.session import STREAM_MODES, Event, TurnStream, events_from_stream, make_title
-from chatbot.store import SqlStore, ThreadInfo, thread_config
+from chatbot.leases import Lease
+from chatbot.session import (
+    STREAM_MODES,
+    Event,
+    TurnStream,
+    Waiting,
+    events_from_stream,
+    make_title,
+)
+from chatbot.store import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, fork_values
 
 if TYPE_CHECKING:
@@ -79,6 +87,7 @@ class LocalBackend:
         build: Callable[[], ChatGraph] | None = None,
     ) -> None:
         """``graph``, or ``build`` to make it at the first run (reading never does)."""
+        self.lease_seconds = LEASE_SECONDS
         self._graph = graph
         self._build = build
         self.store = store
@@ -101,31 +110,52 @@ class LocalBackend:
         config: RunnableConfig,
         context: dict[str, Any] | None,
         title_hint: str = "",
+        prepare: Callable[[], None] = lambda: None,
     ) -> TurnStream:
-        """A run of the graph as events; the thread's row is updated however it ends."""
+        """A run of the graph as events, holding the thread's lease (one turn at a time per
+        thread, across processes: a busy thread is waited for, with a :class:`Waiting` event).
+        ``prepare`` runs once the lease is held, before the graph. The thread's row is updated
+        and the lease given back however the run ends."""
 
         def blocking() -> Iterator[Event]:
-            stream = self.graph.stream(
-                payload, config, context=_as_context(context), stream_mode=STREAM_MODES
-            )
+            lease = Lease(self.store, thread_id, self.lease_seconds)
+            if not lease.try_acquire():
+                yield Waiting(thread_id)
+                lease.acquire()
             try:
+                prepare()
+                stream = self.graph.stream(
+                    payload, config, context=_as_context(context), stream_mode=STREAM_MODES
+                )
                 yield from events_from_stream(stream)
             finally:
-                self._record(thread_id, title_hint)
+                try:
+                    self._record(thread_id, title_hint)
+                finally:
+                    lease.release()
 
         async def cancellable() -> AsyncIterator[Event]:
-            stream = self.graph.astream(
-                payload, config, context=_as_context(context), stream_mode=STREAM_MODES
-            )
+            lease = Lease(self.store, thread_id, self.lease_seconds)
+            if not lease.try_acquire():
+                yield Waiting(thread_id)
+                await lease.aacquire()
+            stream: Any = None
             try:
+                prepare()
+                stream = self.graph.astream(
+                    payload, config, context=_as_context(context), stream_mode=STREAM_MODES
+                )
                 async for part in stream:
                     for event in events_from_stream([part]):
                         yield event
             finally:
-                aclose = getattr(stream, "aclose", None)  # an async generator's
-                if aclose is not None:
-                    await aclose()
-                self._record(thread_id, title_hint)
+                try:
+                    aclose = getattr(stream, "aclose", None)  # an async generator's
+                    if aclose is not None:
+                        await aclose()
+                    self._record(thread_id, title_hint)
+                finally:
+                    lease.release()
 
         return TurnStream(blocking, cancellable)
 
@@ -156,16 +186,24 @@ class LocalBackend:
 
         The last reply is removed in a new checkpoint, so history keeps it.
         """
-        state = self.graph.get_state(thread_config(thread_id))
-        messages = state.values.get("messages", []) if state.values else []
-        if not messages or not isinstance(messages[-1], AIMessage):
-            raise BackendError("nothing to regenerate: the last message has no reply")
-        self.graph.update_state(
-            thread_config(thread_id, metadata={ACTION_KEY: "retry"}),
-            {"messages": [RemoveMessage(id=str(messages[-1].id))]},
-            as_node="summarize_conversation",
-        )
-        return self.resume(thread_id, None, context)
+
+        def last_reply() -> AIMessage:
+            current = self.current(thread_id)
+            messages = current.messages if current else ()
+            if not messages or not isinstance(messages[-1], AIMessage):
+                raise BackendError("nothing to regenerate: the last message has no reply")
+            return messages[-1]
+
+        last_reply()  # said now, before any turn starts
+
+        def remove_it() -> None:  # under the lease: the reply is still the last one
+            self.graph.update_state(
+                thread_config(thread_id, metadata={ACTION_KEY: "retry"}),
+                {"messages": [RemoveMessage(id=str(last_reply().id))]},
+                as_node="summarize_conversation",
+            )
+
+        return self._turn(thread_id, None, thread_config(thread_id), context, prepare=remove_it)
 
     def _record(
         self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None
@@ -219,6 +257,10 @@ class LocalBackend:
 
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
         """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
+        with Lease(self.store, new_id, self.lease_seconds):
+            self._fork(thread_id, checkpoint_id, new_id)
+
+    def _fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
         if self.thread_exists(new_id):
             raise BackendError(f"thread {new_id!r} already exists: pick another name")
         source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
@@ -241,7 +283,12 @@ class LocalBackend:
         """Make an older checkpoint's state current again, as a new checkpoint (undo).
 
         ``checkpoint_id=None`` restores the empty state a thread had before its first turn.
+        Waits for a turn another process is taking on the thread.
         """
+        with Lease(self.store, thread_id, self.lease_seconds):
+            self._restore(thread_id, checkpoint_id, action)
+
+    def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
         metadata = {ACTION_KEY: action}
         if checkpoint_id is None:
             from langgraph.graph.message import REMOVE_ALL_MESSAGES

@@ -524,14 +524,13 @@ def _loads_behind_the_prompt(state: AppState) -> bool:
     return not state.remote and not is_postgres_url(state.places.db)
 
 
-def _first_thread(thread: str | None, new: bool, listing: Callable[[], list[Any]]) -> str:
+def _first_thread(thread: str | None, new: bool, newest: Callable[[], str | None]) -> str:
     """The thread a REPL opens: the one given, a fresh one, or the most recently active."""
     from chatbot.threadids import new_thread_id
 
     if new or thread:
         return thread or new_thread_id()
-    recent = listing()
-    return recent[0].thread_id if recent else new_thread_id()
+    return newest() or new_thread_id()
 
 
 def _repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
@@ -545,7 +544,9 @@ def _repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
         console=out,
         reader=ValidTextReader(ScriptedReader(line.rstrip("\n") for line in _stdin())),
         settings=state.settings,
-        thread_id=_first_thread(thread, new, backend.threads),
+        thread_id=_first_thread(
+            thread, new, lambda: next((t.thread_id for t in backend.threads()), None)
+        ),
         model_name="(the server's model)" if state.remote else state.models.chat_name,
         dispatch=dispatch,
         notice="" if state.remote else state.models.notice,
@@ -565,7 +566,7 @@ def _repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bo
     from chatbot.repl import Loaded, LoadingBackend, Opened, Repl, ScriptedReader
 
     store = None if state.db_missing else state.store  # a new file waits for valid settings
-    thread_id = _first_thread(thread, new, store.list_threads if store else list)
+    thread_id = _first_thread(thread, new, store.newest_thread if store else lambda: None)
 
     def open_backend() -> Opened:
         try:
@@ -759,9 +760,11 @@ class _AskView:
 
     def show(self, event: Event) -> None:
         from chatbot.render import describe_summary
-        from chatbot.session import Reply, Summarized, SummaryFailed, Token
+        from chatbot.session import Reply, Summarized, SummaryFailed, Token, Waiting
 
-        if isinstance(event, Token) and self.interactive:
+        if isinstance(event, Waiting):
+            err.print(f"[dim]{escape(sanitize(event.words))}[/]")
+        elif isinstance(event, Token) and self.interactive:
             out.print(self.safe.feed(event.text), end="", markup=False)
             self.streamed += event.text
         elif isinstance(event, Reply) and not self.streamed:

@@ -108,7 +108,15 @@ class ReplyView:
             self._live.start()
 
     def show(self, event: Event) -> None:
-        from chatbot.session import Folding, NothingToFold, Reply, Summarized, SummaryFailed, Token
+        from chatbot.session import (
+            Folding,
+            NothingToFold,
+            Reply,
+            Summarized,
+            SummaryFailed,
+            Token,
+            Waiting,
+        )
 
         if isinstance(event, Token):
             self.text += event.text
@@ -119,6 +127,8 @@ class ReplyView:
             if final and final.startswith(self.text[: self._printed]):
                 self.text = final  # (what is printed already stays as it was)
             self.status = ""
+        elif isinstance(event, Waiting):
+            self._set_status(event.words)
         elif isinstance(event, Folding):
             messages = "1 message" if event.messages == 1 else f"{event.messages} messages"
             self._set_status(f"folding {messages} into the summary…")

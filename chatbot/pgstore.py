@@ -142,6 +142,7 @@ class PgStore(SqlStore):
             name="chatbot",
         )
         try:
+            self._check_reachable(prepare_threshold)
             self.pool.open(wait=True, timeout=10)
             self._set_up()
         except StoreError:
@@ -152,6 +153,13 @@ class PgStore(SqlStore):
             raise StoreError(
                 f"cannot use the PostgreSQL database {self.path}: {_reason(error)}"
             ) from None
+
+    def _check_reachable(self, prepare_threshold: int | None) -> None:
+        """One connection first: a wrong host, database or password fails at once with the
+        server's reason (a pool would retry until its timeout)."""
+        import psycopg
+
+        psycopg.connect(self.url, connect_timeout=10, prepare_threshold=prepare_threshold).close()
 
     def _set_up(self) -> None:
         """LangGraph's tables, then chatbot's migrations, once, under an advisory lock (two

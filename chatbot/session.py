@@ -80,7 +80,19 @@ class SummaryFailed:
     reason: str = "trigger"
 
 
-Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold
+@dataclass(frozen=True)
+class Waiting:
+    """Another window or process is taking a turn on this thread; this one waits for it to
+    finish (see :mod:`chatbot.leases`), then runs."""
+
+    thread_id: str
+
+    @property
+    def words(self) -> str:
+        return f"thread {self.thread_id} is answering in another window — waiting, Ctrl-C to stop"
+
+
+Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold | Waiting
 
 
 class TurnStream:

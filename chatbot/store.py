@@ -348,6 +348,14 @@ class SqlStore:
             self._query("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,))
         )
 
+    def newest_thread(self) -> str | None:
+        """The most recently active thread's id (its newest checkpoint is the newest)."""
+        rows = self._query(
+            "SELECT thread_id FROM checkpoints WHERE checkpoint_ns = '' "
+            "ORDER BY checkpoint_id DESC LIMIT 1"
+        )
+        return rows[0][0] if rows else None
+
     def thread_info(self, thread_id: str) -> ThreadInfo | None:
         """The listing row of one thread, or ``None`` if it has no checkpoints."""
         found = self.list_threads(thread_id)

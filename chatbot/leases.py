@@ -1,0 +1,101 @@
+"""One turn at a time per thread, across windows, processes and hosts.
+
+A turn (a message and its reply, /retry, /compact, /undo, a fork's first state) holds its
+thread's lease: a row in ``chatbot_leases`` with an expiry, in whichever database holds the
+thread (:meth:`chatbot.store.SqlStore.try_lease`). A second window or process that starts a turn
+on a busy thread waits, saying so, and goes on when the first is done; turns on different threads
+never wait for each other. The lease is given back when the turn ends however it ends (success,
+failure, Ctrl-C), and a process killed mid-turn holds it only until it expires
+(:data:`chatbot.store.LEASE_SECONDS`): a running turn renews it every third of that.
+
+LangGraph's savers serialise writes only within one process; without the lease two processes
+answering on one thread at once both append to the same parent checkpoint, and one reply ends up
+on a side branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+
+from chatbot.store import LEASE_SECONDS, SqlStore
+
+POLL_SECONDS = 0.1
+"""How often a waiting turn asks again."""
+
+HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+"""This process's name on its leases. One per process: a turn that re-enters (a /retry that
+rewrites the state, then runs) renews its own lease instead of waiting for itself."""
+
+
+class Lease:
+    """A thread's lease, taken with :meth:`acquire` or :meth:`aacquire`, renewed in the
+    background while held, given back on :meth:`release` (or leaving the ``with`` block)."""
+
+    def __init__(self, store: SqlStore, thread_id: str, seconds: float = LEASE_SECONDS) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.seconds = seconds
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def try_acquire(self) -> bool:
+        """Take the lease if it is free (or ours); False without waiting if not."""
+        if self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+            self._start_renewing()
+            return True
+        return False
+
+    def acquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
+        """Wait until the lease is ours; ``on_wait`` is called once if it has to wait."""
+        waited = False
+        while not self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+            if not waited:
+                on_wait()
+                waited = True
+            time.sleep(POLL_SECONDS)
+        self._start_renewing()
+
+    async def aacquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
+        """:meth:`acquire` for a task: cancelling it (Ctrl-C) stops the waiting."""
+        waited = False
+        while not self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+            if not waited:
+                on_wait()
+                waited = True
+            await asyncio.sleep(POLL_SECONDS)
+        self._start_renewing()
+
+    def _start_renewing(self) -> None:
+        def renew() -> None:
+            while not self._stop.wait(self.seconds / 3):
+                try:
+                    self.store.try_lease(self.thread_id, HOLDER, self.seconds)
+                except Exception:  # a closed store at exit: the lease expires by itself
+                    return
+
+        self._renewer = threading.Thread(target=renew, name="chatbot-lease", daemon=True)
+        self._renewer.start()
+
+    def release(self) -> None:
+        """Give the lease back (and stop renewing it)."""
+        self._stop.set()
+        self.store.release_lease(self.thread_id, HOLDER)
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()

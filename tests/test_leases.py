@@ -1,0 +1,199 @@
+"""One turn at a time per thread: leases on SQLite and PostgreSQL, across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from chatbot.leases import HOLDER, Lease
+from chatbot.pgstore import open_store
+from tests.helpers import wait_until
+
+
+def test_a_lease_is_one_holders_until_released_or_expired(any_db: str) -> None:
+    with open_store(any_db) as store:
+        assert store.try_lease("t", "a", 30)
+        assert store.try_lease("t", "a", 30), "its holder renews it"
+        assert not store.try_lease("t", "b", 30)
+        assert store.try_lease("other", "b", 30), "other threads never wait"
+        store.release_lease("t", "b")  # not b's: nothing happens
+        assert not store.try_lease("t", "b", 30)
+        store.release_lease("t", "a")
+        assert store.try_lease("t", "b", 0.3)
+        wait_until(lambda: store.try_lease("t", "a", 30), timeout=5)
+
+
+def test_a_waiting_turn_says_so_once_and_goes_on_when_free(any_db: str) -> None:
+    with open_store(any_db) as store:
+        assert store.try_lease("t", "someone else", 0.5)
+        said: list[str] = []
+        lease = Lease(store, "t")
+        lease.acquire(on_wait=lambda: said.append("waiting"))
+        assert said == ["waiting"]
+        assert not store.try_lease("t", "someone else", 30)
+        lease.release()
+        assert store.try_lease("t", "someone else", 30)
+
+
+_HOLD_AND_DIE = """
+import sys, time
+from chatbot.leases import Lease
+from chatbot.pgstore import open_store
+store = open_store(sys.argv[1])
+Lease(store, "t", seconds=float(sys.argv[2])).acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_process_blocks_the_thread_only_until_its_lease_expires(any_db: str) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_DIE, any_db, "1.5"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with open_store(any_db) as store:
+            assert not store.try_lease("t", HOLDER, 30), "held by the other process"
+            time.sleep(1.0)  # past two renewals: still held while it lives
+            assert not store.try_lease("t", HOLDER, 30)
+            os.kill(holder.pid, signal.SIGKILL)
+            holder.wait(10)
+            waited = Lease(store, "t")
+            started = time.monotonic()
+            waited.acquire()
+            assert time.monotonic() - started < 10, "free once the dead holder's lease expired"
+            waited.release()
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+_WORKER = """
+import json, sys, time
+from chatbot.backend import LocalBackend
+from chatbot.graph import build_graph
+from chatbot.models import OfflineChatModel
+from chatbot.pgstore import open_store
+db, name, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = open_store(db)
+graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), None, store.saver)
+backend = LocalBackend(graph, store)
+done = []
+for turn in range(turns):
+    text = f"{name} turn {turn}"
+    list(backend.send("shared", text))
+    done.append([time.time(), text])
+print(json.dumps(done))
+"""
+
+
+@pytest.mark.integration
+def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> None:
+    workers, turns = 4, 50
+    with open_store(any_db):
+        pass  # the schema exists before the workers race to open it
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, any_db, f"w{n}", str(turns)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(workers)
+    ]
+    finished = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        assert "Traceback" not in err and "locked" not in err, err
+        finished += json.loads(out)
+    completed = [text for _, text in sorted(finished)]
+    assert len(completed) == workers * turns
+
+    with open_store(any_db) as store:
+        from chatbot.backend import LocalBackend
+        from chatbot.timeline import lineage
+
+        history = LocalBackend(None, store).history("shared")
+        chain = lineage(history)
+        seen: dict[str | None, str] = {}  # every message of the line, in order, once
+        for snapshot in chain:
+            for message in snapshot.messages:
+                seen.setdefault(message.id, f"{message.type}: {message.text}")
+        said = [text.removeprefix("human: ") for text in seen.values() if text[0] == "h"]
+        replies = [text for text in seen.values() if text.startswith("ai: ")]
+        assert said == completed, "every turn on the thread's one line, in order of completion"
+        assert len(replies) == len(completed), "and every turn's reply"
+        assert all(f'"{text}"' in reply for text, reply in zip(said, replies, strict=True))
+        assert len(chain) == len(history), "no side branch: no turn was answered twice at once"
+
+
+def test_the_lease_is_released_however_a_turn_ends(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from chatbot.backend import LocalBackend
+        from chatbot.graph import build_graph
+        from chatbot.pgstore import open_store
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+        class Failing(GenericFakeChatModel):
+            def _generate(self, *args, **kwargs):
+                raise RuntimeError("provider down")
+        store = open_store(sys.argv[1])
+        backend = LocalBackend(build_graph(Failing(messages=iter([]))), store)
+        try:
+            list(backend.send("t", "hi"))
+        except Exception as error:
+            print("failed:", type(error).__name__)
+        print(store.try_lease("t", "next process", 30))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "db.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "True", result.stdout
+
+
+def test_ask_on_a_busy_thread_says_it_waits_and_answers_when_free(any_db: str) -> None:
+    with open_store(any_db) as store:
+        assert store.try_lease("work", "the other window", 60)
+        asking = subprocess.Popen(
+            [sys.executable, "-m", "chatbot", "ask", "hello", "--thread", "work", "--db", any_db],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))},
+        )
+        try:
+            assert asking.stderr is not None
+            line = ""
+            while "waiting" not in line:
+                line = asking.stderr.readline()
+                assert line, "ask ended without saying it waits"
+            assert line.strip() == (
+                "thread work is answering in another window — waiting, Ctrl-C to stop"
+            )
+            assert asking.poll() is None, "it waits while the other turn runs"
+            store.release_lease("work", "the other window")
+            out, err = asking.communicate(timeout=60)
+        finally:
+            asking.kill()
+            asking.wait(10)
+        assert asking.returncode == 0, err
+        assert 'You said: "hello"' in out
