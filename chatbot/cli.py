@@ -636,7 +636,8 @@ def _terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Lin
             return []
         from chatbot.timeline import short_id
 
-        return [short_id(s.checkpoint_id) for s in repl.backend.history(repl.thread_id)]
+        # the newest 50: completing reads ids only, never a whole long history
+        return [short_id(i) for i in repl.backend.recent_checkpoint_ids(repl.thread_id, 50)]
 
     reader = PromptToolkitReader(
         user_data_path("chatbot", appauthor=False) / "input_history",

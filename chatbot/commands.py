@@ -476,6 +476,7 @@ def _check_model(repl: Repl, name: str) -> None:
 @command("model", "/model [NAME]", "show or switch the chat model for this session")
 def _model(repl: Repl, arg: str) -> Outcome:
     if not arg:
+        repl.ready()  # the model's name is known once the models are loaded
         repl.say(f"chat model: {repl.model_name}")
         return None
     _check_model(repl, arg)
