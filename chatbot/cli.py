@@ -395,6 +395,10 @@ def main_options(
     ] = False,
 ) -> None:
     """Chat with an LLM in the terminal; threads live in SQLite."""
+    if ctx.invoked_subcommand not in (None, "chat"):
+        import gc
+
+        gc.enable()  # (main turned it off for the REPL's start)
     ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model, url=url)
     ctx.call_on_close(ctx.obj.close)
     if ctx.invoked_subcommand is None:
@@ -507,6 +511,9 @@ def chat(
     if terminal and _loads_behind_the_prompt(state):
         repl = _repl_loading_behind_the_prompt(state, thread, new)
     else:
+        import gc
+
+        gc.enable()
         repl = _repl_loaded(state, thread, new)
         if terminal:
             repl.reader = _terminal_reader(repl)
@@ -1197,6 +1204,12 @@ def prune(
 
 def main() -> None:
     """Console-script entry point."""
+    import gc
+
+    # Starting allocates much and frees little: collecting garbage meanwhile only costs time.
+    # The REPL collects again once its loading has ended; every other command once its
+    # arguments are parsed (see main_options).
+    gc.disable()
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
         sys.stdout.reconfigure(errors="replace")
