@@ -14,17 +14,12 @@ metadata and state read on first use, so a command that looks at the last turn o
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    ChannelVersions,
     Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
 )
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.store import SqlStore, thread_config
 from chatbot.timeline import Snapshot, State, state_from_values
@@ -36,48 +31,6 @@ NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
 }
 """The graph's nodes and the channels that trigger them (``graph.nodes[name].triggers``; a
 test checks this against the compiled graph)."""
-
-
-class LocalSaver(SqliteSaver):
-    """LangGraph's ``SqliteSaver`` that also serves ``astream``, the way ``InMemorySaver``
-    does: the async methods run the sync ones. A local SQLite write takes milliseconds, and
-    this keeps one connection, one lock and no extra thread (``AsyncSqliteSaver`` would add
-    both)."""
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self.get_tuple(config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        for item in self.list(config, filter=filter, before=before, limit=limit):
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self.put(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self.put_writes(config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        self.delete_thread(thread_id)
 
 
 def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:

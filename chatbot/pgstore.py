@@ -14,7 +14,7 @@ A password in the URL is never shown: :attr:`PgStore.path` and every error carry
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -60,52 +60,13 @@ def redact_url(url: str) -> str:
 
 
 def _saver_class() -> type[PostgresSaver]:
-    from langgraph.checkpoint.base import (
-        ChannelVersions,
-        Checkpoint,
-        CheckpointMetadata,
-        CheckpointTuple,
-    )
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    class PgSaver(PostgresSaver):
-        """LangGraph's ``PostgresSaver`` that also serves ``astream``: the async methods run
-        the sync ones on the pool, as :class:`chatbot.saver.LocalSaver` does for SQLite."""
+    from chatbot.saver import AsyncFromSync
 
-        async def aget_tuple(self, config: Any) -> CheckpointTuple | None:
-            return self.get_tuple(config)
-
-        async def alist(
-            self,
-            config: Any,
-            *,
-            filter: dict[str, Any] | None = None,
-            before: Any = None,
-            limit: int | None = None,
-        ) -> AsyncIterator[CheckpointTuple]:
-            for item in self.list(config, filter=filter, before=before, limit=limit):
-                yield item
-
-        async def aput(
-            self,
-            config: Any,
-            checkpoint: Checkpoint,
-            metadata: CheckpointMetadata,
-            new_versions: ChannelVersions,
-        ) -> Any:
-            return self.put(config, checkpoint, metadata, new_versions)
-
-        async def aput_writes(
-            self,
-            config: Any,
-            writes: Sequence[tuple[str, Any]],
-            task_id: str,
-            task_path: str = "",
-        ) -> None:
-            self.put_writes(config, writes, task_id, task_path)
-
-        async def adelete_thread(self, thread_id: str) -> None:
-            self.delete_thread(thread_id)
+    class PgSaver(AsyncFromSync, PostgresSaver):
+        """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
+        sync ones on the pool, as :class:`chatbot.saver.LocalSaver` does for SQLite."""
 
     return PgSaver
 

@@ -1,5 +1,5 @@
-"""LangGraph's SQLite checkpointer as chatbot uses it (imported only where checkpoints are
-read or written: opening the database does not need it)."""
+"""LangGraph's checkpointers as chatbot uses them (imported only where checkpoints are read
+or written: opening the database does not need them)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -16,11 +17,10 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 
-class LocalSaver(SqliteSaver):
-    """LangGraph's ``SqliteSaver`` that also serves ``astream``, the way ``InMemorySaver``
-    does: the async methods run the sync ones. A local SQLite write takes milliseconds, and
-    this keeps one connection, one lock and no extra thread (``AsyncSqliteSaver`` would add
-    both)."""
+class AsyncFromSync(BaseCheckpointSaver[str]):
+    """A saver that also serves ``astream``, the way ``InMemorySaver`` does: the async
+    methods run the sync ones. A checkpoint write takes milliseconds, and this keeps one
+    connection (or pool), one lock and no extra thread."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
@@ -56,3 +56,8 @@ class LocalSaver(SqliteSaver):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
+
+
+class LocalSaver(AsyncFromSync, SqliteSaver):
+    """LangGraph's ``SqliteSaver``, serving ``astream`` too (``AsyncSqliteSaver`` would add a
+    second connection and a thread)."""

@@ -38,6 +38,7 @@ def test_startup_benchmark_prints_every_row(tmp_path: Path) -> None:
             for what in ("launch → prompt", "Ctrl-D → exited", "session CPU, peak memory")
         ),
         "threads --json (3 threads × 2 turns)",
+        "threads --json (3 threads × 2 turns)",  # against a bare Typer app, for reference
         "history T --limit 2",
         "history T --limit 2",
         "show T",
