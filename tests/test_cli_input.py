@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from chatbot.cli import app, valid_text
+from chatbot.cli import app
+from chatbot.cliapp import valid_text
 from chatbot.store import Store
 
 runner = CliRunner()

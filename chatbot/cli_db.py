@@ -1,0 +1,182 @@
+"""``chatbot db stats|vacuum|copy`` and ``chatbot prune``: the database itself, not a thread."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from chatbot.store import SqlStore
+
+
+from chatbot.cliapp import (
+    Command,
+    DbOption,
+    JsonOption,
+    OneLineErrors,
+    _print_json,
+    _state,
+    app,
+    err,
+    escape,
+    fail,
+    guarded,
+    out,
+)
+
+# --- keeping the database small -----------------------------------------------------------
+
+db_app = typer.Typer(
+    name="db",
+    cls=OneLineErrors,
+    help="The database itself: what it holds, and giving deleted threads' space back.",
+    add_completion=False,
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+)
+app.add_typer(db_app)
+
+
+def _local_store(ctx: typer.Context, db: str | None, what: str) -> SqlStore | None:
+    """The local database for a maintenance command; ``None`` (said on stderr) if it does not
+    exist yet. On a server the command is refused."""
+    state = _state(ctx, db)
+    if state.remote:
+        fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
+    if state.db_missing:
+        err.print(f"[dim]{escape(state.places.db)} does not exist yet: nothing to do[/]")
+        return None
+    return state.store
+
+
+def _size(count: int) -> str:
+    """Bytes for people: ``412.3 MB``."""
+    size = float(count)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1000
+    return f"{size:,.1f} GB"
+
+
+@db_app.command("stats", cls=Command)
+@guarded
+def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Threads, checkpoints and bytes on disk of the database."""
+    store = _local_store(ctx, db, "db stats")
+    if store is None:
+        return
+    stats = store.stats()
+    if as_json:
+        _print_json(stats.record())
+        return
+    out.print(
+        f"{escape(stats.location)}: {stats.threads:,} threads, {stats.checkpoints:,} "
+        f"checkpoints, {stats.writes:,} pending writes, {_size(stats.bytes)} on disk"
+        + (
+            f" ({_size(stats.free_bytes)} of it free: 'chatbot db vacuum' gives it back)"
+            if stats.free_bytes
+            else ""
+        )
+    )
+
+
+@db_app.command("vacuum", cls=Command)
+@guarded
+def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
+    """Give the space of deleted threads back to the file system (SQLite's VACUUM)."""
+    store = _local_store(ctx, db, "db vacuum")
+    if store is None:
+        return
+    before, after = store.vacuum()
+    out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
+
+
+@db_app.command("copy", cls=Command)
+@guarded
+def db_copy(
+    source: Annotated[str, typer.Argument(metavar="SRC", help="SQLite file or postgresql:// URL.")],
+    target: Annotated[str, typer.Argument(metavar="DST", help="SQLite file or postgresql:// URL.")],
+    threads: Annotated[
+        list[str] | None,
+        typer.Option("--thread", "-t", help="Copy this thread (repeat it; default: all)."),
+    ] = None,
+) -> None:
+    """Copy threads with their whole history to another database: SQLite to PostgreSQL and
+    back. Run it again to copy what is new; a thread that exists there with a different
+    history is refused."""
+    from chatbot.copying import plan_copy, run_copy
+    from chatbot.pgstore import open_store
+    from chatbot.store import is_postgres_url
+
+    if not is_postgres_url(source) and not Path(source).expanduser().is_file():
+        fail(f"no database {source!r}: give a SQLite file or a postgresql:// URL", 2)
+    with open_store(source) as src, open_store(target) as dst:
+        if src.path == dst.path:
+            fail("SRC and DST are the same database: give two", 2)
+        plan = plan_copy(src, dst, threads or [])
+        total = plan.checkpoints
+        if total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            with Progress(
+                TextColumn("copying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("checkpoints"),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal or total < 200,
+            ) as bar:
+                task = bar.add_task("copy", total=total)
+                run_copy(src, dst, plan, progress=lambda n: bar.advance(task, n))
+        copied, same = len(plan.copy), len(plan.skipped)
+        err.print(
+            f"copied {copied} thread{'' if copied == 1 else 's'} ({total:,} checkpoints) from "
+            f"{escape(src.path)} to {escape(dst.path)}"
+            + (f"; {same} already there with the same history" if same else "")
+        )
+
+
+@app.command(cls=Command)
+@guarded
+def prune(
+    ctx: typer.Context,
+    inactive_days: Annotated[
+        float,
+        typer.Option(
+            "--inactive-days", min=0, help="Delete threads with no activity for this many days."
+        ),
+    ],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete them (else: only list).")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete whole threads not active for N days: lists them, and deletes them with --yes (or
+    after asking). A thread is never thinned; forks of a deleted thread keep its id as text."""
+    from chatbot.render import threads_table
+
+    store = _local_store(ctx, db, "prune")
+    if store is None:
+        return
+    stale = store.inactive_threads(inactive_days)
+    days = f"{inactive_days:g} day{'' if inactive_days == 1 else 's'}"
+    if not stale:
+        err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
+        return
+    out.print(threads_table(stale), soft_wrap=False)
+    count = f"{len(stale)} thread{'' if len(stale) == 1 else 's'}"
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print(f"{count} inactive for {days}; nothing deleted: add --yes to delete them")
+            return
+        if not typer.confirm(f"Delete these {count} and all their history?", default=False):
+            err.print("kept")
+            raise typer.Exit(1)
+    for info in stale:
+        store.delete_thread(info.thread_id)
+    err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")
