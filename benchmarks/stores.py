@@ -492,8 +492,8 @@ def find_messages(store: SqlStore, thread: str, sent: Sequence[str]) -> tuple[in
 
     from chatbot.checkpoints import read_checkpoint
 
-    index = store.checkpoint_index(thread)
-    parents = {checkpoint: parent for checkpoint, parent, _ in index}
+    index = store.checkpoint_parents(thread)
+    parents = dict(index)
     lineage: set[str] = set()
     at = index[0][0] if index else None
     while at is not None and at not in lineage:
@@ -501,7 +501,7 @@ def find_messages(store: SqlStore, thread: str, sent: Sequence[str]) -> tuple[in
         at = parents.get(at)
     seen_in_lineage: set[str] = set()
     seen: set[str] = set()
-    for checkpoint, _, _ in index:
+    for checkpoint, _ in index:
         state = read_checkpoint(store, thread, checkpoint).state
         texts = {m.text for m in state.messages if isinstance(m, HumanMessage)}
         seen |= texts

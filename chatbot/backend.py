@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
-from chatbot.checkpoints import lazy_history, read_checkpoint, recent_checkpoint_ids
+from chatbot.checkpoints import lazy_history, read_checkpoint
 from chatbot.errors import FriendlyError
 from chatbot.leases import Lease
 from chatbot.session import (
@@ -236,7 +236,7 @@ class LocalBackend:
     def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
         """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing
         /show and /fork): from the index, nothing deserialised."""
-        return recent_checkpoint_ids(self.store, thread_id, limit)
+        return self.store.recent_checkpoint_ids(thread_id, limit)
 
     def threads(self) -> list[ThreadInfo]:
         """All threads, newest activity first (plain SQL)."""

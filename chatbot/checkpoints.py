@@ -13,7 +13,6 @@ metadata and state read on first use, so a command that looks at the last turn o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from langgraph.checkpoint.base import (
@@ -88,11 +87,7 @@ def read_checkpoint(store: SqlStore, thread_id: str, checkpoint_id: str | None =
 def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     """Every checkpoint of a thread, newest first, from its ids and parents; each one's
     metadata and state are read when first asked for."""
-    rows = store._query(
-        "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
-        "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
-        (thread_id,),
-    )
+    rows = store.checkpoint_parents(thread_id)
     metadata = _MetadataReader(store, thread_id, [row[0] for row in rows])
 
     def loader(checkpoint_id: str) -> Any:
@@ -137,34 +132,11 @@ class _MetadataReader:
         ]
         if checkpoint_id not in block:
             block.append(checkpoint_id)
-        rows = self.store._query(
-            "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = ? "
-            f"AND checkpoint_ns = '' AND checkpoint_id IN ({', '.join('?' * len(block))})",
-            (self.thread_id, *block),
-        )
-        self.read.update((row[0], _metadata(row[1])) for row in rows)
+        self.read.update(self.store.checkpoint_metadata(self.thread_id, block))
         return self.read.setdefault(checkpoint_id, {})
-
-
-def _metadata(value: Any) -> dict[str, Any]:
-    """Checkpoint metadata as stored: JSON text (SQLite) or already a dict (PostgreSQL)."""
-    if isinstance(value, dict):
-        return value
-    return json.loads(value) if value else {}
 
 
 def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> State:
     """The state at one checkpoint of a thread (empty if it has gone since)."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
     return state_of(saved) if saved is not None else State()
-
-
-def recent_checkpoint_ids(store: SqlStore, thread_id: str, limit: int) -> list[str]:
-    """The ids of a thread's newest ``limit`` checkpoints, newest first (ids only: SQL that
-    reads neither a checkpoint nor its metadata)."""
-    rows = store._query(
-        "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-        "ORDER BY checkpoint_id DESC LIMIT ?",
-        (thread_id, max(0, limit)),
-    )
-    return [row[0] for row in rows]

@@ -20,11 +20,11 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
 
 
 from chatbot.cli_chat import (
-    _leave_at_once,
-    _loads_behind_the_prompt,
-    _repl_loaded,
-    _repl_loading_behind_the_prompt,
-    _terminal_reader,
+    leave_at_once,
+    loads_behind_the_prompt,
+    repl_loaded,
+    repl_loading_behind_the_prompt,
+    terminal_reader,
 )
 from chatbot.cli_db import db_app, prune  # noqa: F401  (registers `chatbot db` and `prune`)
 from chatbot.cliapp import (
@@ -35,19 +35,19 @@ from chatbot.cliapp import (
     JsonOption,
     ThreadArgument,
     UrlOption,
-    _open_thread,
-    _print_json,
-    _read_text,
-    _show_notice,
-    _state,
-    _valid_text_option,
-    _version,
     app,
+    app_state,
     err,
     escape,
     fail,
     guarded,
+    open_thread,
     out,
+    print_json,
+    read_text,
+    show_notice,
+    show_version,
+    valid_text_option,
 )
 
 
@@ -68,7 +68,7 @@ def main_options(
             "--thread",
             "-t",
             help="Without a command: chat in this thread.",
-            callback=_valid_text_option,
+            callback=valid_text_option,
         ),
     ] = None,
     new: Annotated[
@@ -76,7 +76,7 @@ def main_options(
     ] = False,
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+        typer.Option("--version", callback=show_version, is_eager=True, help="Show the version."),
     ] = False,
 ) -> None:
     """Chat with an LLM in the terminal; threads live in SQLite."""
@@ -109,7 +109,7 @@ def chat(
             "--thread",
             "-t",
             help="Thread to open (default: the most recent).",
-            callback=_valid_text_option,
+            callback=valid_text_option,
         ),
     ] = None,
     new: Annotated[bool, typer.Option("--new", help="Start a fresh thread.")] = False,
@@ -126,20 +126,20 @@ def chat(
             thread = check_thread_id(thread)
         except ValueError as error:
             fail(str(error), 2)
-    state = _state(ctx, db, url)
+    state = app_state(ctx, db, url)
     terminal = sys.stdin.isatty() and out.is_terminal
-    if terminal and _loads_behind_the_prompt(state):
-        repl = _repl_loading_behind_the_prompt(state, thread, new)
+    if terminal and loads_behind_the_prompt(state):
+        repl = repl_loading_behind_the_prompt(state, thread, new)
     else:
         import gc
 
         gc.enable()
-        repl = _repl_loaded(state, thread, new)
+        repl = repl_loaded(state, thread, new)
         if terminal:
-            repl.reader = _terminal_reader(repl)
+            repl.reader = terminal_reader(repl)
     code = repl.run()
     if terminal:
-        _leave_at_once(state, code)
+        leave_at_once(state, code)
     raise typer.Exit(code)
 
 
@@ -159,7 +159,7 @@ def ask(
             "--thread",
             "-t",
             help="Thread id to continue or create.",
-            callback=_valid_text_option,
+            callback=valid_text_option,
         ),
     ] = "default",
     db: DbOption = None,
@@ -173,10 +173,10 @@ def ask(
         thread = check_thread_id(thread)
     except ValueError as error:
         fail(str(error), 2)
-    state = _state(ctx, db, url)
-    message = _read_text(text)
+    state = app_state(ctx, db, url)
+    message = read_text(text)
     backend = state.backend(runs=True)
-    _show_notice(state)
+    show_notice(state)
     current = backend.current(thread)
     if current is not None and current.awaiting_reply:
         err.print(
@@ -268,7 +268,7 @@ def compact(
         typer.Option(
             "--focus",
             help="What this summary should keep, e.g. 'every file name'.",
-            callback=_valid_text_option,
+            callback=valid_text_option,
         ),
     ] = None,
     db: DbOption = None,
@@ -277,7 +277,7 @@ def compact(
     """Fold a thread's older messages into its summary now (the usual keep window stays)."""
     from chatbot.timeline import compact_refusal
 
-    backend = _open_thread(ctx, thread_id, db, url, runs=True)
+    backend = open_thread(ctx, thread_id, db, url, runs=True)
     refusal = compact_refusal(backend.current(thread_id))
     if refusal:
         fail(refusal)
@@ -323,7 +323,7 @@ def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
 ) -> None:
     """List threads: id, messages, summary, last active, title."""
-    state = _state(ctx, db, url)
+    state = app_state(ctx, db, url)
     if state.db_missing:
         listing = []
     elif state.remote:
@@ -333,7 +333,7 @@ def threads(
     if as_json:
         from chatbot.store import thread_record
 
-        _print_json([thread_record(t) for t in listing])
+        print_json([thread_record(t) for t in listing])
     elif listing:
         from chatbot.render import threads_table
 
@@ -363,18 +363,18 @@ def history(
     from chatbot.render import history_record, history_table, turn_record, turn_table
     from chatbot.timeline import history_rows, turn_entries
 
-    backend = _open_thread(ctx, thread_id, db, url)
+    backend = open_thread(ctx, thread_id, db, url)
     history = backend.history(thread_id)  # the index: only the rows shown read their states
     if every:
         rows = history_rows(history, limit)
         if as_json:
-            _print_json([history_record(r) for r in rows])
+            print_json([history_record(r) for r in rows])
         else:
             out.print(history_table(rows))
         return
     entries = turn_entries(history, limit)
     if as_json:
-        _print_json([turn_record(e) for e in entries])
+        print_json([turn_record(e) for e in entries])
     else:
         out.print(turn_table(entries))
 
@@ -395,7 +395,7 @@ def show(
     from chatbot.render import checkpoint_heading, message_record, state_view
     from chatbot.timeline import find_checkpoint
 
-    backend = _open_thread(ctx, thread_id, db, url)
+    backend = open_thread(ctx, thread_id, db, url)
     if checkpoint:
         snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
     else:
@@ -410,7 +410,7 @@ def show(
         }
         if checkpoint:
             document["checkpoint_id"] = snapshot.checkpoint_id
-        _print_json(document)
+        print_json(document)
         return
     out.print(state_view(snapshot, title=checkpoint_heading(snapshot) if checkpoint else ""))
 
@@ -438,7 +438,7 @@ def export(
         write_private,
     )
 
-    backend = _open_thread(ctx, thread_id, db, url)
+    backend = open_thread(ctx, thread_id, db, url)
     try:
         chosen = export_format(output, fmt)
     except ExportError as error:
@@ -467,7 +467,7 @@ def fork(
         typer.Option(
             "--to",
             help="Id of the new thread (default: THREAD-fork1, or the next free number).",
-            callback=_valid_text_option,
+            callback=valid_text_option,
         ),
     ] = None,
     db: DbOption = None,
@@ -477,7 +477,7 @@ def fork(
     from chatbot.threadids import check_thread_id, next_fork_id
     from chatbot.timeline import find_checkpoint
 
-    backend = _open_thread(ctx, thread_id, db, url)
+    backend = open_thread(ctx, thread_id, db, url)
     checkpoint_id = (
         find_checkpoint(backend.history(thread_id), checkpoint).checkpoint_id
         if (checkpoint)
@@ -501,7 +501,7 @@ def delete(
     url: UrlOption = None,
 ) -> None:
     """Delete a thread and its whole history (local threads only)."""
-    backend = _open_thread(ctx, thread_id, db, url, local_only="delete")
+    backend = open_thread(ctx, thread_id, db, url, local_only="delete")
     if not yes:
         if not sys.stdin.isatty():
             fail("deleting needs confirmation: add --yes", 2)

@@ -15,12 +15,12 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
 from chatbot.cliapp import (
     AppState,
     ValidTextReader,
-    _stdin,
     out,
+    valid_stdin,
 )
 
 
-def _loads_behind_the_prompt(state: AppState) -> bool:
+def loads_behind_the_prompt(state: AppState) -> bool:
     """A REPL on a SQLite file starts before its models and graph: the thread list is plain
     SQL. On a server or PostgreSQL, everything is made before the prompt."""
     from chatbot.store import is_postgres_url
@@ -37,7 +37,7 @@ def _first_thread(thread: str | None, new: bool, newest: Callable[[], str | None
     return newest() or new_thread_id()
 
 
-def _repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
+def repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
     """A REPL whose backend, settings and models are made before it starts."""
     from chatbot.commands import dispatch
     from chatbot.repl import Repl, ScriptedReader
@@ -46,7 +46,7 @@ def _repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
     return Repl(
         backend=backend,
         console=out,
-        reader=ValidTextReader(ScriptedReader(line.rstrip("\n") for line in _stdin())),
+        reader=ValidTextReader(ScriptedReader(line.rstrip("\n") for line in valid_stdin())),
         settings=state.settings,
         thread_id=_first_thread(
             thread, new, lambda: next((t.thread_id for t in backend.threads()), None)
@@ -57,7 +57,7 @@ def _repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
     )
 
 
-def _repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bool) -> Repl:
+def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bool) -> Repl:
     """A REPL in a terminal that shows its prompt first: before it, only the database file
     is opened (plain SQL, no LangGraph) to choose the thread and say what is in it; behind it,
     a daemon thread checks the settings, opens the backend and makes the models and the graph
@@ -101,7 +101,7 @@ def _repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bo
         model_name="(still loading)",
         dispatch=_dispatch_while_loading,
     )
-    repl.reader = _terminal_reader(repl, shown=repl.prompt_shown)
+    repl.reader = terminal_reader(repl, shown=repl.prompt_shown)
     return repl
 
 
@@ -121,7 +121,7 @@ def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
     return dispatch(repl, line)
 
 
-def _terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> LineReader:
+def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> LineReader:
     """prompt_toolkit's line editing, completing commands and ids (never waiting for them:
     before threads can be read there is nothing to complete but thread ids)."""
     from platformdirs import user_data_path
@@ -156,7 +156,7 @@ def _terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Lin
     return ValidTextReader(reader)
 
 
-def _leave_at_once(state: AppState, code: int) -> NoReturn:
+def leave_at_once(state: AppState, code: int) -> NoReturn:
     """End the process when the REPL ends, without the interpreter's teardown.
 
     Tearing down the modules of LangGraph, langchain-core and an OpenAI client takes 0.2 to

@@ -17,14 +17,14 @@ from chatbot.cliapp import (
     DbOption,
     JsonOption,
     OneLineErrors,
-    _print_json,
-    _state,
     app,
+    app_state,
     err,
     escape,
     fail,
     guarded,
     out,
+    print_json,
 )
 
 # --- keeping the database small -----------------------------------------------------------
@@ -43,7 +43,7 @@ app.add_typer(db_app)
 def _local_store(ctx: typer.Context, db: str | None, what: str) -> SqlStore | None:
     """The local database for a maintenance command; ``None`` (said on stderr) if it does not
     exist yet. On a server the command is refused."""
-    state = _state(ctx, db)
+    state = app_state(ctx, db)
     if state.remote:
         fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
     if state.db_missing:
@@ -71,7 +71,7 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
         return
     stats = store.stats()
     if as_json:
-        _print_json(stats.record())
+        print_json(stats.record())
         return
     out.print(
         f"{escape(stats.location)}: {stats.threads:,} threads, {stats.checkpoints:,} "

@@ -160,7 +160,7 @@ def valid_text(text: str) -> str:
         return _SURROGATE.sub("\ufffd", text)
 
 
-def _valid_text_option(value: str | None) -> str | None:
+def valid_text_option(value: str | None) -> str | None:
     """Typer callback: a text argument as valid Unicode (see :func:`valid_text`)."""
     return None if value is None else valid_text(value)
 
@@ -175,7 +175,7 @@ UrlOption = Annotated[
     ),
 ]
 ThreadArgument = Annotated[
-    str, typer.Argument(metavar="THREAD", help="Thread id.", callback=_valid_text_option)
+    str, typer.Argument(metavar="THREAD", help="Thread id.", callback=valid_text_option)
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
@@ -344,14 +344,14 @@ def _error_line(message: str) -> None:
     err.print(f"[red]error:[/] {escape(sanitize(redact(message)))}")
 
 
-def _print_json(data: Any) -> None:
+def print_json(data: Any) -> None:
     """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
     (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself."""
     sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
     sys.stdout.flush()
 
 
-def _state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
+def app_state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
     state = ctx.find_root().obj
     assert isinstance(state, AppState)
     if db:
@@ -361,18 +361,18 @@ def _state(ctx: typer.Context, db: str | None = None, url: str | None = None) ->
     return state
 
 
-def _version(value: bool) -> None:
+def show_version(value: bool) -> None:
     if value:
         out.print(f"chatbot {__version__}")
         raise typer.Exit()
 
 
-def _show_notice(state: AppState) -> None:
+def show_notice(state: AppState) -> None:
     if not state.remote and state.models.notice:
         err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
 
 
-def _stdin() -> TextIO:
+def valid_stdin() -> TextIO:
     """stdin, reading bytes that are not valid text as U+FFFD instead of failing."""
     if isinstance(sys.stdin, io.TextIOWrapper):
         sys.stdin.reconfigure(errors="replace")
@@ -389,16 +389,16 @@ class ValidTextReader:
         return valid_text(self.reader.read(prompt, toolbar))
 
 
-def _read_text(text: str | None) -> str:
+def read_text(text: str | None) -> str:
     """The message ``ask`` sends: TEXT, what is piped in, or both. Both is the piped input,
     then TEXT after a blank line (``git diff | chatbot ask "review this"``), in the order llm
     puts them. ``-`` reads stdin alone."""
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
-        text = _stdin().read()
+        text = valid_stdin().read()
     elif not sys.stdin.isatty():
-        piped = _stdin().read().rstrip("\n")
+        piped = valid_stdin().read().rstrip("\n")
         if piped.strip():
             text = f"{piped}\n\n{text}" if text.strip() else piped
     text = valid_text(text)
@@ -407,7 +407,7 @@ def _read_text(text: str | None) -> str:
     return text
 
 
-def _open_thread(
+def open_thread(
     ctx: typer.Context,
     thread_id: str,
     db: str | None,
@@ -420,7 +420,7 @@ def _open_thread(
 
     ``local_only`` names a command only local threads allow: on a server it is refused first.
     """
-    state = _state(ctx, db, url)
+    state = app_state(ctx, db, url)
     if state.db_missing:
         fail(f"no thread {thread_id!r}: {state.places.db} does not exist yet")
     backend = state.backend(runs)

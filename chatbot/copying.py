@@ -52,7 +52,7 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
         tuples = list(source.saver.list(thread_config(thread)))
         tuples.reverse()  # oldest first: a parent is written before its children
         have = (
-            {row[0] for row in target.checkpoint_index(thread)}
+            {row[0] for row in target.checkpoint_parents(thread)}
             if target.thread_exists(thread)
             else set()
         )

@@ -207,7 +207,6 @@ class PgStore(SqlStore):
             writes=writes,
             bytes=size,
             free_bytes=0,
-            database_bytes=size,
         )
 
     def _bytes(self) -> int:

@@ -106,7 +106,6 @@ class StoreStats:
     """The file, its write-ahead log and shared-memory file, as they are on disk."""
     free_bytes: int
     """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
-    database_bytes: int
 
     def record(self) -> dict[str, Any]:
         """As JSON (``chatbot db stats --json``)."""
@@ -474,15 +473,35 @@ class SqlStore:
 
     # --- a thread's checkpoints, plain SQL ---------------------------------------------
 
-    def checkpoint_index(self, thread_id: str) -> list[tuple[str, str | None, dict[str, Any]]]:
-        """A thread's checkpoints as (id, parent id, metadata), newest first: plain SQL over
-        LangGraph's table, no checkpoint deserialised (metadata is JSON there)."""
+    def checkpoint_parents(self, thread_id: str) -> list[tuple[str, str | None]]:
+        """A thread's checkpoints as (id, parent id), newest first: ids only, reading neither a
+        checkpoint nor its metadata."""
         rows = self._query(
-            "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+            "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
             "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
             (thread_id,),
         )
-        return [(row[0], row[1], _metadata(row[2])) for row in rows]
+        return [(row[0], row[1]) for row in rows]
+
+    def checkpoint_metadata(self, thread_id: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The metadata of some of a thread's checkpoints, by id (JSON: none is deserialised)."""
+        if not ids:
+            return {}
+        rows = self._query(
+            "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = ? "
+            f"AND checkpoint_ns = '' AND checkpoint_id IN ({', '.join('?' * len(ids))})",
+            (thread_id, *ids),
+        )
+        return {row[0]: _metadata(row[1]) for row in rows}
+
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
+        """The ids of a thread's newest ``limit`` checkpoints, newest first."""
+        rows = self._query(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+            "ORDER BY checkpoint_id DESC LIMIT ?",
+            (thread_id, max(0, limit)),
+        )
+        return [row[0] for row in rows]
 
     def latest_checkpoint_id(self, thread_id: str) -> str | None:
         """The id of a thread's newest checkpoint, or ``None``."""
@@ -656,7 +675,6 @@ class Store(SqlStore):
         (checkpoints,) = self.conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
         (writes,) = self.conn.execute("SELECT COUNT(*) FROM writes").fetchone()
         (page_size,) = self.conn.execute("PRAGMA page_size").fetchone()
-        (pages,) = self.conn.execute("PRAGMA page_count").fetchone()
         (free,) = self.conn.execute("PRAGMA freelist_count").fetchone()
         return StoreStats(
             location=self.path,
@@ -665,7 +683,6 @@ class Store(SqlStore):
             writes=writes,
             bytes=self._bytes_on_disk(),
             free_bytes=free * page_size,
-            database_bytes=pages * page_size,
         )
 
     def _bytes_on_disk(self) -> int:
