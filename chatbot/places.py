@@ -27,6 +27,14 @@ def default_db_path() -> Path:
     return user_data_path("chatbot", appauthor=False) / "chatbot.sqlite"
 
 
+def config_dir() -> Path:
+    """The user's chatbot config folder (e.g. ``~/.config/chatbot``; ``$XDG_CONFIG_HOME`` moves
+    it): ``config.env`` (settings read after the environment and ``./.env``) and ``roles/``."""
+    from platformdirs import user_config_path
+
+    return user_config_path("chatbot", appauthor=False)
+
+
 def check_http_url(value: str | None, example: str) -> str | None:
     """An http(s) address with a host and a valid port, or a ValueError showing the form."""
     if value is None:
