@@ -16,6 +16,7 @@ from langchain_core.runnables import RunnableConfig
 from chatbot.checkpoints import lazy_history, read_checkpoint
 from chatbot.errors import FriendlyError
 from chatbot.leases import Lease
+from chatbot.pricing import SPENT_KEY, spent, spent_metadata
 from chatbot.session import (
     STREAM_MODES,
     Event,
@@ -125,7 +126,10 @@ class LocalBackend:
             try:
                 prepare()
                 stream = self.graph.stream(
-                    payload, config, context=_as_context(context), stream_mode=STREAM_MODES
+                    payload,
+                    self._spent_so_far(thread_id, config),
+                    context=_as_context(context),
+                    stream_mode=STREAM_MODES,
                 )
                 yield from events_from_stream(stream)
             finally:
@@ -143,7 +147,10 @@ class LocalBackend:
             try:
                 prepare()
                 stream = self.graph.astream(
-                    payload, config, context=_as_context(context), stream_mode=STREAM_MODES
+                    payload,
+                    self._spent_so_far(thread_id, config),
+                    context=_as_context(context),
+                    stream_mode=STREAM_MODES,
                 )
                 async for part in stream:
                     for event in events_from_stream([part]):
@@ -158,6 +165,15 @@ class LocalBackend:
                     lease.release()
 
         return TurnStream(blocking, cancellable)
+
+    def _spent_so_far(self, thread_id: str, config: RunnableConfig) -> RunnableConfig:
+        """The run's config with the thread's spend so far, the floor of the run's usage
+        record: a run from an older checkpoint (/retry) or after /undo keeps what the calls
+        it went back past cost (see :mod:`chatbot.pricing`)."""
+        record = spent(self.current(thread_id))
+        if record is None:
+            return config
+        return {**config, "configurable": {**config.get("configurable", {}), SPENT_KEY: record}}
 
     def send(self, thread_id: str, text: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Run one turn: stream the reply, then report a summary if one was made."""
@@ -289,7 +305,8 @@ class LocalBackend:
             self._restore(thread_id, checkpoint_id, action)
 
     def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
-        metadata = {ACTION_KEY: action}
+        now = self.current(thread_id)
+        metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
         if checkpoint_id is None:
             from langgraph.graph.message import REMOVE_ALL_MESSAGES
 

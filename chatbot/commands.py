@@ -17,6 +17,7 @@ from chatbot.export import ExportError, default_path, export_document, export_fo
 from chatbot.export import render as render_export
 from chatbot.models import MissingCredentials
 from chatbot.policy import TRIGGER_OFF, SummaryPolicy
+from chatbot.pricing import cost_rows, snapshot_cost
 from chatbot.settings import SettingsError
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
@@ -395,7 +396,7 @@ def _export(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-@command("tokens", "/tokens", "context size now, the trigger, tokens saved by summaries")
+@command("tokens", "/tokens", "context size now, the trigger, tokens saved by summaries, cost")
 def _tokens(repl: Repl, arg: str) -> Outcome:
     _no_argument("tokens", arg)
     snapshot = repl.backend.current(repl.thread_id)
@@ -427,6 +428,8 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     table.add_row("keep", keep)
     table.add_row("summary", f"{counter.text(snapshot.summary) if snapshot else 0:,} tokens")
     table.add_row("saved", f"{saved.tokens:,} tokens per call ({saved.messages} messages folded)")
+    for name, value in cost_rows(snapshot_cost(snapshot)):  # from the state's usage record
+        table.add_row(name, escape(value))
     table.add_row("counted with", counted_with)
     repl.console.print(table)
     return None

@@ -21,14 +21,14 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import RemoveMessage
+from langchain_core.messages import AIMessage, RemoveMessage
 from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.config import get_stream_writer
+from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime, get_runtime
 
-from chatbot import finish, folding, policy, prompts
+from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
     ContextTooLong,
     ModelCallFailed,
@@ -39,8 +39,8 @@ from chatbot.errors import (
 from chatbot.runsettings import RunResolver, RunSettings
 from chatbot.settings import Settings
 from chatbot.state import ChatGraph, Context, State
-from chatbot.steps import Steps, adrive, drive
-from chatbot.tokens import USAGE_KEY
+from chatbot.steps import Steps, adrive, drive, watched
+from chatbot.tokens import USAGE_KEY, model_name
 
 log = logging.getLogger("chatbot.graph")
 
@@ -66,6 +66,22 @@ def _too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
         f"{what} is about {tokens:,} tokens{limit_text}: shorten it or split it "
         "(it stays in the thread; the next message folds it into the summary)"
     )
+
+
+def _paid(
+    state: State, role: pricing.Role, model: BaseChatModel, replies: list[AIMessage]
+) -> dict[str, Any]:
+    """The state update recording the calls' usage (none when no call was answered), added
+    to the thread's record, never below the run's floor (see :mod:`chatbot.pricing`)."""
+    if not replies:
+        return {}
+    floor = (get_config().get("configurable") or {}).get(pricing.SPENT_KEY)
+    record = pricing.run_record(state, floor)
+    earlier = pricing.has_turns(state["messages"], state.get("summary", ""))
+    for reply in replies:
+        answered = pricing.reply_model(reply, model_name(model))
+        record = pricing.with_call(record, role, answered, reply, earlier_turns=earlier)
+    return {pricing.USAGE_KEY: record}
 
 
 def _node(
@@ -157,6 +173,7 @@ def build_graph(
             response = finish.with_length_note(response)
         response.response_metadata[USAGE_KEY] = run.counter.record(sent)
         update: dict[str, Any] = {"messages": [response]}
+        update.update(_paid(state, "chat", run.chat_model, [response]))
         if state.get("context_overflow"):
             update["context_overflow"] = {}
         return update
@@ -196,9 +213,10 @@ def build_graph(
         if not plan:
             writer({"event": "nothing_to_fold", "reason": reason, "context": before})
             return {}
+        replies: list[AIMessage] = []
         try:
             writer({"event": "folding", "reason": reason, "messages": len(plan.fold)})
-            done = yield from folding.fold(state, run, reason, plan)
+            done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
         except folding.SummaryFailed as error:
             if reason == "overflow":
                 raise ContextTooLong(
@@ -207,7 +225,7 @@ def build_graph(
                 ) from None
             log.warning("summary failed, nothing was removed: %s", error)
             writer({"event": "summary_failed", "error": str(error), "reason": reason})
-            return {}
+            return _paid(state, "summary", run.summary_model, replies)  # the calls were made
         kept = [m for i, m in enumerate(messages) if i not in set(plan.fold)]
         after = folding.context_tokens(kept, done.summary, run)
         refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
@@ -237,6 +255,7 @@ def build_graph(
         record = folding.fold_record(state, done.folded, run.counter)
         if record is not None:
             update["folded"] = record
+        update.update(_paid(state, "summary", run.summary_model, replies))
         return update
 
     def after_summary(state: State) -> Literal["conversation", "__end__"]:

@@ -170,15 +170,20 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
 
     Summary models run at temperature 0. The API key is passed as a secret, never logged. A
     model that :func:`needs_credentials` is refused with one :class:`MissingCredentials` line.
+    With ``CHATBOT_LOG`` set, each call is logged (:mod:`chatbot.calllog`).
     """
     if needs_credentials(name, settings):
         raise MissingCredentials(
             f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works "
             "without them"
         )
+    from chatbot.calllog import call_log
+
+    callbacks = call_log(settings.log, role, name)  # CHATBOT_LOG: one line per call
     if is_offline(name):
         return OfflineChatModel(
             role=role,
+            callbacks=callbacks,
             max_summary_tokens=settings.max_summary_tokens,
             profile={"max_input_tokens": OFFLINE_MAX_INPUT_TOKENS},
         )
@@ -198,6 +203,7 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         stream_usage=True,
+        callbacks=callbacks,
     )
 
 

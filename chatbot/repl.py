@@ -252,6 +252,8 @@ class Repl:
     ``interject``); without it, what loading has to say waits for the next line."""
     _context_tokens: int = 0
     _message_count: int = 0
+    _priced: Snapshot | None = None
+    """The checkpoint the status line's cost is read from (its usage record)."""
     runner: TurnRunner = field(default_factory=session_runner)
     _untold: str | None = None
     """The thread whose state the greeting told only from its listing row (before loading)."""
@@ -321,9 +323,12 @@ class Repl:
         """The status line: thread, model, context size against the trigger."""
         if self._loading() is not None:
             return f" {self.thread_id} · loading the model… · /help · Alt-Enter: newline "
+        from chatbot.pricing import status_meter
+
+        cost = status_meter(self._priced)  # from the thread's usage record
         return (
             f" {self.thread_id} · {self.model_name} · {self.context_meter()} · "
-            "/help · Alt-Enter: newline "
+            f"{cost + ' · ' if cost else ''}/help · Alt-Enter: newline "
         )
 
     # --- loading ---------------------------------------------------------------------------
@@ -442,6 +447,7 @@ class Repl:
         """Refresh the context size from a snapshot: what the graph would send now, counted as
         the graph counts it (on a server, whose system prompt is its own: an estimate of the
         messages and the summary). Returns the tokens."""
+        self._priced = snapshot
         if snapshot is None:
             self._context_tokens = self._message_count = 0
             return 0

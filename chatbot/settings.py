@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     pg_prepare_threshold: str = Field(
         "5", description="PostgreSQL: prepared-statement threshold; 'none' behind pgbouncer."
     )
+    log: str | None = Field(
+        None, description="Append one JSON line per model call to this file (the call log)."
+    )
 
     openai_api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
@@ -82,6 +85,7 @@ class Settings(BaseSettings):
         "summary_input_tokens",
         "url",
         "openai_api_key",
+        "log",
         mode="before",
     )
     @classmethod

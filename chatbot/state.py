@@ -21,11 +21,14 @@ class State(MessagesState):
     and their tokens (``{"messages": N, "tokens": {tokenizer: raw count}}``), so /tokens says
     what the summary saves without reading the thread's history
     (:func:`chatbot.timeline.extend_fold_record`).
+    ``usage`` is the running record of the tokens each model call cost, per role and model
+    (:mod:`chatbot.pricing`), so /tokens prices the thread without reading its history.
     """
 
     summary: str
     context_overflow: dict[str, Any]
     folded: dict[str, Any]
+    usage: dict[str, Any]
 
 
 @dataclass(kw_only=True)

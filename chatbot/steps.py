@@ -8,7 +8,7 @@ where cancelling the task closes the HTTP request at once.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -51,3 +51,29 @@ async def adrive(steps: Steps[Result]) -> Result:
         return done.value
     finally:
         steps.close()
+
+
+def watched(steps: Steps[Result], seen: Callable[[AIMessage], None]) -> Steps[Result]:
+    """The same steps, telling ``seen`` each reply as it comes back (before the steps get it):
+    how a node counts the calls a helper's steps make, failed or not."""
+    try:
+        call = next(steps)
+    except StopIteration as done:
+        return done.value
+    while True:
+        try:
+            reply = yield call
+        except GeneratorExit:
+            steps.close()
+            raise
+        except BaseException as error:  # a failed call: the steps decide what it means
+            try:
+                call = steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            continue
+        seen(reply)
+        try:
+            call = steps.send(reply)
+        except StopIteration as done:
+            return done.value

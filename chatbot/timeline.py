@@ -65,6 +65,8 @@ class State:
     created_at: datetime | None = None
     fold_record: FoldRecord | None = None
     """What the summary holds (the state's ``folded``), or ``None`` when the state has none."""
+    usage: Mapping[str, Any] | None = None
+    """The running record of what the thread's model calls used (:mod:`chatbot.pricing`)."""
 
 
 class Snapshot:
@@ -235,6 +237,7 @@ def state_from_values(
         next=tuple(next_nodes),
         created_at=parse_time(created_at),
         fold_record=record if isinstance(record, Mapping) else None,
+        usage=values["usage"] if isinstance(values.get("usage"), Mapping) else None,
     )
 
 
@@ -265,6 +268,8 @@ def fork_values(values: Mapping[str, Any]) -> dict[str, Any]:
     forked = {"messages": list(values.get("messages") or []), "summary": values.get("summary", "")}
     if isinstance(values.get(FOLDED_KEY), Mapping):
         forked[FOLDED_KEY] = dict(values[FOLDED_KEY])
+    if isinstance(values.get("usage"), Mapping):  # a fork starts with what its messages cost
+        forked["usage"] = dict(values["usage"])
     return forked
 
 

@@ -1,0 +1,189 @@
+"""The call log (``CHATBOT_LOG=PATH``): one JSON line per model call, for debugging.
+
+Each line: ``time`` (ISO, UTC, when the call started), ``model`` (the one that answered, else
+the one asked), ``role`` (``chat`` or ``summary``), ``thread`` (when the run has one),
+``input_tokens``/``cached_tokens``/``output_tokens`` (as the provider reported them),
+``latency_ms``, ``streamed``, and on failure ``error`` (one line: type and message, redacted)
+and ``cancelled``. Never the API key, never what was said.
+
+It is a LangChain callback handler attached where the models are made
+(:func:`chatbot.models.make_model`), so every call is logged: replies, summaries, the fold
+before a call, ``/compact``, retries. The file is created 0600 (its folder 0700 when this
+makes it) and appended to under a lock, a line at a time: the terminal loads and runs turns
+on different threads. With ``--url`` the server makes the calls: the log is written by the
+server started with ``CHATBOT_LOG``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.outputs import LLMResult
+
+from chatbot.errors import redact
+from chatbot.places import SettingsError
+
+Role = Literal["chat", "summary"]
+_MAX_ERROR_CHARS = 500
+
+
+class LogFile:
+    """An append-only JSON-lines file shared by every handler writing to it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def open(self) -> None:
+        """Create the file (0600; its folder 0700) or check it can be appended to; a path that
+        cannot be is one :class:`SettingsError` line."""
+        try:
+            if not self.path.parent.exists():
+                self.path.parent.mkdir(mode=0o700, parents=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            raise SettingsError(
+                f"CHATBOT_LOG={str(self.path)!r} cannot be written: {reason.lower()}; "
+                "give a file path in a folder you can write to, or unset it"
+            ) from None
+
+    def write(self, entry: dict[str, Any]) -> None:
+        """Append one line (a whole line per write, under the lock)."""
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+
+
+_FILES: dict[Path, LogFile] = {}
+_FILES_LOCK = threading.Lock()
+
+
+def log_file(path: str) -> LogFile:
+    """The one :class:`LogFile` for ``path`` in this process, checked writable when first asked."""
+    resolved = Path(path).expanduser().absolute()
+    with _FILES_LOCK:
+        if resolved not in _FILES:
+            opened = LogFile(resolved)
+            opened.open()
+            _FILES[resolved] = opened
+        return _FILES[resolved]
+
+
+def one_line_error(error: BaseException) -> str:
+    """``Type: message`` on one line, redacted (no API key) and cut to a readable length."""
+    text = " ".join(redact(str(error)).split())
+    if len(text) > _MAX_ERROR_CHARS:
+        text = text[: _MAX_ERROR_CHARS - 1] + "…"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+class CallLog(BaseCallbackHandler):
+    """Writes a line to the call log when each call of one model (in one role) ends."""
+
+    run_inline = True  # in the caller's thread: ordering and timing as the call saw them
+    raise_error = False  # the log never breaks a call
+
+    def __init__(self, file: LogFile, role: Role, model: str) -> None:
+        self.file = file
+        self.role = role
+        self.model = model
+        self._started: dict[UUID, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        metadata = metadata or {}
+        call = {
+            "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "clock": time.perf_counter(),
+            "model": str(metadata.get("ls_model_name") or self.model),
+            "thread": metadata.get("thread_id"),
+            "streamed": False,
+        }
+        with self._lock:
+            self._started[run_id] = call
+
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        call = self._started.get(run_id)
+        if call is not None:
+            call["streamed"] = True
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        message = _message(response)
+        usage = getattr(message, "usage_metadata", None) or {}
+        details = usage.get("input_token_details") or {}
+        answered = (getattr(message, "response_metadata", None) or {}).get("model_name")
+        self._write(
+            run_id,
+            model=answered if isinstance(answered, str) and answered else None,
+            input_tokens=usage.get("input_tokens"),
+            cached_tokens=details.get("cache_read"),
+            output_tokens=usage.get("output_tokens"),
+        )
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        import asyncio
+
+        cancelled = isinstance(error, asyncio.CancelledError | KeyboardInterrupt)
+        self._write(
+            run_id,
+            error="cancelled" if cancelled else one_line_error(error),
+            cancelled=cancelled,
+        )
+
+    def _write(self, run_id: UUID, *, model: str | None = None, **fields: Any) -> None:
+        with self._lock:
+            call = self._started.pop(run_id, None)
+        if call is None:
+            return
+        latency = round((time.perf_counter() - call.pop("clock")) * 1000)
+        entry: dict[str, Any] = {
+            "time": call["time"],
+            "model": model or call["model"],
+            "role": self.role,
+        }
+        if call["thread"]:
+            entry["thread"] = str(call["thread"])
+        entry.update({k: v for k, v in fields.items() if v is not None and v is not False})
+        entry["latency_ms"] = latency
+        entry["streamed"] = call["streamed"]
+        self.file.write(entry)
+
+
+def _message(response: LLMResult) -> Any:
+    """The reply message of a chat model's result (``None`` if it has none)."""
+    for generations in response.generations:
+        for generation in generations:
+            message = getattr(generation, "message", None)
+            if message is not None:
+                return message
+    return None
+
+
+def call_log(path: str | None, role: Role, model: str) -> list[BaseCallbackHandler]:
+    """The callbacks that log a model's calls to ``path`` (none without a path)."""
+    if not path:
+        return []
+    return [CallLog(log_file(path), role, model)]
