@@ -26,6 +26,7 @@ from chatbot.cli_chat import (
     repl_loading_behind_the_prompt,
     terminal_reader,
 )
+from chatbot.cli_config import config_app, models  # noqa: F401  (`chatbot config`, `models`)
 from chatbot.cli_db import db_app, prune  # noqa: F401  (registers `chatbot db` and `prune`)
 from chatbot.cliapp import (
     AppState,
@@ -85,6 +86,10 @@ def main_options(
 
         gc.enable()  # (main turned it off for the REPL's start)
     ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model, url=url)
+    from chatbot.userconfig import readable_key_warning
+
+    if warning := readable_key_warning():  # (only a stat when config.env is private)
+        err.print(f"[yellow]warning:[/] {escape(warning)}")
     ctx.call_on_close(ctx.obj.close)
     if ctx.invoked_subcommand is None:
         ctx.invoke(chat, ctx=ctx, thread=thread, new=new)

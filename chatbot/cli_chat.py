@@ -143,14 +143,34 @@ def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Line
         # the newest 50: completing reads ids only, never a whole long history
         return [short_id(i) for i in repl.backend.recent_checkpoint_ids(repl.thread_id, 50)]
 
+    from chatbot.modellist import ModelCatalog
+
+    catalog = ModelCatalog()
+
+    def fetch_models() -> None:
+        """Once loaded, the endpoint's models are listed in the background, for /model Tab
+        (not on a server, whose models come from its own endpoint)."""
+        if repl.settings is not None and not repl.remote:
+            catalog.refresh(repl.settings)
+
+    def model_names() -> list[str]:
+        fetch_models()
+        return catalog.names()
+
+    def prompt_shown() -> None:
+        if shown is not None:
+            shown()
+        fetch_models()
+
     reader = PromptToolkitReader(
         user_data_path("chatbot", appauthor=False) / "input_history",
         SlashCompleter(
             commands=commands,
             thread_ids=lambda: [t.thread_id for t in repl.backend.threads()],
             checkpoint_ids=checkpoint_ids,
+            model_names=model_names,
         ),
-        shown=shown,
+        shown=prompt_shown,
     )
     repl.interject = reader.interject
     return ValidTextReader(reader)

@@ -489,3 +489,26 @@ def _model(repl: Repl, arg: str) -> Outcome:
     where = " (on the server)" if repl.remote else ""
     repl.say(f"chat model is now {arg} for this session{where}")
     return None
+
+
+# --- the endpoint's models -----------------------------------------------------------------------
+
+
+@command("models", "/models", "list the models the endpoint serves (Tab after /model completes)")
+def _models(repl: Repl, arg: str) -> Outcome:
+    _no_argument("models", arg)
+    if repl.remote:
+        raise CommandError(
+            f"/models lists this machine's endpoint, but on a server /model picks from the "
+            f"server's own ({repl.backend.local_only_note})"
+        )
+    repl.ready()  # the settings: the endpoint, its key and timeout
+    assert repl.settings is not None
+    from chatbot.modellist import list_models
+
+    listing = list_models(repl.settings)  # cached: /model's Tab completion uses it
+    for model in listing:
+        current = "  (current)" if model.id == repl.model_name else ""
+        repl.say(f"{model.id}{current}")
+    repl.say(f"{len(listing)} models · /model NAME switches (Tab completes)", "dim")
+    return None

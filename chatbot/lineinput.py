@@ -25,16 +25,20 @@ class SlashCompleter(Completer):
 
     THREAD_ARGS = ("thread", "delete")
     CHECKPOINT_ARGS = ("show", "fork")
+    MODEL_ARGS = ("model", "retry")
 
     def __init__(
         self,
         commands: Callable[[], Iterable[str]],
         thread_ids: Callable[[], Iterable[str]],
         checkpoint_ids: Callable[[], Iterable[str]],
+        model_names: Callable[[], Iterable[str]] = tuple,
     ) -> None:
         self.commands = commands
         self.thread_ids = thread_ids
         self.checkpoint_ids = checkpoint_ids
+        self.model_names = model_names
+        """The endpoint's models (see chatbot.modellist.ModelCatalog), for /model and /retry."""
 
     def get_completions(
         self, document: Document, complete_event: CompleteEvent
@@ -52,6 +56,8 @@ class SlashCompleter(Completer):
             candidates: Iterable[str] = self.thread_ids()
         elif name in self.CHECKPOINT_ARGS:
             candidates = self.checkpoint_ids()
+        elif name in self.MODEL_ARGS:
+            candidates = self.model_names()
         elif name == "summary":
             candidates = ["history"]
         else:

@@ -5,8 +5,8 @@ and the REPL's first prompt need two settings, ``CHATBOT_DB`` and ``CHATBOT_URL`
 them here takes the standard library and python-dotenv (the parser pydantic-settings uses
 for ``.env``), not pydantic, which costs a fifth of a second to import. The rules are the
 settings' own (a test holds the two to the same answers): an option beats the environment,
-which beats the ``.env`` file, which beats the default; names are not case-sensitive; blank
-means unset.
+which beats the ``.env`` file, which beats the user's config file (``config.env`` in
+:func:`config_dir`), which beats the default; names are not case-sensitive; blank means unset.
 """
 
 from __future__ import annotations
@@ -33,6 +33,34 @@ def config_dir() -> Path:
     from platformdirs import user_config_path
 
     return user_config_path("chatbot", appauthor=False)
+
+
+CONFIG_FILE_NAME = "config.env"
+
+
+def user_config_file() -> Path:
+    """The user's settings file, read after the environment and ``./.env``:
+    ``~/.config/chatbot/config.env`` (see :func:`config_dir`)."""
+    return config_dir() / CONFIG_FILE_NAME
+
+
+class _UserConfigFile:
+    """The default ``config_file``: the user's (:func:`user_config_file`), found when read."""
+
+    def __repr__(self) -> str:
+        return "USER_CONFIG"
+
+
+USER_CONFIG = _UserConfigFile()
+ConfigFile = str | Path | _UserConfigFile | None
+"""A settings file read last: a path, :data:`USER_CONFIG` (the user's), or ``None`` (none)."""
+
+
+def resolve_config_file(config_file: ConfigFile) -> Path | None:
+    """The config file's path (``None``: no config file is read)."""
+    if isinstance(config_file, _UserConfigFile):
+        return user_config_file()
+    return None if config_file is None else Path(config_file)
 
 
 def check_http_url(value: str | None, example: str) -> str | None:
@@ -100,24 +128,68 @@ def _from_env_file(env_file: str | Path | None) -> dict[str, str]:
     return {key.lower(): value for key, value in values.items() if value is not None}
 
 
+@dataclass(frozen=True)
+class Found:
+    """A setting's text and where it was found."""
+
+    value: str
+    source: str
+    """``option``, ``environment``, ``env file`` or ``config file``."""
+    where: str
+    """The option, the variable's name, or the file's path."""
+
+
+class SettingSources:
+    """Settings' text as the settings read it: the environment, then the env file (``./.env``
+    or ``--env-file``), then the config file; each file is read on first need. Among a
+    setting's names (``OPENAI_API_KEY``, ``CHATBOT_OPENAI_API_KEY``) the first found in a
+    source wins, and the two files count as one source in which the env file's lines come
+    last (pydantic-settings merges them so)."""
+
+    def __init__(
+        self, env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG
+    ) -> None:
+        check_env_file(env_file)
+        self.env_file = env_file
+        self.config_file = resolve_config_file(config_file)
+        self._environment = {key.lower(): (key, value) for key, value in os.environ.items()}
+        self._files: dict[str, dict[str, str]] = {}
+
+    def _file(self, which: str) -> dict[str, str]:
+        if which not in self._files:
+            path = self.env_file if which == "env file" else self.config_file
+            self._files[which] = _from_env_file(path)
+        return self._files[which]
+
+    def find(self, *names: str) -> Found | None:
+        """The first of ``names`` (variables, any case) that is set, and where."""
+        for name in names:
+            found = self._environment.get(name.lower())
+            if found is not None:
+                return Found(found[1], "environment", found[0])
+        for name in names:
+            for which in ("env file", "config file"):
+                value = self._file(which).get(name.lower())
+                if value is not None:
+                    path = self.env_file if which == "env file" else self.config_file
+                    return Found(value, which, str(path))
+        return None
+
+
 def read_places(
-    env_file: str | Path | None = ".env", db: str | None = None, url: str | None = None
+    env_file: str | Path | None = ".env",
+    db: str | None = None,
+    url: str | None = None,
+    config_file: ConfigFile = USER_CONFIG,
 ) -> Places:
     """``CHATBOT_DB`` and ``CHATBOT_URL`` (or the given overrides), as the settings read them."""
-    check_env_file(env_file)
-    environment = {key.lower(): value for key, value in os.environ.items()}
-    from_file: dict[str, str] | None = None
+    sources = SettingSources(env_file, config_file)
 
     def setting(name: str, override: str | None) -> str | None:
-        nonlocal from_file
         if override is not None:
             return override
-        key = f"chatbot_{name}"
-        if key in environment:
-            return environment[key]
-        if from_file is None:
-            from_file = _from_env_file(env_file)
-        return from_file.get(key)
+        found = sources.find(f"chatbot_{name}")
+        return None if found is None else found.value
 
     chosen_db = setting("db", db)
     if chosen_db is None or not chosen_db.strip():

@@ -14,11 +14,14 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chatbot.places import (
+    USER_CONFIG,
+    ConfigFile,
     SettingsError,
     check_env_file,
     check_http_url,
     default_db_path,
     prepare_threshold,
+    resolve_config_file,
 )
 from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
 
@@ -190,17 +193,33 @@ class Settings(BaseSettings):
             raise SettingsError(str(error)) from None
 
 
-def load_settings(env_file: str | Path | None = ".env", **overrides: Any) -> Settings:
-    """Read the settings; raise :class:`SettingsError` with one line on the first problem."""
+def load_settings(
+    env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG, **overrides: Any
+) -> Settings:
+    """Read the settings: the overrides, the environment, ``env_file``, then ``config_file``
+    (the user's ``config.env`` unless told); raise :class:`SettingsError` with one line on the
+    first problem."""
     check_env_file(env_file)
+    config = resolve_config_file(config_file)
+    # pydantic-settings reads a tuple of env files with the LATER ones taking priority.
+    files = tuple(str(f) for f in (config, env_file) if f is not None)
     try:
-        return Settings(_env_file=env_file, **overrides)
+        return Settings(_env_file=files or None, **overrides)
     except ValidationError as error:
         raise SettingsError(describe_validation_error(error)) from None
     except UnicodeDecodeError:
-        raise SettingsError(
-            f"env file {str(env_file)!r} is not UTF-8 text: save it as UTF-8"
-        ) from None
+        bad = next((f for f in files if not _is_utf8(f)), env_file)
+        raise SettingsError(f"env file {str(bad)!r} is not UTF-8 text: save it as UTF-8") from None
+
+
+def _is_utf8(path: str) -> bool:
+    try:
+        Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def describe_validation_error(error: ValidationError) -> str:

@@ -30,6 +30,8 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         elif name.lower() in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
             monkeypatch.delenv(name, raising=False)  # the fake server is on 127.0.0.1
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config.env
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no cached model list
     monkeypatch.chdir(tmp_path)
 
 

@@ -1,6 +1,8 @@
 """A tiny OpenAI-compatible chat-completions server for tests: standard library only.
 
-It listens on 127.0.0.1 on a free port and serves ``POST /v1/chat/completions``, plain
+It listens on 127.0.0.1 on a free port and serves ``GET /v1/models`` (the names in
+``models``; ``models_status`` other than 200 answers that error) and
+``POST /v1/chat/completions``, plain
 (a ``chat.completion`` JSON body) and streaming (``"stream": true``: ``chat.completion.chunk``
 server-sent events, a usage chunk when ``stream_options.include_usage`` is set, then
 ``data: [DONE]``), in the wire format the ``openai`` package parses.
@@ -138,6 +140,12 @@ class FakeOpenAI:
         self.requests: list[RecordedRequest] = []
         self.disconnects: list[int] = []
         """For each stream the client abandoned: how many reply pieces had been sent."""
+        self.models: list[str] = ["fake-chat-model-7", "fake-summary-model"]
+        """What ``GET /v1/models`` lists."""
+        self.models_status = 200
+        """The status ``GET /v1/models`` answers with (401: a refused key)."""
+        self.model_listings: list[str | None] = []
+        """The ``Authorization`` header of each ``GET /v1/models`` (not in ``requests``)."""
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -212,6 +220,21 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass
+
+        def do_GET(self) -> None:
+            if self.path.rstrip("/") != "/v1/models":
+                self._send_error(404, f"fake_openai: no route {self.path}")
+                return
+            with server._lock:
+                server.model_listings.append(self.headers.get("Authorization"))
+            if server.models_status != 200:
+                self._send_error(server.models_status, f"HTTP {server.models_status}")
+                return
+            data = [
+                {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "fake"}
+                for name in server.models
+            ]
+            self._send_json(200, {"object": "list", "data": data})
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)

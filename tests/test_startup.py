@@ -140,6 +140,43 @@ def test_places_are_read_as_the_settings_read_them(
     assert places.pg_prepare_threshold == prepare_threshold(settings.pg_prepare_threshold)
 
 
+@pytest.mark.parametrize(
+    ("environment", "env_file", "config", "overrides"),
+    [
+        ({}, "", "CHATBOT_DB=/tmp/config.sqlite\n", {}),
+        ({}, "CHATBOT_DB=/tmp/dotenv.sqlite\n", "CHATBOT_DB=/tmp/config.sqlite\n", {}),
+        ({"CHATBOT_DB": "/tmp/env.sqlite"}, "", "CHATBOT_DB=/tmp/config.sqlite\n", {}),
+        ({}, "", "chatbot_url=http://127.0.0.1:2024\nCHATBOT_DB=/tmp/c.sqlite\n", {}),
+        ({}, "CHATBOT_URL=\n", "CHATBOT_URL=http://127.0.0.1:2024\n", {}),
+        ({}, "", "CHATBOT_DB=/tmp/config.sqlite\n", {"db": "/tmp/option.sqlite"}),
+        ({}, "", "CHATBOT_PG_PREPARE_THRESHOLD=none\n", {}),
+        ({}, "CHATBOT_PG_PREPARE_THRESHOLD=3\n", "CHATBOT_PG_PREPARE_THRESHOLD=none\n", {}),
+    ],
+)
+def test_places_read_the_user_config_file_as_the_settings_do(
+    environment: dict[str, str],
+    env_file: str,
+    config: str,
+    overrides: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chatbot.places import user_config_file
+
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / ".env").write_text(env_file, encoding="utf-8")
+    config_file = user_config_file()  # under the test's XDG_CONFIG_HOME
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(config, encoding="utf-8")
+    settings = load_settings(**overrides)
+    places = read_places(**overrides)
+    assert (places.db, places.url) == (settings.db, settings.url)
+    assert places.pg_prepare_threshold == prepare_threshold(settings.pg_prepare_threshold)
+    ignored = read_places(config_file=None, **overrides)
+    assert ignored.db == load_settings(config_file=None, **overrides).db
+
+
 def test_a_bad_url_is_the_same_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATBOT_URL", "ftp://x")
     with pytest.raises(SettingsError) as fast:

@@ -1,0 +1,187 @@
+"""The user-level config: ``config.env`` in the user's config folder, and where each setting
+comes from.
+
+Settings are read from the options, the environment, ``./.env`` (or ``--env-file``), then
+``~/.config/chatbot/config.env`` (:func:`chatbot.places.user_config_file`), then the defaults,
+so that ``chatbot`` installed with ``uv tool install`` works the same from any folder.
+:func:`describe_settings` tells, for every setting, its value and its source, with the API key
+and passwords in URLs redacted; :func:`create_config` writes a commented ``config.env`` that
+only its owner can read; :func:`readable_key_warning` notices one that others can read.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chatbot.places import (
+    USER_CONFIG,
+    ConfigFile,
+    SettingsError,
+    SettingSources,
+    resolve_config_file,
+)
+
+if TYPE_CHECKING:
+    from chatbot.settings import Settings
+
+KEY_NAMES = ("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
+REDACTED = "[redacted]"
+_URL_FIELDS = ("db", "url", "openai_base_url")
+_OPTIONS = {"db": "--db", "model": "--model", "url": "--url"}
+_DESCRIPTIONS = {
+    "openai_api_key": "API key of the OpenAI-compatible server (secret: keep this file 0600).",
+    "openai_base_url": "OpenAI-compatible server, e.g. http://localhost:11434/v1 (Ollama).",
+}
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    """One setting as ``chatbot config`` shows it."""
+
+    name: str
+    """The variable, e.g. ``CHATBOT_MODEL`` or ``OPENAI_API_KEY``."""
+    value: str
+    """The effective value, redacted where secret; ``""`` when unset."""
+    source: str
+    """``option``, ``environment``, ``env file``, ``config file`` or ``default``."""
+    where: str = ""
+    """The option, the variable as set, or the file's path; empty for a default."""
+
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "value": self.value, "source": self.source, "where": self.where}
+
+
+def variable_names(field: str) -> tuple[str, ...]:
+    """The variables a settings field is read from, the first being its documented name."""
+    if field.startswith("openai_"):
+        return (field.upper(), f"CHATBOT_{field.upper()}")
+    return (f"CHATBOT_{field.upper()}",)
+
+
+def shown_value(field: str, value: Any) -> str:
+    """A setting's value for people: the API key redacted, a URL without its password."""
+    if value is None:
+        return ""
+    if hasattr(value, "get_secret_value"):
+        value = value.get_secret_value()
+    text = str(value)
+    if field == "openai_api_key":
+        return REDACTED if text.strip() else ""
+    if field in _URL_FIELDS:
+        from chatbot.pgstore import redact_url
+
+        text = redact_url(text)
+    from chatbot.errors import redact
+
+    return redact(text)
+
+
+def describe_settings(
+    env_file: str | Path | None = ".env",
+    overrides: dict[str, str] | None = None,
+    config_file: ConfigFile = USER_CONFIG,
+) -> tuple[list[SettingRow], SettingsError | None]:
+    """Every setting, its effective value and where it comes from; and the settings' error,
+    if they do not load (the rows then show the values as written)."""
+    from chatbot.settings import Settings, load_settings
+
+    overrides = {name: value for name, value in (overrides or {}).items() if value}
+    sources = SettingSources(env_file, config_file)
+    settings: Settings | None = None
+    error: SettingsError | None = None
+    try:
+        settings = load_settings(env_file, config_file, **overrides)
+    except SettingsError as problem:
+        error = problem
+    defaults = Settings.model_fields
+    rows = []
+    for field in defaults:
+        names = variable_names(field)
+        found = sources.find(*names)
+        if field in overrides:
+            source, where, raw = "option", _OPTIONS.get(field, field), overrides[field]
+        elif found is not None:
+            source, where, raw = found.source, found.where, found.value
+        else:
+            source, where, raw = "default", "", None
+        if settings is not None:
+            value = shown_value(field, getattr(settings, field))
+        elif raw is not None:
+            value = shown_value(field, raw)
+        else:
+            value = shown_value(field, defaults[field].get_default(call_default_factory=True))
+        rows.append(SettingRow(names[0], value, source, where))
+    return rows, error
+
+
+def config_template() -> str:
+    """A ``config.env`` with every setting commented out at its default, one line of help each."""
+    from chatbot.settings import Settings
+
+    lines = [
+        "# chatbot's user settings, read after the environment and ./.env (those win).",
+        "# Uncomment a line to set it. 'chatbot config' shows what is in effect and why.",
+        "",
+    ]
+    for field, info in Settings.model_fields.items():
+        default = info.get_default(call_default_factory=False)
+        if info.default_factory is not None or default is None:
+            default = ""
+        elif isinstance(default, bool):
+            default = str(default).lower()
+        lines.append(f"# {_DESCRIPTIONS.get(field) or info.description or ''}".rstrip())
+        lines.append(f"# {variable_names(field)[0]}={default}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+class ConfigExists(Exception):
+    """``config init`` found a config file already there (it is never overwritten)."""
+
+
+def create_config(path: Path | None = None) -> Path:
+    """Create the config folder (0700) and a commented ``config.env`` (0600) in it; refuse
+    (:class:`ConfigExists`) if the file exists."""
+    from chatbot.store import make_private_dirs
+
+    path = path or resolve_config_file(USER_CONFIG)
+    assert path is not None
+    try:
+        make_private_dirs(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise ConfigExists(f"{path} already exists: edit it (it was left as it is)") from None
+    except OSError as error:
+        raise SettingsError(f"cannot create {path}: {error.strerror or error}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(config_template())
+    return path
+
+
+def readable_key_warning(path: Path | None = None) -> str:
+    """One line when the config file holds an API key and others may read it; else ``""``.
+
+    Only a stat when the file is private (the usual case), so every command can ask.
+    """
+    path = path or resolve_config_file(USER_CONFIG)
+    try:
+        mode = path.stat().st_mode if path is not None else 0
+    except OSError:
+        return ""
+    if not stat.S_ISREG(mode) or not mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return ""
+    from dotenv import dotenv_values
+
+    try:
+        values = dotenv_values(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    keys = {name.upper() for name, value in values.items() if value and value.strip()}
+    if not keys.intersection(KEY_NAMES):
+        return ""
+    return f"{path} holds an API key and others can read it: chmod 600 {path}"

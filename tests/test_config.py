@@ -1,0 +1,228 @@
+"""The user-level config: ``config.env`` read after the environment and ``./.env``, what
+``chatbot config`` says about every setting, ``config init``, and a run from any folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import Result
+
+from chatbot.places import user_config_file
+from chatbot.settings import Settings, load_settings
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import ROOT, SECRET, one_error, runner
+
+from chatbot.cli import app  # isort: skip
+
+
+def write_config(text: str, mode: int = 0o600) -> Path:
+    path = user_config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def invoke(*args: str, **env: str) -> Result:
+    return runner.invoke(app, list(args), env=env)
+
+
+def config_json(*args: str, **env: str) -> dict[str, Any]:
+    result = invoke(*args, "config", "--json", **env)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def rows(document: dict[str, Any]) -> dict[str, dict[str, str]]:
+    return {row["name"]: row for row in document["settings"]}
+
+
+def test_the_config_file_is_under_xdg_config_home(tmp_path: Path) -> None:
+    assert user_config_file() == tmp_path / "config" / "chatbot" / "config.env"
+    result = invoke("config", "path")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == str(user_config_file())
+
+
+def test_environment_beats_dot_env_beats_config_file_beats_default(tmp_path: Path) -> None:
+    config = write_config(
+        "CHATBOT_MODEL=from-config\nCHATBOT_LANGUAGE=zh\nCHATBOT_TIMEOUT=30\n"
+        "CHATBOT_MAX_RETRIES=5\n"
+    )
+    (tmp_path / ".env").write_text("CHATBOT_MODEL=from-dotenv\nCHATBOT_TIMEOUT=20\n")
+    document = config_json(CHATBOT_TIMEOUT="10")
+    found = rows(document)
+    assert found["CHATBOT_TIMEOUT"] | {} == {
+        "name": "CHATBOT_TIMEOUT",
+        "value": "10.0",
+        "source": "environment",
+        "where": "CHATBOT_TIMEOUT",
+    }
+    assert found["CHATBOT_MODEL"]["value"] == "from-dotenv"
+    assert found["CHATBOT_MODEL"]["source"] == "env file"
+    assert found["CHATBOT_MODEL"]["where"] == str(tmp_path / ".env")
+    assert (found["CHATBOT_LANGUAGE"]["value"], found["CHATBOT_LANGUAGE"]["source"]) == (
+        "zh",
+        "config file",
+    )
+    assert found["CHATBOT_LANGUAGE"]["where"] == str(config)
+    assert (found["CHATBOT_MAX_RETRIES"]["value"], found["CHATBOT_MAX_RETRIES"]["source"]) == (
+        "5",
+        "config file",
+    )
+    assert (found["CHATBOT_TEMPERATURE"]["value"], found["CHATBOT_TEMPERATURE"]["source"]) == (
+        "0.7",
+        "default",
+    )
+    assert document["config_file"] == str(config) and document["config_file_exists"]
+    # The settings object itself agrees with what `config` reported.
+    settings = load_settings()
+    assert (settings.model, settings.language, settings.max_retries) == ("from-dotenv", "zh", 5)
+
+
+def test_an_option_beats_everything_and_env_file_replaces_dot_env(tmp_path: Path) -> None:
+    write_config("CHATBOT_MODEL=from-config\nCHATBOT_LANGUAGE=zh\n")
+    other = tmp_path / "other.env"
+    other.write_text("CHATBOT_LANGUAGE=en\n")
+    (tmp_path / ".env").write_text("CHATBOT_LANGUAGE=zh\n")
+    found = rows(config_json("--model", "from-option", "--env-file", str(other)))
+    assert found["CHATBOT_MODEL"] == {
+        "name": "CHATBOT_MODEL",
+        "value": "from-option",
+        "source": "option",
+        "where": "--model",
+    }
+    assert (found["CHATBOT_LANGUAGE"]["value"], found["CHATBOT_LANGUAGE"]["where"]) == (
+        "en",
+        str(other),
+    )
+
+
+def test_the_key_and_a_database_password_are_redacted(tmp_path: Path) -> None:
+    write_config(
+        f"OPENAI_API_KEY={SECRET}\nCHATBOT_DB=postgresql://ada:hunter2pw@db.example/chat\n"
+    )
+    table = invoke("config")
+    document = invoke("config", "--json")
+    for result in (table, document):
+        assert result.exit_code == 0, result.output
+        assert SECRET not in result.output and "hunter2pw" not in result.output
+    found = rows(json.loads(document.stdout))
+    assert found["OPENAI_API_KEY"]["value"] == "[redacted]"
+    assert found["OPENAI_API_KEY"]["source"] == "config file"
+    assert found["CHATBOT_DB"]["value"] == "postgresql://ada:***@db.example/chat"
+    assert "OPENAI_API_KEY" in table.stdout and "[redacted]" in table.stdout
+
+
+def test_a_key_from_the_environment_is_redacted_too() -> None:
+    found = rows(config_json(CHATBOT_OPENAI_API_KEY=SECRET))
+    assert found["OPENAI_API_KEY"]["value"] == "[redacted]"
+    assert found["OPENAI_API_KEY"]["where"] == "CHATBOT_OPENAI_API_KEY"
+
+
+def test_a_bad_setting_in_the_config_file_is_shown_and_one_error_line(tmp_path: Path) -> None:
+    write_config("CHATBOT_TIMEOUT=0\n")
+    result = invoke("config", "--json")
+    line = one_error(result, 2)
+    assert "CHATBOT_TIMEOUT='0' is not valid" in line
+    found = rows(json.loads(result.stdout))
+    assert (found["CHATBOT_TIMEOUT"]["value"], found["CHATBOT_TIMEOUT"]["source"]) == (
+        "0",
+        "config file",
+    )
+    asked = invoke("ask", "hi", "--db", str(tmp_path / "db.sqlite"))
+    assert "CHATBOT_TIMEOUT='0' is not valid" in one_error(asked, 2)
+    assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_config_init_creates_a_private_commented_file_once() -> None:
+    result = invoke("config", "init")
+    assert result.exit_code == 0, result.output
+    path = user_config_file()
+    assert result.stdout.strip() == str(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    text = path.read_text()
+    assert "# CHATBOT_MODEL=gpt-4o-mini" in text and "# OPENAI_API_KEY=" in text
+    assert all(not line or line.startswith("#") for line in text.splitlines())
+    # Every setting is there, and as it is the file changes nothing.
+    for name in Settings.model_fields:
+        variable = name.upper() if name.startswith("openai_") else f"CHATBOT_{name.upper()}"
+        assert f"# {variable}=" in text
+    assert load_settings().model_dump() == load_settings(config_file=None).model_dump()
+    path.write_text("CHATBOT_MODEL=mine\n")
+    again = invoke("config", "init")
+    assert "already exists" in one_error(again, 1)
+    assert path.read_text() == "CHATBOT_MODEL=mine\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "mode", "warned"),
+    [
+        (f"OPENAI_API_KEY={SECRET}\n", 0o644, True),
+        (f"CHATBOT_OPENAI_API_KEY={SECRET}\n", 0o640, True),
+        (f"OPENAI_API_KEY={SECRET}\n", 0o600, False),
+        ("CHATBOT_MODEL=gpt-4o\n", 0o644, False),
+        ("OPENAI_API_KEY=\n", 0o644, False),
+    ],
+)
+def test_a_config_file_with_a_key_that_others_can_read_is_warned_about(
+    text: str, mode: int, warned: bool, tmp_path: Path
+) -> None:
+    path = write_config(text, mode)
+    result = invoke("threads", "--db", str(tmp_path / "none.sqlite"))
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    if warned:
+        assert warnings == [
+            f"warning: {path} holds an API key and others can read it: chmod 600 {path}"
+        ]
+    else:
+        assert warnings == []
+    assert SECRET not in result.output
+
+
+def test_installed_as_a_tool_it_reads_the_config_file_from_any_folder(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """`uv tool install .` then `chatbot` in a folder without .env: config.env is enough."""
+    db = tmp_path / "data" / "tool.sqlite"
+    write_config(
+        f"OPENAI_API_KEY={SECRET}\nOPENAI_BASE_URL={openai_server.base_url}\n"
+        f"CHATBOT_MODEL=fake-from-config\nCHATBOT_DB={db}\nCHATBOT_MAX_RETRIES=0\n"
+    )
+    openai_server.script("Hello from the configured server")
+    elsewhere = tmp_path / "some" / "project"
+    elsewhere.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, "-m", "chatbot", "ask", "hi there"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Hello from the configured server" in result.stdout
+    (request,) = openai_server.requests
+    assert request.body["model"] == "fake-from-config"
+    assert request.authorization == f"Bearer {SECRET}"
+    assert db.exists()
+    assert not (elsewhere / ".env").exists() and list(elsewhere.iterdir()) == []
+    listed = subprocess.run(
+        [sys.executable, "-m", "chatbot", "threads", "--json"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["default"]

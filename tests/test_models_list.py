@@ -1,0 +1,171 @@
+"""Knowing the models: ``chatbot models`` and ``/models`` list what the endpoint serves
+(``GET /v1/models``), and the listing feeds Tab completion of ``/model`` and ``/retry``."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+from prompt_toolkit.completion import CompleteEvent
+from prompt_toolkit.document import Document
+
+from chatbot.lineinput import SlashCompleter
+from chatbot.modellist import ModelCatalog, cache_path
+from chatbot.settings import Settings
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import SECRET, Cli, DevServer, free_port, offline_echo, ok, one_error
+
+
+def test_models_lists_what_the_endpoint_serves_with_the_key(cli: Cli) -> None:
+    cli.server.models = ["zeta-model", "fake-chat-model-7", "alpha-model"]
+    listed = ok(cli.invoke("models", "--json"))
+    records = json.loads(listed.stdout)
+    assert [r["id"] for r in records] == ["alpha-model", "fake-chat-model-7", "zeta-model"]
+    assert [r["current"] for r in records] == [False, True, False]  # CHATBOT_MODEL
+    assert records[0]["owned_by"] == "fake"
+    assert cli.server.model_listings == [f"Bearer {SECRET}"]
+    assert cli.server.requests == []  # no chat call
+    plain = ok(cli.invoke("models"))
+    assert plain.stdout.splitlines() == [
+        "alpha-model",
+        "fake-chat-model-7  (CHATBOT_MODEL)",
+        "zeta-model",
+    ]
+    assert SECRET not in plain.output + listed.output
+
+
+def test_the_listing_is_cached_privately_for_completion(cli: Cli) -> None:
+    ok(cli.invoke("models"))
+    path = cache_path()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    cached = json.loads(path.read_text())
+    assert cached == {
+        "endpoint": cli.server.base_url,
+        "models": ["fake-chat-model-7", "fake-summary-model"],
+    }
+    assert SECRET not in path.read_text()
+
+
+def test_the_offline_model_lists_offline_without_asking_anyone(openai_server: FakeOpenAI) -> None:
+    from tests.helpers import runner
+
+    from chatbot.cli import app  # isort: skip
+
+    result = runner.invoke(app, ["models", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [r["id"] for r in json.loads(result.stdout)] == ["offline"]
+    assert openai_server.model_listings == []
+
+
+def test_a_refused_key_is_one_line(cli: Cli) -> None:
+    cli.server.models_status = 401
+    line = one_error(cli.invoke("models"), 1)
+    assert "API key was refused" in line and "check OPENAI_API_KEY" in line
+    assert SECRET not in line
+    assert not cache_path().exists()
+
+
+def test_an_unreachable_endpoint_is_one_line(cli: Cli) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    line = one_error(cli.invoke("models", OPENAI_BASE_URL=dead), 1)
+    assert "cannot reach the model server" in line
+
+
+def test_slash_models_in_the_repl(cli: Cli) -> None:
+    cli.server.models = ["model-b", "model-a"]
+    result = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/models\n/model model-a\n"))
+    lines = result.stdout.splitlines()
+    assert "model-a" in lines and "model-b" in lines
+    assert "2 models · /model NAME switches (Tab completes)" in result.stdout
+    assert "chat model is now model-a for this session" in result.stdout
+    help_text = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/help models\n")).stdout
+    assert "/models  list the models the endpoint serves" in help_text
+
+
+def test_slash_models_offline_and_a_failure_in_the_repl(cli: Cli) -> None:
+    cli.server.models_status = 401
+    cli.server.script("yes, still here")
+    failed = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/models\nstill here\n"))
+    shown = " ".join(failed.stdout.split())
+    assert "error: the model server answered HTTP 401" in shown
+    assert "the API key was refused: check OPENAI_API_KEY" in shown
+    assert "yes, still here" in shown  # the REPL carried on
+    offline = ok(
+        cli.invoke(
+            "chat",
+            "--db",
+            str(cli.db),
+            stdin="/models\nhello\n",
+            OPENAI_API_KEY="",
+            OPENAI_BASE_URL="",
+            CHATBOT_MODEL="offline",
+        )
+    )
+    assert "offline  (current)" in offline.stdout
+    assert offline_echo("hello") in offline.stdout
+
+
+def completions(completer: SlashCompleter, text: str) -> list[str]:
+    document = Document(text, cursor_position=len(text))
+    return [c.text for c in completer.get_completions(document, CompleteEvent())]
+
+
+def test_tab_completes_model_and_retry_from_the_endpoints_listing(
+    openai_server: FakeOpenAI,
+) -> None:
+    openai_server.models = ["gpt-large", "gpt-mini", "other-model"]
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        model="gpt-mini",
+        openai_api_key=SECRET,
+        openai_base_url=openai_server.base_url,
+        max_retries=0,
+    )
+    catalog = ModelCatalog()
+    completer = SlashCompleter(
+        commands=lambda: ["model", "models", "retry"],
+        thread_ids=lambda: [],
+        checkpoint_ids=lambda: [],
+        model_names=catalog.names,
+    )
+    assert completions(completer, "/model ") == []  # nothing known before the settings
+    catalog.refresh(settings)
+    catalog.join(30)
+    assert openai_server.model_listings == [f"Bearer {SECRET}"]
+    assert completions(completer, "/model gpt-") == ["gpt-mini", "gpt-large"]
+    assert completions(completer, "/retry o") == ["other-model", "offline"]
+    assert completions(completer, "/mod") == ["model", "models"]
+    catalog.refresh(settings)  # once per session
+    assert len(openai_server.model_listings) == 1
+
+
+def test_a_failed_fetch_is_silent_and_keeps_the_last_listing(openai_server: FakeOpenAI) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        model="fake-chat-model-7",
+        openai_api_key=SECRET,
+        openai_base_url=openai_server.base_url,
+        max_retries=0,
+    )
+    first = ModelCatalog()
+    first.refresh(settings)
+    first.join(30)
+    openai_server.models_status = 500
+    later = ModelCatalog()
+    later.refresh(settings)
+    later.join(30)
+    completer = SlashCompleter(lambda: [], lambda: [], lambda: [], model_names=later.names)
+    assert completions(completer, "/model fake-") == ["fake-chat-model-7", "fake-summary-model"]
+
+
+@pytest.mark.integration
+def test_on_a_server_slash_models_says_it_does_not_apply(cli: Cli, dev_server: DevServer) -> None:
+    result = ok(cli.invoke("chat", "--url", dev_server.url, "--new", stdin="/models\n"))
+    (line,) = [line for line in result.stdout.splitlines() if "/models" in line]
+    assert line.startswith("error: /models lists this machine's endpoint")
+    assert dev_server.url in " ".join(result.stdout.split())
+    assert cli.server.model_listings == []
+    listed = ok(cli.invoke("--url", dev_server.url, "models"))
+    assert "fake-chat-model-7" in listed.stdout
+    assert "runs models from its own" in " ".join(listed.stderr.split())
