@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from chatbot import completion
 from chatbot.errors import describe_error, redact
 from chatbot.sanitize import StreamSanitizer, sanitize
 
@@ -28,7 +29,6 @@ from chatbot.cli_chat import (
 )
 from chatbot.cli_config import config_app, models  # noqa: F401  (`chatbot config`, `models`)
 from chatbot.cli_db import db_app, prune  # noqa: F401  (registers `chatbot db` and `prune`)
-from chatbot.cli_search import search  # noqa: F401  (registers `chatbot search`)
 from chatbot.cliapp import (
     AppState,
     CliError,
@@ -58,7 +58,13 @@ def main_options(
     ctx: typer.Context,
     db: DbOption = None,
     model: Annotated[
-        str | None, typer.Option("--model", "-m", help="Chat model (default: CHATBOT_MODEL).")
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Chat model (default: CHATBOT_MODEL).",
+            autocompletion=completion.model_names,
+        ),
     ] = None,
     env_file: Annotated[
         str | None, typer.Option("--env-file", help="Read settings from this file, not ./.env.")
@@ -71,6 +77,7 @@ def main_options(
             "-t",
             help="Without a command: chat in this thread.",
             callback=valid_text_option,
+            autocompletion=completion.thread_ids,
         ),
     ] = None,
     new: Annotated[
@@ -116,6 +123,7 @@ def chat(
             "-t",
             help="Thread to open (default: the most recent).",
             callback=valid_text_option,
+            autocompletion=completion.thread_ids,
         ),
     ] = None,
     new: Annotated[bool, typer.Option("--new", help="Start a fresh thread.")] = False,
@@ -166,6 +174,7 @@ def ask(
             "-t",
             help="Thread id to continue or create.",
             callback=valid_text_option,
+            autocompletion=completion.thread_ids,
         ),
     ] = "default",
     db: DbOption = None,
@@ -529,4 +538,4 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
         sys.stdout.reconfigure(errors="replace")
-    app()
+    app(prog_name="chatbot")  # also under `python -m chatbot`: completion calls `chatbot`

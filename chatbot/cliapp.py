@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-from chatbot import __version__
+from chatbot import __version__, completion
 from chatbot.errors import describe_error, redact, remember_secret
 from chatbot.sanitize import escape_json_controls, sanitize
 
@@ -105,7 +105,7 @@ app = typer.Typer(
     help="A terminal chatbot whose memory never overflows: older turns fold into a running "
     "summary, every turn is checkpointed in SQLite under a thread id. Run without a command "
     "to chat.",
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (see chatbot.completion)
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
     invoke_without_command=True,
@@ -175,7 +175,13 @@ UrlOption = Annotated[
     ),
 ]
 ThreadArgument = Annotated[
-    str, typer.Argument(metavar="THREAD", help="Thread id.", callback=valid_text_option)
+    str,
+    typer.Argument(
+        metavar="THREAD",
+        help="Thread id.",
+        callback=valid_text_option,
+        autocompletion=completion.thread_ids,
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 

@@ -1,0 +1,80 @@
+"""Shell completion's suggestions (``chatbot --install-completion``): thread ids and model names.
+
+Typer completes the subcommands and options itself; these callbacks add the values. They run
+on every Tab in the shell, so they read fast, as ``chatbot threads`` does (the database's
+listing SQL through :mod:`chatbot.places`, never a model or the graph), and they never fail
+loudly: any problem means no suggestions, never a traceback in the middle of a command line.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+log = logging.getLogger("chatbot.completion")
+
+
+def _option(ctx: typer.Context, name: str) -> str | None:
+    """An option's value as typed so far, the command's own first, then its parents'."""
+    current: typer.Context | None = ctx
+    while current is not None:
+        value = current.params.get(name)
+        if isinstance(value, str) and value:
+            return value
+        current = current.parent  # type: ignore[assignment]
+    return None
+
+
+def thread_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Thread ids starting with ``incomplete``, newest activity first (``[]`` on any problem)."""
+    try:
+        return [name for name in _thread_ids(ctx) if name.startswith(incomplete)]
+    except Exception:
+        log.debug("completing thread ids failed", exc_info=True)
+        return []
+
+
+def _thread_ids(ctx: typer.Context) -> list[str]:
+    from chatbot.places import read_places
+
+    places = read_places(
+        _option(ctx, "env_file") or ".env", db=_option(ctx, "db"), url=_option(ctx, "url")
+    )
+    if places.url:
+        from chatbot.remote import RemoteBackend
+
+        return [t.thread_id for t in RemoteBackend(places.url).threads()]
+    from pathlib import Path
+
+    from chatbot.store import is_postgres_url
+
+    if not is_postgres_url(places.db) and not Path(places.db).expanduser().is_file():
+        return []  # completing never creates the database
+    from chatbot.pgstore import open_store
+
+    store = open_store(places.db, places.pg_prepare_threshold)
+    try:
+        return [t.thread_id for t in store.list_threads()]
+    finally:
+        store.close()
+
+
+def model_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Model names starting with ``incomplete``: the configured model, the endpoint's last
+    listing (``chatbot models`` or the REPL cached it) and ``offline``."""
+    try:
+        from chatbot.modellist import completion_names, endpoint_of
+        from chatbot.places import SettingSources
+
+        sources = SettingSources(_option(ctx, "env_file") or ".env")
+        base_url = sources.find("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
+        configured = sources.find("CHATBOT_MODEL")
+        names = completion_names(
+            endpoint_of(base_url.value if base_url else None),
+            configured.value if configured else "",
+        )
+        return [name for name in names if name.startswith(incomplete)]
+    except Exception:
+        log.debug("completing model names failed", exc_info=True)
+        return []

@@ -1,0 +1,185 @@
+"""Shell completion (``chatbot --install-completion``): subcommands, options, thread ids and
+model names, through Typer's own protocol (``_CHATBOT_COMPLETE=complete_bash`` with
+``COMP_WORDS`` and ``COMP_CWORD``, as the installed bash script calls it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import ROOT, Cli, ok, runner
+
+from chatbot.cli import app  # isort: skip
+
+# The CLI with an import hook refusing the named modules (as tests/test_startup.py does).
+_GUARDED_CLI = """
+import sys
+blocked = set(sys.argv[1].split(","))
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name in blocked or any(name.startswith(b + ".") for b in blocked):
+            raise ImportError(f"{name} must not be imported by this command")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+sys.argv = ["chatbot"]
+from chatbot.cli import main
+main()
+"""
+_NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai,langgraph,rich"
+
+
+def complete(line: str, **env: str) -> list[str]:
+    """What bash gets for the cursor at the end of ``line`` (in-process)."""
+    words = line.split()
+    cword = len(words) if line.endswith(" ") else len(words) - 1
+    result = runner.invoke(
+        app,
+        [],
+        env={
+            "_CHATBOT_COMPLETE": "complete_bash",
+            "COMP_WORDS": line,
+            "COMP_CWORD": str(cword),
+            **env,
+        },
+    )
+    assert result.exit_code == 0, result.output
+    return result.stdout.split()
+
+
+def complete_in_a_process(line: str, blocked: str = "", **env: str) -> subprocess.CompletedProcess:
+    words = line.split()
+    cword = len(words) if line.endswith(" ") else len(words) - 1
+    return subprocess.run(
+        [sys.executable, "-c", _GUARDED_CLI, blocked],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "_CHATBOT_COMPLETE": "complete_bash",
+            "COMP_WORDS": line,
+            "COMP_CWORD": str(cword),
+            **env,
+        },
+    )
+
+
+@pytest.fixture
+def threads(cli: Cli) -> Path:
+    """A database with threads alpha, beta and another."""
+    for thread in ("alpha", "another", "beta"):
+        cli.server.script("hi")
+        ok(cli.ask("hello", thread=thread))
+    return cli.db
+
+
+def test_help_offers_installing_completion() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
+
+
+def test_the_bash_script_calls_chatbot_back_with_its_variable() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "chatbot", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1",
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert "_CHATBOT_COMPLETE=complete_bash" in result.stdout
+    assert "COMP_WORDS" in result.stdout
+
+
+def test_subcommands_and_options_complete() -> None:
+    assert "history" in complete("chatbot hi")
+    assert {"config", "models", "threads", "show", "export"} <= set(complete("chatbot "))
+    assert complete("chatbot show --j") == ["--json"]
+    assert "--install-completion" in complete("chatbot --")
+
+
+def test_thread_ids_complete_for_thread_arguments_and_options(threads: Path) -> None:
+    db = str(threads)
+    assert set(complete(f"chatbot show --db {db} ")) == {"alpha", "another", "beta"}
+    assert complete(f"chatbot history --db {db} a") == ["another", "alpha"]  # newest first
+    assert complete(f"chatbot --db {db} export b") == ["beta"]
+    assert complete(f"chatbot ask --db {db} --thread be") == ["beta"]
+    assert complete(f"chatbot --db {db} --thread al") == ["alpha"]
+    assert complete(f"chatbot chat --db {db} -t an") == ["another"]
+    assert complete("chatbot show a", CHATBOT_DB=db) == ["another", "alpha"]
+
+
+def test_completing_thread_ids_reads_fast_without_models_or_langgraph(threads: Path) -> None:
+    result = complete_in_a_process("chatbot show ", _NO_MODELS, CHATBOT_DB=str(threads))
+    assert result.returncode == 0, result.stderr
+    assert set(result.stdout.split()) == {"alpha", "another", "beta"}
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"CHATBOT_URL": "localhost:2024"},  # not a URL
+        {"CHATBOT_DB": "/"},  # a folder
+        {"CHATBOT_DB": "postgresql://nobody@127.0.0.1:9/none"},  # nothing listens
+        {"CHATBOT_PG_PREPARE_THRESHOLD": "lots"},
+    ],
+)
+def test_a_problem_means_no_completions_never_a_traceback(env: dict[str, str]) -> None:
+    result = complete_in_a_process("chatbot show ", **env)
+    assert result.returncode == 0
+    assert result.stdout.strip() == "" and result.stderr == ""
+
+
+def test_a_missing_database_completes_nothing_and_is_not_created(tmp_path: Path) -> None:
+    db = tmp_path / "never.sqlite"
+    assert complete(f"chatbot show --db {db} ") == []
+    assert not db.exists()
+
+
+def test_model_names_complete_from_the_last_listing_and_the_settings(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    env = {"OPENAI_API_KEY": "sk-test-key", "OPENAI_BASE_URL": openai_server.base_url}
+    assert complete("chatbot --model ", **env) == ["offline"]  # nothing listed yet
+    openai_server.models = ["gpt-test-large", "gpt-test-mini", "embed-test"]
+    ok(runner.invoke(app, ["models"], env=env))
+    assert complete("chatbot --model gpt-", **env) == ["gpt-test-large", "gpt-test-mini"]
+    (tmp_path / ".env").write_text("CHATBOT_MODEL=my-configured-model\n")
+    names = complete("chatbot -m ", **env)
+    assert names == [
+        "my-configured-model",
+        "embed-test",
+        "gpt-test-large",
+        "gpt-test-mini",
+        "offline",
+    ]
+    # Another endpoint's listing is not offered for this one.
+    other = {**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    assert complete("chatbot -m ", **other) == ["my-configured-model", "offline"]
+
+
+def test_a_broken_model_cache_completes_the_configured_model_only(tmp_path: Path) -> None:
+    from chatbot.modellist import cache_path
+
+    cache_path().parent.mkdir(parents=True)
+    cache_path().write_text("{not json")
+    result = complete_in_a_process("chatbot --model ", CHATBOT_MODEL="gpt-x")
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout.split() == ["gpt-x", "offline"]
+    cache_path().write_text(json.dumps({"endpoint": "https://api.openai.com/v1", "models": 3}))
+    assert complete("chatbot --model ") == ["offline"]
