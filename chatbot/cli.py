@@ -29,6 +29,7 @@ from chatbot.cli_chat import (
 )
 from chatbot.cli_config import config_app, models  # noqa: F401  (`chatbot config`, `models`)
 from chatbot.cli_db import db_app, prune  # noqa: F401  (registers `chatbot db` and `prune`)
+from chatbot.cli_search import search  # noqa: F401  (registers `chatbot search`)
 from chatbot.cliapp import (
     AppState,
     CliError,

@@ -15,7 +15,7 @@ A password in the URL is never shown: :attr:`PgStore.path` and every error carry
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from chatbot.errors import remember_secret
@@ -29,11 +29,14 @@ from chatbot.store import (
     StoreStats,
     _now,
     is_postgres_url,
+    migration_statements,
 )
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg_pool import ConnectionPool
+
+    from chatbot.saver import IndexesMessages
 
 _LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
 _LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
@@ -62,9 +65,9 @@ def redact_url(url: str) -> str:
 def _saver_class() -> type[PostgresSaver]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from chatbot.saver import AsyncFromSync
+    from chatbot.saver import AsyncFromSync, IndexesMessages
 
-    class PgSaver(AsyncFromSync, PostgresSaver):
+    class PgSaver(IndexesMessages, AsyncFromSync, PostgresSaver):
         """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
         sync ones on the pool, as :class:`chatbot.saver.LocalSaver` does for SQLite."""
 
@@ -133,9 +136,10 @@ class PgStore(SqlStore):
                     conn.execute(MIGRATIONS_TABLE)
                     rows = conn.execute("SELECT version FROM chatbot_migrations").fetchall()
                     applied = {row["version"] for row in rows}
-                    for version, statement in enumerate(MIGRATIONS, start=1):
+                    for version, migration in enumerate(MIGRATIONS, start=1):
                         if version not in applied:
-                            conn.execute(statement)
+                            for statement in migration_statements(migration, "postgresql"):
+                                conn.execute(statement)
                             conn.execute(
                                 "INSERT INTO chatbot_migrations (version, applied_at) "
                                 "VALUES (%s, %s)",
@@ -148,7 +152,9 @@ class PgStore(SqlStore):
     def saver(self) -> PostgresSaver:
         """LangGraph's checkpointer on the pool."""
         if self._saver is None:
-            self._saver = _saver_class()(self.pool)
+            saver = _saver_class()(self.pool)
+            cast("IndexesMessages", saver).message_index = self.message_index
+            self._saver = saver
         return self._saver
 
     def close(self) -> None:

@@ -3,8 +3,11 @@ or written: opening the database does not need them)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -15,6 +18,11 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
+
+from chatbot.search import INSERT_MESSAGE
+
+if TYPE_CHECKING:
+    from chatbot.search import MessageIndex
 
 
 class AsyncFromSync(BaseCheckpointSaver[str]):
@@ -58,6 +66,56 @@ class AsyncFromSync(BaseCheckpointSaver[str]):
         self.delete_thread(thread_id)
 
 
-class LocalSaver(AsyncFromSync, SqliteSaver):
+class IndexesMessages(BaseCheckpointSaver[str]):
+    """A saver that indexes, for search, the messages a checkpoint adds (:mod:`chatbot.search`):
+    when a write changes the ``messages`` channel, the ids not yet indexed for that thread are
+    added with this checkpoint as theirs. Turns, retries, undo, forks and ``db copy`` all write
+    through here. The rows go in the checkpoint's own transaction where the saver allows it
+    (:class:`LocalSaver`), else in one of their own right after it."""
+
+    message_index: MessageIndex | None = None
+    _rows_in_checkpoint_transaction = False
+    _pending = threading.local()
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        index = self.message_index
+        configurable = config["configurable"]
+        if index is None or "messages" not in new_versions or configurable.get("checkpoint_ns"):
+            return super().put(config, checkpoint, metadata, new_versions)  # (a subgraph's)
+        thread_id = str(configurable["thread_id"])
+        messages = checkpoint["channel_values"].get("messages") or ()
+        rows, ids = index.fresh_rows(thread_id, checkpoint["id"], messages)
+        if self._rows_in_checkpoint_transaction:
+            self._pending.rows = rows
+            try:
+                written = super().put(config, checkpoint, metadata, new_versions)
+            finally:
+                self._pending.rows = None
+        else:
+            written = super().put(config, checkpoint, metadata, new_versions)
+            index.write(rows)
+        index.remember(thread_id, ids)
+        return written
+
+
+class LocalSaver(IndexesMessages, AsyncFromSync, SqliteSaver):
     """LangGraph's ``SqliteSaver``, serving ``astream`` too (``AsyncSqliteSaver`` would add a
-    second connection and a thread)."""
+    second connection and a thread). A checkpoint's new messages are indexed in the same
+    transaction as the checkpoint: one commit, and never one without the other."""
+
+    _rows_in_checkpoint_transaction = True
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        with super().cursor(transaction) as cur:
+            yield cur
+            rows = getattr(self._pending, "rows", None)
+            if transaction and rows:  # put's checkpoint went in: its messages follow
+                self._pending.rows = None
+                cur.executemany(INSERT_MESSAGE, rows)

@@ -33,17 +33,43 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
     from langgraph.types import StateSnapshot
 
     from chatbot.saver import LocalSaver
+    from chatbot.search import MessageIndex
     from chatbot.state import ChatGraph
 
 BUSY_TIMEOUT_SECONDS = 30.0
 APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
 _OWN_TABLES = frozenset(  # LangGraph's and ours
     {"checkpoints", "writes", "chatbot_threads", "chatbot_migrations", "chatbot_leases"}
+) | frozenset(  # the search index (chatbot.search): its table, FTS5's and their shadow tables
+    {"chatbot_messages", "chatbot_marks"}
+    | {f"chatbot_messages_fts{part}" for part in ("", "_data", "_idx", "_docsize", "_config")}
 )
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 
-MIGRATIONS: tuple[str, ...] = (
+
+@dataclass(frozen=True)
+class PerDatabase:
+    """A migration whose SQL differs between SQLite and PostgreSQL: each one's statements, run
+    in order in the migration's transaction."""
+
+    sqlite: tuple[str, ...]
+    postgresql: tuple[str, ...]
+
+
+def migration_statements(migration: str | PerDatabase, database: str) -> tuple[str, ...]:
+    """The statements of one migration for ``database`` (``sqlite`` or ``postgresql``)."""
+    if isinstance(migration, str):
+        return (migration,)
+    return migration.sqlite if database == "sqlite" else migration.postgresql
+
+
+_MARKS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_marks (
+    name TEXT PRIMARY KEY,
+    done_at TEXT NOT NULL
+)"""
+
+MIGRATIONS: tuple[str | PerDatabase, ...] = (
     # 1: what a thread listing needs, so that listing is plain SQL
     """CREATE TABLE IF NOT EXISTS chatbot_threads (
     thread_id TEXT PRIMARY KEY,
@@ -61,6 +87,68 @@ MIGRATIONS: tuple[str, ...] = (
     holder TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL
 )""",
+    # 3: every message ever written, once per thread, for search (see chatbot.search): SQLite
+    # indexes it with FTS5's trigram tokenizer (substrings, Chinese and Japanese too),
+    # PostgreSQL with pg_trgm when the extension can be made (else search scans the table)
+    PerDatabase(
+        sqlite=(
+            """CREATE TABLE IF NOT EXISTS chatbot_messages (
+    id INTEGER PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    UNIQUE (thread_id, message_id)
+)""",
+            "CREATE INDEX IF NOT EXISTS chatbot_messages_newest "
+            "ON chatbot_messages (checkpoint_id)",
+            """CREATE VIRTUAL TABLE IF NOT EXISTS chatbot_messages_fts USING fts5(
+    content, content='chatbot_messages', content_rowid='id', tokenize='trigram'
+)""",
+            """CREATE TRIGGER IF NOT EXISTS chatbot_messages_added AFTER INSERT ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (rowid, content) VALUES (new.id, new.content);
+END""",
+            """CREATE TRIGGER IF NOT EXISTS chatbot_messages_deleted
+AFTER DELETE ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
+    VALUES ('delete', old.id, old.content);
+END""",
+            """CREATE TRIGGER IF NOT EXISTS chatbot_messages_changed
+AFTER UPDATE OF content ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
+    VALUES ('delete', old.id, old.content);
+    INSERT INTO chatbot_messages_fts (rowid, content) VALUES (new.id, new.content);
+END""",
+            _MARKS_TABLE,
+        ),
+        postgresql=(
+            """CREATE TABLE IF NOT EXISTS chatbot_messages (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    thread_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    UNIQUE (thread_id, message_id)
+)""",
+            "CREATE INDEX IF NOT EXISTS chatbot_messages_newest "
+            "ON chatbot_messages (checkpoint_id)",
+            """DO $$
+BEGIN
+    CREATE EXTENSION IF NOT EXISTS pg_trgm;
+    CREATE INDEX IF NOT EXISTS chatbot_messages_trigrams
+        ON chatbot_messages USING gin (content gin_trgm_ops);
+EXCEPTION WHEN OTHERS THEN
+    RAISE NOTICE 'chatbot: no pg_trgm index (%), search scans the messages', SQLERRM;
+END
+$$""",
+            _MARKS_TABLE,
+        ),
+    ),
 )
 """chatbot's own tables, for SQLite and PostgreSQL alike: numbered by position, each applied
 once (``chatbot_migrations`` records them) under the database's write lock. Append, never
@@ -435,22 +523,43 @@ class SqlStore:
         so renaming is a plain UPDATE in one transaction.
         """
         self._write(
+            ("DELETE FROM chatbot_messages WHERE thread_id = ?", (new_id,)),  # none, normally
             *(
                 (f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id))
-                for table in (*self.checkpoint_tables, "chatbot_threads")
-            )
+                for table in (*self.checkpoint_tables, "chatbot_threads", "chatbot_messages")
+            ),
         )
+        self._forget_messages(thread_id, new_id)
 
     def delete_thread(self, thread_id: str) -> bool:
         """Delete a thread's checkpoints and row; False if there was no such thread."""
         existed = self.thread_exists(thread_id)
-        self._write(  # what the saver's delete_thread does, and our row
+        self._write(  # what the saver's delete_thread does, and our rows
             *(
                 (f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
-                for table in (*self.checkpoint_tables, "chatbot_threads")
+                for table in (*self.checkpoint_tables, "chatbot_threads", "chatbot_messages")
             )
         )
+        self._forget_messages(thread_id)
         return existed
+
+    # --- the search index (chatbot.search) -----------------------------------------------
+
+    _message_index: MessageIndex | None = None
+
+    @property
+    def message_index(self) -> MessageIndex:
+        """Indexes the messages of each checkpoint the saver writes (made on first use)."""
+        if self._message_index is None:
+            from chatbot.search import MessageIndex
+
+            self._message_index = MessageIndex(self)
+        return self._message_index
+
+    def _forget_messages(self, *thread_ids: str) -> None:
+        if self._message_index is not None:
+            for thread_id in thread_ids:
+                self._message_index.forget(thread_id)
 
     def release_lease(self, thread_id: str, holder: str) -> None:
         """Give the thread's lease back (if ``holder`` still has it)."""
@@ -580,9 +689,10 @@ class Store(SqlStore):
                 applied = {
                     v for (v,) in self.conn.execute("SELECT version FROM chatbot_migrations")
                 }
-                for version, statement in enumerate(MIGRATIONS, start=1):
+                for version, migration in enumerate(MIGRATIONS, start=1):
                     if version not in applied:
-                        self.conn.execute(statement)
+                        for statement in migration_statements(migration, "sqlite"):
+                            self.conn.execute(statement)
                         self.conn.execute(
                             "INSERT INTO chatbot_migrations (version, applied_at) VALUES (?, ?)",
                             (version, _now()),
@@ -611,6 +721,7 @@ class Store(SqlStore):
 
             saver = LocalSaver(self.conn)
             saver.lock = self.lock  # one lock for the connection, LangGraph's writes and ours
+            saver.message_index = self.message_index
             _retry_locked(saver.setup)
             self._saver = saver
         return self._saver

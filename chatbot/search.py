@@ -1,0 +1,397 @@
+"""Search everything ever said: every message of every thread, folded into a summary or not.
+
+A summary removes the messages it folds from the state, so they live on only in older
+checkpoints. Rather than reading checkpoints at query time, each message is indexed once, when
+the checkpoint that first holds it is written (:class:`MessageIndex`, called by the savers in
+:mod:`chatbot.saver`), into ``chatbot_messages``: thread, message id, that first checkpoint,
+role and text. A search reads only that table:
+
+- **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text (kept in step by
+  triggers). Trigrams match any substring of three characters or more, case-insensitively,
+  which is what Chinese and Japanese need (they are written without spaces, and the default
+  ``unicode61`` tokenizer would take a whole sentence for one word). A term of one or two
+  characters (``北京``) is matched with ``LIKE`` instead, on the rows the longer terms left, or
+  by reading the table when there is no longer term.
+- **PostgreSQL**: ``ILIKE`` per term, which a ``pg_trgm`` GIN index answers when the extension
+  could be created (else the table is read).
+
+A query is words, each of which must appear (``"a phrase"`` in double quotes stays one
+term); hits come newest first. A database made before the index is indexed once, on its first
+search (:func:`index_existing`), and marked done in ``chatbot_marks``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from chatbot.errors import FriendlyError
+from chatbot.sanitize import sanitize
+from chatbot.store import Store, checkpoint_time, thread_config
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from chatbot.store import SqlStore
+
+INDEXED_MARK = "messages_indexed"
+"""The ``chatbot_marks`` row saying the checkpoints written before the index are indexed."""
+MIN_TRIGRAM = 3
+"""Terms shorter than this (in characters) cannot use the trigram index."""
+SNIPPET_WIDTH = 160
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+
+INSERT_MESSAGE = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
+_INSERT_KEEPING_OLDEST = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
+    "checkpoint_id = excluded.checkpoint_id "
+    "WHERE excluded.checkpoint_id < chatbot_messages.checkpoint_id"
+)
+
+
+class SearchError(FriendlyError, ValueError):
+    """A query that cannot be run; the message is one line for the user."""
+
+
+# --- what is indexed -------------------------------------------------------------------------
+
+
+def message_role(message: Any) -> str:
+    """``user``, ``assistant``, ``tool`` or ``system``."""
+    kind = str(getattr(message, "type", ""))
+    return ROLES.get(kind, kind or "unknown")
+
+
+def message_text(message: Any) -> str:
+    """The text of a message as it is searched: its text parts (an attachment's text is one;
+    an image is not text)."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or ():
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+class MessageIndex:
+    """Adds each thread's new messages to ``chatbot_messages`` as checkpoints are written.
+
+    A checkpoint holds the whole message list, so the ids already indexed are remembered per
+    thread (read from the table the first time a thread is written, for the last
+    :attr:`REMEMBERED` threads): a turn then writes only its one or two new messages.
+    """
+
+    REMEMBERED = 16
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+        self._known: OrderedDict[str, set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _known_ids(self, thread_id: str) -> set[str]:
+        known = self._known.get(thread_id)
+        if known is None:
+            rows = self.store._query(
+                "SELECT message_id FROM chatbot_messages WHERE thread_id = ?", (thread_id,)
+            )
+            known = {row[0] for row in rows}
+            self._known[thread_id] = known
+            while len(self._known) > self.REMEMBERED:
+                self._known.popitem(last=False)
+        self._known.move_to_end(thread_id)
+        return known
+
+    def fresh_rows(
+        self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]
+    ) -> tuple[list[tuple[str, ...]], list[str]]:
+        """The rows to index for the messages this thread has not indexed yet, as first seen
+        at ``checkpoint_id`` (messages without text have none), and all their ids."""
+        with self._lock:
+            known = self._known_ids(thread_id)
+            fresh = [m for m in messages if getattr(m, "id", None) and m.id not in known]
+        rows = [
+            (thread_id, str(m.id), checkpoint_id, message_role(m), message_text(m)) for m in fresh
+        ]
+        return [row for row in rows if row[4].strip()], [str(m.id) for m in fresh]
+
+    def remember(self, thread_id: str, message_ids: Iterable[str]) -> None:
+        """Note ids as indexed, once their rows are written."""
+        with self._lock:
+            self._known_ids(thread_id).update(message_ids)
+
+    def write(self, rows: Sequence[tuple[str, ...]]) -> None:
+        """Write rows from :meth:`fresh_rows` in a transaction of their own."""
+        if rows:
+            self.store._write(*((INSERT_MESSAGE, row) for row in rows))
+
+    def add(self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]) -> int:
+        """Index the messages not yet indexed for this thread, as first seen at
+        ``checkpoint_id``; how many rows were written."""
+        rows, ids = self.fresh_rows(thread_id, checkpoint_id, messages)
+        self.write(rows)
+        self.remember(thread_id, ids)
+        return len(rows)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is remembered of a thread (it was renamed or deleted)."""
+        with self._lock:
+            self._known.pop(thread_id, None)
+
+
+# --- indexing a database made before the index -----------------------------------------------
+
+
+def is_indexed(store: SqlStore) -> bool:
+    """True once the checkpoints written before the index existed have been indexed."""
+    return bool(store._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (INDEXED_MARK,)))
+
+
+def checkpoints_to_index(store: SqlStore) -> int:
+    """How many checkpoints :func:`index_existing` reads (for its progress bar)."""
+    ((count,),) = store._query("SELECT COUNT(*) FROM checkpoints WHERE checkpoint_ns = ''")
+    return int(count)
+
+
+def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: None) -> int:
+    """Index every message of every checkpoint, each at the oldest checkpoint holding it, and
+    mark the database indexed. Safe while other processes write (a row indexed as it was
+    written keeps the older checkpoint of the two). ``progress`` is told after each thread
+    how many checkpoints it read. Returns the messages found."""
+    threads = [
+        row[0]
+        for row in store._query(
+            "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY 1"
+        )
+    ]
+    found = 0
+    for thread_id in threads:
+        first: dict[str, tuple[str, Any]] = {}
+        read = 0
+        for saved in store.saver.list(thread_config(thread_id)):  # newest first
+            checkpoint_id = saved.config["configurable"]["checkpoint_id"]
+            for message in saved.checkpoint["channel_values"].get("messages") or ():
+                if getattr(message, "id", None):
+                    first[str(message.id)] = (checkpoint_id, message)  # older ones win
+            read += 1
+        rows = [
+            (thread_id, message_id, checkpoint_id, message_role(m), message_text(m))
+            for message_id, (checkpoint_id, m) in first.items()
+        ]
+        rows = [row for row in rows if row[4].strip()]
+        if rows:
+            store._write(*((_INSERT_KEEPING_OLDEST, row) for row in rows))
+            if not store.thread_exists(thread_id):  # deleted meanwhile by another process
+                store._write(("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)))
+        found += len(rows)
+        progress(read)
+    store._write(
+        (
+            "INSERT INTO chatbot_marks (name, done_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+            (INDEXED_MARK, datetime.now().astimezone().isoformat(timespec="seconds")),
+        )
+    )
+    return found
+
+
+def ensure_indexed(store: SqlStore, console: Console | None) -> None:
+    """Index a database made before the index, once, with a progress bar on ``console`` (a
+    terminal's) when there are many checkpoints to read."""
+    if is_indexed(store):
+        return
+    total = checkpoints_to_index(store)
+    if console is None or not console.is_terminal or total < 200:
+        index_existing(store)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("indexing past messages for search (once)"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("checkpoints"),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("index", total=total)
+        index_existing(store, progress=lambda n: bar.advance(task, n))
+
+
+# --- searching -------------------------------------------------------------------------------
+
+_TERM = re.compile(r'"([^"]*)"|(\S+)')
+
+
+def parse_query(text: str) -> list[str]:
+    """The terms of a query: words, or ``"quoted phrases"``; each must appear in a hit."""
+    terms = [quoted or word for quoted, word in _TERM.findall(text)]
+    terms = [term.strip() for term in terms]
+    terms = list(dict.fromkeys(term for term in terms if term))
+    if not terms:
+        raise SearchError("the search is empty: give some text to find")
+    return terms
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A one-line excerpt of a message and where the terms are in it (character offsets)."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One message found."""
+
+    thread_id: str
+    message_id: str
+    checkpoint_id: str
+    """The first checkpoint holding the message: ``show --checkpoint`` and ``/fork`` take it."""
+    role: str
+    text: str
+    terms: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def time(self) -> datetime | None:
+        """When the message was first checkpointed."""
+        return checkpoint_time(self.checkpoint_id)
+
+    def snippet(self, width: int = SNIPPET_WIDTH) -> Snippet:
+        return make_snippet(self.text, self.terms, width)
+
+
+def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) -> Snippet:
+    """The text on one line, safe to print, cut to about ``width`` characters around the first
+    match, with every match inside marked."""
+    flat = " ".join(sanitize(text).split())
+    pattern = re.compile(
+        "|".join(re.escape(term) for term in sorted(terms, key=len, reverse=True)) or "(?!)",
+        re.IGNORECASE,
+    )
+    matches = list(pattern.finditer(flat))
+    start = 0
+    if matches and len(flat) > width:
+        start = max(0, matches[0].start() - width // 3)
+        start = max(0, min(start, len(flat) - width))
+        space = flat.find(" ", start, start + 12)  # begin at a word where there are words
+        if start and space != -1:
+            start = space + 1
+    end = min(len(flat), start + width)
+    prefix = "…" if start else ""
+    cut = prefix + flat[start:end] + ("…" if end < len(flat) else "")
+    spans = tuple(
+        (m.start() - start + len(prefix), m.end() - start + len(prefix))
+        for m in matches
+        if m.start() >= start and m.end() <= end
+    )
+    return Snippet(cut, spans)
+
+
+def _like(term: str) -> str:
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _fts_phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def search(
+    store: SqlStore, query: str, *, thread_id: str | None = None, limit: int = 20
+) -> list[Hit]:
+    """The messages holding every term of ``query``, newest first (in one thread, or all)."""
+    terms = parse_query(query)
+    columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content"
+    where: list[str] = []
+    params: list[Any] = []
+    if isinstance(store, Store):
+        long = [term for term in terms if len(term) >= MIN_TRIGRAM]
+        short = [term for term in terms if len(term) < MIN_TRIGRAM]
+        if long:
+            source = "chatbot_messages_fts AS f JOIN chatbot_messages AS m ON m.id = f.rowid"
+            where.append("chatbot_messages_fts MATCH ?")
+            params.append(" AND ".join(_fts_phrase(term) for term in long))
+        else:
+            source = "chatbot_messages AS m"
+        for term in short:
+            where.append("m.content LIKE ? ESCAPE '\\'")
+            params.append(_like(term))
+    else:
+        source = "chatbot_messages AS m"
+        for term in terms:
+            where.append("m.content ILIKE ? ESCAPE '\\'")
+            params.append(_like(term))
+    if thread_id is not None:
+        where.append("m.thread_id = ?")
+        params.append(thread_id)
+    rows = store._query(
+        f"SELECT {columns} FROM {source} WHERE {' AND '.join(where)} "
+        "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?",
+        (*params, max(1, limit)),
+    )
+    return [
+        Hit(
+            thread_id=row[0],
+            message_id=row[1],
+            checkpoint_id=row[2],
+            role=row[3],
+            text=row[4],
+            terms=tuple(terms),
+        )
+        for row in rows
+    ]
+
+
+# --- showing hits ----------------------------------------------------------------------------
+
+
+def hit_record(hit: Hit) -> dict[str, Any]:
+    """A hit as JSON (``chatbot search --json``): the snippet, and where the terms are in it
+    as ``[start, end)`` character offsets."""
+    snippet = hit.snippet()
+    when = hit.time
+    return {
+        "thread_id": hit.thread_id,
+        "checkpoint_id": hit.checkpoint_id,
+        "message_id": hit.message_id,
+        "role": hit.role,
+        "time": when.isoformat() if when else None,
+        "snippet": snippet.text,
+        "highlights": [list(span) for span in snippet.spans],
+    }
+
+
+def hits_view(hits: Sequence[Hit]) -> RenderableType:
+    """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
+    the terms highlighted under it."""
+    from rich.console import Group
+    from rich.text import Text
+
+    lines: list[Text] = []
+    for hit in hits:
+        when = hit.time
+        heading = Text()
+        heading.append(sanitize(hit.thread_id), style="bold cyan")
+        if when is not None:
+            heading.append("  " + when.astimezone().strftime("%Y-%m-%d %H:%M"), style="dim")
+        heading.append(f"  {hit.role}", style="green" if hit.role == "user" else "magenta")
+        heading.append(f"  checkpoint {hit.checkpoint_id}", style="dim")
+        snippet = hit.snippet()
+        body = Text("  " + snippet.text)
+        for start, end in snippet.spans:
+            body.stylize("bold black on yellow", start + 2, end + 2)
+        lines.extend((heading, body))
+    return Group(*lines)

@@ -1,0 +1,370 @@
+"""Search everything ever said: `chatbot search`, `/search` and the index under them, on SQLite
+and PostgreSQL. Messages are indexed as checkpoints are written, so messages folded into a
+summary are found, at the first checkpoint that holds them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatbot.backend import LocalBackend
+from chatbot.checkpoints import read_checkpoint
+from chatbot.copying import plan_copy, run_copy
+from chatbot.graph import build_graph
+from chatbot.pgstore import open_store
+from chatbot.search import (
+    INDEXED_MARK,
+    Hit,
+    SearchError,
+    is_indexed,
+    make_snippet,
+    parse_query,
+    search,
+)
+from chatbot.settings import Settings
+from chatbot.store import SqlStore
+from tests.scripted import ScriptedChatModel
+from tests.test_cli import invoke
+from tests.test_repl import World, errors, flat
+from tests.test_repl import make_world as make_world  # the fixture
+
+FOLDING = {"summary_trigger": "messages:6", "summary_keep": "messages:2"}
+
+
+def _settings(db: str) -> Settings:
+    return Settings(_env_file=None, model="offline", db=db, **FOLDING)  # type: ignore[call-arg]
+
+
+class Chat:
+    """A store and a backend on one database, the chat model scripted (``reply N``)."""
+
+    def __init__(self, db: str) -> None:
+        self.store = open_store(db)
+        graph = build_graph(
+            ScriptedChatModel(),
+            ScriptedChatModel(default="SUMMARY"),
+            _settings(db),
+            self.store.saver,
+        )
+        self.backend = LocalBackend(graph, self.store)
+
+    def say(self, thread: str, *texts: str) -> None:
+        for text in texts:
+            list(self.backend.send(thread, text))
+
+    def find(self, query: str, **options: Any) -> list[Hit]:
+        return search(self.store, query, **options)
+
+
+@pytest.fixture
+def chat(any_db: str) -> Iterator[Chat]:
+    made = Chat(any_db)
+    try:
+        yield made
+    finally:
+        made.store.close()
+
+
+def _rows(store: SqlStore) -> list[tuple[Any, ...]]:
+    return store._query("SELECT thread_id, message_id FROM chatbot_messages ORDER BY 1, 2")
+
+
+# --- the index -------------------------------------------------------------------------------
+
+
+def test_messages_folded_into_the_summary_are_found_at_their_first_checkpoint(chat: Chat) -> None:
+    chat.say("t", "my cat is called Mozzarella", "two", "three", "four")
+    current = chat.backend.current("t")
+    assert current is not None and current.summary == "SUMMARY"
+    assert "my cat is called Mozzarella" not in [m.text for m in current.messages], "folded"
+
+    (hit,) = chat.find("mozzarella")
+    assert (hit.thread_id, hit.role, hit.text) == ("t", "user", "my cat is called Mozzarella")
+    holding = read_checkpoint(chat.store, "t", hit.checkpoint_id)
+    assert hit.message_id in [m.id for m in holding.messages]
+    assert holding.parent_id is not None
+    parent = read_checkpoint(chat.store, "t", holding.parent_id)
+    assert hit.message_id not in [m.id for m in parent.messages], "the first that holds it"
+
+
+def test_each_message_is_indexed_once_however_many_checkpoints_hold_it(chat: Chat) -> None:
+    chat.say("t", "one", "two", "three", "four", "five")
+    rows = _rows(chat.store)
+    assert len(rows) == len(set(rows)) == 10, "5 messages and 5 replies, once each"
+    assert [h.text for h in chat.find("reply")] == [f"reply {n}" for n in (5, 4, 3, 2, 1)]
+
+
+def test_every_term_must_appear_and_a_quoted_phrase_stays_whole(chat: Chat) -> None:
+    chat.say("t", "green tea in the morning", "black tea at night", "green light at night")
+    assert [h.text for h in chat.find("TEA night")] == ["black tea at night"]
+    assert [h.text for h in chat.find('"at night"')] == [
+        "green light at night",
+        "black tea at night",
+    ]
+    assert chat.find('"night tea"') == []
+    assert [h.text for h in chat.find("green", thread_id="t", limit=1)] == ["green light at night"]
+
+
+def test_chinese_and_japanese_are_found_by_any_part_of_a_sentence(chat: Chat) -> None:
+    chat.say("zh", "我喜欢北京大学的图书馆", "上海的天气很好")
+    chat.say("ja", "東京タワーに行きました")
+    assert [h.text for h in chat.find("北京大学")] == ["我喜欢北京大学的图书馆"]
+    assert [h.text for h in chat.find("北京")] == ["我喜欢北京大学的图书馆"], "two characters"
+    assert [h.text for h in chat.find("图")] == ["我喜欢北京大学的图书馆"], "one character"
+    assert [h.text for h in chat.find("天气 上海")] == ["上海的天气很好"]
+    assert [h.thread_id for h in chat.find("タワー")] == ["ja"]
+    assert chat.find("北京 天气") == []
+
+
+def test_like_wildcards_in_a_query_are_plain_characters(chat: Chat) -> None:
+    chat.say("t", "100% sure", "a_b", "abc")
+    assert [h.text for h in chat.find("%")] == ["100% sure"]
+    assert [h.text for h in chat.find("_")] == ["a_b"]
+
+
+def test_rename_moves_the_index_and_delete_empties_it(chat: Chat) -> None:
+    chat.say("old", "a walrus on the beach")
+    chat.backend.rename("old", "new")
+    assert [h.thread_id for h in chat.find("walrus")] == ["new"]
+    chat.say("new", "the walrus again")
+    assert [h.text for h in chat.find("walrus")] == ["the walrus again", "a walrus on the beach"]
+    assert chat.backend.delete("new")
+    assert chat.find("walrus") == [] and _rows(chat.store) == []
+
+
+def test_a_fork_is_found_too_and_a_thread_made_again_after_delete_is_indexed(chat: Chat) -> None:
+    chat.say("t", "the hippo song")
+    chat.backend.fork("t", None, "t-fork1")
+    assert sorted(h.thread_id for h in chat.find("hippo song")) == ["t", "t-fork1"]
+    chat.backend.delete("t-fork1")
+    chat.backend.fork("t", None, "t-fork1")  # the same messages, the same thread id
+    assert sorted(h.thread_id for h in chat.find("hippo song")) == ["t", "t-fork1"]
+
+
+def test_undo_and_retry_keep_what_they_replaced_findable(chat: Chat) -> None:
+    chat.say("t", "first words")
+    list(chat.backend.regenerate("t"))  # reply 1 is replaced by reply 2
+    assert [h.text for h in chat.find("reply")] == ["reply 2", "reply 1"]
+
+
+def test_copied_threads_are_searchable_in_the_target(tmp_path: Path, any_db: str) -> None:
+    source = Chat(str(tmp_path / "source.sqlite"))
+    try:
+        source.say("t", "an okapi in the forest", "two", "three", "four")
+        with open_store(any_db) as target:
+            run_copy(source.store, target, plan_copy(source.store, target))
+            (hit,) = search(target, "okapi")
+            assert hit.checkpoint_id == source.find("okapi")[0].checkpoint_id
+    finally:
+        source.store.close()
+
+
+def _make_it_old(db: str) -> None:
+    """The database as a version before search left it: no index, no mark, migration 3 unapplied."""
+    with open_store(db) as store:
+        store._write(
+            *(
+                (sql, ())
+                for sql in (
+                    "DROP TABLE IF EXISTS chatbot_messages_fts",
+                    "DROP TABLE chatbot_messages",
+                    "DROP TABLE chatbot_marks",
+                    "DELETE FROM chatbot_migrations WHERE version = 3",
+                )
+            )
+        )
+
+
+def test_a_database_made_before_search_is_indexed_once_on_first_use(any_db: str) -> None:
+    older = Chat(any_db)
+    older.say("t", "a narwhal in the fjord", "two", "three", "four")
+    older.say("u", "no whales here")
+    older.store.close()
+    _make_it_old(any_db)
+
+    with open_store(any_db) as store:  # migration 3 is applied: an empty index, not marked
+        assert not is_indexed(store) and _rows(store) == []
+    result = invoke("search", "narwhal", "--json", "--db", any_db)
+    assert result.exit_code == 0, result.output
+    (hit,) = json.loads(result.stdout)
+    assert hit["thread_id"] == "t" and hit["role"] == "user"
+    with open_store(any_db) as store:
+        assert is_indexed(store)
+        assert len(_rows(store)) == 10, "every message of both threads, once"
+        (kept,) = store._query("SELECT name FROM chatbot_marks")
+        assert kept == (INDEXED_MARK,)
+        holding = read_checkpoint(store, "t", hit["checkpoint_id"])
+        assert holding.parent_id is not None
+        parent = read_checkpoint(store, "t", holding.parent_id)
+        assert hit["message_id"] in [m.id for m in holding.messages]
+        assert hit["message_id"] not in [m.id for m in parent.messages]
+
+
+def test_vacuum_keeps_the_index_pointing_at_the_right_messages(tmp_path: Path) -> None:
+    db = str(tmp_path / "db.sqlite")
+    chat = Chat(db)
+    chat.say("a", "apples", "apricots")
+    chat.say("b", "bananas")
+    chat.backend.delete("a")
+    chat.store.vacuum()
+    assert [h.text for h in chat.find("bananas")] == ["bananas"]
+    assert chat.find("apples") == []
+    chat.store.close()
+
+
+# --- queries and snippets --------------------------------------------------------------------
+
+
+def test_a_query_is_words_or_quoted_phrases() -> None:
+    assert parse_query('green  "at night" tea green') == ["green", "at night", "tea"]
+    for empty in ("", "   ", '""'):
+        with pytest.raises(SearchError, match="the search is empty"):
+            parse_query(empty)
+
+
+def test_a_snippet_is_one_safe_line_around_the_first_match() -> None:
+    text = "start " + "filler words here " * 20 + "the Needle is\nhere\x1b[2J " + "more " * 40
+    snippet = make_snippet(text, ["needle"], width=60)
+    assert snippet.text.startswith("…") and snippet.text.endswith("…")
+    assert "\n" not in snippet.text and "\x1b" not in snippet.text
+    ((start, end),) = snippet.spans
+    assert snippet.text[start:end] == "Needle"
+    short = make_snippet("北京大学 and 北京", ["北京"])
+    assert [short.text[a:b] for a, b in short.spans] == ["北京", "北京"]
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> str:
+    db = str(tmp_path / "db.sqlite")
+    chat = Chat(db)
+    chat.say("zoo", "the giraffe is tall", "two", "three", "four")
+    chat.say("farm", "the giraffe escaped to the farm")
+    chat.store.close()
+    return db
+
+
+def test_search_json_gives_thread_checkpoint_role_time_and_a_marked_snippet(
+    sqlite_db: str,
+) -> None:
+    result = invoke("search", "Giraffe", "--json", "--db", sqlite_db)
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert [(h["thread_id"], h["role"]) for h in hits] == [("farm", "user"), ("zoo", "user")]
+    first = hits[0]
+    assert set(first) == {
+        "thread_id",
+        "checkpoint_id",
+        "message_id",
+        "role",
+        "time",
+        "snippet",
+        "highlights",
+    }
+    assert first["snippet"] == "the giraffe escaped to the farm"
+    assert [first["snippet"][a:b] for a, b in first["highlights"]] == ["giraffe"]
+    assert first["time"].startswith("20")
+    limited = invoke(
+        "search", "giraffe", "--json", "--limit", "1", "--thread", "zoo", "--db", sqlite_db
+    )
+    assert [h["thread_id"] for h in json.loads(limited.stdout)] == ["zoo"]
+
+
+def test_the_checkpoint_a_hit_names_opens_with_show(sqlite_db: str) -> None:
+    (hit,) = json.loads(invoke("search", "tall", "--json", "--db", sqlite_db).stdout)
+    shown = invoke("show", "zoo", "--checkpoint", hit["checkpoint_id"], "--json", "--db", sqlite_db)
+    assert shown.exit_code == 0, shown.output
+    texts = [m["content"] for m in json.loads(shown.stdout)["messages"]]
+    assert "the giraffe is tall" in texts
+    now = json.loads(invoke("show", "zoo", "--json", "--db", sqlite_db).stdout)
+    assert "the giraffe is tall" not in [m["content"] for m in now["messages"]], "folded since"
+
+
+def test_search_in_the_terminal_shows_thread_role_checkpoint_and_snippet(sqlite_db: str) -> None:
+    result = invoke("search", "giraffe", "--db", sqlite_db)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("farm ") and " user " in lines[0] and "checkpoint " in lines[0]
+    assert lines[1].strip() == "the giraffe escaped to the farm"
+    assert "chatbot show THREAD --checkpoint ID" in result.stderr
+    nothing = invoke("search", "okapi", "--db", sqlite_db)
+    assert nothing.exit_code == 0 and "nothing found for 'okapi'" in nothing.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["search", ""], 2, "error: the search is empty: give some text to find"),
+        (["search", '""'], 2, "error: the search is empty: give some text to find"),
+        (["search", "x", "--limit", "0"], 2, "--limit"),
+        (["search", "x", "--thread", "nope"], 1, "error: no thread 'nope'"),
+        (
+            ["search", "x", "--url", "http://127.0.0.1:9"],
+            2,
+            "error: search works on local threads only (this session uses the LangGraph "
+            "server at http://127.0.0.1:9)",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+    sqlite_db: str, args: list[str], code: int, message: str
+) -> None:
+    result = invoke(*args, "--db", sqlite_db)
+    assert result.exit_code == code
+    (line,) = result.stderr.strip().splitlines()
+    assert message in line
+    assert result.stdout == ""
+
+
+def test_search_of_a_database_not_made_yet_finds_nothing_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "none.sqlite"
+    result = invoke("search", "anything", "--json", "--db", str(db))
+    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    assert not db.exists()
+
+
+# --- the REPL --------------------------------------------------------------------------------
+
+
+def test_repl_search_finds_folded_messages_of_every_thread(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    world.run(["a pelican flew by", "two", "three", "four"], thread_id="birds")
+    transcript = world.run(["I saw a pelican too", "/search pelican", "/search", "/search zebra"])
+    lines = transcript.splitlines()
+    headings = [
+        line for line in lines if "checkpoint " in line and line.split()[0] in ("t1", "birds")
+    ]
+    assert [h.split()[0] for h in headings] == ["t1", "birds"]
+    assert "a pelican flew by" in transcript, "folded into birds' summary, found all the same"
+    assert "/thread THREAD, then /show CHECKPOINT or /fork CHECKPOINT, opens one" in flat(
+        transcript
+    )
+    assert errors(transcript) == [
+        'error: give the text to find: /search TEXT (all words; "a phrase")'
+    ]
+    assert "nothing found for 'zebra'" in transcript
+    birds = next(line for line in headings if line.startswith("birds"))
+    checkpoint = birds.split("checkpoint ")[1].strip()
+    shown = world.run(["/show " + checkpoint], thread_id="birds")
+    assert "a pelican flew by" in shown
+
+
+def test_sqlite_file_holds_the_index_in_the_same_database(sqlite_db: str) -> None:
+    with sqlite3.connect(sqlite_db) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        count = conn.execute(
+            "SELECT COUNT(*) FROM chatbot_messages_fts WHERE chatbot_messages_fts MATCH 'giraffe'"
+        ).fetchone()[0]
+    assert {"chatbot_messages", "chatbot_messages_fts", "chatbot_marks"} <= tables
+    assert count == 2
