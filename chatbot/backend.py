@@ -29,6 +29,7 @@ from chatbot.store import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, fork_values
 
 if TYPE_CHECKING:
+    from chatbot.attachments import Content
     from chatbot.runsettings import RunSettings
     from chatbot.state import ChatGraph
 
@@ -44,7 +45,7 @@ class Backend(Protocol):
     local_only_note: str
 
     def send(
-        self, thread_id: str, text: str, context: dict[str, Any] | None = None
+        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
     ) -> TurnStream: ...
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
@@ -110,7 +111,7 @@ class LocalBackend:
         payload: Any,
         config: RunnableConfig,
         context: dict[str, Any] | None,
-        title_hint: str = "",
+        title_hint: Content = "",
         prepare: Callable[[], None] = lambda: None,
     ) -> TurnStream:
         """A run of the graph as events, holding the thread's lease (one turn at a time per
@@ -175,10 +176,13 @@ class LocalBackend:
             return config
         return {**config, "configurable": {**config.get("configurable", {}), SPENT_KEY: record}}
 
-    def send(self, thread_id: str, text: str, context: dict[str, Any] | None = None) -> TurnStream:
-        """Run one turn: stream the reply, then report a summary if one was made."""
-        payload = {"messages": [HumanMessage(content=text)]}
-        return self._turn(thread_id, payload, thread_config(thread_id), context, text)
+    def send(
+        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Run one turn: stream the reply, then report a summary if one was made. ``content``:
+        the message's text, or its content blocks (text, attached files)."""
+        payload = {"messages": [HumanMessage(content=content)]}
+        return self._turn(thread_id, payload, thread_config(thread_id), context, content)
 
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
@@ -222,7 +226,7 @@ class LocalBackend:
         return self._turn(thread_id, None, thread_config(thread_id), context, prepare=remove_it)
 
     def _record(
-        self, thread_id: str, title_hint: str = "", origin: tuple[str, str] | None = None
+        self, thread_id: str, title_hint: Content = "", origin: tuple[str, str] | None = None
     ) -> None:
         state = self.current(thread_id)
         if state is None:
@@ -230,7 +234,7 @@ class LocalBackend:
         first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
         self.store.record_turn(
             thread_id,
-            title=make_title(title_hint or (first.text if first else "")),
+            title=make_title(title_hint or (first.content if first else "")),
             message_count=len(state.messages),
             has_summary=bool(state.summary),
             origin=origin,

@@ -16,6 +16,8 @@ from chatbot.errors import describe_error, redact
 from chatbot.sanitize import StreamSanitizer, sanitize
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from chatbot.attachments import Attachment, Content
+    from chatbot.backend import Backend
     from chatbot.session import Event, TurnStream
     from chatbot.turns import Display, TurnOutcome
 
@@ -180,6 +182,15 @@ def ask(
     ] = "default",
     db: DbOption = None,
     url: UrlOption = None,
+    files: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--file",
+            "-f",
+            help="Attach a file (repeatable): text inline with its name, or an image "
+            "(PNG, JPEG, GIF, WebP) for models that take them.",
+        ),
+    ] = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
     from chatbot.settings import SettingsError
@@ -190,9 +201,10 @@ def ask(
     except ValueError as error:
         fail(str(error), 2)
     state = app_state(ctx, db, url)
-    message = read_text(text)
+    message = read_text(text) if not files else _text_with_files(text)
     backend = state.backend(runs=True)
     show_notice(state)
+    content = _attach(message, files or [], backend)
     current = backend.current(thread)
     if current is not None and current.awaiting_reply:
         err.print(
@@ -200,7 +212,7 @@ def ask(
             "it stays in the conversation"
         )
     view = _AskView(interactive=out.is_terminal)
-    outcome = _run_turn(backend.send(thread, message), view)
+    outcome = _run_turn(backend.send(thread, content), view)
     if view.streamed:
         out.print(view.safe.flush(), markup=False)
     if outcome.interrupted:
@@ -221,6 +233,32 @@ def ask(
             f"'chatbot chat -t {thread}' then /retry asks again",
             1,
         )
+
+
+def _text_with_files(text: str | None) -> str:
+    """The text sent with ``--file``: as without, except that none at all is fine."""
+    from chatbot.cliapp import valid_stdin, valid_text
+
+    if text is None:
+        return "" if sys.stdin.isatty() else valid_text(valid_stdin().read())
+    return read_text(text) if text.strip() or not sys.stdin.isatty() else ""
+
+
+def _attach(text: str, files: list[str], backend: Backend) -> Content:
+    """The message's content with the files attached (one error line, exit 2, for a file that
+    cannot be)."""
+    from chatbot.attachments import AttachmentError, limits_for, load, message_content
+
+    if not files:
+        return text
+    limits = limits_for(backend.run_settings(None))
+    attached: list[Attachment] = []
+    for path in files:
+        try:
+            attached.append(load(path, limits, attached))
+        except AttachmentError as error:
+            fail(str(error), 2)
+    return message_content(text, attached)
 
 
 def _run_turn(turn: TurnStream, view: Display) -> TurnOutcome:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from chatbot.attachments import readable_text, split_content
 from chatbot.errors import FriendlyError
 from chatbot.render import ROLE_NAMES, message_record
 from chatbot.sanitize import escape_json_controls, sanitize
@@ -81,13 +82,26 @@ def verbatim(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+def _attached_markdown(block: Any) -> str:
+    """One block of a message with attached files: typed text fenced as written, a text file
+    as its name and its fenced content (already so in the message), an image as a marker."""
+    if isinstance(block, dict) and block.get("type") == "text":
+        text = str(block.get("text") or "")
+        return text if split_content([block])[1] else verbatim(text)
+    if isinstance(block, str):
+        return verbatim(block)
+    return f"_{readable_text([block])}_"
+
+
 def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for message in messages:
         role = ROLE_NAMES.get(message["type"], message["type"])
         content = message["content"]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-        if text and message["type"] != "ai":  # people's text is plain, as on the screen
+        if isinstance(content, list) and message["type"] == "human":  # with attached files
+            text = "\n\n".join(_attached_markdown(block) for block in content)
+        elif text and message["type"] != "ai":  # people's text is plain, as on the screen
             text = verbatim(text)
         lines += [f"**{role}:**", "", text or "_(no text)_", ""]
         for call in message.get("tool_calls", []):

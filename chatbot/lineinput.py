@@ -12,7 +12,7 @@ from pathlib import Path
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.application.current import set_app
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -51,6 +51,10 @@ class SlashCompleter(Completer):
             for command in sorted(self.commands()):
                 if command.startswith(name):
                     yield Completion(command, start_position=-len(name))
+            return
+        if name == "file":  # paths: the word being typed
+            word = Document(arg.rpartition(" ")[2])
+            yield from PathCompleter(expanduser=True).get_completions(word, complete_event)
             return
         if name in self.THREAD_ARGS:
             candidates: Iterable[str] = self.thread_ids()
@@ -121,6 +125,7 @@ class PromptToolkitReader:
             key_bindings=_key_bindings(),
             multiline=False,
             enable_history_search=False,
+            enable_open_in_editor=True,  # Ctrl-X Ctrl-E: $VISUAL / $EDITOR, then sent
             prompt_continuation=_continuation,
         )
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, convert_to_messages
 
+from chatbot.attachments import Content
 from chatbot.backend import BackendError
 from chatbot.runsettings import RunSettings
 from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
@@ -211,12 +212,15 @@ class RemoteBackend:
             self._aclient = get_client(url=self.url)
         return self._aclient
 
-    def send(self, thread_id: str, text: str, context: dict[str, Any] | None = None) -> TurnStream:
-        """Run one turn on the server, streaming the reply."""
-        server_id = self._find(thread_id) or self._create(thread_id, {"title": make_title(text)})
+    def send(
+        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Run one turn on the server, streaming the reply (``content``: text or blocks)."""
+        title = make_title(content)
+        server_id = self._find(thread_id) or self._create(thread_id, {"title": title})
         return self._run(
             server_id,
-            input={"messages": [{"role": "user", "content": text}]},
+            input={"messages": [{"role": "user", "content": content}]},
             context=context or None,
         )
 

@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from chatbot.attachments import readable_text
 from chatbot.sanitize import sanitize
 from chatbot.session import NothingToFold, Summarized
 from chatbot.store import ThreadInfo
@@ -270,6 +271,9 @@ def message_view(message: BaseMessage) -> RenderableType:
     role = message.type
     label = Text(ROLE_NAMES.get(role, role), style=ROLE_STYLES.get(role, "bold"))
     body: RenderableType
+    if not isinstance(message, AIMessage) and isinstance(message.content, list):
+        readable = readable_text(message.content)  # attached files: text as written, [image: x]
+        return Group(label, plain(readable) if readable else Text("(no text)", style="dim"))
     if not message.text and not (isinstance(message, AIMessage) and message.tool_calls):
         body = Text("(no text)", style="dim")
     elif isinstance(message, AIMessage) and message.tool_calls:

@@ -30,6 +30,7 @@ from chatbot.sanitize import sanitize
 from chatbot.turns import TICK_SECONDS, TurnRunner, session_runner
 
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
+    from chatbot.attachments import Attachment
     from chatbot.backend import Backend
     from chatbot.runsettings import RunSettings
     from chatbot.session import TurnStream
@@ -258,6 +259,8 @@ class Repl:
     _untold: str | None = None
     """The thread whose state the greeting told only from its listing row (before loading)."""
     _counts_told: bool = True
+    attachments: list[Attachment] = field(default_factory=list)
+    """Files attached (``/file``) to the next message."""
 
     def __post_init__(self) -> None:
         loading = self._loading()
@@ -530,9 +533,14 @@ class Repl:
     # --- a turn ----------------------------------------------------------------------------
 
     def chat(self, text: str) -> None:
-        """Send a message and stream the reply (once the model is loaded)."""
+        """Send a message, with the files attached to it, and stream the reply (once the
+        model is loaded)."""
+        from chatbot.attachments import message_content
+
         self.ready()
-        self.stream(self.backend.send(self.thread_id, text, self.context))
+        content = message_content(text, self.attachments)
+        self.attachments = []  # sent: the message (kept however the turn ends) holds them
+        self.stream(self.backend.send(self.thread_id, content, self.context))
 
     def stream(self, turn: TurnStream, waiting_for: str | None = None) -> None:
         """Run a turn: a spinner while waiting (saying ``waiting_for``, by default

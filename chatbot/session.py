@@ -114,9 +114,12 @@ class TurnStream:
         return self._cancellable()
 
 
-def make_title(text: str) -> str:
-    """A thread's title: its first user message on one line, shortened."""
-    line = " ".join(text.split())
+def make_title(text: Any) -> str:
+    """A thread's title: its first user message on one line, shortened (attached files as
+    ``[+ notes.txt]`` after the text; ``text`` may be a message's content list)."""
+    from chatbot.attachments import describe_content
+
+    line = " ".join(describe_content(text).split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 

@@ -38,6 +38,7 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
+from chatbot.attachments import describe_content
 from chatbot.tokens import TokenCounter
 
 ACTION_KEY = "chatbot_action"
@@ -654,7 +655,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 checkpoint_id=last.checkpoint_id,
                 first_checkpoint_id=first.checkpoint_id,
                 created_at=states[0].created_at,
-                text=said[0].text if said else "",
+                text=describe_content(said[0].content) if said else "",
                 messages_before=len(before.messages) if before is not None else 0,
                 messages_after=len(states[-1].messages),
                 folded=folded,

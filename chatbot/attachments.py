@@ -1,0 +1,295 @@
+"""Files attached to a message (``/file PATH`` in the REPL, ``chatbot ask -f PATH``).
+
+Vocabulary:
+- *attachment*: one file read for the next message, as one content block of it. A text file
+  is a text block, its name then its content fenced (``notes.txt:`` + a fenced block); an
+  image (PNG, JPEG, GIF or WebP, told by its first bytes, not its name) is langchain-core's
+  standard image block (``{"type": "image", "base64": ..., "mime_type": ...}``, the name in
+  ``extras``), which langchain-openai sends as an ``image_url`` data URL.
+- *content*: what a message holds: a string when nothing is attached, else a list of blocks,
+  the typed text first. An attachment is an ordinary part of the message, so the checkpoint,
+  the summary (which reads images as ``[image: name]``), ``/show`` and exports all have it.
+- *limits*: what the model in use accepts: images or not (``None``: unknown, sent and left to
+  the provider), and its input size in tokens (a file that alone, or with the files already
+  attached, would not fit is refused).
+
+Anything else (a missing file, a folder, an unreadable or binary file, one too big) is one
+:class:`AttachmentError` line. No LangGraph here; reading commands use :func:`describe_content`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chatbot.errors import FriendlyError
+
+if TYPE_CHECKING:
+    from chatbot.runsettings import RunSettings
+    from chatbot.tokens import TokenCounter
+
+Content = str | list[str | dict[str, Any]]
+"""A message's content, as langchain-core's messages hold it."""
+
+MAX_FILE_BYTES = 20 * 1024 * 1024
+"""The largest file read at all (OpenAI's limit for one image)."""
+
+IMAGE_TYPES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+_ATTACHED_TEXT = re.compile(r"(?P<name>[^\n]+):\n(?P<fence>`{3,})text\n.*\n(?P=fence)", re.DOTALL)
+
+
+class AttachmentError(FriendlyError, ValueError):
+    """A file that cannot be attached; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the model in use accepts (see the module's vocabulary)."""
+
+    model: str = ""
+    images: bool | None = None
+    max_input_tokens: int | None = None
+    counter: TokenCounter | None = None
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file read for the next message."""
+
+    name: str
+    kind: str
+    """``text`` or ``image``."""
+    size: int
+    """Bytes on disk."""
+    tokens: int
+    """What the model is counted to read (an image: the counter's flat estimate)."""
+    block: dict[str, Any]
+
+    def describe(self) -> str:
+        """``notes.txt (1.2 kB, 312 tokens)``, ``cat.png (image, 48.0 kB)``."""
+        if self.kind == "image":
+            return f"{self.name} (image, {human_size(self.size)})"
+        return f"{self.name} ({human_size(self.size)}, {self.tokens:,} tokens)"
+
+
+def limits_for(run: RunSettings | None, model: str = "") -> Limits:
+    """The limits of a run's chat model; without run settings (on a server, whose model this
+    side does not know) nothing is known and the server decides."""
+    if run is None:
+        return Limits(model=model or "the server's model")
+    from chatbot.models import OfflineChatModel
+    from chatbot.tokens import model_name
+
+    chat = run.chat_model
+    profile = getattr(chat, "profile", None) or {}
+    images: bool | None = None
+    if isinstance(chat, OfflineChatModel):
+        images, model = False, "the offline model"
+    elif "image_inputs" in profile:
+        images = bool(profile["image_inputs"])
+    return Limits(
+        model=model or model_name(chat) or "this model",
+        images=images,
+        max_input_tokens=run.policy.max_input_tokens,
+        counter=run.counter,
+    )
+
+
+def human_size(size: int) -> str:
+    """``812 B``, ``1.2 kB``, ``3.4 MB``."""
+    if size < 1000:
+        return f"{size} B"
+    if size < 1000**2:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1000**2:.1f} MB"
+
+
+def image_type(data: bytes) -> str | None:
+    """The MIME type of a PNG, JPEG, GIF or WebP image, from its first bytes; else None."""
+    for magic, mime in IMAGE_TYPES:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def display_name(given: str) -> str:
+    """The name a file goes by in the message: the path as given when it is relative, else
+    (absolute, or from the home folder) the file's own name."""
+    path = Path(given)
+    if path.is_absolute() or given.startswith("~"):
+        return path.name
+    return os.path.normpath(given)
+
+
+def fenced(text: str) -> str:
+    """Text as a fenced block, the fence longer than any run of backticks inside."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _read(given: str) -> tuple[Path, bytes]:
+    path = Path(given).expanduser()
+    shown = repr(given)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise AttachmentError(f"no file {shown}: check the path") from None
+    except OSError as error:
+        raise AttachmentError(f"cannot read {shown}: {error.strerror or error}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise AttachmentError(f"{shown} is a folder: attach the files in it one by one")
+    if not stat.S_ISREG(info.st_mode):
+        raise AttachmentError(f"{shown} is not a regular file: only files can be attached")
+    if info.st_size > MAX_FILE_BYTES:
+        raise AttachmentError(
+            f"{shown} is too big to attach ({human_size(info.st_size)}; "
+            f"at most {human_size(MAX_FILE_BYTES)})"
+        )
+    try:
+        return path, path.read_bytes()
+    except PermissionError:
+        raise AttachmentError(f"cannot read {shown}: permission denied") from None
+    except OSError as error:
+        raise AttachmentError(f"cannot read {shown}: {error.strerror or error}") from None
+
+
+def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Attachment:
+    """Read one file as an attachment for the model of ``limits`` (``pending``: the files
+    already attached to the same message, which it must fit with)."""
+    _, data = _read(given)
+    name = display_name(given)
+    mime = image_type(data)
+    if mime is not None:
+        if limits.images is False:
+            raise AttachmentError(
+                f"{limits.model} does not take images: {name} not attached "
+                "(/model switches to one that does)"
+            )
+        from chatbot.tokens import MEDIA_TOKENS
+
+        block: dict[str, Any] = {
+            "type": "image",
+            "base64": base64.b64encode(data).decode("ascii"),
+            "mime_type": mime,
+            "extras": {"filename": name},
+        }
+        attachment = Attachment(name, "image", len(data), MEDIA_TOKENS, block)
+    else:
+        if b"\x00" in data[:8192]:
+            raise AttachmentError(
+                f"{name} is a binary file: only text files and PNG, JPEG, GIF or WebP images "
+                "can be attached"
+            )
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise AttachmentError(
+                f"{name} is not UTF-8 text: convert it first (iconv -t UTF-8)"
+            ) from None
+        body = f"{name}:\n" + fenced(text.removesuffix("\n"))  # (the file's last newline)
+        tokens = limits.counter.text(body) if limits.counter is not None else 0
+        block = {"type": "text", "text": body}
+        attachment = Attachment(name, "text", len(data), tokens, block)
+    _check_fits(attachment, limits, pending)
+    return attachment
+
+
+def _check_fits(attachment: Attachment, limits: Limits, pending: Sequence[Attachment]) -> None:
+    most = limits.max_input_tokens
+    if not most:
+        return
+    if attachment.tokens > most:
+        raise AttachmentError(
+            f"{attachment.name} is too big for {limits.model}: {attachment.tokens:,} tokens, "
+            f"and the model takes {most:,} at most"
+        )
+    together = attachment.tokens + sum(a.tokens for a in pending)
+    if together > most:
+        raise AttachmentError(
+            f"{attachment.name} does not fit with the files already attached: {together:,} "
+            f"tokens together, and {limits.model} takes {most:,} at most (/file clear drops them)"
+        )
+
+
+def message_content(text: str, attachments: Sequence[Attachment]) -> Content:
+    """A message's content: the text alone, or the text then each attachment's block."""
+    if not attachments:
+        return text
+    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
+    blocks += [dict(a.block) for a in attachments]
+    return blocks
+
+
+# --- reading messages that have attachments -------------------------------------------------
+
+
+def _block_name(block: Any) -> str | None:
+    """The file a block was attached from, or None for typed text."""
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if kind == "text":
+        found = _ATTACHED_TEXT.fullmatch(str(block.get("text") or ""))
+        return found.group("name") if found else None
+    name = block.get("filename") or (block.get("extras") or {}).get("filename")
+    return str(name) if name else str(kind or "attachment")
+
+
+def split_content(content: Any) -> tuple[str, list[str]]:
+    """The typed text of a message and the names of the files attached to it."""
+    if isinstance(content, str):
+        return content, []
+    said: list[str] = []
+    names: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, str):
+            said.append(block)
+            continue
+        name = _block_name(block)
+        if name is not None:
+            names.append(name)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            said.append(str(block.get("text") or ""))
+    return "\n".join(said), names
+
+
+def describe_content(content: Any) -> str:
+    """A message on one line's worth for titles and previews: the typed text, then
+    ``[+ notes.txt, cat.png]`` when files are attached."""
+    said, names = split_content(content)
+    if not names:
+        return said
+    attached = f"[+ {', '.join(names)}]"
+    return f"{said} {attached}" if said.strip() else attached
+
+
+def readable_text(content: Any) -> str:
+    """A message's content as text to read (``/show``, the Markdown export): text blocks as
+    written, each image or other file as ``[image: cat.png]``."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text") or ""))
+        elif isinstance(block, dict):
+            kind = "image" if block.get("type") in ("image", "image_url") else "file"
+            parts.append(f"[{kind}: {_block_name(block)}]")
+    return "\n\n".join(part for part in parts if part)

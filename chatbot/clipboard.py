@@ -1,0 +1,69 @@
+"""Copying text out of the terminal (``/copy``): the OSC 52 escape, which the terminal itself
+puts on the clipboard (so it works over SSH and in tmux with ``set-clipboard on``), and the
+system clipboard through ``pyperclip`` when this machine has one (wl-copy, xclip, xsel,
+pbcopy, ...)."""
+
+from __future__ import annotations
+
+import base64
+from typing import IO
+
+OSC52_PREFIX = "\x1b]52;c;"
+BELL = "\x07"
+
+_MECHANISMS = {
+    "copy_wl": "wl-copy",
+    "copy_xclip": "xclip",
+    "copy_xsel": "xsel",
+    "copy_klipper": "klipper",
+    "copy_osx_pbcopy": "pbcopy",
+    "copy_osx_pyobjc": "macOS pasteboard",
+    "copy_qt": "Qt",
+    "copy_windows": "Windows clipboard",
+    "copy_wsl": "clip.exe",
+    "copy_dev_clipboard": "/dev/clipboard",
+}
+
+
+def osc52(text: str) -> str:
+    """The escape that asks the terminal to put ``text`` on the clipboard:
+    ``ESC ] 52 ; c ; <base64> BEL``."""
+    return OSC52_PREFIX + base64.b64encode(text.encode("utf-8")).decode("ascii") + BELL
+
+
+def write_osc52(text: str, terminal: IO[str]) -> None:
+    """Write the OSC 52 escape for ``text`` to the terminal."""
+    terminal.write(osc52(text))
+    terminal.flush()
+
+
+def copy_to_system(text: str) -> str | None:
+    """Put ``text`` on the system clipboard; the name of the tool that did, or None when this
+    machine has none (no display, no clipboard program) or it failed."""
+    import pyperclip  # type: ignore[import-untyped]
+
+    try:
+        copy, _paste = pyperclip.determine_clipboard()  # the environment as it is now
+        if not copy:  # pyperclip's stand-in when nothing is available is falsy
+            return None
+        copy(text)
+    except (pyperclip.PyperclipException, OSError):
+        return None
+    name = getattr(copy, "__name__", "")
+    return _MECHANISMS.get(name, name.removeprefix("copy_") or "system clipboard")
+
+
+def copy_text(text: str, terminal: IO[str] | None) -> str | None:
+    """Copy ``text`` everywhere it can go; says where, e.g. ``to the clipboard (wl-copy) and
+    the terminal (OSC 52)``, or None when it went nowhere. ``terminal``: the terminal's
+    stream, None when output is not a terminal (an escape there would be noise in a file)."""
+    places = []
+    tool = copy_to_system(text)
+    if tool is not None:
+        places.append(f"the clipboard ({tool})")
+    if terminal is not None:
+        write_osc52(text, terminal)
+        places.append("the terminal (OSC 52)")
+    if not places:
+        return None
+    return "to " + " and ".join(places)

@@ -1,0 +1,58 @@
+"""Writing a message in the user's editor (``/edit``; Ctrl-X Ctrl-E is prompt_toolkit's own):
+``$VISUAL``, else ``$EDITOR``, on a private temporary file holding the starting text."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from chatbot.errors import FriendlyError
+
+
+class EditorError(FriendlyError, RuntimeError):
+    """No editor, or it failed; one line for the user."""
+
+
+def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
+    """The editor to run, as prompt_toolkit picks it: ``$VISUAL``, else ``$EDITOR`` (either may
+    carry arguments, e.g. ``code --wait``)."""
+    env = os.environ if environ is None else environ
+    for name in ("VISUAL", "EDITOR"):
+        value = env.get(name, "").strip()
+        if value:
+            try:
+                words = shlex.split(value)
+            except ValueError:
+                raise EditorError(f"{name}={value!r} has an unclosed quote") from None
+            if words:
+                return words
+    raise EditorError("no editor set: set EDITOR (e.g. export EDITOR=nano) or VISUAL")
+
+
+def edit_text(initial: str = "") -> str:
+    """Open the editor on ``initial``; the saved text, without the one newline editors add.
+
+    The file is created 0600 (it holds a message) and removed afterwards.
+    """
+    command = editor_command()
+    fd, name = tempfile.mkstemp(prefix="chatbot-", suffix=".md")
+    path = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(initial)
+        try:
+            code = subprocess.call([*command, name])
+        except OSError as error:
+            raise EditorError(
+                f"cannot run the editor {command[0]!r}: {error.strerror or error}"
+            ) from None
+        if code != 0:
+            raise EditorError(f"the editor {command[0]!r} exited with code {code}: nothing sent")
+        text = path.read_text(encoding="utf-8", errors="replace")
+    finally:
+        path.unlink(missing_ok=True)
+    return text[:-1] if text.endswith("\n") else text
