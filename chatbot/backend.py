@@ -26,7 +26,15 @@ from chatbot.session import (
     make_title,
 )
 from chatbot.store import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
-from chatbot.timeline import ACTION_KEY, ORIGIN_KEY, Snapshot, fork_values
+from chatbot.timeline import (
+    ACTION_KEY,
+    ORIGIN_KEY,
+    SYSTEM_ACTION,
+    SYSTEM_PROMPT_KEY,
+    SYSTEM_ROLE_KEY,
+    Snapshot,
+    fork_values,
+)
 
 if TYPE_CHECKING:
     from chatbot.attachments import Content
@@ -59,7 +67,10 @@ class Backend(Protocol):
     def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]: ...
     def threads(self) -> list[ThreadInfo]: ...
     def thread_exists(self, thread_id: str) -> bool: ...
-    def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None: ...
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None: ...
+    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool: ...
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None: ...
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
     def rename(self, thread_id: str, new_id: str) -> None: ...
@@ -266,12 +277,15 @@ class LocalBackend:
         """True if the thread has checkpoints."""
         return self.store.thread_exists(thread_id)
 
-    def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None:
-        """What a run with this context uses: the graph's own resolver's answer (a bad value
-        is one ``SettingsError``)."""
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None:
+        """What a run with this context uses, in a thread whose own system prompt is
+        ``thread_prompt``: the graph's own resolver's answer (a bad value is one
+        ``SettingsError``)."""
         from chatbot.graph import run_resolver
 
-        return run_resolver(self.graph)(context)  # (the graph is built for this)
+        return run_resolver(self.graph)(context, thread_prompt)  # (the graph is built for this)
 
     # --- changing ----------------------------------------------------------------------
 
@@ -311,6 +325,7 @@ class LocalBackend:
     def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
         now = self.current(thread_id)
         metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
+        kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
         if checkpoint_id is None:
             from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
@@ -325,7 +340,34 @@ class LocalBackend:
                 None,
                 as_node="__end__",
             )
+            # The system prompt is the thread's setting, not part of a turn: one set after the
+            # restored state stays (written again, as its own /system checkpoint).
+            self._set_system_prompt(thread_id, *kept)
         self._record(thread_id)
+
+    # --- the thread's system prompt ------------------------------------------------------
+
+    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
+        """Store the thread's own system prompt (``""``: none) and the role it came from, as
+        a checkpoint of its own (``/system`` in /history); the thread is made if it is new.
+        False when it already was this prompt (nothing written). Waits for a turn another
+        process is taking on the thread."""
+        with Lease(self.store, thread_id, self.lease_seconds):
+            return self._set_system_prompt(thread_id, prompt, role)
+
+    def _set_system_prompt(self, thread_id: str, prompt: str, role: str) -> bool:
+        current = self.current(thread_id)
+        if current is not None and (current.system_prompt, current.system_role) == (prompt, role):
+            return False
+        if current is None and not prompt:
+            return False
+        self.graph.update_state(
+            thread_config(thread_id, metadata={ACTION_KEY: SYSTEM_ACTION}),
+            {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
+            as_node="summarize_conversation",
+        )
+        self._record(thread_id)
+        return True
 
     def rename(self, thread_id: str, new_id: str) -> None:
         """Give a thread another id, keeping every checkpoint."""

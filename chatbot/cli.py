@@ -180,6 +180,24 @@ def ask(
             autocompletion=completion.thread_ids,
         ),
     ] = "default",
+    system: Annotated[
+        str | None,
+        typer.Option(
+            "--system",
+            "-s",
+            help="Set the thread's system prompt first (kept with the thread, as /system).",
+            callback=valid_text_option,
+        ),
+    ] = None,
+    role: Annotated[
+        str | None,
+        typer.Option(
+            "--role",
+            "-r",
+            help="Set the thread's system prompt from a role first (see 'chatbot roles').",
+            callback=valid_text_option,
+        ),
+    ] = None,
     db: DbOption = None,
     url: UrlOption = None,
     files: Annotated[
@@ -200,6 +218,7 @@ def ask(
         thread = check_thread_id(thread)
     except ValueError as error:
         fail(str(error), 2)
+    prompt = _prompt_option(system, role)
     state = app_state(ctx, db, url)
     message = read_text(text) if not files else _text_with_files(text)
     backend = state.backend(runs=True)
@@ -211,6 +230,8 @@ def ask(
             "[yellow]note:[/] the previous turn in this thread never got a reply; "
             "it stays in the conversation"
         )
+    if prompt is not None:
+        backend.set_system_prompt(thread, *prompt)
     view = _AskView(interactive=out.is_terminal)
     outcome = _run_turn(backend.send(thread, content), view)
     if view.streamed:
@@ -368,6 +389,49 @@ class _CompactView:
         pass
 
 
+# --- system prompts and roles ----------------------------------------------------------------
+
+
+def _prompt_option(system: str | None, role: str | None) -> tuple[str, str] | None:
+    """``ask --system``/``--role`` as the thread's (prompt, role), checked before anything
+    runs; ``None`` when neither is given (the thread keeps its own)."""
+    from chatbot.roles import load_role
+
+    if system is not None and role is not None:
+        fail("give --system or --role, not both", 2)
+    if role is not None:
+        found = load_role(role)  # a missing role: one line naming the folder, exit 2
+        return found.prompt, found.name
+    if system is not None:
+        if not system.strip():
+            fail("--system needs the prompt's text (/system clear in the REPL removes it)", 2)
+        return system.strip(), ""
+    return None
+
+
+@app.command(cls=Command)
+@guarded
+def roles(as_json: JsonOption = False) -> None:
+    """List the roles (saved system prompts): name and first line; ask --role NAME uses one."""
+    from chatbot.roles import how_to_add, list_roles
+
+    found = list_roles()
+    if as_json:
+        print_json([{"name": r.name, "path": str(r.path), "prompt": r.prompt} for r in found])
+        return
+    if not found:
+        err.print(f"[dim]no roles yet: {escape(how_to_add())}[/]")
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("role", no_wrap=True)
+    table.add_column("first line", overflow="fold")
+    for item in found:
+        table.add_row(escape(item.name), escape(sanitize(item.first_line)))
+    out.print(table)
+
+
 # --- reading threads --------------------------------------------------------------------------
 
 
@@ -459,6 +523,8 @@ def show(
     if as_json:
         document: dict[str, Any] = {
             "thread_id": thread_id,
+            "system_prompt": snapshot.system_prompt,
+            "system_role": snapshot.system_role,
             "summary": snapshot.summary,
             "messages": [message_record(m) for m in snapshot.messages],
         }

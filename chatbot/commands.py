@@ -365,7 +365,9 @@ def _retry(repl: Repl, arg: str) -> Outcome:
     turn = last_turn(repl.backend.history(repl.thread_id))
     if turn is None or turn.after_input is None or current is None or not current.messages:
         raise CommandError("nothing to retry in this thread")
-    if turn.compacted:  # time travel would undo the compaction: answer from the state now
+    if turn.compacted or turn.after_input.system_prompt != current.system_prompt:
+        # Time travel would undo the compaction, or the system prompt set since the message
+        # arrived: answer from the state now.
         repl.stream(repl.backend.regenerate(repl.thread_id, context))
         return None
     repl.stream(repl.backend.resume(repl.thread_id, turn.after_input.checkpoint_id, context))
@@ -665,4 +667,96 @@ def _copy(repl: Repl, arg: str) -> Outcome:
     if where is None:
         raise CommandError("nothing copied: no system clipboard here, and output is not a terminal")
     repl.say(f"copied reply {number} ({len(text):,} characters) {where}")
+    return None
+
+
+# --- system prompt and roles ---------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from chatbot.roles import PromptChoice
+    from chatbot.timeline import Snapshot
+
+
+def _effective_prompt(repl: Repl) -> tuple[Snapshot | None, PromptChoice]:
+    """The thread's snapshot and the system prompt its next run sends (with its source)."""
+    from chatbot.roles import effective_prompt
+
+    snapshot = repl.backend.current(repl.thread_id)
+    default = "" if repl.remote or repl.settings is None else repl.settings.system_prompt
+    choice = effective_prompt(
+        str(repl.context.get("system_prompt") or ""),
+        snapshot.system_prompt if snapshot else "",
+        snapshot.system_role if snapshot else "",
+        default,
+    )
+    return snapshot, choice
+
+
+def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
+    changed = repl.backend.set_system_prompt(repl.thread_id, prompt, role)
+    repl.measure(repl.backend.current(repl.thread_id))
+    return changed
+
+
+@command(
+    "system",
+    "/system [TEXT|clear]",
+    "show or set this thread's system prompt; clear: remove it",
+    writes=True,
+)
+def _system(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        repl.ready(reading=True)
+        _, choice = _effective_prompt(repl)
+        if not choice.text:
+            server = " (the server's CHATBOT_SYSTEM_PROMPT applies, if it sets one)"
+            repl.say(
+                f"no system prompt{server if repl.remote else ''}: /system TEXT sets one for "
+                "this thread, /role NAME uses a saved one",
+                "dim",
+            )
+            return None
+        repl.say(f"system prompt, from {choice.source}:", "dim")
+        repl.print(render.plain(choice.text))
+        return None
+    if arg.lower() == "clear":
+        if not _set_prompt(repl, ""):
+            repl.say("this thread has no system prompt of its own", "dim")
+            return None
+        _, choice = _effective_prompt(repl)
+        after = f"; {choice.source} applies" if choice.text else ""
+        repl.say(f"removed the system prompt of thread {repl.thread_id}{after}")
+        return None
+    if not _set_prompt(repl, arg):
+        repl.say("unchanged: this thread already has that system prompt", "dim")
+        return None
+    repl.say(f"system prompt set for thread {repl.thread_id} (/system clear removes it)")
+    return None
+
+
+@command("role", "/role [NAME]", "use a saved prompt (a role) as this thread's system prompt")
+def _role(repl: Repl, arg: str) -> Outcome:
+    from chatbot.roles import RoleError, how_to_add, list_roles, load_role, roles_dir
+
+    if not arg:
+        roles = list_roles()
+        if not roles:
+            repl.say(f"no roles yet: {how_to_add()}, then /role NAME", "dim")
+            return None
+        table = Table(box=None, show_header=False, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column()
+        for role in roles:
+            table.add_row(render.plain(role.name), render.plain(render.preview(role.first_line)))
+        repl.console.print(table)
+        repl.say(f"roles live in {roles_dir()}: /role NAME uses one", "dim")
+        return None
+    try:
+        role = load_role(arg)
+    except RoleError as error:
+        raise CommandError(str(error)) from None
+    if not _set_prompt(repl, role.prompt, role.name):
+        repl.say(f"unchanged: this thread already uses role {role.name}", "dim")
+        return None
+    repl.say(f"system prompt set from role {role.name} for thread {repl.thread_id}")
     return None

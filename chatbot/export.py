@@ -58,6 +58,8 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
         "thread_id": thread_id,
         "exported_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
         "checkpoint_id": head.checkpoint_id if head else None,
+        "system_prompt": head.system_prompt if head else "",
+        "system_role": head.system_role if head else "",
         "summary": head.summary if head else "",
         "summary_history": [
             {
@@ -116,6 +118,10 @@ def to_markdown(document: dict[str, Any]) -> str:
     (:func:`sanitize`), as on the screen. The JSON export keeps them, escaped.
     """
     lines = [f"# Thread {document['thread_id']}", "", f"Exported {document['exported_at']}.", ""]
+    if document.get("system_prompt"):
+        role = document.get("system_role")
+        lines += [f"## System prompt{f' (role {role})' if role else ''}", ""]
+        lines += [verbatim(document["system_prompt"]), ""]
     lines += ["## Summary", "", document["summary"] or "_(no summary yet)_", ""]
     if document["summary_history"]:
         lines += ["## How the summary evolved", ""]

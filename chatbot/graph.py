@@ -116,14 +116,15 @@ def build_graph(
         remember_secret(settings.openai_api_key.get_secret_value())
     resolver = RunResolver(settings, chat_model, summary_model or chat_model)
 
-    def run_settings(runtime: Runtime[Context]) -> RunSettings:
-        return resolver(runtime.context)
+    def run_settings(runtime: Runtime[Context], state: State) -> RunSettings:
+        """The run's settings, its system prompt the thread's own unless the context sets one."""
+        return resolver(runtime.context, state.get("system_prompt", ""))
 
     def fold_first(
         state: State, runtime: Runtime[Context]
     ) -> Literal["summarize_conversation", "conversation", "__end__"]:
         """Fold before answering when the request would not fit (or the run asks to)."""
-        run = run_settings(runtime)
+        run = run_settings(runtime, state)
         reason = folding.fold_reason(state, run, compact=run.compact)
         if reason in ("compact", "overflow"):
             return "summarize_conversation"  # it explains when there is nothing to fold
@@ -133,7 +134,7 @@ def build_graph(
 
     def conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
         """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
-        run = run_settings(runtime)
+        run = run_settings(runtime, state)
         messages, summary = state["messages"], state.get("summary", "")
         sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
         counted = run.counter.messages(sent)
@@ -183,7 +184,7 @@ def build_graph(
     ) -> Literal["summarize_conversation", "__end__"]:
         """Summarize when a trigger holds and there is something safe to fold; after an
         overflow, fold and try again."""
-        run = run_settings(runtime)
+        run = run_settings(runtime, state)
         reason = folding.fold_reason(state, run, compact=False)
         if reason == "overflow":
             return "summarize_conversation"
@@ -199,7 +200,7 @@ def build_graph(
         overflow a failure, or a fold that cannot shrink the request, ends the run with one
         clear error instead (the message is kept).
         """
-        run = run_settings(runtime)
+        run = run_settings(runtime, state)
         writer = get_stream_writer()
         messages, summary = state["messages"], state.get("summary", "")
         reason = folding.fold_reason(state, run, compact=run.compact)

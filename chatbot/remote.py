@@ -19,7 +19,14 @@ from chatbot.backend import BackendError
 from chatbot.runsettings import RunSettings
 from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
 from chatbot.store import ThreadInfo
-from chatbot.timeline import ACTION_KEY, Snapshot, fork_values, snapshot_from_parts
+from chatbot.timeline import (
+    ACTION_KEY,
+    SYSTEM_PROMPT_KEY,
+    SYSTEM_ROLE_KEY,
+    Snapshot,
+    fork_values,
+    snapshot_from_parts,
+)
 
 NAME_KEY = "chatbot_name"
 ASSISTANT = "chatbot"
@@ -336,9 +343,34 @@ class RemoteBackend:
         """True if the server has a thread by that name (or id)."""
         return self._find(thread_id) is not None
 
-    def run_settings(self, context: dict[str, Any] | None) -> RunSettings | None:
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None:
         """``None``: the server resolves its runs with its own settings and models."""
         return None
+
+    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
+        """Store the thread's own system prompt on the server (the thread is made if new);
+        False when it already was this prompt."""
+        server_id = self._find(thread_id)
+        if server_id is None and not prompt:
+            return False
+        if server_id is not None:
+            state = self._call(lambda: self.client.threads.get_state(server_id))
+            values = state.get("values") if isinstance(state.get("values"), dict) else {}
+            now = (values.get(SYSTEM_PROMPT_KEY) or "", values.get(SYSTEM_ROLE_KEY) or "")
+            if now == (prompt, role):
+                return False
+        else:
+            server_id = self._create(thread_id)
+        self._call(
+            lambda: self.client.threads.update_state(
+                server_id,
+                {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
+                as_node="summarize_conversation",
+            )
+        )
+        return True
 
     # --- changing ---------------------------------------------------------------------------
 

@@ -168,6 +168,8 @@ def describe_entry(entry: TurnEntry) -> Text:
         thread, _, checkpoint = entry.origin.partition("@")
         line = Text.assemble(("/fork of ", "dim"), plain(thread), (" at ", "dim"))
         line.append(short_id(checkpoint))
+    elif entry.kind == "system":
+        line = Text.assemble(("/system ", "dim"), said) if entry.text else Text("/system clear")
     elif entry.kind in ("undo", "compact", "fork"):
         line = Text(f"/{entry.kind}", style="dim")
     else:
@@ -293,6 +295,9 @@ def state_view(
     parts: list[RenderableType] = []
     if title:
         parts.append(plain(title, style="bold"))
+    if snapshot.system_prompt:
+        role = f" (role {snapshot.system_role})" if snapshot.system_role else ""
+        parts.append(Panel(plain(snapshot.system_prompt), title=f"system prompt{role}"))
     if snapshot.summary:
         parts.append(Panel(Markdown(snapshot.summary), title="summary", border_style="dim"))
     if folded:

@@ -415,12 +415,13 @@ class Repl:
         """True when the threads live on a LangGraph server (whose own .env sets the policy)."""
         return bool(self.backend.local_only_note)
 
-    def run_settings(self) -> RunSettings | None:
+    def run_settings(self, thread_prompt: str = "") -> RunSettings | None:
         """What the next run in this session uses: the graph's own resolver applied to the
-        session's context (a /model switch included). ``None`` on a server, which resolves
-        its runs with its own settings, or when the context does not resolve."""
+        session's context (a /model switch included) and the thread's own system prompt.
+        ``None`` on a server, which resolves its runs with its own settings, or when the
+        context does not resolve."""
         try:
-            return self.backend.run_settings(self.context)
+            return self.backend.run_settings(self.context, thread_prompt)
         except SettingsError:
             return None
 
@@ -448,19 +449,19 @@ class Repl:
 
     def measure(self, snapshot: Snapshot | None) -> int:
         """Refresh the context size from a snapshot: what the graph would send now, counted as
-        the graph counts it (on a server, whose system prompt is its own: an estimate of the
-        messages and the summary). Returns the tokens."""
+        the graph counts it (on a server, whose default system prompt is its own: an estimate
+        of the thread's system prompt, the messages and the summary). Returns the tokens."""
         self._priced = snapshot
         if snapshot is None:
             self._context_tokens = self._message_count = 0
             return 0
         from chatbot import prompts
 
-        run = self.run_settings()
+        run = self.run_settings(snapshot.system_prompt)
         sent = prompts.conversation_input(
             list(snapshot.messages),
             snapshot.summary,
-            run.system_prompt if run else "",
+            run.system_prompt if run else snapshot.system_prompt,
             run.language if run else "en",
         )
         self._context_tokens = (run.counter if run else self.counter()).messages(sent)

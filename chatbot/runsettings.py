@@ -15,6 +15,7 @@ from langchain_core.language_models import BaseChatModel
 
 from chatbot import policy, prompts
 from chatbot.models import make_model, max_input_tokens
+from chatbot.roles import effective_prompt
 from chatbot.settings import Settings, SettingsError
 from chatbot.tokens import TokenCounter, counter_for, model_name
 
@@ -34,6 +35,7 @@ class RunSettings:
     summary_counter: TokenCounter
     """Counts what the summary model is sent: the chunker."""
     system_prompt: str
+    """The effective system prompt (:func:`chatbot.roles.effective_prompt`)."""
     language: prompts.Language
     create_prompt: str | None
     extend_prompt: str | None
@@ -87,8 +89,11 @@ def counter_for_model(model: BaseChatModel, settings: Settings) -> TokenCounter:
     return counter_for(model_name(model), settings.tokenizer)
 
 
-def resolve_run(settings: Settings, models: ModelCache, context: Any) -> RunSettings:
-    """Apply a run's context to the defaults; a bad value raises one clear ``SettingsError``."""
+def resolve_run(
+    settings: Settings, models: ModelCache, context: Any, thread_prompt: str = ""
+) -> RunSettings:
+    """Apply a run's context to the defaults; a bad value raises one clear ``SettingsError``.
+    ``thread_prompt``: the thread's own system prompt (the state's ``system_prompt``)."""
     chat = models.get(context_value(context, "chat_model"), "chat")
     summary_name = context_value(context, "summary_model")
     if not summary_name and context_value(context, "chat_model") and not settings.summary_model:
@@ -108,7 +113,9 @@ def resolve_run(settings: Settings, models: ModelCache, context: Any) -> RunSett
         policy=run_policy,
         counter=counter_for_model(chat, settings),
         summary_counter=counter_for_model(summary, settings),
-        system_prompt=context_value(context, "system_prompt") or settings.system_prompt,
+        system_prompt=effective_prompt(
+            context_value(context, "system_prompt"), thread_prompt, default=settings.system_prompt
+        ).text,
         language=language,  # type: ignore[arg-type]
         create_prompt=settings.summary_create_prompt,
         extend_prompt=settings.summary_extend_prompt,
@@ -127,13 +134,14 @@ def resolve_run(settings: Settings, models: ModelCache, context: Any) -> RunSett
 class RunResolver:
     """:func:`resolve_run` bound to a graph's settings and default models.
 
-    Call it with a run's context (a ``Context``, a dict or None) to get the :class:`RunSettings`
-    that run uses; models named in contexts are made once and shared by every caller.
+    Call it with a run's context (a ``Context``, a dict or None) and the thread's own system
+    prompt to get the :class:`RunSettings` that run uses; models named in contexts are made
+    once and shared by every caller.
     """
 
     def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
         self.settings = settings
         self.models = ModelCache(settings, chat, summary)
 
-    def __call__(self, context: Any) -> RunSettings:
-        return resolve_run(self.settings, self.models, context)
+    def __call__(self, context: Any, thread_prompt: str = "") -> RunSettings:
+        return resolve_run(self.settings, self.models, context, thread_prompt)

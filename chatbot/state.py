@@ -21,6 +21,10 @@ class State(MessagesState):
     and their tokens (``{"messages": N, "tokens": {tokenizer: raw count}}``), so /tokens says
     what the summary saves without reading the thread's history
     (:func:`chatbot.timeline.extend_fold_record`).
+    ``system_prompt`` is the thread's own system prompt (``/system``, ``/role``; empty: none)
+    and ``system_role`` the role it came from (empty when typed): kept in every checkpoint,
+    carried by forks, never folded; a run's context beats it, it beats CHATBOT_SYSTEM_PROMPT
+    (:func:`chatbot.roles.effective_prompt`).
     ``usage`` is the running record of the tokens each model call cost, per role and model
     (:mod:`chatbot.pricing`), so /tokens prices the thread without reading its history.
     """
@@ -28,6 +32,8 @@ class State(MessagesState):
     summary: str
     context_overflow: dict[str, Any]
     folded: dict[str, Any]
+    system_prompt: str
+    system_role: str
     usage: dict[str, Any]
 
 
@@ -62,7 +68,10 @@ class Context:
     )
     system_prompt: str = field(
         default="",
-        metadata={"description": "System prompt for the chat model. Empty: CHATBOT_SYSTEM_PROMPT."},
+        metadata={
+            "description": "System prompt for the chat model, over the thread's own (/system). "
+            "Empty: the thread's, else CHATBOT_SYSTEM_PROMPT."
+        },
     )
     compact: bool = field(
         default=False,

@@ -48,6 +48,13 @@ ORIGIN_KEY = "chatbot_origin"
 FOLDED_KEY = "folded"
 """The graph's state key recording what the summary holds (see :func:`extend_fold_record`)."""
 
+SYSTEM_PROMPT_KEY = "system_prompt"
+"""The graph's state key holding the thread's own system prompt (``/system``)."""
+SYSTEM_ROLE_KEY = "system_role"
+"""The graph's state key naming the role the thread's system prompt came from (``/role``)."""
+SYSTEM_ACTION = "system"
+"""The :data:`ACTION_KEY` of a checkpoint that set the thread's system prompt."""
+
 FOLD_NODE = "summarize_conversation"
 """The graph's node that folds messages into the summary."""
 
@@ -66,6 +73,10 @@ class State:
     created_at: datetime | None = None
     fold_record: FoldRecord | None = None
     """What the summary holds (the state's ``folded``), or ``None`` when the state has none."""
+    system_prompt: str = ""
+    """The thread's own system prompt (empty: none; see :mod:`chatbot.roles`)."""
+    system_role: str = ""
+    """The role the thread's system prompt came from (empty when typed or none)."""
     usage: Mapping[str, Any] | None = None
     """The running record of what the thread's model calls used (:mod:`chatbot.pricing`)."""
 
@@ -187,6 +198,14 @@ class Snapshot:
         return self.state.fold_record
 
     @property
+    def system_prompt(self) -> str:
+        return self.state.system_prompt
+
+    @property
+    def system_role(self) -> str:
+        return self.state.system_role
+
+    @property
     def unfinished(self) -> bool:
         """True when a run stopped before finishing (interrupted, failed, killed)."""
         return bool(self.next)
@@ -238,6 +257,8 @@ def state_from_values(
         next=tuple(next_nodes),
         created_at=parse_time(created_at),
         fold_record=record if isinstance(record, Mapping) else None,
+        system_prompt=str(values.get(SYSTEM_PROMPT_KEY) or ""),
+        system_role=str(values.get(SYSTEM_ROLE_KEY) or ""),
         usage=values["usage"] if isinstance(values.get("usage"), Mapping) else None,
     )
 
@@ -265,10 +286,14 @@ def snapshot_from_parts(
 
 def fork_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """What a fork's first checkpoint takes from the state it branches from: the messages,
-    the summary and the record of what the summary holds (when there is one)."""
+    the summary, the record of what the summary holds (when there is one) and the thread's
+    system prompt (when it has one)."""
     forked = {"messages": list(values.get("messages") or []), "summary": values.get("summary", "")}
     if isinstance(values.get(FOLDED_KEY), Mapping):
         forked[FOLDED_KEY] = dict(values[FOLDED_KEY])
+    for key in (SYSTEM_PROMPT_KEY, SYSTEM_ROLE_KEY):
+        if values.get(key):
+            forked[key] = str(values[key])
     if isinstance(values.get("usage"), Mapping):  # a fork starts with what its messages cost
         forked["usage"] = dict(values["usage"])
     return forked
@@ -388,7 +413,7 @@ def history_rows(history: Sequence[Snapshot], limit: int | None = None) -> list[
     return rows
 
 
-TurnKind = Literal["turn", "retry", "undo", "compact", "fork", "update"]
+TurnKind = Literal["turn", "retry", "undo", "compact", "fork", "system", "update"]
 Fate = Literal["", "undone", "retried", "branch"]
 
 
@@ -397,15 +422,16 @@ class TurnEntry:
     """One entry of /history: a run as people think of it (see the module's vocabulary)."""
 
     kind: TurnKind | str
-    """``turn`` (a message and its reply), ``retry``, ``undo``, ``compact``, ``fork``, or
-    another action's name."""
+    """``turn`` (a message and its reply), ``retry``, ``undo``, ``compact``, ``fork``,
+    ``system`` (the thread's system prompt set or cleared), or another action's name."""
     checkpoint_id: str
     """The run's last checkpoint: the state it left (what /show shows, where /fork branches)."""
     first_checkpoint_id: str
     created_at: datetime | None
     """When the run started (the message was sent)."""
     text: str
-    """The user's message it answers ("" for undo, compact, fork)."""
+    """The user's message it answers ("" for undo, compact, fork; for ``system``: the new
+    system prompt, "" when cleared)."""
     messages_before: int
     messages_after: int
     folded: int
@@ -642,6 +668,12 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
         said = [m for s in states for m in s.messages if m.type == "human" and m.id not in known]
         if not said and kind == "retry":
             said = [m for m in states[-1].messages if m.type == "human"][-1:]
+        text = describe_content(said[0].content) if said else ""
+        prompt_before = before.system_prompt if before is not None else ""
+        if kind == "update" and states[-1].system_prompt != prompt_before:
+            kind = "system"  # (a server's update carries no action name: told by the state)
+        if kind == "system":
+            text = states[-1].system_prompt
         fate: Fate = ""
         if last.checkpoint_id in undone:
             fate = "undone"
@@ -655,7 +687,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 checkpoint_id=last.checkpoint_id,
                 first_checkpoint_id=first.checkpoint_id,
                 created_at=states[0].created_at,
-                text=describe_content(said[0].content) if said else "",
+                text=text,
                 messages_before=len(before.messages) if before is not None else 0,
                 messages_after=len(states[-1].messages),
                 folded=folded,

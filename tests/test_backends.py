@@ -223,3 +223,27 @@ def test_run_settings_are_the_graphs_here_and_the_servers_there(backend: Backend
         return
     assert run is not None
     assert (str(run.policy.trigger[0]), str(run.policy.keep)) == (TRIGGER, "messages:1")
+
+
+def test_the_threads_system_prompt_is_stored_carried_by_forks_and_kept_by_turns(
+    backend: Backend, thread: str
+) -> None:
+    assert backend.set_system_prompt(thread, "Be terse.")  # a new thread: made with it
+    assert not backend.set_system_prompt(thread, "Be terse."), "unchanged: nothing written"
+    for text in ("one", "two", "three"):  # the third folds: the prompt is not folded
+        list(backend.send(thread, text))
+    current = backend.current(thread)
+    assert current is not None and current.summary and current.system_prompt == "Be terse."
+    assert "Be terse" not in current.summary
+    assert backend.set_system_prompt(thread, "Write haiku.", "poet")
+    current = backend.current(thread)
+    assert current is not None
+    assert (current.system_prompt, current.system_role) == ("Write haiku.", "poet")
+    kinds = [e.kind for e in turn_entries(backend.history(thread))]
+    assert kinds == ["system", "turn", "turn", "turn", "system"]
+    backend.fork(thread, None, f"{thread}-fork")
+    fork = backend.current(f"{thread}-fork")
+    assert fork is not None and (fork.system_prompt, fork.system_role) == ("Write haiku.", "poet")
+    assert backend.set_system_prompt(thread, "")
+    cleared = backend.current(thread)
+    assert cleared is not None and cleared.system_prompt == "" and cleared.system_role == ""

@@ -61,7 +61,7 @@ def test_show_json_has_summary_and_messages(tmp_path: Path) -> None:
         assert invoke("ask", text, "-t", "ada", "--db", db, env=env).exit_code == 0
     result = invoke("show", "ada", "--json", "--db", db)
     document = json.loads(result.stdout)
-    assert set(document) == {"thread_id", "summary", "messages"}
+    assert set(document) == {"thread_id", "system_prompt", "system_role", "summary", "messages"}
     assert "- my name is Ada" in document["summary"]
     assert document["messages"][0]["content"] == "I like tea"
     assert all(set(m) == {"type", "content", "id"} for m in document["messages"])
@@ -168,6 +168,7 @@ def test_every_command_takes_db_and_url_after_it() -> None:
 
     commands = get_command(app).commands  # type: ignore[attr-defined]
     maintenance = ["db", "prune"]  # about the database itself: --db, never a server
+    maintenance += ["roles"]  # the user's config folder: no thread, no database
     assert sorted(ARGUMENTS) == sorted(COMMANDS) == sorted(set(commands) - set(maintenance))
     for name, command in commands.items():
         options = {opt for param in command.params for opt in param.opts}
