@@ -54,3 +54,33 @@ def test_startup_benchmark_prints_every_row(tmp_path: Path) -> None:
     for measure in measures:
         assert f"| {measure} " in result.stdout
     assert not [note for note in document["notes"] if "differs" in note], document["notes"]
+
+
+def test_search_benchmark_prints_every_row(tmp_path: Path) -> None:
+    report = tmp_path / "search.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "search.py"),
+            *("--threads", "3", "--turns", "2", "--runs", "1"),
+            *("--data", str(tmp_path / "data"), "--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(report.read_text())
+    assert document["messages"] == 12, "3 threads × 2 turns × 2 messages, each indexed once"
+    measures = [row["measure"] for row in document["rows"]]
+    assert [m.split(" (")[0].split(":")[0] for m in measures] == [
+        *["query"] * 8,
+        "chatbot search garden --json, beyond threads --json of a 1-thread database",
+        "chatbot search garden --json, beyond --version",
+        "indexing",
+        "first search of a database made before search",
+    ]
+    for measure in measures:
+        assert f"| {measure} |" in result.stdout
+    first_search = document["rows"][-1]
+    assert "12 messages from 12 checkpoints" in first_search["note"]
