@@ -581,9 +581,8 @@ def _models(repl: Repl, arg: str) -> Outcome:
 
 @command(
     "file",
-    "/file [PATH...|clear] [-- TEXT]",
-    "attach files to the next message (text, or images for models that take them); alone: "
-    "list them; clear: drop them; -- TEXT: send now with TEXT",
+    "/file [PATH...]",
+    "attach files to the next message; alone: list them; clear: drop them",
 )
 def _file(repl: Repl, arg: str) -> Outcome:
     from chatbot.attachments import AttachmentError, limits_for, load
@@ -629,8 +628,7 @@ def _file(repl: Repl, arg: str) -> Outcome:
 @command(
     "edit",
     "/edit [TEXT]",
-    "write the message in $VISUAL or $EDITOR (starting from TEXT); saved, it is sent "
-    "(Ctrl-X Ctrl-E does it for the line being typed)",
+    "write the message in $VISUAL/$EDITOR, then send it (Ctrl-X Ctrl-E too)",
 )
 def _edit(repl: Repl, arg: str) -> Outcome:
     from chatbot.editor import EditorError, edit_text

@@ -1,0 +1,111 @@
+"""/copy without a terminal, and the clipboard module: the OSC 52 escape and the system
+clipboard through pyperclip, with a fake ``wl-copy`` on PATH (it writes its input to a file).
+The terminal's side (the escape reaching a pty) is in tests/test_pty_input.py."""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from chatbot.clipboard import copy_text, copy_to_system, osc52
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import Cli
+
+
+def fake_wayland(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Wayland session whose ``wl-copy`` writes what it is given to a file (returned)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    clip = folder / "clipboard.txt"
+    (bin_dir / "wl-copy").write_text(f'#!/bin/sh\ncat > "{clip}"\n')
+    (bin_dir / "wl-paste").write_text(f'#!/bin/sh\ncat "{clip}"\n')
+    for program in ("wl-copy", "wl-paste"):
+        (bin_dir / program).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-test")
+    return clip
+
+
+def no_clipboard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No display at all (as over SSH): pyperclip finds no clipboard."""
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("DISPLAY", raising=False)
+
+
+def test_osc52_is_esc_52_c_base64_bel() -> None:
+    text = "héllo\nworld"
+    encoded = base64.b64encode(text.encode()).decode()
+    assert osc52(text) == f"\x1b]52;c;{encoded}\x07"
+
+
+def test_the_system_clipboard_is_used_when_there_is_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clip = fake_wayland(tmp_path, monkeypatch)
+    terminal = io.StringIO()
+
+    where = copy_text("copied ✓", terminal)
+
+    assert where == "to the clipboard (wl-copy) and the terminal (OSC 52)"
+    assert clip.read_text() == "copied ✓"
+    assert terminal.getvalue() == osc52("copied ✓")
+
+
+def test_without_a_clipboard_only_the_terminal_gets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_clipboard(monkeypatch)
+    terminal = io.StringIO()
+
+    assert copy_to_system("x") is None
+    assert copy_text("x", terminal) == "to the terminal (OSC 52)"
+    assert copy_text("x", None) is None
+
+
+@pytest.fixture
+def replied(cli: Cli, openai_server: FakeOpenAI) -> Cli:
+    openai_server.script("first reply", "second **reply**")
+    for text in ("one", "two"):
+        assert cli.ask(text).exit_code == 0
+    return cli
+
+
+def chat(cli: Cli, lines: str) -> str:
+    result = cli.invoke("chat", "--thread", "t1", "--db", str(cli.db), stdin=lines)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_copy_puts_the_nth_last_reply_on_the_clipboard(
+    replied: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clip = fake_wayland(tmp_path, monkeypatch)
+
+    output = chat(replied, "/copy\n")
+    assert "copied reply 1 (16 characters) to the clipboard (wl-copy)" in output
+    assert clip.read_text() == "second **reply**"  # the Markdown as the model wrote it
+
+    output = chat(replied, "/copy 2\n")
+    assert "copied reply 2 (11 characters) to the clipboard (wl-copy)" in output
+    assert clip.read_text() == "first reply"
+
+
+def test_copy_out_of_range_or_nowhere_to_go_is_one_line(
+    replied: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_clipboard(monkeypatch)
+
+    output = chat(replied, "/copy 3\n/copy zero\n/copy\n")
+
+    assert "error: no reply 3: only 2 replies to copy (/copy 1 is the last)" in output
+    assert "error: /copy takes a reply number, not 'zero'" in output
+    assert "error: nothing copied: no system clipboard here, and output is not a terminal" in (
+        output
+    )
+
+
+def test_copy_in_a_thread_without_replies(cli: Cli) -> None:
+    output = chat(cli, "/copy\n")
+    assert "error: no reply to copy in this thread yet" in output
