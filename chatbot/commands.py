@@ -493,89 +493,6 @@ def _model(repl: Repl, arg: str) -> Outcome:
     return None
 
 
-# --- the endpoint's models -----------------------------------------------------------------------
-
-
-@command("models", "/models", "list the models the endpoint serves (Tab after /model completes)")
-def _models(repl: Repl, arg: str) -> Outcome:
-    _no_argument("models", arg)
-    if repl.remote:
-        raise CommandError(
-            f"/models lists this machine's endpoint, but on a server /model picks from the "
-            f"server's own ({repl.backend.local_only_note})"
-        )
-    repl.ready()  # the settings: the endpoint, its key and timeout
-    assert repl.settings is not None
-    from chatbot.modellist import list_models
-
-    listing = list_models(repl.settings)  # cached: /model's Tab completion uses it
-    for model in listing:
-        current = "  (current)" if model.id == repl.model_name else ""
-        repl.say(f"{model.id}{current}")
-    repl.say(f"{len(listing)} models · /model NAME switches (Tab completes)", "dim")
-    return None
-
-
-# --- search ---------------------------------------------------------------------------------------
-
-
-@command(
-    "search",
-    "/search TEXT",
-    "find messages in every thread, folded ones too, newest first",
-    remote=False,
-)
-def _search(repl: Repl, arg: str) -> Outcome:
-    from chatbot.search import SearchError, ensure_indexed, hits_view, search
-
-    if not arg:
-        raise CommandError('give the text to find: /search TEXT (all words; "a phrase")')
-    store = getattr(repl.backend, "store", None)
-    if store is None and hasattr(repl.backend, "wait"):  # no database when the REPL started
-        store = repl.backend.wait(reading=True).backend.store
-    if store is None:
-        repl.say("nothing found: there are no threads yet", "dim")
-        return None
-    limit = 20
-    try:
-        ensure_indexed(store, repl.console)
-        hits = search(store, arg, limit=limit + 1)
-    except SearchError as error:
-        raise CommandError(str(error)) from None
-    if not hits:
-        repl.say(f"nothing found for {arg!r}", "dim")
-        return None
-    repl.print(hits_view(hits[:limit]))
-    more = ""
-    if len(hits) > limit:
-        more = f"the newest {limit} shown (chatbot search --limit N for more); "
-    repl.say(f"{more}/thread THREAD, then /show CHECKPOINT or /fork CHECKPOINT, opens one", "dim")
-    return None
-
-
-# --- the endpoint's models -----------------------------------------------------------------------
-
-
-@command("models", "/models", "list the models the endpoint serves (Tab after /model completes)")
-def _models(repl: Repl, arg: str) -> Outcome:
-    _no_argument("models", arg)
-    if repl.remote:
-        raise CommandError(
-            f"/models lists this machine's endpoint, but on a server /model picks from the "
-            f"server's own ({repl.backend.local_only_note})"
-        )
-    repl.ready()  # the settings: the endpoint, its key and timeout
-    assert repl.settings is not None
-    from chatbot.modellist import list_models
-
-    listing = list_models(repl.settings)  # cached: /model's Tab completion uses it
-    for model in listing:
-        current = "  (current)" if model.id == repl.model_name else ""
-        repl.say(f"{model.id}{current}")
-    repl.say(f"{len(listing)} models · /model NAME switches (Tab completes)", "dim")
-    return None
-
-
 # --- files, editor, clipboard ----------------------------------------------------------------
 
 
@@ -757,4 +674,64 @@ def _role(repl: Repl, arg: str) -> Outcome:
         repl.say(f"unchanged: this thread already uses role {role.name}", "dim")
         return None
     repl.say(f"system prompt set from role {role.name} for thread {repl.thread_id}")
+    return None
+
+
+# --- search ---------------------------------------------------------------------------------------
+
+
+@command(
+    "search",
+    "/search TEXT",
+    "find messages in every thread, folded ones too, newest first",
+    remote=False,
+)
+def _search(repl: Repl, arg: str) -> Outcome:
+    from chatbot.search import SearchError, ensure_indexed, hits_view, search
+
+    if not arg:
+        raise CommandError('give the text to find: /search TEXT (all words; "a phrase")')
+    store = getattr(repl.backend, "store", None)
+    if store is None and hasattr(repl.backend, "wait"):  # no database when the REPL started
+        store = repl.backend.wait(reading=True).backend.store
+    if store is None:
+        repl.say("nothing found: there are no threads yet", "dim")
+        return None
+    limit = 20
+    try:
+        ensure_indexed(store, repl.console)
+        hits = search(store, arg, limit=limit + 1)
+    except SearchError as error:
+        raise CommandError(str(error)) from None
+    if not hits:
+        repl.say(f"nothing found for {arg!r}", "dim")
+        return None
+    repl.print(hits_view(hits[:limit]))
+    more = ""
+    if len(hits) > limit:
+        more = f"the newest {limit} shown (chatbot search --limit N for more); "
+    repl.say(f"{more}/thread THREAD, then /show CHECKPOINT or /fork CHECKPOINT, opens one", "dim")
+    return None
+
+
+# --- the endpoint's models -----------------------------------------------------------------------
+
+
+@command("models", "/models", "list the models the endpoint serves (Tab after /model completes)")
+def _models(repl: Repl, arg: str) -> Outcome:
+    _no_argument("models", arg)
+    if repl.remote:
+        raise CommandError(
+            f"/models lists this machine's endpoint, but on a server /model picks from the "
+            f"server's own ({repl.backend.local_only_note})"
+        )
+    repl.ready()  # the settings: the endpoint, its key and timeout
+    assert repl.settings is not None
+    from chatbot.modellist import list_models
+
+    listing = list_models(repl.settings)  # cached: /model's Tab completion uses it
+    for model in listing:
+        current = "  (current)" if model.id == repl.model_name else ""
+        repl.say(f"{model.id}{current}")
+    repl.say(f"{len(listing)} models · /model NAME switches (Tab completes)", "dim")
     return None
