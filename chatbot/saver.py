@@ -19,10 +19,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from chatbot.search import INSERT_MESSAGE
+from chatbot.msgindex import INSERT_MESSAGE
 
 if TYPE_CHECKING:
-    from chatbot.search import MessageIndex
+    from chatbot.msgindex import MessageIndex
 
 
 class AsyncFromSync(BaseCheckpointSaver[str]):

@@ -2,9 +2,9 @@
 
 A summary removes the messages it folds from the state, so they live on only in older
 checkpoints. Rather than reading checkpoints at query time, each message is indexed once, when
-the checkpoint that first holds it is written (:class:`MessageIndex`, called by the savers in
-:mod:`chatbot.saver`), into ``chatbot_messages``: thread, message id, that first checkpoint,
-role and text. A search reads only that table:
+the checkpoint that first holds it is written (:class:`chatbot.msgindex.MessageIndex`, called
+by the savers in :mod:`chatbot.saver`), into ``chatbot_messages``: thread, message id, that
+first checkpoint, role and text. A search reads only that table:
 
 - **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text (kept in step by
   triggers). Trigrams match any substring of three characters or more, case-insensitively,
@@ -23,14 +23,13 @@ search (:func:`index_existing`), and marked done in ``chatbot_marks``.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chatbot.errors import FriendlyError
+from chatbot.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
 from chatbot.sanitize import sanitize
 from chatbot.store import Store, checkpoint_time, thread_config
 
@@ -44,111 +43,10 @@ INDEXED_MARK = "messages_indexed"
 MIN_TRIGRAM = 3
 """Terms shorter than this (in characters) cannot use the trigram index."""
 SNIPPET_WIDTH = 160
-ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
-
-INSERT_MESSAGE = (
-    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO NOTHING"
-)
-_INSERT_KEEPING_OLDEST = (
-    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
-    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
-    "checkpoint_id = excluded.checkpoint_id "
-    "WHERE excluded.checkpoint_id < chatbot_messages.checkpoint_id"
-)
 
 
 class SearchError(FriendlyError, ValueError):
     """A query that cannot be run; the message is one line for the user."""
-
-
-# --- what is indexed -------------------------------------------------------------------------
-
-
-def message_role(message: Any) -> str:
-    """``user``, ``assistant``, ``tool`` or ``system``."""
-    kind = str(getattr(message, "type", ""))
-    return ROLES.get(kind, kind or "unknown")
-
-
-def message_text(message: Any) -> str:
-    """The text of a message as it is searched: its text parts (an attachment's text is one;
-    an image is not text)."""
-    content = getattr(message, "content", "")
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content or ():
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
-
-
-class MessageIndex:
-    """Adds each thread's new messages to ``chatbot_messages`` as checkpoints are written.
-
-    A checkpoint holds the whole message list, so the ids already indexed are remembered per
-    thread (read from the table the first time a thread is written, for the last
-    :attr:`REMEMBERED` threads): a turn then writes only its one or two new messages.
-    """
-
-    REMEMBERED = 16
-
-    def __init__(self, store: SqlStore) -> None:
-        self.store = store
-        self._known: OrderedDict[str, set[str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _known_ids(self, thread_id: str) -> set[str]:
-        known = self._known.get(thread_id)
-        if known is None:
-            rows = self.store._query(
-                "SELECT message_id FROM chatbot_messages WHERE thread_id = ?", (thread_id,)
-            )
-            known = {row[0] for row in rows}
-            self._known[thread_id] = known
-            while len(self._known) > self.REMEMBERED:
-                self._known.popitem(last=False)
-        self._known.move_to_end(thread_id)
-        return known
-
-    def fresh_rows(
-        self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]
-    ) -> tuple[list[tuple[str, ...]], list[str]]:
-        """The rows to index for the messages this thread has not indexed yet, as first seen
-        at ``checkpoint_id`` (messages without text have none), and all their ids."""
-        with self._lock:
-            known = self._known_ids(thread_id)
-            fresh = [m for m in messages if getattr(m, "id", None) and m.id not in known]
-        rows = [
-            (thread_id, str(m.id), checkpoint_id, message_role(m), message_text(m)) for m in fresh
-        ]
-        return [row for row in rows if row[4].strip()], [str(m.id) for m in fresh]
-
-    def remember(self, thread_id: str, message_ids: Iterable[str]) -> None:
-        """Note ids as indexed, once their rows are written."""
-        with self._lock:
-            self._known_ids(thread_id).update(message_ids)
-
-    def write(self, rows: Sequence[tuple[str, ...]]) -> None:
-        """Write rows from :meth:`fresh_rows` in a transaction of their own."""
-        if rows:
-            self.store._write(*((INSERT_MESSAGE, row) for row in rows))
-
-    def add(self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]) -> int:
-        """Index the messages not yet indexed for this thread, as first seen at
-        ``checkpoint_id``; how many rows were written."""
-        rows, ids = self.fresh_rows(thread_id, checkpoint_id, messages)
-        self.write(rows)
-        self.remember(thread_id, ids)
-        return len(rows)
-
-    def forget(self, thread_id: str) -> None:
-        """Drop what is remembered of a thread (it was renamed or deleted)."""
-        with self._lock:
-            self._known.pop(thread_id, None)
 
 
 # --- indexing a database made before the index -----------------------------------------------
@@ -192,7 +90,7 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
         ]
         rows = [row for row in rows if row[4].strip()]
         if rows:
-            store._write(*((_INSERT_KEEPING_OLDEST, row) for row in rows))
+            store._write(*((INSERT_KEEPING_OLDEST, row) for row in rows))
             if not store.thread_exists(thread_id):  # deleted meanwhile by another process
                 store._write(("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)))
         found += len(rows)

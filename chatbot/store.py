@@ -32,8 +32,8 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.types import StateSnapshot
 
+    from chatbot.msgindex import MessageIndex
     from chatbot.saver import LocalSaver
-    from chatbot.search import MessageIndex
     from chatbot.state import ChatGraph
 
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -551,9 +551,9 @@ class SqlStore:
     def message_index(self) -> MessageIndex:
         """Indexes the messages of each checkpoint the saver writes (made on first use)."""
         if self._message_index is None:
-            from chatbot.search import MessageIndex
+            from chatbot.msgindex import MessageIndex
 
-            self._message_index = MessageIndex(self)
+            self._message_index = MessageIndex(self._query, self._write)
         return self._message_index
 
     def _forget_messages(self, *thread_ids: str) -> None:

@@ -1,0 +1,116 @@
+"""The search index's writing side: which messages a checkpoint adds, and their rows in
+``chatbot_messages`` (the savers call it as checkpoints are written; :mod:`chatbot.search`
+reads the table). It knows the database only through the two functions it is given, so the
+store and the savers can use it without importing search."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+"""Runs a SELECT (``?`` placeholders) and returns its rows."""
+Write = Callable[..., int]
+"""Runs ``(sql, params)`` statements in one transaction."""
+
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+
+INSERT_MESSAGE = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
+INSERT_KEEPING_OLDEST = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
+    "checkpoint_id = excluded.checkpoint_id "
+    "WHERE excluded.checkpoint_id < chatbot_messages.checkpoint_id"
+)
+
+
+def message_role(message: Any) -> str:
+    """``user``, ``assistant``, ``tool`` or ``system``."""
+    kind = str(getattr(message, "type", ""))
+    return ROLES.get(kind, kind or "unknown")
+
+
+def message_text(message: Any) -> str:
+    """The text of a message as it is searched: its text parts (an attachment's text is one;
+    an image is not text)."""
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content or ():
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+    return "\n".join(parts)
+
+
+class MessageIndex:
+    """Adds each thread's new messages to ``chatbot_messages`` as checkpoints are written.
+
+    A checkpoint holds the whole message list, so the ids already indexed are remembered per
+    thread (read from the table the first time a thread is written, for the last
+    :attr:`REMEMBERED` threads): a turn then writes only its one or two new messages.
+    """
+
+    REMEMBERED = 16
+
+    def __init__(self, query: Query, write: Write) -> None:
+        self._query = query
+        self._write = write
+        self._known: OrderedDict[str, set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _known_ids(self, thread_id: str) -> set[str]:
+        known = self._known.get(thread_id)
+        if known is None:
+            rows = self._query(
+                "SELECT message_id FROM chatbot_messages WHERE thread_id = ?", (thread_id,)
+            )
+            known = {row[0] for row in rows}
+            self._known[thread_id] = known
+            while len(self._known) > self.REMEMBERED:
+                self._known.popitem(last=False)
+        self._known.move_to_end(thread_id)
+        return known
+
+    def fresh_rows(
+        self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]
+    ) -> tuple[list[tuple[str, ...]], list[str]]:
+        """The rows to index for the messages this thread has not indexed yet, as first seen
+        at ``checkpoint_id`` (messages without text have none), and all their ids."""
+        with self._lock:
+            known = self._known_ids(thread_id)
+            fresh = [m for m in messages if getattr(m, "id", None) and m.id not in known]
+        rows = [
+            (thread_id, str(m.id), checkpoint_id, message_role(m), message_text(m)) for m in fresh
+        ]
+        return [row for row in rows if row[4].strip()], [str(m.id) for m in fresh]
+
+    def remember(self, thread_id: str, message_ids: Iterable[str]) -> None:
+        """Note ids as indexed, once their rows are written."""
+        with self._lock:
+            self._known_ids(thread_id).update(message_ids)
+
+    def write(self, rows: Sequence[tuple[str, ...]]) -> None:
+        """Write rows from :meth:`fresh_rows` in a transaction of their own."""
+        if rows:
+            self._write(*((INSERT_MESSAGE, row) for row in rows))
+
+    def add(self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]) -> int:
+        """Index the messages not yet indexed for this thread, as first seen at
+        ``checkpoint_id``; how many rows were written."""
+        rows, ids = self.fresh_rows(thread_id, checkpoint_id, messages)
+        self.write(rows)
+        self.remember(thread_id, ids)
+        return len(rows)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is remembered of a thread (it was renamed or deleted)."""
+        with self._lock:
+            self._known.pop(thread_id, None)
