@@ -105,7 +105,10 @@ READS = frozenset(
     {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
 )
 """Backend operations that need only the backend open (loading's first stage)."""
-RUNS = frozenset({"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"})
+RUNS = frozenset(
+    {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
+    | {"set_system_prompt"}
+)
 """Backend operations that need the graph (loading's second stage)."""
 
 Waiting = Callable[[threading.Event, str], None]
