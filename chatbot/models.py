@@ -30,6 +30,21 @@ _USER_MESSAGE = re.compile(r'<message type="user">(.*?)</message>', re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
 
 
+def _said(message: BaseMessage) -> str:
+    """What a message says, its parts (text, attached files, images) one after another."""
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[str] = []
+    for block in message.content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        else:
+            parts.append(f"[{block.get('type', 'part')}]")
+    return " ".join(parts)
+
+
 class OfflineChatModel(BaseChatModel):
     """A deterministic chat model for offline use and demos; it is not a language model.
 
@@ -54,7 +69,7 @@ class OfflineChatModel(BaseChatModel):
         if self.role == "summary":
             request = messages[-1].text if messages else ""
             return extractive_summary(request, self.max_summary_tokens)
-        last_user = next((m.text for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        last_user = next((_said(m) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
         quoted = " ".join(last_user.split())
         if len(quoted) > 200:
             quoted = quoted[:199] + "…"
@@ -215,7 +230,8 @@ def resolve_models(settings: Settings, chat_name: str | None = None) -> Models:
     if needs_credentials(chat, settings) or needs_credentials(summary, settings):
         notice = (
             "No OPENAI_API_KEY or OPENAI_BASE_URL is set, so chatbot uses its offline model, "
-            "which only echoes. Set one in .env to talk to a real model."
+            "which only echoes. Set one in .env, or in your config file for every folder "
+            "(chatbot config init), to talk to a real model."
         )
         chat = summary = OFFLINE_MODEL
     return Models(
