@@ -13,13 +13,16 @@ Vocabulary:
   the provider), and its input size in tokens (a file that alone, or with the files already
   attached, would not fit is refused).
 
-Anything else (a missing file, a folder, an unreadable or binary file, one too big) is one
-:class:`AttachmentError` line. No LangGraph here; reading commands use :func:`describe_content`.
+Anything else (a missing file, a folder, an unreadable or binary file, one too big, an image
+whose header is damaged) is one :class:`AttachmentError` line. In the REPL a path with ``*``,
+``?`` or ``[`` that names no file is a pattern (``/file src/*.py``), as in aichat's ``.file``.
+No LangGraph here; reading commands use :func:`describe_content`.
 """
 
 from __future__ import annotations
 
 import base64
+import glob
 import os
 import re
 import stat
@@ -47,11 +50,23 @@ IMAGE_TYPES: tuple[tuple[bytes, str], ...] = (
     (b"GIF89a", "image/gif"),
 )
 
+TEXT_BOMS: tuple[tuple[bytes, str], ...] = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+"""Byte-order marks of text that is not UTF-8 but says what it is (Windows tools write UTF-16)."""
+
 _ATTACHED_TEXT = re.compile(r"(?P<name>[^\n]+):\n(?P<fence>`{3,})text\n.*\n(?P=fence)", re.DOTALL)
 
 
 class AttachmentError(FriendlyError, ValueError):
     """A file that cannot be attached; the message is one line for the user."""
+
+
+class AlreadyAttached(AttachmentError):
+    """The same file given twice for one message: it is attached once."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +91,8 @@ class Attachment:
     tokens: int
     """What the model is counted to read (an image: the counter's flat estimate)."""
     block: dict[str, Any]
+    source: str = ""
+    """The file's resolved path (the same file given twice is attached once)."""
 
     def describe(self) -> str:
         """``notes.txt (1.2 kB, 312 tokens)``, ``cat.png (image, 48.0 kB)``."""
@@ -142,6 +159,58 @@ def fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+def expand_patterns(given: Sequence[str]) -> list[str]:
+    """The paths given, each pattern (``*``, ``?``, ``[``; ``**`` for any depth) that is not
+    itself a file's name replaced by the files it matches, sorted; a pattern matching no file
+    stays as given (and is refused as missing)."""
+    paths: list[str] = []
+    for item in given:
+        if not glob.has_magic(item) or os.path.lexists(os.path.expanduser(item)):
+            paths.append(item)
+            continue
+        found = sorted(
+            match
+            for match in glob.glob(os.path.expanduser(item), recursive=True)
+            if os.path.isfile(match)
+        )
+        paths.extend(found or [item])
+    return paths
+
+
+def _decode_text(data: bytes, name: str) -> str:
+    for bom, encoding in TEXT_BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding)
+            except UnicodeDecodeError:
+                break
+    if b"\x00" in data[:8192]:
+        raise AttachmentError(
+            f"{name} is a binary file: only text files and PNG, JPEG, GIF or WebP images "
+            "can be attached"
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise AttachmentError(
+            f"{name} is not UTF-8 text: convert it first (iconv -t UTF-8)"
+        ) from None
+
+
+def _check_image(data: bytes, mime: str, name: str) -> None:
+    """Refuse an image whose header is cut or damaged: the provider would reject it, and the
+    message holding it would fail again on every /retry."""
+    whole = {
+        "image/png": len(data) >= 33 and data[12:16] == b"IHDR",
+        "image/gif": len(data) >= 13,
+        "image/webp": data[12:15] == b"VP8",
+        "image/jpeg": len(data) >= 4,
+    }.get(mime, True)
+    if not whole:
+        kind = mime.removeprefix("image/").upper()
+        raise AttachmentError(f"{name} starts like a {kind} image but is damaged: not attached")
+
+
 def _read(given: str) -> tuple[Path, bytes]:
     path = Path(given).expanduser()
     shown = repr(given)
@@ -171,10 +240,14 @@ def _read(given: str) -> tuple[Path, bytes]:
 def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Attachment:
     """Read one file as an attachment for the model of ``limits`` (``pending``: the files
     already attached to the same message, which it must fit with)."""
-    _, data = _read(given)
+    path, data = _read(given)
     name = display_name(given)
+    source = str(path.resolve())
+    if any(a.source == source for a in pending):
+        raise AlreadyAttached(f"{name} is already attached to the next message")
     mime = image_type(data)
     if mime is not None:
+        _check_image(data, mime, name)
         if limits.images is False:
             raise AttachmentError(
                 f"{limits.model} does not take images: {name} not attached "
@@ -188,23 +261,13 @@ def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Atta
             "mime_type": mime,
             "extras": {"filename": name},
         }
-        attachment = Attachment(name, "image", len(data), MEDIA_TOKENS, block)
+        attachment = Attachment(name, "image", len(data), MEDIA_TOKENS, block, source)
     else:
-        if b"\x00" in data[:8192]:
-            raise AttachmentError(
-                f"{name} is a binary file: only text files and PNG, JPEG, GIF or WebP images "
-                "can be attached"
-            )
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError:
-            raise AttachmentError(
-                f"{name} is not UTF-8 text: convert it first (iconv -t UTF-8)"
-            ) from None
+        text = _decode_text(data, name)
         body = f"{name}:\n" + fenced(text.removesuffix("\n"))  # (the file's last newline)
         tokens = limits.counter.text(body) if limits.counter is not None else 0
         block = {"type": "text", "text": body}
-        attachment = Attachment(name, "text", len(data), tokens, block)
+        attachment = Attachment(name, "text", len(data), tokens, block, source)
     _check_fits(attachment, limits, pending)
     return attachment
 

@@ -231,6 +231,7 @@ def ask(
             "it stays in the conversation"
         )
     if prompt is not None:
+        _check_prompt_fits(prompt[0], backend)
         backend.set_system_prompt(thread, *prompt)
     view = _AskView(interactive=out.is_terminal)
     outcome = _run_turn(backend.send(thread, content), view)
@@ -268,7 +269,13 @@ def _text_with_files(text: str | None) -> str:
 def _attach(text: str, files: list[str], backend: Backend) -> Content:
     """The message's content with the files attached (one error line, exit 2, for a file that
     cannot be)."""
-    from chatbot.attachments import AttachmentError, limits_for, load, message_content
+    from chatbot.attachments import (
+        AlreadyAttached,
+        AttachmentError,
+        limits_for,
+        load,
+        message_content,
+    )
 
     if not files:
         return text
@@ -277,6 +284,8 @@ def _attach(text: str, files: list[str], backend: Backend) -> Content:
     for path in files:
         try:
             attached.append(load(path, limits, attached))
+        except AlreadyAttached:  # -f a -f a: attached once
+            continue
         except AttachmentError as error:
             fail(str(error), 2)
     return message_content(text, attached)
@@ -409,6 +418,17 @@ def _prompt_option(system: str | None, role: str | None) -> tuple[str, str] | No
     return None
 
 
+def _check_prompt_fits(prompt: str, backend: Backend) -> None:
+    """``--system``/``--role`` the model's input cannot hold: one line, exit 2, nothing sent."""
+    from chatbot.attachments import limits_for
+    from chatbot.roles import check_prompt_fits
+
+    run = backend.run_settings(None, prompt)
+    if run is not None:
+        model = limits_for(run).model
+        check_prompt_fits(prompt, run.counter.text(prompt), run.policy.max_input_tokens, model)
+
+
 @app.command(cls=Command)
 @guarded
 def roles(as_json: JsonOption = False) -> None:
@@ -424,11 +444,13 @@ def roles(as_json: JsonOption = False) -> None:
         return
     from rich.table import Table
 
+    from chatbot.render import preview
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("role", no_wrap=True)
     table.add_column("first line", overflow="fold")
-    for item in found:
-        table.add_row(escape(item.name), escape(sanitize(item.first_line)))
+    for item in found:  # (a one-line prompt of 5 MB stays one row)
+        table.add_row(escape(item.name), escape(sanitize(preview(item.first_line))))
     out.print(table)
 
 

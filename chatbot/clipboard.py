@@ -1,15 +1,21 @@
 """Copying text out of the terminal (``/copy``): the OSC 52 escape, which the terminal itself
-puts on the clipboard (so it works over SSH and in tmux with ``set-clipboard on``), and the
-system clipboard through ``pyperclip`` when this machine has one (wl-copy, xclip, xsel,
-pbcopy, ...)."""
+puts on the clipboard (so it works over SSH), the system clipboard through ``pyperclip`` when
+this machine has one (wl-copy, xclip, xsel, pbcopy, ...), and inside tmux ``tmux load-buffer``
+(tmux drops an application's OSC 52 unless ``set-clipboard on``)."""
 
 from __future__ import annotations
 
 import base64
+import os
+import shutil
+import subprocess
 from typing import IO
 
 OSC52_PREFIX = "\x1b]52;c;"
 BELL = "\x07"
+OSC52_SAFE_BYTES = 100_000
+"""The longest escape every common terminal takes (hterm and others cap near 100 kB; tmux, kitty
+and xterm take more): a longer one is still sent, with a word that it may not arrive."""
 
 _MECHANISMS = {
     "copy_wl": "wl-copy",
@@ -53,17 +59,43 @@ def copy_to_system(text: str) -> str | None:
     return _MECHANISMS.get(name, name.removeprefix("copy_") or "system clipboard")
 
 
+def copy_to_tmux(text: str) -> bool:
+    """Inside tmux: put ``text`` in tmux's paste buffer and, with ``-w``, on the outer terminal's
+    clipboard (tmux 3.2+ sends its own OSC 52), which works with tmux's default
+    ``set-clipboard external`` where an application's OSC 52 is dropped."""
+    tmux = shutil.which("tmux") if os.environ.get("TMUX") else None
+    if tmux is None:
+        return False
+    for command in ([tmux, "load-buffer", "-w", "-"], [tmux, "load-buffer", "-"]):
+        try:
+            done = subprocess.run(command, input=text.encode(), capture_output=True, timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        if done.returncode == 0:
+            return True
+    return False
+
+
 def copy_text(text: str, terminal: IO[str] | None) -> str | None:
     """Copy ``text`` everywhere it can go; says where, e.g. ``to the clipboard (wl-copy) and
     the terminal (OSC 52)``, or None when it went nowhere. ``terminal``: the terminal's
-    stream, None when output is not a terminal (an escape there would be noise in a file)."""
+    stream, None when output is not a terminal (an escape there would be noise in a file).
+    Inside tmux the text goes to tmux's buffer too (see :func:`copy_to_tmux`)."""
     places = []
     tool = copy_to_system(text)
     if tool is not None:
         places.append(f"the clipboard ({tool})")
+    if copy_to_tmux(text):
+        places.append("the tmux buffer")
     if terminal is not None:
         write_osc52(text, terminal)
-        places.append("the terminal (OSC 52)")
+        big = len(osc52(text)) > OSC52_SAFE_BYTES
+        places.append(
+            "the terminal (OSC 52; some terminals drop one this big)"
+            if big
+            else "the terminal (OSC 52)"
+        )
     if not places:
         return None
-    return "to " + " and ".join(places)
+    listed = ", ".join(places[:-1]) + " and " + places[-1] if len(places) > 1 else places[0]
+    return "to " + listed

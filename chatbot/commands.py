@@ -502,7 +502,13 @@ def _model(repl: Repl, arg: str) -> Outcome:
     "attach files to the next message; alone: list them; clear: drop them",
 )
 def _file(repl: Repl, arg: str) -> Outcome:
-    from chatbot.attachments import AttachmentError, limits_for, load
+    from chatbot.attachments import (
+        AlreadyAttached,
+        AttachmentError,
+        expand_patterns,
+        limits_for,
+        load,
+    )
 
     listed, sep, text = f" {arg} ".partition(" -- ")  # (spaces: "--" first or last too)
     try:
@@ -524,9 +530,12 @@ def _file(repl: Repl, arg: str) -> Outcome:
     repl.ready()  # what the model takes is known once it is loaded
     limits = limits_for(repl.run_settings(), repl.model_name)
     failed = False
-    for path in paths:
+    for path in expand_patterns(paths):
         try:
             attachment = load(path, limits, repl.attachments)
+        except AlreadyAttached as error:
+            repl.say(str(error), "dim")
+            continue
         except AttachmentError as error:
             repl.problem(str(error))
             failed = True
@@ -565,7 +574,7 @@ def _edit(repl: Repl, arg: str) -> Outcome:
 def _copy(repl: Repl, arg: str) -> Outcome:
     from chatbot.clipboard import copy_text
 
-    if arg and (not arg.isdigit() or int(arg) < 1):
+    if arg and (not (arg.isascii() and arg.isdigit()) or int(arg) < 1):
         raise CommandError(f"/copy takes a reply number, not {arg!r}: /copy [N] (1: the last)")
     number = int(arg) if arg else 1
     snapshot = repl.backend.current(repl.thread_id)
@@ -608,9 +617,28 @@ def _effective_prompt(repl: Repl) -> tuple[Snapshot | None, PromptChoice]:
 
 
 def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
+    if prompt:
+        _check_prompt_fits(repl, prompt)
     changed = repl.backend.set_system_prompt(repl.thread_id, prompt, role)
     repl.measure(repl.backend.current(repl.thread_id))
     return changed
+
+
+def _check_prompt_fits(repl: Repl, prompt: str) -> None:
+    """A prompt the model's input cannot hold is refused (not on a server: its model is not
+    known here)."""
+    from chatbot.attachments import limits_for
+    from chatbot.roles import RoleError, check_prompt_fits
+
+    repl.ready()
+    run = repl.run_settings(prompt)
+    if run is None:
+        return
+    model = limits_for(run, repl.model_name).model
+    try:
+        check_prompt_fits(prompt, run.counter.text(prompt), run.policy.max_input_tokens, model)
+    except RoleError as error:
+        raise CommandError(str(error)) from None
 
 
 @command(

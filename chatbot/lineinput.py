@@ -52,9 +52,8 @@ class SlashCompleter(Completer):
                 if command.startswith(name):
                     yield Completion(command, start_position=-len(name))
             return
-        if name == "file":  # paths: the word being typed
-            word = Document(arg.rpartition(" ")[2])
-            yield from PathCompleter(expanduser=True).get_completions(word, complete_event)
+        if name == "file":  # paths: the word being typed, quoted as /file reads it
+            yield from _path_completions(arg, complete_event)
             return
         if name in self.THREAD_ARGS:
             candidates: Iterable[str] = self.thread_ids()
@@ -69,6 +68,40 @@ class SlashCompleter(Completer):
         for candidate in candidates:
             if candidate.startswith(arg):
                 yield Completion(candidate, start_position=-len(arg))
+
+
+def last_word(line: str) -> tuple[int, str]:
+    """Where the last shell word of ``line`` starts, and its text with quotes and backslashes
+    taken out (``my\\ no`` and ``"my no`` are both ``my no``)."""
+    start, word, quote, escaped = 0, "", "", False
+    for index, char in enumerate(line):
+        if escaped:
+            word, escaped = word + char, False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if char == quote:
+                quote = ""
+            else:
+                word += char
+        elif char in "'\"":
+            quote = char
+        elif char.isspace():
+            start, word = index + 1, ""
+        else:
+            word += char
+    return start, word
+
+
+def _path_completions(arg: str, complete_event: CompleteEvent) -> Iterable[Completion]:
+    """Paths for ``/file``: a name with spaces or quotes comes back escaped, so that the line
+    still splits into the same paths."""
+    start, word = last_word(arg)
+    typed = len(arg) - start
+    for found in PathCompleter(expanduser=True).get_completions(Document(word), complete_event):
+        full = word + found.text
+        quoted = "".join("\\" + c if c.isspace() or c in "\\'\"" else c for c in full)
+        yield Completion(quoted, start_position=-typed, display=found.display)
 
 
 def _key_bindings() -> KeyBindings:

@@ -512,6 +512,9 @@ class Repl:
         if self._loading() is None:  # (while loading, it is measured once loaded)
             self.measure(snapshot)
         self._tell(thread_id, snapshot)
+        if self.attachments:  # attached in the thread left: they go with this one's next message
+            names = ", ".join(attachment.name for attachment in self.attachments)
+            self.say(f"still attached to the next message: {names} (/file clear drops them)", "dim")
 
     def _tell(self, thread_id: str, snapshot: Snapshot | None, counts: bool = True) -> None:
         """What is in a thread: its messages and summary (``counts``), an unfinished turn."""

@@ -107,6 +107,16 @@ def load_role(name: str, folder: Path | None = None) -> Role:
     return Role(name, path, prompt)
 
 
+def check_prompt_fits(prompt: str, tokens: int, most: int | None, model: str) -> None:
+    """Refuse (a :class:`RoleError` line) a thread prompt that alone fills the model's input
+    (``most`` tokens; ``None``: unknown): every turn would fail with it, whatever was typed."""
+    if most and tokens >= most:
+        raise RoleError(
+            f"that system prompt is about {tokens:,} tokens, and {model} takes {most:,} at "
+            "most (the prompt and the conversation together): shorten it; nothing was changed"
+        )
+
+
 class PromptChoice(NamedTuple):
     """The system prompt a run sends, and where it comes from."""
 

@@ -143,6 +143,31 @@ def test_models_without_image_input_refuse_images_by_name(cli: Cli, files: Path)
     assert chat_requests(cli.server) == []
 
 
+def test_utf16_text_with_a_byte_order_mark_is_text(cli: Cli, files: Path) -> None:
+    (files / "windows.txt").write_bytes("héllo wörld\r\n".encode("utf-16"))
+
+    ok(ask(cli, "read", "-f", str(files / "windows.txt")))
+
+    assert last_user_content(cli.server)[1]["text"] == "windows.txt:\n```text\nhéllo wörld\r\n```"
+
+
+def test_an_image_with_a_damaged_header_is_refused(cli: Cli, files: Path) -> None:
+    (files / "fake.png").write_bytes(b"\x89PNG\r\n\x1a\ngarbage")
+
+    result = ask(cli, "look", "-f", str(files / "fake.png"))
+
+    assert "fake.png starts like a PNG image but is damaged" in one_error(result, 2)
+    assert chat_requests(cli.server) == []
+
+
+def test_the_same_file_twice_is_attached_once(cli: Cli, files: Path) -> None:
+    notes = str(files / "notes.txt")
+
+    ok(ask(cli, "read", "-f", notes, "-f", str(files / ".." / "files" / "notes.txt")))
+
+    assert [b["text"][:10] for b in last_user_content(cli.server)] == ["read", "notes.txt:"]
+
+
 # --- part of the message ------------------------------------------------------------------------
 
 
@@ -207,6 +232,19 @@ def test_file_attaches_to_the_next_message_only(cli: Cli, files: Path) -> None:
     assert [m for m in second.messages if m["role"] == "user"][-1]["content"] == "and now?"
 
 
+def test_files_attached_then_a_thread_switch_are_named_and_go_with_the_new_threads_message(
+    cli: Cli, files: Path
+) -> None:
+    output = chat(cli, f"/file {files / 'notes.txt'}\n/thread other\nread this\n")
+
+    assert "still attached to the next message: notes.txt (/file clear drops them)" in output
+    (request,) = chat_requests(cli.server)
+    sent = [m for m in request.messages if m["role"] == "user"][-1]["content"]
+    assert sent[1]["text"].startswith("notes.txt:\n")
+    listing = cli.invoke("threads", "--json", "--db", str(cli.db))
+    assert [t["thread_id"] for t in json.loads(listing.stdout)] == ["other"]
+
+
 def test_file_refusals_clear_and_send_now(cli: Cli, files: Path) -> None:
     output = chat(
         cli,
@@ -225,11 +263,50 @@ def test_file_refusals_clear_and_send_now(cli: Cli, files: Path) -> None:
     assert sent[1]["text"].startswith("notes.txt:\n")
 
 
+def test_file_patterns_attach_each_match_once(cli: Cli, files: Path) -> None:
+    src = files / "src"
+    src.mkdir()
+    for name in ("b.py", "a.py"):
+        (src / name).write_text(f"# {name}\n")
+    (src / "notes.md").write_text("not matched\n")
+
+    output = chat(cli, f"/file {src}/*.py {src / 'a.py'} {src}/*.rs\nreview\n")
+
+    assert "attached a.py (" in output and "attached b.py (" in output
+    assert "a.py is already attached to the next message" in output
+    assert "error: no file " in output and "*.rs" in output
+    sent = last_user_content(cli.server)
+    assert [block["text"].split("\n")[0] for block in sent] == ["review", "a.py:", "b.py:"]
+
+
 def test_file_in_the_repl_refuses_images_for_the_offline_model(cli: Cli, files: Path) -> None:
     output = cli.invoke(
         "chat", "--db", str(cli.db), stdin=f"/file {files / 'cat.png'}\n", CHATBOT_MODEL="offline"
     ).output
     assert "error: the offline model does not take images: cat.png not attached" in output
+
+
+def test_tab_completes_paths_with_spaces_so_file_reads_them_back(files: Path) -> None:
+    import shlex
+
+    from prompt_toolkit.completion import CompleteEvent
+    from prompt_toolkit.document import Document
+
+    from chatbot.lineinput import SlashCompleter
+
+    (files / "my notes.txt").write_text("spaced\n")
+    completer = SlashCompleter(commands=list, thread_ids=list, checkpoint_ids=list)
+
+    def complete(line: str) -> list[str]:
+        found = completer.get_completions(Document(line), CompleteEvent(completion_requested=True))
+        return [line[: len(line) + c.start_position] + c.text for c in found]
+
+    folder = str(files).replace(" ", "\\ ")
+    for typed in (f"/file {folder}/my", f"/file {folder}/my\\ n", f'/file "{files}/my n'):
+        (line,) = complete(typed)
+        assert shlex.split(line) == ["/file", str(files / "my notes.txt")], typed
+    (line,) = complete(f"/file {files / 'notes.txt'} {folder}/cat")
+    assert shlex.split(line)[1:] == [str(files / "notes.txt"), str(files / "cat.png")]
 
 
 # --- pieces ---------------------------------------------------------------------------------------

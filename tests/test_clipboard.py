@@ -27,6 +27,7 @@ def fake_wayland(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (bin_dir / program).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-test")
+    monkeypatch.delenv("TMUX", raising=False)
     return clip
 
 
@@ -34,6 +35,7 @@ def no_clipboard(monkeypatch: pytest.MonkeyPatch) -> None:
     """No display at all (as over SSH): pyperclip finds no clipboard."""
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("TMUX", raising=False)
 
 
 def test_osc52_is_esc_52_c_base64_bel() -> None:
@@ -62,6 +64,37 @@ def test_without_a_clipboard_only_the_terminal_gets_it(monkeypatch: pytest.Monke
     assert copy_to_system("x") is None
     assert copy_text("x", terminal) == "to the terminal (OSC 52)"
     assert copy_text("x", None) is None
+
+
+def test_inside_tmux_the_reply_goes_to_tmuxs_buffer_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_clipboard(monkeypatch)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    buffer, calls = tmp_path / "tmux-buffer", tmp_path / "tmux-args"
+    (bin_dir / "tmux").write_text(f'#!/bin/sh\necho "$@" >> "{calls}"\ncat > "{buffer}"\n')
+    (bin_dir / "tmux").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+    terminal = io.StringIO()
+
+    where = copy_text("in tmux ✓", terminal)
+
+    assert where == "to the tmux buffer and the terminal (OSC 52)"
+    assert buffer.read_text() == "in tmux ✓"
+    assert calls.read_text() == "load-buffer -w -\n"  # -w: tmux passes it to the outer terminal
+
+
+def test_a_reply_too_big_for_some_terminals_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_clipboard(monkeypatch)
+    terminal = io.StringIO()
+
+    where = copy_text("x" * 80_000, terminal)
+
+    assert where == "to the terminal (OSC 52; some terminals drop one this big)"
+    assert terminal.getvalue() == osc52("x" * 80_000), "sent all the same"
+    assert copy_text("x" * 70_000, io.StringIO()) == "to the terminal (OSC 52)"
 
 
 @pytest.fixture
@@ -97,10 +130,11 @@ def test_copy_out_of_range_or_nowhere_to_go_is_one_line(
 ) -> None:
     no_clipboard(monkeypatch)
 
-    output = chat(replied, "/copy 3\n/copy zero\n/copy\n")
+    output = chat(replied, "/copy 3\n/copy zero\n/copy \u00b2\n/copy\n")
 
     assert "error: no reply 3: only 2 replies to copy (/copy 1 is the last)" in output
     assert "error: /copy takes a reply number, not 'zero'" in output
+    assert "error: /copy takes a reply number, not '\u00b2'" in output  # isdigit(), not int()
     assert "error: nothing copied: no system clipboard here, and output is not a terminal" in (
         output
     )

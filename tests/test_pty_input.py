@@ -119,7 +119,9 @@ def test_copy_writes_osc52_to_the_terminal_and_the_reply_to_the_clipboard(
 ) -> None:
     bin_dir, clip = fake_wl_copy(tmp_path)
     path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-    term: Terminal = spawn("chat", "--thread", "cp", PATH=path, WAYLAND_DISPLAY="wayland-test")
+    term: Terminal = spawn(
+        "chat", "--thread", "cp", PATH=path, WAYLAND_DISPLAY="wayland-test", TMUX=""
+    )
     term.started("cp")
     term.chat("first", "cp")
     term.chat("second", "cp")
@@ -145,7 +147,7 @@ def test_copy_writes_osc52_to_the_terminal_and_the_reply_to_the_clipboard(
 def test_copy_over_ssh_without_a_clipboard_still_reaches_the_terminal(
     spawn: Any, tmp_path: Path
 ) -> None:
-    term: Terminal = spawn("chat", "--thread", "cp", WAYLAND_DISPLAY="", DISPLAY="")
+    term: Terminal = spawn("chat", "--thread", "cp", WAYLAND_DISPLAY="", DISPLAY="", TMUX="")
     term.started("cp")
     term.chat("hello", "cp")
 

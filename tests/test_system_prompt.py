@@ -328,3 +328,34 @@ def test_the_context_meter_counts_the_prompt(world: World) -> None:
     assert context_now(after) > context_now(before) + 100
     head = lineage(world.backend.history("t1"))[-1]
     assert head.system_prompt.startswith("many words here")
+
+
+def test_a_prompt_the_models_input_cannot_hold_is_refused(
+    tmp_path: Path, config_home: Path
+) -> None:
+    small = World(tmp_path, max_input_tokens=1000)
+    write_role(config_home, "novel", "word " * 3000)
+    try:
+        said = small.run(["/system " + "word " * 3000, "/role novel", "/system", "hi"])
+        assert said.count("system prompt is about 3,000 tokens") == 2
+        assert "takes 1,000 at most" in said and "nothing was changed" in said
+        current = small.backend.current("t1")
+        assert current is not None and current.system_prompt == ""
+        assert [m.text for m in current.messages] == ["hi", "reply 1"], "the turn still works"
+    finally:
+        small.store.close()
+
+
+def test_ask_with_a_prompt_too_big_for_the_model_sends_nothing(
+    cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    result = ask(cli, "--system", "word " * 3000, "-t", "t1", "hi", CHATBOT_MAX_INPUT_TOKENS="1000")
+    assert "takes 1,000 at most" in one_error(result, code=2)
+    assert openai_server.requests == []
+    assert "t1" not in ok(cli.invoke("threads", "--db", str(cli.db))).stdout, "nothing stored"
+
+
+def test_roles_lists_a_one_line_prompt_of_any_size_on_one_row(cli: Cli, config_home: Path) -> None:
+    write_role(config_home, "wall", "x" * 100_000)
+    table = ok(cli.invoke("roles")).stdout
+    assert len(table) < 500 and "…" in table
