@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 from datetime import UTC, datetime
@@ -43,12 +44,20 @@ class LogFile:
         self._lock = threading.Lock()
 
     def open(self) -> None:
-        """Create the file (0600; its folder 0700) or check it can be appended to; a path that
-        cannot be is one :class:`SettingsError` line."""
+        """Create the file (0600; the folders it makes 0700) or check it can be appended to,
+        making one that others could read 0600; a path that cannot be is one
+        :class:`SettingsError` line."""
+        from chatbot.store import make_private_dirs
+
         try:
-            if not self.path.parent.exists():
-                self.path.parent.mkdir(mode=0o700, parents=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+            make_private_dirs(self.path.parent)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISREG(mode) and mode & 0o077:  # (not /dev/stderr, a pipe…)
+                    os.fchmod(fd, 0o600)  # a file made earlier, by hand or another program
+            finally:
+                os.close(fd)
         except OSError as error:
             reason = error.strerror or type(error).__name__
             raise SettingsError(

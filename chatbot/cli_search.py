@@ -69,7 +69,8 @@ def search(
         print_json([hit_record(hit) for hit in hits])
         return
     if not hits:
-        err.print(f"[dim]nothing found for {escape(repr(text))} in {escape(state.where)}[/]")
+        shown = text if len(text) <= 80 else text[:79] + "…"  # (not a pasted page back)
+        err.print(f"[dim]nothing found for {escape(repr(shown))} in {escape(state.where)}[/]")
         return
     out.print(hits_view(hits))
     err.print(

@@ -732,7 +732,8 @@ def _search(repl: Repl, arg: str) -> Outcome:
     except SearchError as error:
         raise CommandError(str(error)) from None
     if not hits:
-        repl.say(f"nothing found for {arg!r}", "dim")
+        shown = arg if len(arg) <= 80 else arg[:79] + "…"  # (not a pasted page back)
+        repl.say(f"nothing found for {shown!r}", "dim")
         return None
     repl.print(hits_view(hits[:limit]))
     more = ""

@@ -5,8 +5,11 @@ Vocabulary:
 
 - **usage record** (the state's :data:`USAGE_KEY`): the tokens the provider reported, per role
   and per the model that answered: ``{"chat": {model: {"calls": N, "input": N, "cached": N,
-  "output": N}}, "summary": {...}, "partial": bool}``. ``input`` includes ``cached`` (cache
-  reads), as OpenAI and genai-prices count them. The graph's nodes add each call they make;
+  "output": N, "priced": N, "usd": "0.0012"}}, "summary": {...}, "partial": bool}``.
+  ``input`` includes ``cached`` (cache reads), as OpenAI and genai-prices count them. Each
+  call is priced as it is recorded (``priced`` calls cost ``usd``): a price can depend on one
+  call's size (Gemini 2.5 Pro costs more per token above 200k input tokens in one call), so
+  the sums cannot be priced as one call. The graph's nodes add each call they make;
   reading the record costs one checkpoint, however long the thread.
 - **partial**: the record started on a thread that already had replies (made before records
   existed), so older turns are not in it.
@@ -35,7 +38,8 @@ usage record, which the run's own record never falls below."""
 
 Role = Literal["chat", "summary"]
 ROLES: tuple[Role, ...] = ("chat", "summary")
-FIELDS = ("calls", "input", "cached", "output")
+FIELDS = ("calls", "input", "cached", "output", "priced")
+USD = "usd"
 OFFLINE = "offline"
 
 
@@ -79,6 +83,9 @@ def merged(*records: Any) -> dict[str, Any] | None:
                 into = out[role].setdefault(model, dict.fromkeys(FIELDS, 0))
                 for name in FIELDS:
                     into[name] = max(into[name], int(tokens.get(name) or 0))
+                if tokens.get(USD) is not None:
+                    usd = max(Decimal(str(tokens[USD])), Decimal(str(into.get(USD) or 0)))
+                    into[USD] = str(usd)
     return out
 
 
@@ -89,9 +96,20 @@ def with_call(
     before records existed) is marked partial."""
     out = merged(record) or {"chat": {}, "summary": {}, "partial": earlier_turns}
     tokens = out[role].setdefault(model, dict.fromkeys(FIELDS, 0))
+    was_priced = tokens["priced"] == tokens["calls"]
     tokens["calls"] += 1
-    for name, value in reply_usage(reply).items():
+    usage = reply_usage(reply)
+    for name, value in usage.items():
         tokens[name] += value
+    amount = None
+    if model.strip().lower() != OFFLINE:
+        try:  # (a reply is never lost to its price: an unpriced call is priced from the sums)
+            amount = _call_price(model, usage["input"], usage["cached"], usage["output"])
+        except Exception:
+            amount = None
+    if amount is not None and was_priced:
+        tokens["priced"] += 1
+        tokens[USD] = str(Decimal(str(tokens.get(USD) or 0)) + amount)
     return out
 
 
@@ -117,13 +135,24 @@ _warming = threading.Lock()
 
 @lru_cache(maxsize=4096)
 def _call_price(model: str, input_tokens: int, cached: int, output: int) -> Decimal | None:
+    """What genai-prices charges for one call (or for these sums, for a record made before
+    calls were priced one by one); ``None`` for a model it does not know. A name with a
+    provider in front (``openai/gpt-4o-mini``, as OpenRouter and LiteLLM name models) is
+    looked up as that provider's model, then as OpenRouter's."""
     from genai_prices import Usage, calc_price  # imported on demand: it loads a price table
 
     usage = Usage(input_tokens=input_tokens, cache_read_tokens=cached, output_tokens=output)
+    provider, _, name = model.partition("/")
+    tries: list[tuple[str, str | None]] = [(model, None)]
+    if name:
+        tries += [(name, provider.lower()), (model, "openrouter")]
     with _loading:  # (the table is loaded once, by the first caller)
         try:
-            return calc_price(usage, model).total_price
-        except LookupError:
+            for model_ref, provider_id in tries:
+                try:
+                    return calc_price(usage, model_ref, provider_id=provider_id).total_price
+                except LookupError:
+                    continue
             return None
         finally:
             _loaded.set()
@@ -142,7 +171,16 @@ def warm_up() -> None:
 def needs_table(record: Any) -> bool:
     """True when pricing ``record`` needs the price table (it has calls of a paid model)."""
     record = merged(record) or {}
-    return any(model.strip().lower() != OFFLINE for role in ROLES for model in record.get(role, {}))
+    return any(
+        model.strip().lower() != OFFLINE and not _priced(tokens)
+        for role in ROLES
+        for model, tokens in record.get(role, {}).items()
+    )
+
+
+def _priced(tokens: Mapping[str, Any]) -> bool:
+    """True when every call of a model in a record was priced as it was made."""
+    return tokens.get(USD) is not None and tokens.get("priced") == tokens.get("calls")
 
 
 def price_of(by_model: Mapping[str, Any]) -> Price:
@@ -153,12 +191,15 @@ def price_of(by_model: Mapping[str, Any]) -> Price:
         if model.strip().lower() == OFFLINE:
             continue
         paid = True
-        amount = _call_price(
-            model,
-            int(tokens.get("input") or 0),
-            int(tokens.get("cached") or 0),
-            int(tokens.get("output") or 0),
-        )
+        if _priced(tokens):
+            amount: Decimal | None = Decimal(str(tokens[USD]))  # each call priced as made
+        else:
+            amount = _call_price(
+                model,
+                int(tokens.get("input") or 0),
+                int(tokens.get("cached") or 0),
+                int(tokens.get("output") or 0),
+            )
         if amount is None:
             unknown.append(model)
         else:

@@ -43,6 +43,10 @@ INDEXED_MARK = "messages_indexed"
 MIN_TRIGRAM = 3
 """Terms shorter than this (in characters) cannot use the trigram index."""
 SNIPPET_WIDTH = 160
+MAX_TERMS = 64
+"""More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
+MAX_LIMIT = 1_000_000
+"""The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
 
 
 class SearchError(FriendlyError, ValueError):
@@ -129,16 +133,22 @@ def ensure_indexed(store: SqlStore, console: Console | None) -> None:
 
 # --- searching -------------------------------------------------------------------------------
 
-_TERM = re.compile(r'"([^"]*)"|(\S+)')
+_TERM = re.compile(r'"([^"]*)(?:"|$)|(\S+)')
 
 
 def parse_query(text: str) -> list[str]:
-    """The terms of a query: words, or ``"quoted phrases"``; each must appear in a hit."""
+    """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
+    end); each must appear in a hit."""
     terms = [quoted or word for quoted, word in _TERM.findall(text)]
     terms = [term.strip() for term in terms]
     terms = list(dict.fromkeys(term for term in terms if term))
     if not terms:
         raise SearchError("the search is empty: give some text to find")
+    if len(terms) > MAX_TERMS:
+        raise SearchError(
+            f"the search has {len(terms)} words: give at most {MAX_TERMS} "
+            '(put a long text in "double quotes" to find it as one phrase)'
+        )
     return terms
 
 
@@ -203,6 +213,17 @@ def _like(term: str) -> str:
     return f"%{escaped}%"
 
 
+def _has_cased_non_ascii(term: str) -> bool:
+    """True when SQLite's ``LIKE`` (which folds ASCII letters only) would match ``term``
+    case-sensitively: it has a letter beyond ASCII with an upper and a lower case."""
+    return any(not c.isascii() and c.lower() != c.upper() for c in term)
+
+
+def _contains_folded(content: str | None, term: str) -> bool:
+    """``term`` (lower-cased) is in ``content``, any case (SQL function ``chatbot_contains``)."""
+    return content is not None and term in content.lower()
+
+
 def _fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
@@ -225,8 +246,15 @@ def search(
         else:
             source = "chatbot_messages AS m"
         for term in short:
-            where.append("m.content LIKE ? ESCAPE '\\'")
-            params.append(_like(term))
+            if _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
+                store.conn.create_function(
+                    "chatbot_contains", 2, _contains_folded, deterministic=True
+                )
+                where.append("chatbot_contains(m.content, ?)")
+                params.append(term.lower())
+            else:
+                where.append("m.content LIKE ? ESCAPE '\\'")
+                params.append(_like(term))
     else:
         source = "chatbot_messages AS m"
         for term in terms:
@@ -238,7 +266,7 @@ def search(
     rows = store._query(
         f"SELECT {columns} FROM {source} WHERE {' AND '.join(where)} "
         "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?",
-        (*params, max(1, limit)),
+        (*params, min(max(1, limit), MAX_LIMIT)),
     )
     return [
         Hit(

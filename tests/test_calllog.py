@@ -83,3 +83,19 @@ def test_the_offline_model_is_logged_too(cli: Cli, tmp_path: Path) -> None:
     (entry,) = lines(log)
     assert entry["model"] == "offline" and entry["role"] == "chat"
     assert entry["input_tokens"] > 0 and entry["output_tokens"] > 0
+
+
+def test_a_log_file_others_could_read_is_made_private_and_missing_folders_are_0700(
+    cli: Cli, tmp_path: Path
+) -> None:
+    made_earlier = tmp_path / "calls.jsonl"
+    made_earlier.write_text('{"earlier": true}\n')
+    made_earlier.chmod(0o644)
+    ok(cli.ask("hello", CHATBOT_LOG=str(made_earlier), CHATBOT_MODEL="offline"))
+    assert stat.S_IMODE(made_earlier.stat().st_mode) == 0o600
+    assert [set(e) >= {"model"} for e in lines(made_earlier)] == [False, True], "appended"
+
+    deep = tmp_path / "new" / "deeper" / "calls.jsonl"
+    ok(cli.ask("hello", CHATBOT_LOG=str(deep), CHATBOT_MODEL="offline"))
+    for folder in (tmp_path / "new", tmp_path / "new" / "deeper"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -189,3 +189,38 @@ def test_a_new_thread_has_cost_nothing(make_world: Callable[..., World]) -> None
     world = make_world()
     transcript = world.run(["/tokens"])
     assert row(transcript, "cost").startswith("$0, 0 chat calls")
+
+
+def test_each_call_is_priced_on_its_own_where_the_price_depends_on_its_size() -> None:
+    from chatbot.pricing import cost_rows, thread_cost, with_call
+
+    # Gemini 2.5 Pro charges more per token above 200k input tokens in one call: three calls
+    # of 100k cost three times one, not what one call of 300k would
+    def call(input_tokens: int) -> AIMessage:
+        return AIMessage(
+            "ok",
+            usage_metadata={"input_tokens": input_tokens, "output_tokens": 1000, "total_tokens": 0},
+            response_metadata={"model_name": "gemini-2.5-pro"},
+        )
+
+    record: Any = None
+    for _ in range(3):
+        record = with_call(record, "chat", "gemini-2.5-pro", call(100_000), earlier_turns=False)
+    one = calc_price(Usage(input_tokens=100_000, output_tokens=1000), "gemini-2.5-pro")
+    expected = format_usd(one.total_price * 3)
+    (cost, _) = cost_rows(thread_cost(record, has_turns=True))
+    assert cost == ("cost", f"{expected}, 3 chat calls and 0 summary calls")
+
+
+def test_a_model_named_with_its_provider_in_front_is_priced(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world(model="openai/gpt-4o-mini", summary_trigger="off")
+    transcript = world.run(["one", "/tokens"])
+    (request,) = world.server.requests
+    usage = Usage(
+        input_tokens=prompt_tokens(request.body),
+        output_tokens=max(1, count(echo_or_summary(request.body))),
+    )
+    paid = calc_price(usage, "gpt-4o-mini", provider_id="openai").total_price
+    assert row(transcript, "cost").startswith(f"{format_usd(paid)}, 1 chat call")

@@ -227,6 +227,27 @@ def test_a_query_is_words_or_quoted_phrases() -> None:
             parse_query(empty)
 
 
+def test_a_quote_left_open_runs_to_the_end_of_the_query() -> None:
+    assert parse_query('tea "at night') == ["tea", "at night"]
+    assert parse_query('5" screen') == ['5"', "screen"], "a quote inside a word is a character"
+    with pytest.raises(SearchError, match="the search is empty"):
+        parse_query('"')
+
+
+def test_short_terms_beyond_ascii_are_found_in_any_case_like_longer_ones(chat: Chat) -> None:
+    chat.say("ru", "Он сказал да", "ÉCOLE")
+    assert [h.text for h in chat.find("ДА")] == ["Он сказал да"]
+    assert [h.text for h in chat.find("он СКАЗАЛ")] == ["Он сказал да"]
+    assert [h.text for h in chat.find("é")] == ["ÉCOLE"]
+    assert [h.text for h in chat.find("Éc")] == ["ÉCOLE"]
+
+
+def test_a_huge_limit_is_all_hits_not_an_error(sqlite_db: str) -> None:
+    result = invoke("search", "giraffe", "--json", "--limit", str(10**30), "--db", sqlite_db)
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)) == 2
+
+
 def test_a_snippet_is_one_safe_line_around_the_first_match() -> None:
     text = "start " + "filler words here " * 20 + "the Needle is\nhere\x1b[2J " + "more " * 40
     snippet = make_snippet(text, ["needle"], width=60)
@@ -305,6 +326,11 @@ def test_search_in_the_terminal_shows_thread_role_checkpoint_and_snippet(sqlite_
         (["search", '""'], 2, "error: the search is empty: give some text to find"),
         (["search", "x", "--limit", "0"], 2, "--limit"),
         (["search", "x", "--thread", "nope"], 1, "error: no thread 'nope'"),
+        (
+            ["search", " ".join(f"w{n}" for n in range(2000))],
+            2,
+            "error: the search has 2000 words: give at most 64",
+        ),
         (
             ["search", "x", "--url", "http://127.0.0.1:9"],
             2,
