@@ -79,6 +79,8 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         from rich.table import Table
 
         exists = "" if config_file.is_file() else " (not created: 'chatbot config init')"
+        if config_file.is_dir():
+            exists = " (is a folder, not a file: not read)"
         out.print(f"config file: {escape(str(config_file))}{exists}", markup=True)
         if env_file is not None:
             found = "" if env_file.is_file() else " (none)"
@@ -124,7 +126,8 @@ def config_init() -> None:
 @guarded
 def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the models the endpoint serves (GET /v1/models of OPENAI_BASE_URL, or OpenAI's)."""
-    from chatbot.modellist import list_models
+    from chatbot.modellist import endpoint_of, list_models
+    from chatbot.places import without_password
 
     state = app_state(ctx)
     listing = list_models(state.settings)
@@ -137,6 +140,9 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if as_json:
         print_json([model.record() | {"current": model.id == current} for model in listing])
         return
+    if not listing:
+        endpoint = without_password(endpoint_of(state.settings.openai_base_url))
+        err.print(f"{escape(endpoint)} lists no models: name one yourself (CHATBOT_MODEL)")
     for model in listing:
         mark = "  (CHATBOT_MODEL)" if model.id == current else ""
         out.print(f"{escape(model.id)}{mark}", highlight=False)

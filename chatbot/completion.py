@@ -42,9 +42,7 @@ def _thread_ids(ctx: typer.Context) -> list[str]:
         _option(ctx, "env_file") or ".env", db=_option(ctx, "db"), url=_option(ctx, "url")
     )
     if places.url:
-        from chatbot.remote import RemoteBackend
-
-        return [t.thread_id for t in RemoteBackend(places.url).threads()]
+        return _server_thread_ids(places.url)
     from pathlib import Path
 
     from chatbot.store import is_postgres_url
@@ -58,6 +56,37 @@ def _thread_ids(ctx: typer.Context) -> list[str]:
         return [t.thread_id for t in store.list_threads()]
     finally:
         store.close()
+
+
+REMOTE_TIMEOUT = 1.0
+"""Seconds a LangGraph server gets to answer a Tab (the commands themselves wait longer)."""
+
+
+def _server_thread_ids(url: str) -> list[str]:
+    """The names of a LangGraph server's threads, newest first, as ``chatbot threads --url``
+    lists them; one short request without retries, so that a server that is down or stuck
+    costs a Tab a second at most (the SDK retries and waits minutes)."""
+    import os
+
+    import httpx
+
+    headers = {}
+    for prefix in ("LANGGRAPH", "LANGSMITH", "LANGCHAIN"):  # as langgraph-sdk reads its key
+        if key := os.environ.get(f"{prefix}_API_KEY", "").strip().strip("\"'"):
+            headers["x-api-key"] = key
+            break
+    answer = httpx.post(
+        f"{url.rstrip('/')}/threads/search",
+        json={"limit": 100, "sort_by": "updated_at", "sort_order": "desc"},
+        headers=headers,
+        timeout=REMOTE_TIMEOUT,
+    )
+    answer.raise_for_status()
+    names = []
+    for thread in answer.json():
+        metadata = thread.get("metadata") or {}
+        names.append(str(metadata.get("chatbot_name") or thread["thread_id"]))  # remote.NAME_KEY
+    return names
 
 
 def model_names(ctx: typer.Context, incomplete: str) -> list[str]:

@@ -9,13 +9,17 @@ asking the network; :class:`ModelCatalog` refreshes that list once in the backgr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from chatbot.errors import FriendlyError
+from chatbot.places import without_password
 
 if TYPE_CHECKING:
     from chatbot.settings import Settings
@@ -39,9 +43,27 @@ class ModelInfo:
         return {"id": self.id, "owned_by": self.owned_by, "created": self.created}
 
 
+class ModelListError(FriendlyError):
+    """The endpoint has no model list, or answered something else: one line for people."""
+
+
+def _model_info(model: Any) -> ModelInfo | None:
+    """A listed model as we keep it (``None`` for an entry without a usable name)."""
+    name = getattr(model, "id", None)
+    if not isinstance(name, str) or not name.isprintable() or name.split() != [name]:
+        return None  # no name, or one no setting could hold (spaces, terminal escapes)
+    owner = getattr(model, "owned_by", None)
+    created = getattr(model, "created", None)
+    return ModelInfo(
+        name,
+        owner if isinstance(owner, str) else "",
+        created if isinstance(created, int) and not isinstance(created, bool) else None,
+    )
+
+
 def endpoint_of(base_url: str | None) -> str:
     """The endpoint a base URL setting means (unset: OpenAI's)."""
-    return (base_url or "").strip() or OPENAI_ENDPOINT
+    return (base_url or "").strip().rstrip("/") or OPENAI_ENDPOINT  # …/v1/ is …/v1
 
 
 def cache_path() -> Path:
@@ -57,21 +79,31 @@ def list_models(settings: Settings) -> list[ModelInfo]:
     ``openai`` client's (a refused key, an unreachable server)."""
     if not settings.has_credentials:
         return [ModelInfo(OFFLINE, "chatbot")]
-    from openai import OpenAI
+    from openai import NotFoundError, OpenAI
 
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     endpoint = endpoint_of(settings.openai_base_url)
+
     with OpenAI(
         api_key=key.strip() or "not-needed",  # local servers (Ollama, vLLM) accept any key
         base_url=endpoint,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
     ) as client:
-        models = [
-            ModelInfo(model.id, model.owned_by or "", model.created)
-            for model in client.models.list()
-        ]
-    models.sort(key=lambda model: model.id)
+        try:
+            listed = [_model_info(model) for model in client.models.list()]
+        except NotFoundError:
+            raise ModelListError(
+                f"{without_password(endpoint)} has no model list (GET /models answered 404): "
+                "check that OPENAI_BASE_URL ends in /v1, or name the model yourself "
+                "(CHATBOT_MODEL, /model NAME)"
+            ) from None
+        except (AttributeError, TypeError):  # an HTML page, a bare list...: not the API's shape
+            raise ModelListError(
+                f"the answer of {without_password(endpoint)}/models is not a model list: "
+                "check that OPENAI_BASE_URL is an OpenAI-compatible API (it usually ends in /v1)"
+            ) from None
+    models = sorted((model for model in listed if model is not None), key=lambda m: m.id)
     save_cache(endpoint, [model.id for model in models])
     return models
 
@@ -90,7 +122,8 @@ def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> Non
         os.replace(temporary, path)
     except OSError:
         log.debug("cannot cache the model list", exc_info=True)
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (its folder may be what failed)
+            temporary.unlink(missing_ok=True)
 
 
 def cached_names(endpoint: str, path: Path | None = None) -> list[str]:

@@ -80,6 +80,23 @@ def check_http_url(value: str | None, example: str) -> str | None:
     return value
 
 
+def without_password(url: str) -> str:
+    """A URL as people may see it (errors, ``chatbot config``): its password as ``***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # too broken to parse: hide whatever sits between // and @
+        import re
+
+        return re.sub(r"(//[^/@]*?:)[^/]*@", r"\1***@", url)
+    if password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 def check_env_file(env_file: str | Path | None) -> None:
     """An env file named with --env-file must be a file (``.env`` may be missing)."""
     if env_file is None or env_file == ".env":
@@ -200,7 +217,8 @@ def read_places(
     try:
         check_http_url(chosen_url, "http://127.0.0.1:2024")
     except ValueError as error:
-        raise SettingsError(f"CHATBOT_URL={chosen_url!r} is not valid: {error}") from None
+        shown = without_password(chosen_url or "")
+        raise SettingsError(f"CHATBOT_URL={shown!r} is not valid: {error}") from None
     threshold = setting("pg_prepare_threshold", None)
     try:
         prepare = prepare_threshold(threshold)

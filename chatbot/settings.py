@@ -22,6 +22,7 @@ from chatbot.places import (
     default_db_path,
     prepare_threshold,
     resolve_config_file,
+    without_password,
 )
 from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
 
@@ -231,5 +232,7 @@ def describe_validation_error(error: ValidationError) -> str:
     if isinstance(first.get("ctx", {}).get("error"), PolicyError):
         return str(first["ctx"]["error"])
     value = first.get("input")
+    if isinstance(value, str) and field in ("url", "db"):
+        value = without_password(value)
     shown = "" if name.startswith("OPENAI_") or isinstance(value, dict) else f"={value!r}"
     return f"{name}{shown} is not valid: {message}"

@@ -154,6 +154,10 @@ def create_config(path: Path | None = None) -> Path:
         make_private_dirs(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
+        if path.is_dir():
+            raise SettingsError(
+                f"{path} is a folder: remove it, then run 'chatbot config init'"
+            ) from None
         raise ConfigExists(f"{path} already exists: edit it (it was left as it is)") from None
     except OSError as error:
         raise SettingsError(f"cannot create {path}: {error.strerror or error}") from None

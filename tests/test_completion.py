@@ -183,3 +183,82 @@ def test_a_broken_model_cache_completes_the_configured_model_only(tmp_path: Path
     assert result.stdout.split() == ["gpt-x", "offline"]
     cache_path().write_text(json.dumps({"endpoint": "https://api.openai.com/v1", "models": 3}))
     assert complete("chatbot --model ") == ["offline"]
+
+
+class _LangGraphLike:
+    """A tiny LangGraph-API-shaped server on 127.0.0.1: ``/ok``, and ``/threads/search``
+    answering ``threads`` — or never answering when ``stuck`` (a server that hangs)."""
+
+    def __init__(self, threads: list[dict[str, object]], stuck: bool = False) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.release = threading.Event()
+        self.searches = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _answer(self, body: object) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer({"ok": True})
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.searches += 1
+                if stuck:
+                    owner.release.wait(120)
+                    return
+                self._answer(threads)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_thread_ids_complete_from_a_server_by_their_names() -> None:
+    server = _LangGraphLike(
+        [
+            {
+                "thread_id": "6f1c0d2e-0000-4000-8000-000000000001",
+                "metadata": {"chatbot_name": "work"},
+            },
+            {"thread_id": "6f1c0d2e-0000-4000-8000-000000000002", "metadata": {}},
+        ]
+    )
+    try:
+        assert complete(f"chatbot --url {server.url} show ") == [
+            "work",
+            "6f1c0d2e-0000-4000-8000-000000000002",
+        ]
+        assert complete(f"chatbot history --url {server.url} w") == ["work"]
+    finally:
+        server.close()
+
+
+def test_a_stuck_server_does_not_hold_the_shell(tmp_path: Path) -> None:
+    # Completion runs on every Tab: a server that accepts and never answers gets a second,
+    # not the SDK's minutes (the subprocess's generous limit below is far above that second).
+    server = _LangGraphLike([], stuck=True)
+    try:
+        result = complete_in_a_process(f"chatbot --url {server.url} show ")
+    finally:
+        server.close()
+    assert result.returncode == 0
+    assert result.stdout.strip() == "" and result.stderr == ""
+    assert server.searches == 1  # asked once, no retries

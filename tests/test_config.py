@@ -226,3 +226,39 @@ def test_installed_as_a_tool_it_reads_the_config_file_from_any_folder(
         timeout=60,
     )
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["default"]
+
+
+@pytest.mark.parametrize(
+    ("where", "url"),
+    [
+        ("config", "http://ada:hunter2pw@example.com:99999"),  # a bad port
+        ("environment", "ftp://ada:hunter2pw@example.com"),  # not http
+        ("config", "http://ada:hunter2pw@[example.com"),  # too broken to parse
+    ],
+)
+def test_a_bad_server_url_is_shown_without_its_password(
+    where: str, url: str, tmp_path: Path
+) -> None:
+    env = {"CHATBOT_URL": url} if where == "environment" else {}
+    if where == "config":
+        write_config(f"CHATBOT_URL={url}\n")
+    for args in (["config"], ["config", "--json"], ["threads"], ["ask", "hi"]):
+        result = invoke(*args, **env)
+        line = one_error(result, 2)
+        assert "CHATBOT_URL=" in line and "is not valid" in line
+        assert "ada:***@" in line
+        assert "hunter2pw" not in result.output, args
+
+
+def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None:
+    user_config_file().mkdir(parents=True)
+    shown = invoke("config")
+    assert shown.exit_code == 0, shown.output
+    assert "is a folder" in shown.stdout and "not created" not in shown.stdout
+    assert config_json()["config_file_exists"] is False
+    line = one_error(invoke("config", "init"), 2)
+    assert (
+        line
+        == f"error: {user_config_file()} is a folder: remove it, then run 'chatbot config init'"
+    )
+    assert invoke("threads", "--db", str(tmp_path / "none.sqlite")).exit_code == 0

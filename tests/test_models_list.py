@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
 
 import pytest
 from prompt_toolkit.completion import CompleteEvent
@@ -169,3 +170,105 @@ def test_on_a_server_slash_models_says_it_does_not_apply(cli: Cli, dev_server: D
     listed = ok(cli.invoke("--url", dev_server.url, "models"))
     assert "fake-chat-model-7" in listed.stdout
     assert "runs models from its own" in " ".join(listed.stderr.split())
+
+
+class _OddModelServer:
+    """A server on 127.0.0.1 answering every GET with ``body`` (``status``, ``content_type``)."""
+
+    def __init__(self, body: bytes, status: int = 200, content_type: str = "application/json"):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.paths: list[str] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                owner.paths.append(self.path)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> _OddModelServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_server_without_a_model_list_says_so_in_one_line(cli: Cli) -> None:
+    cli.server.models_status = 404  # e.g. a server that only serves /v1/chat/completions
+    line = one_error(cli.invoke("models"), 1)
+    assert line == (
+        f"error: {cli.server.base_url} has no model list (GET /models answered 404): check "
+        "that OPENAI_BASE_URL ends in /v1, or name the model yourself (CHATBOT_MODEL, "
+        "/model NAME)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"<html><body>Welcome to nginx</body></html>", "text/html"),
+        (b'[{"id": "a-model"}]', "application/json"),  # a bare list, not {"data": [...]}
+    ],
+)
+def test_an_answer_that_is_not_a_model_list_is_one_line(
+    cli: Cli, body: bytes, content_type: str
+) -> None:
+    with _OddModelServer(body, content_type=content_type) as server:
+        result = cli.invoke("models", OPENAI_BASE_URL=server.base_url)
+    line = one_error(result, 1)
+    assert line == (
+        f"error: the answer of {server.base_url}/models is not a model list: check that "
+        "OPENAI_BASE_URL is an OpenAI-compatible API (it usually ends in /v1)"
+    )
+    assert server.paths == ["/v1/models"]
+
+
+def test_unusable_names_are_left_out_and_an_empty_list_is_said(cli: Cli) -> None:
+    listing = {
+        "object": "list",
+        "data": [
+            {"id": "good-model", "object": "model", "owned_by": "me", "created": 1},
+            {"id": "\x1b[31mred", "object": "model"},  # a terminal escape
+            {"id": "two words", "object": "model"},
+            {"object": "model"},  # no id
+            {"id": None, "object": "model"},
+        ],
+    }
+    with _OddModelServer(json.dumps(listing).encode()) as server:
+        listed = ok(cli.invoke("models", "--json", OPENAI_BASE_URL=server.base_url))
+        plain = ok(cli.invoke("models", OPENAI_BASE_URL=server.base_url))
+    assert [record["id"] for record in json.loads(listed.stdout)] == ["good-model"]
+    assert plain.stdout == "good-model\n"
+    assert json.loads(cache_path().read_text())["models"] == ["good-model"]
+    with _OddModelServer(b'{"object": "list", "data": []}') as server:
+        empty = ok(cli.invoke("models", OPENAI_BASE_URL=server.base_url))
+        as_json = ok(cli.invoke("models", "--json", OPENAI_BASE_URL=server.base_url))
+    assert empty.stdout == "" and json.loads(as_json.stdout) == []
+    assert empty.stderr.strip() == (
+        f"{server.base_url} lists no models: name one yourself (CHATBOT_MODEL)"
+    )
+
+
+def test_a_cache_folder_that_cannot_be_made_still_lists(cli: Cli, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = ok(cli.invoke("models", XDG_CACHE_HOME=str(blocker)))
+    assert result.stdout.split() == ["fake-chat-model-7", "(CHATBOT_MODEL)", "fake-summary-model"]
+
+
+def test_a_trailing_slash_names_the_same_endpoint_for_completion(cli: Cli) -> None:
+    ok(cli.invoke("models", OPENAI_BASE_URL=cli.server.base_url + "/"))
+    assert json.loads(cache_path().read_text())["endpoint"] == cli.server.base_url
