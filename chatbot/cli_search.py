@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from chatbot import completion
 from chatbot.cliapp import (
     Command,
     DbOption,
@@ -30,7 +31,13 @@ def search(
         str, typer.Argument(metavar="TEXT", help='Words to find (all of them); "a phrase".')
     ],
     thread: Annotated[
-        str | None, typer.Option("--thread", "-t", help="Search this thread only.")
+        str | None,
+        typer.Option(
+            "--thread",
+            "-t",
+            help="Search this thread only.",
+            autocompletion=completion.thread_ids,
+        ),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most N hits.")] = 20,
     as_json: JsonOption = False,

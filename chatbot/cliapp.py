@@ -276,8 +276,9 @@ class AppState:
     def where(self) -> str:
         """Where threads live: the server, the database file or URL (never with a password)."""
         from chatbot.pgstore import redact_url
+        from chatbot.places import without_password
 
-        return self.places.url or redact_url(self.places.db)
+        return without_password(self.places.url) if self.places.url else redact_url(self.places.db)
 
     @property
     def db_missing(self) -> bool:

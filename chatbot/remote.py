@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, convert_to_messages
 
 from chatbot.attachments import Content
 from chatbot.backend import BackendError
+from chatbot.places import without_password
 from chatbot.runsettings import RunSettings
 from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
 from chatbot.store import ThreadInfo
@@ -104,8 +105,8 @@ class RemoteBackend:
         from langgraph_sdk import get_sync_client
 
         self.url = url.rstrip("/")
-        self.location = self.url
-        self.local_only_note = f"this session uses the LangGraph server at {self.url}"
+        self.location = without_password(self.url)  # (what people see)
+        self.local_only_note = f"this session uses the LangGraph server at {self.location}"
         self.assistant = assistant
         self._check_reachable()
         self.client = get_sync_client(url=self.url)
@@ -120,12 +121,13 @@ class RemoteBackend:
             answer = httpx.get(f"{self.url}/ok", timeout=5)
         except httpx.HTTPError as error:
             raise BackendError(
-                f"cannot reach the LangGraph server at {self.url} ({type(error).__name__}): "
+                f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
                 "is it running? (uv run langgraph dev)"
             ) from None
         if answer.status_code != 200:
             raise BackendError(
-                f"{self.url} answered HTTP {answer.status_code} to /ok: is it a LangGraph server?"
+                f"{self.location} answered HTTP {answer.status_code} to /ok: "
+                "is it a LangGraph server?"
             )
 
     def _call(self, action: Any) -> Any:
@@ -137,17 +139,19 @@ class RemoteBackend:
             return action()
         except httpx.TransportError as error:
             raise BackendError(
-                f"cannot reach the LangGraph server at {self.url} ({type(error).__name__}): "
+                f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
                 "is it running? (uv run langgraph dev)"
             ) from None
         except (httpx.HTTPStatusError, errors.APIStatusError) as error:
             raise self._refused(error) from None
 
     def _refused(self, error: Exception) -> BackendError:
-        return BackendError(f"the LangGraph server at {self.url} refused: {error}")
+        return BackendError(f"the LangGraph server at {self.location} refused: {error}")
 
     def _lost(self, error: Exception) -> BackendError:
-        return BackendError(f"lost the LangGraph server at {self.url} ({type(error).__name__})")
+        return BackendError(
+            f"lost the LangGraph server at {self.location} ({type(error).__name__})"
+        )
 
     # --- names ----------------------------------------------------------------------------
 
@@ -170,7 +174,9 @@ class RemoteBackend:
     def _require(self, name: str) -> str:
         thread_id = self._find(name)
         if thread_id is None:
-            raise BackendError(f"no thread {name!r} on {self.url} ('--url ... threads' lists them)")
+            raise BackendError(
+                f"no thread {name!r} on {self.location} ('--url ... threads' lists them)"
+            )
         return thread_id
 
     def _create(self, name: str, metadata: dict[str, Any] | None = None) -> str:

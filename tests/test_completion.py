@@ -120,6 +120,7 @@ def test_thread_ids_complete_for_thread_arguments_and_options(threads: Path) -> 
     assert complete(f"chatbot ask --db {db} --thread be") == ["beta"]
     assert complete(f"chatbot --db {db} --thread al") == ["alpha"]
     assert complete(f"chatbot chat --db {db} -t an") == ["another"]
+    assert complete(f"chatbot search word --db {db} --thread b") == ["beta"]
     assert complete("chatbot show a", CHATBOT_DB=db) == ["another", "alpha"]
 
 

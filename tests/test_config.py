@@ -17,7 +17,7 @@ from typer.testing import Result
 from chatbot.places import user_config_file
 from chatbot.settings import Settings, load_settings
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import ROOT, SECRET, one_error, runner
+from tests.helpers import ROOT, SECRET, free_port, one_error, runner
 
 from chatbot.cli import app  # isort: skip
 
@@ -247,6 +247,17 @@ def test_a_bad_server_url_is_shown_without_its_password(
         line = one_error(result, 2)
         assert "CHATBOT_URL=" in line and "is not valid" in line
         assert "ada:***@" in line
+        assert "hunter2pw" not in result.output, args
+
+
+def test_a_server_that_cannot_be_reached_is_named_without_its_password() -> None:
+    url = f"http://ada:hunter2pw@127.0.0.1:{free_port()}"  # nothing listens there
+    for args in (["--url", url, "threads"], ["history", "t", "--url", url]):
+        result = invoke(*args)
+        line = one_error(result)
+        assert line.startswith(
+            "error: cannot reach the LangGraph server at http://ada:***@127.0.0.1"
+        )
         assert "hunter2pw" not in result.output, args
 
 
