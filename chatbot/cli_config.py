@@ -58,11 +58,20 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if ctx.invoked_subcommand is not None:
         return
     from chatbot.places import user_config_file
-    from chatbot.userconfig import describe_settings
+    from chatbot.userconfig import describe_settings, unknown_names
 
     state = app_state(ctx)
     overrides = {"db": state.db or "", "model": state.model or "", "url": state.url or ""}
     rows, error = describe_settings(state.env_file, overrides)
+    unknown = unknown_names(state.env_file)
+    notes = [item.line() for item in unknown]
+    if error is None and not state.remote:
+        settings = state.settings
+        if not settings.has_credentials and settings.model != "offline":
+            notes.append(
+                f"no OPENAI_API_KEY or OPENAI_BASE_URL is set: the offline model answers, "
+                f"not {settings.model}"
+            )
     config_file = user_config_file()
     env_file = Path(state.env_file).absolute() if state.env_file else None
     if as_json:
@@ -72,6 +81,7 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 "config_file_exists": config_file.is_file(),
                 "env_file": str(env_file) if env_file else None,
                 "settings": [row.record() | {"where": _json_where(row)} for row in rows],
+                "notes": notes,
                 "error": str(error) if error else None,
             }
         )
@@ -92,6 +102,8 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         for row in rows:
             table.add_row(escape(row.name), escape(row.value), escape(_where(row)))
         out.print(table)
+        for note in notes:
+            err.print(f"note: {note}", markup=False, highlight=False)
     if error is not None:
         fail(str(error), 2)
 

@@ -118,6 +118,47 @@ def describe_settings(
     return rows, error
 
 
+@dataclass(frozen=True)
+class UnknownName:
+    """A ``CHATBOT_*`` name in a settings file that is no setting (a typo, an old name)."""
+
+    name: str
+    where: str
+    """The file's path."""
+    suggestion: str | None
+    """The setting it is closest to, if any is close."""
+
+    def line(self) -> str:
+        hint = f" (did you mean {self.suggestion}?)" if self.suggestion else ""
+        return f"{self.name} in {self.where} is not a setting, so it is not read{hint}"
+
+
+def unknown_names(
+    env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG
+) -> list[UnknownName]:
+    """The ``CHATBOT_*`` names in the env file and the config file that no setting reads:
+    pydantic-settings passes them by without a word, so a misspelt setting would silently
+    keep its default."""
+    import difflib
+
+    from chatbot.places import _from_env_file
+    from chatbot.settings import Settings
+
+    known = {name for field in Settings.model_fields for name in variable_names(field)}
+    known_suffixes = {name[8:] for name in known if name.startswith("CHATBOT_")}
+    found: list[UnknownName] = []
+    for path in (env_file, resolve_config_file(config_file)):
+        if path is None or not Path(path).is_file():
+            continue
+        for key in _from_env_file(path):
+            name = key.upper()
+            if name.startswith("CHATBOT_") and name not in known:
+                close = difflib.get_close_matches(name[8:], sorted(known_suffixes), n=1)
+                suggestion = f"CHATBOT_{close[0]}" if close else None
+                found.append(UnknownName(name, str(path), suggestion))
+    return found
+
+
 def config_template() -> str:
     """A ``config.env`` with every setting commented out at its default, one line of help each."""
     from chatbot.settings import Settings

@@ -142,6 +142,31 @@ def test_a_bad_setting_in_the_config_file_is_shown_and_one_error_line(tmp_path: 
     assert not (tmp_path / "db.sqlite").exists()
 
 
+def test_a_misspelt_setting_in_either_file_and_the_offline_model_are_noted(
+    tmp_path: Path,
+) -> None:
+    config_file = write_config("CHATBOT_MODLE=gpt-4o\nCHATBOT_FOO=1\n")
+    (tmp_path / ".env").write_text("CHATBOT_SUMMARY_TRIGER=messages:6\nOTHER_APP=1\n")
+
+    document = config_json()
+    in_dot_env, *the_rest = document["notes"]
+    assert in_dot_env.startswith("CHATBOT_SUMMARY_TRIGER in ")  # not OTHER_APP: not ours
+    assert in_dot_env.endswith(
+        ".env is not a setting, so it is not read (did you mean CHATBOT_SUMMARY_TRIGGER?)"
+    )
+    assert the_rest == [
+        f"CHATBOT_MODLE in {config_file} is not a setting, so it is not read "
+        "(did you mean CHATBOT_MODEL?)",
+        f"CHATBOT_FOO in {config_file} is not a setting, so it is not read",
+        "no OPENAI_API_KEY or OPENAI_BASE_URL is set: the offline model answers, not gpt-4o-mini",
+    ]
+    shown = invoke("config")
+    assert shown.exit_code == 0
+    assert "note: CHATBOT_MODLE in" in shown.stderr
+    with_key = config_json(OPENAI_API_KEY="sk-test-key")
+    assert not any("offline model" in note for note in with_key["notes"])
+
+
 def test_config_init_creates_a_private_commented_file_once() -> None:
     result = invoke("config", "init")
     assert result.exit_code == 0, result.output
