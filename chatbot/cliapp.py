@@ -221,8 +221,8 @@ class AppState:
             if self.url:
                 overrides["url"] = self.url
             self._settings = load_settings(self.env_file, **overrides)
-            if self._settings.openai_api_key:
-                remember_secret(self._settings.openai_api_key.get_secret_value())
+            for secret in self._settings.secrets():
+                remember_secret(secret)
         return self._settings
 
     @property

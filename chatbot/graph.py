@@ -112,8 +112,8 @@ def build_graph(
     what ``langgraph dev`` wants: it brings its own).
     """
     settings = settings or Settings()
-    if settings.openai_api_key:  # provider errors are logged and streamed: never with the key
-        remember_secret(settings.openai_api_key.get_secret_value())
+    for secret in settings.secrets():  # provider errors are logged and streamed: never these
+        remember_secret(secret)
     resolver = RunResolver(settings, chat_model, summary_model or chat_model)
 
     def run_settings(runtime: Runtime[Context], state: State) -> RunSettings:

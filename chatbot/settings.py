@@ -170,6 +170,18 @@ class Settings(BaseSettings):
         """The summary model's name (the chat model unless set)."""
         return self.summary_model or self.model
 
+    def secrets(self) -> list[str]:
+        """What is never shown: the API key, and a password in the model server's or the
+        LangGraph server's URL (``http://user:password@proxy/v1``)."""
+        from urllib.parse import unquote, urlsplit
+
+        found = [self.openai_api_key.get_secret_value()] if self.openai_api_key else []
+        for url in (self.openai_base_url, self.url):
+            password = urlsplit(url).password if url else None
+            if password:
+                found += [password, unquote(password)]
+        return found
+
     @property
     def has_credentials(self) -> bool:
         """True when a real model can be reached: an API key or an OpenAI-compatible URL."""

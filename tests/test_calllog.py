@@ -69,6 +69,23 @@ def test_a_failed_call_is_logged_as_one_line_without_the_key(
     assert "hello" not in log.read_text()
 
 
+def test_a_password_in_the_model_servers_url_is_never_shown_or_logged(
+    cli: Cli, openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    password = "proxy-pass-5r7w"
+    base_url = openai_server.base_url.replace("http://", f"http://proxy-user:{password}@")
+    openai_server.script(Reply(status=403, error_message=f"bad proxy login {password} refused"))
+    log = tmp_path / "calls.jsonl"
+    result = cli.ask("hello", CHATBOT_LOG=str(log), OPENAI_BASE_URL=base_url)
+
+    assert result.exit_code != 0
+    assert "bad proxy login [redacted] refused" in result.output
+    assert password not in result.output
+    (entry,) = lines(log)
+    assert "bad proxy login [redacted] refused" in entry["error"]
+    assert password not in log.read_text()
+
+
 def test_a_log_path_that_cannot_be_written_is_one_line(cli: Cli, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
