@@ -437,7 +437,12 @@ def roles(as_json: JsonOption = False) -> None:
 
     found = list_roles()
     if as_json:
-        print_json([{"name": r.name, "path": str(r.path), "prompt": r.prompt} for r in found])
+        print_json(
+            [
+                {"name": r.name, "path": str(r.path), "prompt": r.prompt, "problem": r.problem}
+                for r in found
+            ]
+        )
         return
     if not found:
         err.print(f"[dim]no roles yet: {escape(how_to_add())}[/]")

@@ -46,10 +46,14 @@ class Role:
     name: str
     path: Path
     prompt: str
+    problem: str = ""
+    """Why the role cannot be used (a bad name, not UTF-8, empty); ``""`` when it can."""
 
     @property
     def first_line(self) -> str:
-        """The prompt's first non-blank line (what listings show)."""
+        """The prompt's first non-blank line, or what is wrong with the role (listings)."""
+        if self.problem:
+            return f"(cannot be used: {self.problem})"
         return next((line.strip() for line in self.prompt.splitlines() if line.strip()), "")
 
 
@@ -64,20 +68,26 @@ def _read(path: Path) -> str:
 
 def list_roles(folder: Path | None = None) -> list[Role]:
     """The roles in ``folder`` (default: :func:`roles_dir`), by name; none if it is missing.
-    A file that cannot be read is listed with an empty prompt rather than hiding the rest."""
+    A role that cannot be used (a file name that is no role name, not UTF-8, empty) is listed
+    with its ``problem`` rather than left out or hiding the rest."""
     folder = folder or roles_dir()
     if not folder.is_dir():
         return []
     found = []
     for path in sorted(folder.glob(f"*{ROLE_SUFFIX}")):
         name = path.name[: -len(ROLE_SUFFIX)]
-        if not path.is_file() or not _NAME.fullmatch(name):
+        if not path.is_file():
+            continue
+        if not _NAME.fullmatch(name):  # listed, so that it is not silently missing
+            problem = "rename the file: letters, digits, '-', '_' and '.' only"
+            found.append(Role(name, path, "", problem))
             continue
         try:
             prompt = _read(path)
-        except RoleError:
-            prompt = ""
-        found.append(Role(name, path, prompt))
+        except RoleError as error:
+            found.append(Role(name, path, "", str(error).split(": ")[-1]))
+            continue
+        found.append(Role(name, path, prompt, "" if prompt else "it is empty"))
     return found
 
 

@@ -179,7 +179,13 @@ def test_role_names_and_files_are_checked(config_home: Path) -> None:
     (config_home / "latin1.md").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(RoleError, match="UTF-8"):
         load_role("latin1")
-    assert [r.name for r in list_roles()] == ["empty", "latin1"]
+    (config_home / "my role.md").write_text("spaces in the name")
+    listed = {r.name: r.first_line for r in list_roles()}
+    assert listed == {
+        "empty": "(cannot be used: it is empty)",
+        "latin1": "(cannot be used: save it as UTF-8)",
+        "my role": "(cannot be used: rename the file: letters, digits, '-', '_' and '.' only)",
+    }
 
 
 # --- the REPL ------------------------------------------------------------------------------------
