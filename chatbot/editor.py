@@ -17,9 +17,17 @@ class EditorError(FriendlyError, RuntimeError):
     """No editor, or it failed; one line for the user."""
 
 
+FALLBACK_EDITORS = ("editor", "nano", "pico", "vi", "emacs")
+"""Tried in order when neither variable is set, as prompt_toolkit does for Ctrl-X Ctrl-E
+(``editor`` is Debian's and Ubuntu's choice of the system's editor)."""
+
+
 def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
-    """The editor to run, as prompt_toolkit picks it: ``$VISUAL``, else ``$EDITOR`` (either may
-    carry arguments, e.g. ``code --wait``)."""
+    """The editor to run, as prompt_toolkit picks it for Ctrl-X Ctrl-E: ``$VISUAL``, else
+    ``$EDITOR`` (either may carry arguments, e.g. ``code --wait``), else the first of
+    :data:`FALLBACK_EDITORS` on the PATH."""
+    import shutil
+
     env = os.environ if environ is None else environ
     for name in ("VISUAL", "EDITOR"):
         value = env.get(name, "").strip()
@@ -30,7 +38,11 @@ def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
                 raise EditorError(f"{name}={value!r} has an unclosed quote") from None
             if words:
                 return words
-    raise EditorError("no editor set: set EDITOR (e.g. export EDITOR=nano) or VISUAL")
+    for name in FALLBACK_EDITORS:
+        found = shutil.which(name, path=env.get("PATH", os.defpath))
+        if found:
+            return [found]
+    raise EditorError("no editor found: set EDITOR (e.g. export EDITOR=nano) or VISUAL")
 
 
 def edit_text(initial: str = "") -> str:

@@ -94,12 +94,32 @@ def test_edit_saved_empty_sends_nothing(spawn: Any, tmp_path: Path) -> None:
 
 
 def test_edit_without_an_editor_says_to_set_one(spawn: Any, tmp_path: Path) -> None:
-    term: Terminal = spawn("chat", "--thread", "ed", EDITOR="", VISUAL="")
+    nothing = tmp_path / "no-editors"
+    nothing.mkdir()
+    term: Terminal = spawn("chat", "--thread", "ed", EDITOR="", VISUAL="", PATH=str(nothing))
     term.started("ed")
 
     shown = term.say("/edit", "ed")
 
-    assert "error: no editor set: set EDITOR (e.g. export EDITOR=nano) or VISUAL" in shown
+    assert "error: no editor found: set EDITOR (e.g. export EDITOR=nano) or VISUAL" in shown
+
+
+def test_without_editor_or_visual_edit_uses_the_systems_editor_as_ctrl_x_ctrl_e_does(
+    tmp_path: Path,
+) -> None:
+    from chatbot.editor import editor_command
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for name in ("vi", "nano"):
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+    assert editor_command({"PATH": str(folder)}) == [str(folder / "nano")]  # nano before vi
+    assert editor_command({"PATH": str(folder), "EDITOR": "vi -u NONE"}) == ["vi", "-u", "NONE"]
+    assert editor_command({"PATH": str(folder), "VISUAL": "code -w", "EDITOR": "vi"}) == [
+        "code",
+        "-w",
+    ]
 
 
 def fake_wl_copy(folder: Path) -> tuple[Path, Path]:
