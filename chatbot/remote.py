@@ -8,7 +8,7 @@ are kept in each thread's metadata under ``chatbot_name``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_
 from chatbot.store import ThreadInfo
 from chatbot.timeline import (
     ACTION_KEY,
+    ORIGIN_KEY,
     SYSTEM_PROMPT_KEY,
     SYSTEM_ROLE_KEY,
     Snapshot,
@@ -112,6 +113,7 @@ class RemoteBackend:
         self.client = get_sync_client(url=self.url)
         self._aclient: Any = None  # for cancellable turns, made on first use in the loop
         self._ids: dict[str, str] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}  # (by server id, as last seen)
 
     def _check_reachable(self) -> None:
         """Fail fast (the SDK retries a refused connection for several seconds)."""
@@ -160,16 +162,20 @@ class RemoteBackend:
             return self._ids[name]
         found = self._call(lambda: self.client.threads.search(metadata={NAME_KEY: name}, limit=1))
         if found:
-            self._ids[name] = found[0]["thread_id"]
-            return self._ids[name]
+            return self._remember(name, found[0])
         if _is_uuid(name):
             try:
                 thread = self.client.threads.get(name)
             except Exception:
                 return None
-            self._ids[name] = thread["thread_id"]
-            return self._ids[name]
+            return self._remember(name, thread)
         return None
+
+    def _remember(self, name: str, thread: Mapping[str, Any]) -> str:
+        server_id = str(thread["thread_id"])
+        self._ids[name] = server_id
+        self._metadata[server_id] = dict(thread.get("metadata") or {})
+        return server_id
 
     def _require(self, name: str) -> str:
         thread_id = self._find(name)
@@ -185,8 +191,25 @@ class RemoteBackend:
                 metadata={NAME_KEY: name, **(metadata or {})}, graph_id=self.assistant
             )
         )
-        self._ids[name] = thread["thread_id"]
-        return self._ids[name]
+        return self._remember(name, thread)
+
+    def _title(self, server_id: str, title: str) -> None:
+        """Give a thread made before its first message (by /system, or a fork of an untitled
+        one) that message's title, as the local store does."""
+        metadata = self._metadata.get(server_id)
+        if metadata is None or metadata.get("title") or not title:
+            return
+        self._call(lambda: self.client.threads.update(server_id, metadata={"title": title}))
+        metadata["title"] = title
+
+    def _marked(self, server_id: str, state: dict[str, Any]) -> dict[str, Any]:
+        """A server state with a fork's first checkpoint marked as the local store marks it
+        (the server's state updates carry no metadata of ours; the thread's does)."""
+        origin = (self._metadata.get(server_id) or {}).get(ORIGIN_KEY)
+        metadata = state.get("metadata") or {}
+        if not origin or state.get("parent_checkpoint") or metadata.get("source") != "update":
+            return state
+        return {**state, "metadata": {**metadata, ACTION_KEY: "fork", ORIGIN_KEY: origin}}
 
     # --- turns ------------------------------------------------------------------------------
 
@@ -230,7 +253,11 @@ class RemoteBackend:
     ) -> TurnStream:
         """Run one turn on the server, streaming the reply (``content``: text or blocks)."""
         title = make_title(content)
-        server_id = self._find(thread_id) or self._create(thread_id, {"title": title})
+        server_id = self._find(thread_id)
+        if server_id is None:
+            server_id = self._create(thread_id, {"title": title})
+        else:
+            self._title(server_id, title)
         return self._run(
             server_id,
             input={"messages": [{"role": "user", "content": content}]},
@@ -305,7 +332,8 @@ class RemoteBackend:
                     server_id, limit=_PAGE, before=before
                 )
             )
-            snapshots += [s for s in (snapshot_from_state(state) for state in page) if s]
+            states = (snapshot_from_state(self._marked(server_id, state)) for state in page)
+            snapshots += [s for s in states if s]
             if len(page) < _PAGE:
                 return snapshots
             before = page[-1]["checkpoint"]
@@ -329,7 +357,8 @@ class RemoteBackend:
             metadata = thread.get("metadata") or {}
             values = thread.get("values") if isinstance(thread.get("values"), dict) else {}
             name = metadata.get(NAME_KEY) or thread["thread_id"]
-            self._ids.setdefault(name, thread["thread_id"])
+            if name not in self._ids:
+                self._remember(name, thread)
             origin = str(metadata.get("chatbot_origin") or "")
             listing.append(
                 ThreadInfo(
@@ -394,7 +423,7 @@ class RemoteBackend:
         thread = self._call(lambda: self.client.threads.get(server_id))
         origin = f"{thread_id}@{source.checkpoint_id}"
         title = (thread.get("metadata") or {}).get("title", "")
-        new_server_id = self._create(new_id, {"chatbot_origin": origin, "title": title})
+        new_server_id = self._create(new_id, {ORIGIN_KEY: origin, "title": title})
         values = state.get("values") or {}
         self._call(
             lambda: self.client.threads.update_state(

@@ -549,6 +549,22 @@ def _kind(first: Snapshot) -> str:
     return first.source or "?"
 
 
+def _regenerates(first: Snapshot, runs: _Runs, state_of: StateOf) -> bool:
+    """True for a run that starts by removing the last reply to answer again: a local /retry
+    says so in its metadata; a server's update carries none, so there it is told by the state
+    (an update whose only change is that the last message, a reply, is gone)."""
+    action = first.metadata.get(ACTION_KEY)
+    if action or first.source != "update" or first.parent_id not in runs.index:
+        return action == "retry"
+    before, after = state_of(runs.index[str(first.parent_id)]), state_of(first)
+    return (
+        bool(before.messages)
+        and before.messages[-1].type == "ai"
+        and [m.id for m in before.messages[:-1]] == [m.id for m in after.messages]
+        and (before.summary, before.system_prompt) == (after.summary, after.system_prompt)
+    )
+
+
 def _is_turn_start(snapshot: Snapshot) -> bool:
     """A turn's ``input`` checkpoint (a compaction's run is not a turn)."""
     return snapshot.source == "input" and snapshot.metadata.get(ACTION_KEY) != "compact"
@@ -618,7 +634,7 @@ def _retried(runs: _Runs, window: Sequence[list[Snapshot]], state_of: StateOf) -
             # Resumed where earlier runs answered the same message: their replies are replaced.
             earlier = awaiting.get(first.parent_id, [])
             retried.update(other for other in earlier if other < first.checkpoint_id)
-        elif first.metadata.get(ACTION_KEY) == "retry" and first.parent_id in runs.index:
+        elif first.parent_id in runs.index and _regenerates(first, runs, state_of):
             # Regenerated from the state then: the reply it removed was written by a run.
             parent = runs.index[str(first.parent_id)]
             kept = {m.id for m in state_of(first).messages}
@@ -658,6 +674,8 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
         position = runs.position[first.checkpoint_id]
         before = state_of(runs.ordered[position - 1]) if position else None
         states = [state_of(snapshot) for snapshot in run]
+        if kind == "update" and _regenerates(first, runs, state_of):
+            kind = "retry"  # (a server's /retry: see _regenerates)
         folded = 0  # the graph folds in its own steps, inside the run
         for previous, state in itertools.pairwise(states):
             if state.summary != previous.summary:

@@ -247,3 +247,44 @@ def test_the_threads_system_prompt_is_stored_carried_by_forks_and_kept_by_turns(
     assert backend.set_system_prompt(thread, "")
     cleared = backend.current(thread)
     assert cleared is not None and cleared.system_prompt == "" and cleared.system_role == ""
+
+
+def test_a_thread_given_its_system_prompt_first_is_titled_by_its_first_message(
+    backend: Backend, thread: str
+) -> None:
+    assert backend.set_system_prompt(thread, "Be terse.")  # the thread is made, untitled
+    list(backend.send(thread, "the first words"))
+    list(backend.send(thread, "later words"))
+    (info,) = [t for t in backend.threads() if t.thread_id == thread]
+    assert info.title == "the first words"
+    backend.fork(thread, None, f"{thread}-fork")
+    (fork,) = [t for t in backend.threads() if t.thread_id == f"{thread}-fork"]
+    assert fork.title == "the first words"
+
+
+def test_a_forks_history_starts_with_the_fork_and_its_origin_even_with_a_system_prompt(
+    backend: Backend, thread: str
+) -> None:
+    assert backend.set_system_prompt(thread, "Be terse.")
+    list(backend.send(thread, "one"))
+    origin = backend.current(thread)
+    assert origin is not None
+    backend.fork(thread, None, f"{thread}-fork")
+    (entry,) = turn_entries(backend.history(f"{thread}-fork"))
+    assert (entry.kind, entry.origin) == ("fork", f"{thread}@{origin.checkpoint_id}")
+
+
+def test_regenerating_after_a_new_system_prompt_is_a_retry_that_replaces_the_reply(
+    backend: Backend, thread: str
+) -> None:
+    list(backend.send(thread, "one"))
+    list(backend.send(thread, "two"))
+    assert backend.set_system_prompt(thread, "Be long.")
+    reply_of(list(backend.regenerate(thread)))
+    entries = turn_entries(backend.history(thread))
+    assert [(e.kind, e.text, e.fate) for e in entries] == [
+        ("retry", "two", ""),
+        ("system", "Be long.", ""),
+        ("turn", "two", "retried"),
+        ("turn", "one", ""),
+    ]
