@@ -101,11 +101,14 @@ class Attachment:
         return f"{self.name} ({human_size(self.size)}, {self.tokens:,} tokens)"
 
 
-def limits_for(run: RunSettings | None, model: str = "") -> Limits:
+def limits_for(
+    run: RunSettings | None, model: str = "", counter: TokenCounter | None = None
+) -> Limits:
     """The limits of a run's chat model; without run settings (on a server, whose model this
-    side does not know) nothing is known and the server decides."""
+    side does not know) nothing is known and the server decides (``counter``: what sizes are
+    counted with there, as the status line counts them)."""
     if run is None:
-        return Limits(model=model or "the server's model")
+        return Limits(model=model or "the server's model", counter=counter)
     from chatbot.models import OfflineChatModel
     from chatbot.tokens import model_name
 
@@ -251,7 +254,7 @@ def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Atta
         if limits.images is False:
             raise AttachmentError(
                 f"{limits.model} does not take images: {name} not attached "
-                "(/model switches to one that does)"
+                "(pick one that does: /model NAME in the chat, --model NAME for ask)"
             )
         from chatbot.tokens import MEDIA_TOKENS
 

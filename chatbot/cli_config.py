@@ -148,7 +148,9 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
             f"[yellow]note:[/] these are this machine's endpoint's; the server at "
             f"{escape(state.places.url or '')} runs models from its own"
         )
-    current = state.settings.model
+    settings = state.settings
+    # without a key or a server the offline model answers, whatever CHATBOT_MODEL says
+    current = settings.model if settings.has_credentials else "offline"
     if as_json:
         print_json([model.record() | {"current": model.id == current} for model in listing])
         return
@@ -156,5 +158,7 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
         endpoint = without_password(endpoint_of(state.settings.openai_base_url))
         err.print(f"{escape(endpoint)} lists no models: name one yourself (CHATBOT_MODEL)")
     for model in listing:
-        mark = "  (CHATBOT_MODEL)" if model.id == current else ""
+        mark = ""
+        if model.id == current:
+            mark = "  (CHATBOT_MODEL)" if current == settings.model else "  (no key or server set)"
         out.print(f"{escape(model.id)}{mark}", highlight=False)

@@ -52,6 +52,11 @@ def _local_store(ctx: typer.Context, db: str | None, what: str) -> SqlStore | No
     return state.store
 
 
+def _count(count: int, noun: str) -> str:
+    """``1 thread``, ``2,000 threads``."""
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _size(count: int) -> str:
     """Bytes for people: ``412.3 MB``."""
     size = float(count)
@@ -74,8 +79,9 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
         print_json(stats.record())
         return
     out.print(
-        f"{escape(stats.location)}: {stats.threads:,} threads, {stats.checkpoints:,} "
-        f"checkpoints, {stats.writes:,} pending writes, {_size(stats.bytes)} on disk"
+        f"{escape(stats.location)}: {_count(stats.threads, 'thread')}, "
+        f"{_count(stats.checkpoints, 'checkpoint')}, {_count(stats.writes, 'pending write')}, "
+        f"{_size(stats.bytes)} on disk"
         + (
             f" ({_size(stats.free_bytes)} of it free: 'chatbot db vacuum' gives it back)"
             if stats.free_bytes

@@ -67,7 +67,7 @@ def search(
     else:
         store = state.store
         if thread is not None and not store.thread_exists(thread):
-            fail(f"no thread {thread!r} in {state.where} ('chatbot threads' lists them)")
+            fail(f"no thread {thread!r} in {state.where} ({state.threads_hint})")
         ensure_indexed(store, err)
         hits = run_search(store, text, thread_id=thread, limit=limit + 1)
     more = len(hits) > limit

@@ -166,7 +166,10 @@ def valid_text_option(value: str | None) -> str | None:
 
 
 DbOption = Annotated[
-    str | None, typer.Option("--db", help="SQLite file for threads (default: CHATBOT_DB).")
+    str | None,
+    typer.Option(
+        "--db", help="SQLite file or postgresql:// URL for threads (default: CHATBOT_DB)."
+    ),
 ]
 UrlOption = Annotated[
     str | None,
@@ -279,6 +282,18 @@ class AppState:
         from chatbot.places import without_password
 
         return without_password(self.places.url) if self.places.url else redact_url(self.places.db)
+
+    @property
+    def threads_hint(self) -> str:
+        """The command that lists the threads meant: with the --db or --url given here."""
+        from chatbot.pgstore import redact_url
+        from chatbot.places import without_password
+
+        if self.url:
+            return f"'chatbot threads --url {without_password(self.url)}' lists them"
+        if self.db:
+            return f"'chatbot threads --db {redact_url(self.db)}' lists them"
+        return "'chatbot threads' lists them"
 
     @property
     def db_missing(self) -> bool:
@@ -434,6 +449,5 @@ def open_thread(
     if local_only and backend.local_only_note:
         fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
     if not backend.thread_exists(thread_id):
-        where = state.where
-        fail(f"no thread {thread_id!r} in {where} ('chatbot threads' lists them)")
+        fail(f"no thread {thread_id!r} in {state.where} ({state.threads_hint})")
     return backend

@@ -18,6 +18,7 @@ from chatbot.export import render as render_export
 from chatbot.models import MissingCredentials
 from chatbot.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.pricing import cost_rows, snapshot_cost
+from chatbot.repl import messages_count
 from chatbot.settings import SettingsError
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
@@ -166,7 +167,7 @@ def _thread(repl: Repl, arg: str) -> Outcome:
         snapshot = repl.backend.current(repl.thread_id)
         count = len(snapshot.messages) if snapshot else 0
         summary = "yes" if snapshot and snapshot.summary else "no"
-        repl.say(f"thread {repl.thread_id}: {count} messages, summary: {summary}")
+        repl.say(f"thread {repl.thread_id}: {messages_count(count)}, summary: {summary}")
         return None
     repl.open_thread(_thread_id(arg))
     return None
@@ -271,19 +272,22 @@ def _history_command(repl: Repl, arg: str) -> Outcome:
     numbers = [word for word in words if word != "all"]
     if len(numbers) > 1 or (numbers and (not numbers[0].isdigit() or int(numbers[0]) < 1)):
         what = "checkpoints" if every else "turns"
-        raise CommandError(f"/history takes a number of {what}, not {arg!r}: /history [all] [N]")
+        given = " ".join(numbers)  # what is wrong: not the 'all' before it
+        raise CommandError(f"/history takes a number of {what}, not {given!r}: /history [all] [N]")
     limit = int(numbers[0]) if numbers else 20
     history = _history(repl)  # the index: each state is read only if a row needs it
     if every:
         repl.console.print(render.history_table(history_rows(history, limit)))
         if len(history) > limit:
             more = len(history) - limit
-            repl.say(f"... {more} older checkpoints (/history all {len(history)})", "dim")
+            older = "older checkpoint" if more == 1 else "older checkpoints"
+            repl.say(f"... {more} {older} (/history all {len(history)})", "dim")
         return None
     repl.console.print(render.turn_table(turn_entries(history, limit)))
     total = turn_count(history)
     if total > limit:
-        repl.say(f"... {total - limit} older turns (/history {total})", "dim")
+        older = "older turn" if total - limit == 1 else "older turns"
+        repl.say(f"... {total - limit} {older} (/history {total})", "dim")
     return None
 
 
@@ -528,7 +532,7 @@ def _file(repl: Repl, arg: str) -> Outcome:
         repl.say(f"dropped {count} attached file{'s' if count != 1 else ''}", "dim")
         return None
     repl.ready()  # what the model takes is known once it is loaded
-    limits = limits_for(repl.run_settings(), repl.model_name)
+    limits = limits_for(repl.run_settings(), repl.model_name, repl.counter())
     failed = False
     for path in expand_patterns(paths):
         try:

@@ -46,7 +46,10 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
     wanted = list(dict.fromkeys(thread_ids)) or [t.thread_id for t in source.list_threads()]
     missing = [thread for thread in wanted if not source.thread_exists(thread)]
     if missing:
-        raise CopyError(f"no thread {missing[0]!r} in {source.path} ('chatbot threads' lists them)")
+        raise CopyError(  # the source is not the default database: name it in the hint
+            f"no thread {missing[0]!r} in {source.path} "
+            f"('chatbot threads --db {source.path}' lists the threads there)"
+        )
     plan = CopyPlan()
     for thread in wanted:
         tuples = list(source.saver.list(thread_config(thread)))

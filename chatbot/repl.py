@@ -226,6 +226,11 @@ class LoadingBackend:
         return cast("Backend", self)
 
 
+def messages_count(count: int) -> str:
+    """``1 message``, ``2 messages``: how the REPL says what a thread holds."""
+    return f"{count} message" if count == 1 else f"{count} messages"
+
+
 def _wait_quietly(done: threading.Event, words: str) -> None:
     done.wait()
 
@@ -492,7 +497,7 @@ class Repl:
             self._counts_told = info.message_count is not None and info.has_summary is not None
             if self._counts_told:
                 summary = "with a summary" if info.has_summary else "no summary yet"
-                counts = f"{info.message_count} messages, {summary}"
+                counts = f"{messages_count(info.message_count or 0)}, {summary}"
                 self.say(f"thread {self.thread_id}: {counts}", "dim")
             return
         self.print(
@@ -523,7 +528,9 @@ class Repl:
                 self.say(f"new thread {thread_id}", "dim")
                 return
             summary = "with a summary" if snapshot.summary else "no summary yet"
-            self.say(f"thread {thread_id}: {len(snapshot.messages)} messages, {summary}", "dim")
+            self.say(
+                f"thread {thread_id}: {messages_count(len(snapshot.messages))}, {summary}", "dim"
+            )
         if snapshot is None:
             return
         if snapshot.awaiting_reply:

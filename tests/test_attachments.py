@@ -135,7 +135,9 @@ def test_a_file_too_big_for_the_models_input_is_refused(cli: Cli, files: Path) -
 
 def test_models_without_image_input_refuse_images_by_name(cli: Cli, files: Path) -> None:
     offline = ask(cli, "x", "-f", str(files / "cat.png"), CHATBOT_MODEL="offline")
-    assert "the offline model does not take images: cat.png" in one_error(offline, 2)
+    line = one_error(offline, 2)
+    assert "the offline model does not take images: cat.png" in line
+    assert "--model NAME for ask" in line  # the way out that works from the command line
 
     # gpt-3.5-turbo's profile (from langchain-openai) says it takes no images
     old = ask(cli, "x", "-f", str(files / "cat.png"), CHATBOT_MODEL="gpt-3.5-turbo")
@@ -365,3 +367,22 @@ def test_attachments_go_to_a_server_with_url(dev_server: DevServer, files: Path)
     assert {"title": "compare [+ notes.txt, cat.png]"}.items() <= next(
         t for t in threads if t["thread_id"] == thread
     ).items()
+
+
+@pytest.mark.integration
+def test_file_in_the_repl_with_url_counts_the_text_as_the_status_line_does(
+    dev_server: DevServer, files: Path
+) -> None:
+    from chatbot.cli import app
+
+    thread = f"files-{uuid.uuid4().hex[:8]}"
+    result = runner.invoke(
+        app,
+        ["--url", dev_server.url, "chat", "--thread", thread],
+        input=f"/file {files / 'notes.txt'}\nread this\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "attached notes.txt (20 B, 0 tokens)" not in result.output
+    assert "attached notes.txt (20 B, " in result.output
+    counted = int(result.output.split("attached notes.txt (20 B, ")[1].split(" tokens")[0])
+    assert counted > 5, "an estimate of the fenced file, not nothing"

@@ -139,6 +139,20 @@ def test_chat_thread_continues_the_named_thread(db: Path) -> None:
     assert "thread t1: 2 messages, summary: no" in result.stdout
 
 
+def test_a_thread_of_one_message_is_told_in_the_singular(db: Path, openai_server: Any) -> None:
+    """A turn whose reply failed leaves one message: `1 message`, never `1 messages`."""
+    from tests.fake_openai import Reply
+
+    openai_server.script(Reply(status=500, error_message="down"))
+    env = SUMMARY_ENV | {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": openai_server.base_url}
+    failed = runner.invoke(app, ["ask", "--db", str(db), "--thread", "t1", "hello"], env=env)
+    assert failed.exit_code == 1 and listing(db)["t1"].message_count == 1
+    result = chat(db, "t1", "/thread")
+    assert "thread t1: 1 message, no summary yet" in result.stdout
+    assert "thread t1: 1 message, summary: no" in result.stdout
+    assert "1 messages" not in result.stdout
+
+
 def test_chat_new_starts_a_fresh_thread(db: Path) -> None:
     chat(db, "t1", "first")
     result = cli("chat", "--db", str(db), "--new", input="fresh start\n")
@@ -502,9 +516,12 @@ def test_an_unknown_thread_is_one_error_line(db: Path, tmp_path: Path, command: 
     chat(db, "t1", "hello")
     result = cli(*command, "--db", str(db))
     line = one_error(result)
-    assert line == f"error: no thread 'nope' in {db} ('chatbot threads' lists them)"
+    # the hint lists the database given, not the default one
+    assert line == f"error: no thread 'nope' in {db} ('chatbot threads --db {db}' lists them)"
     assert result.stdout == ""
     assert list(listing(db)) == ["t1"] and not (tmp_path / "out.md").exists()
+    from_env = runner.invoke(app, command, env=SUMMARY_ENV | {"CHATBOT_DB": str(db)})
+    assert one_error(from_env) == f"error: no thread 'nope' in {db} ('chatbot threads' lists them)"
 
 
 def test_chat_options_work_without_the_chat_command(tmp_path: Path) -> None:

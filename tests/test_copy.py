@@ -125,3 +125,4 @@ def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
     assert same.exit_code == 2 and "the same database" in same.stderr
     unknown = invoke("db", "copy", source, str(tmp_path / "t.sqlite"), "-t", "nope")
     assert unknown.exit_code == 1 and "no thread 'nope'" in unknown.stderr
+    assert f"'chatbot threads --db {source}' lists the threads there" in unknown.stderr

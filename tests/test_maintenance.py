@@ -90,6 +90,8 @@ def test_stats_and_vacuum_report_and_give_back_the_space(tmp_path: Path) -> None
     assert after["bytes"] < stats["bytes"] / 4 and after["free_bytes"] == 0
     text = invoke("db", "stats", "--db", str(db)).stdout
     assert "0 threads, 0 checkpoints" in text and "on disk" in text
+    _fill(db, {"one": 1})  # one turn: 1 thread, 3 checkpoints, in the singular where it is one
+    assert ": 1 thread, 3 checkpoints, " in invoke("db", "stats", "--db", str(db)).stdout
 
 
 def test_stats_and_vacuum_on_postgresql(postgres_url: str) -> None:

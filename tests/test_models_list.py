@@ -56,6 +56,9 @@ def test_the_offline_model_lists_offline_without_asking_anyone(openai_server: Fa
     result = runner.invoke(app, ["models", "--json"])
     assert result.exit_code == 0, result.output
     assert [r["id"] for r in json.loads(result.stdout)] == ["offline"]
+    assert json.loads(result.stdout)[0]["current"] is True  # it answers, not gpt-4o-mini
+    plain = runner.invoke(app, ["models"])
+    assert plain.stdout.splitlines() == ["offline  (no key or server set)"]
     assert openai_server.model_listings == []
 
 

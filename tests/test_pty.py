@@ -261,7 +261,7 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
     shown = term.say("/history 3", "main")
     assert re.search(r"checkpoint\s+time\s+message\s+msgs\s+summary", shown)
     assert re.search(r"hello 4\s+6→2\s+folded 6", shown)
-    assert "... 1 older turns (/history 4)" in shown
+    assert "... 1 older turn (/history 4)" in shown
     shown = term.say("/history all 5", "main")
     assert re.search(r"checkpoint\s+step\s+node\s+next\s+msgs\s+summary\s+time", shown)
     assert "summarize_conversation" in shown

@@ -37,3 +37,36 @@ def test_every_setting_is_in_the_readme() -> None:
     for field in Settings.model_fields:
         variable = field.upper() if field.startswith("openai_") else f"CHATBOT_{field.upper()}"
         assert f"`{variable}`" in README, variable
+
+
+def test_the_commands_said_to_take_db_after_them_do() -> None:
+    """'Every thread command, `prune` and `db stats`/`vacuum` also take `--db` after them
+    (`config`, `models` and `roles` only before)': as the README says, both ways."""
+    from tests.helpers import runner
+
+    assert "`prune` and `db stats`/`vacuum` also take `--db` after them" in README
+    after = [["threads"], ["history"], ["show"], ["search"], ["export"], ["fork"], ["compact"]]
+    after += [["delete"], ["ask"], ["chat"], ["prune"], ["db", "stats"], ["db", "vacuum"]]
+    for args in after:
+        result = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "200"})
+        assert result.exit_code == 0 and "--db" in result.stdout, args
+        assert "postgresql:// URL" in result.stdout, "--db takes either, as the README says"
+    for args in (["config"], ["models"], ["roles"]):
+        result = runner.invoke(app, [*args, "--db", "x.sqlite"])
+        assert result.exit_code == 2 and "no such option: --db" in result.output, args
+
+
+def test_commands_from_the_dev_group_are_run_with_it() -> None:
+    """`uv run` alone does not install the dev group (pyproject: default-groups = []), so a
+    README command that needs langgraph-cli, pytest or ruff names the group, or follows the
+    Development section's `uv sync --group dev`."""
+    import tomllib
+
+    pyproject = tomllib.loads(
+        (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    )
+    assert pyproject["tool"]["uv"]["default-groups"] == []
+    development = README.index("## Development")
+    for match in re.finditer(r"uv run (langgraph|pytest|ruff)\b", README):
+        assert match.start() > development, f"{match.group(0)} needs --group dev"
+    assert "uv run --group dev langgraph dev" in README

@@ -246,7 +246,7 @@ def test_an_unfinished_turn_is_told_once_loaded(
     session.loading.wait()  # loading ends before the first prompt
     transcript = session.run([])
     lines = transcript.splitlines()
-    assert lines[1] == "thread t1: 1 messages, no summary yet"
+    assert lines[1] == "thread t1: 1 message, no summary yet"
     assert lines[2] == f"note: {NOTICE}"
     assert "The last turn in this thread did not finish" in lines[3]
 
