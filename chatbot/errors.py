@@ -26,7 +26,7 @@ def remember_secret(secret: str | None) -> None:
 
 def redact(text: str) -> str:
     """Remove registered secrets, and anything shaped like an API key, from text."""
-    for secret in _SECRETS:
+    for secret in sorted(_SECRETS, key=len, reverse=True):  # a secret holding another: whole
         text = text.replace(secret, "[redacted]")
     return _KEY_SHAPE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
 

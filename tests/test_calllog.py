@@ -116,3 +116,13 @@ def test_a_log_file_others_could_read_is_made_private_and_missing_folders_are_07
     ok(cli.ask("hello", CHATBOT_LOG=str(deep), CHATBOT_MODEL="offline"))
     for folder in (tmp_path / "new", tmp_path / "new" / "deeper"):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+
+
+def test_a_secret_that_holds_another_is_redacted_whole() -> None:
+    from chatbot.errors import redact, remember_secret
+
+    remember_secret("pw-77")  # e.g. a proxy password, a prefix of the key
+    remember_secret("pw-77-and-the-rest-of-the-key")
+    assert redact("refused pw-77-and-the-rest-of-the-key, then pw-77") == (
+        "refused [redacted], then [redacted]"
+    )
