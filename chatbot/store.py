@@ -675,10 +675,19 @@ class Store(SqlStore):
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         if not self._has_checkpoint_tables():
             _ = self.saver  # LangGraph creates its tables
-        _retry_locked(self._migrate)
+        if self._migrations_missing():  # (checked without the write lock: opening to read
+            _retry_locked(self._migrate)  # never waits for another process's long write)
         if needs_mark:
             _retry_locked(lambda: self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}"))
         self._check_writable()
+
+    def _migrations_missing(self) -> bool:
+        """True when some migration has not been applied (read without taking any lock)."""
+        try:
+            applied = {v for (v,) in self.conn.execute("SELECT version FROM chatbot_migrations")}
+        except sqlite3.OperationalError:  # no such table yet
+            return True
+        return not applied >= set(range(1, len(MIGRATIONS) + 1))
 
     def _migrate(self) -> None:
         """Apply the migrations this database lacks, under SQLite's write lock."""
@@ -731,7 +740,15 @@ class Store(SqlStore):
         if self.path == ":memory:":
             return
         with self.lock:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as error:
+                if "locked" in str(error):  # another process is writing: this file takes
+                    return  # writes, and opening (to read, often) does not wait for it
+                raise
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
             try:  # a real write, rolled back: a read-only file fails here, not after a reply
                 self.conn.execute(
                     "INSERT INTO chatbot_threads (thread_id, created_at, updated_at) "

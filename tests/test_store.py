@@ -8,6 +8,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from chatbot.store import (
     read_state,
     state_history,
 )
+from tests.helpers import wait_until
 from tests.scripted import ScriptedChatModel
 
 
@@ -359,3 +361,28 @@ def test_folders_devices_and_pipes_are_refused_before_sqlite_opens_them(tmp_path
         "error: cannot use '/dev/null' as the database: it is a device, not a file; "
         "choose another --db"
     ]
+
+
+def test_opening_to_read_does_not_wait_for_another_process_writing(tmp_path: Path) -> None:
+    db = tmp_path / "busy.sqlite"
+    Store(db).close()
+    writer = sqlite3.connect(db, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process, in the middle of a long write
+    writer.execute(
+        "INSERT INTO chatbot_threads (thread_id, created_at, updated_at) VALUES ('w', '', '')"
+    )
+    listed: list[list[str]] = []
+
+    def read() -> None:
+        store = Store(db)
+        listed.append([t.thread_id for t in store.list_threads()])
+        store.close()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: listed, timeout=10, what="the store opened while the lock is held")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert listed == [[]]
