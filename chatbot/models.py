@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
+from chatbot.prompts import text_only
 from chatbot.settings import OFFLINE_MODEL, Settings, SettingsError
 from chatbot.tokens import ESTIMATE, TokenCounter
 
@@ -28,21 +29,6 @@ _MAX_BULLET_CHARS = 300
 _MAX_BULLETS = 60
 _USER_MESSAGE = re.compile(r'<message type="user">(.*?)</message>', re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
-
-
-def _said(message: BaseMessage) -> str:
-    """What a message says, its parts (text, attached files, images) one after another."""
-    if isinstance(message.content, str):
-        return message.content
-    parts: list[str] = []
-    for block in message.content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        else:
-            parts.append(f"[{block.get('type', 'part')}]")
-    return " ".join(parts)
 
 
 class OfflineChatModel(BaseChatModel):
@@ -69,7 +55,8 @@ class OfflineChatModel(BaseChatModel):
         if self.role == "summary":
             request = messages[-1].text if messages else ""
             return extractive_summary(request, self.max_summary_tokens)
-        last_user = next((_said(m) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        last = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        last_user = text_only(last).text if last is not None else ""
         quoted = " ".join(last_user.split())
         if len(quoted) > 200:
             quoted = quoted[:199] + "…"

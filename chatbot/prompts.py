@@ -125,7 +125,7 @@ def _media_marker(block: Any) -> str:
     return f"[{kind}: {name}]" if name else f"[{kind}]"
 
 
-def _text_only(message: BaseMessage) -> BaseMessage:
+def text_only(message: BaseMessage) -> BaseMessage:
     """The message with each image or file block replaced by a marker the summarizer reads."""
     if isinstance(message.content, str):
         return message
@@ -146,7 +146,7 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
     Images and files appear as markers (``[image]``, ``[file: report.pdf]``): the summary
     notes them, and the checkpoint history keeps the blocks themselves.
     """
-    readable = [_text_only(message) for message in messages]
+    readable = [text_only(message) for message in messages]
     return get_buffer_string(readable, human_prefix="user", ai_prefix="assistant", format="xml")
 
 

@@ -238,3 +238,16 @@ class DevServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=5)
+
+
+def fake_wl_copy(folder: Path) -> tuple[Path, Path]:
+    """A folder with ``wl-copy`` (writes its input to the returned file) and ``wl-paste``: a
+    system clipboard for pyperclip, once the folder is on PATH and WAYLAND_DISPLAY is set."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    clip = folder / "clipboard.txt"
+    (bin_dir / "wl-copy").write_text(f'#!/bin/sh\ncat > "{clip}"\n')
+    (bin_dir / "wl-paste").write_text(f'#!/bin/sh\ncat "{clip}"\n')
+    for program in ("wl-copy", "wl-paste"):
+        (bin_dir / program).chmod(0o755)
+    return bin_dir, clip

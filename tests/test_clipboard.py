@@ -13,18 +13,12 @@ import pytest
 
 from chatbot.clipboard import copy_text, copy_to_system, osc52
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import Cli
+from tests.helpers import Cli, fake_wl_copy
 
 
 def fake_wayland(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A Wayland session whose ``wl-copy`` writes what it is given to a file (returned)."""
-    bin_dir = folder / "bin"
-    bin_dir.mkdir()
-    clip = folder / "clipboard.txt"
-    (bin_dir / "wl-copy").write_text(f'#!/bin/sh\ncat > "{clip}"\n')
-    (bin_dir / "wl-paste").write_text(f'#!/bin/sh\ncat "{clip}"\n')
-    for program in ("wl-copy", "wl-paste"):
-        (bin_dir / program).chmod(0o755)
+    bin_dir, clip = fake_wl_copy(folder)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("WAYLAND_DISPLAY", "wayland-test")
     monkeypatch.delenv("TMUX", raising=False)

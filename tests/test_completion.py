@@ -16,23 +16,8 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, Cli, ok, runner
 
 from chatbot.cli import app  # isort: skip
+from tests.test_startup import _GUARDED_CLI  # the CLI refusing to import the named modules
 
-# The CLI with an import hook refusing the named modules (as tests/test_startup.py does).
-_GUARDED_CLI = """
-import sys
-blocked = set(sys.argv[1].split(","))
-
-class Refuse:
-    def find_spec(self, name, path=None, target=None):
-        if name in blocked or any(name.startswith(b + ".") for b in blocked):
-            raise ImportError(f"{name} must not be imported by this command")
-        return None
-
-sys.meta_path.insert(0, Refuse())
-sys.argv = ["chatbot"]
-from chatbot.cli import main
-main()
-"""
 _NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai,langgraph,rich"
 
 

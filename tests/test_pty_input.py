@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import fake_wl_copy
 from tests.test_pty import Terminal, cli_json, plain, terminal_env
 
 pytestmark = pytest.mark.integration
@@ -120,18 +121,6 @@ def test_without_editor_or_visual_edit_uses_the_systems_editor_as_ctrl_x_ctrl_e_
         "code",
         "-w",
     ]
-
-
-def fake_wl_copy(folder: Path) -> tuple[Path, Path]:
-    """A folder with ``wl-copy`` (writes its input to the returned file) and ``wl-paste``."""
-    bin_dir = folder / "bin"
-    bin_dir.mkdir()
-    clip = folder / "clipboard.txt"
-    (bin_dir / "wl-copy").write_text(f'#!/bin/sh\ncat > "{clip}"\n')
-    (bin_dir / "wl-paste").write_text(f'#!/bin/sh\ncat "{clip}"\n')
-    for program in ("wl-copy", "wl-paste"):
-        (bin_dir / program).chmod(0o755)
-    return bin_dir, clip
 
 
 def test_copy_writes_osc52_to_the_terminal_and_the_reply_to_the_clipboard(
