@@ -12,9 +12,11 @@ Every figure is measured next to its reference, in the same run, on the same mac
   Cursor-position requests are answered as a terminal does;
 - `chatbot threads --json` on 1,000 threads of 10 turns against a plain script running the same
   SQL and writing the same JSON with sqlite3 and json;
-- `chatbot history T --limit 50` and `chatbot show T` on a 2,000-turn thread (about 6,000
-  checkpoints) against LangGraph's own ``SqliteSaver.list(config, limit=K)`` (K: the
-  checkpoints those 50 turns span, and K=50) and ``SqliteSaver.get_tuple(config)``;
+- `chatbot history T --limit 50`, `chatbot show T` and `chatbot show T --json` on a 2,000-turn
+  thread (about 6,000 checkpoints) against LangGraph's own ``SqliteSaver.list(config,
+  limit=K)`` (K: the checkpoints those 50 turns span, and K=50) and
+  ``SqliteSaver.get_tuple(config)`` (which prints nothing: `show` also renders every message
+  as Markdown, `show --json` writes them as JSON);
 - on the same thread, `chatbot history T --limit 1` and the REPL's /undo, /retry and /tokens
   (piped into `chatbot chat --thread T`, on a fresh copy of the database each run): the time
   beyond start-up (the same process doing nothing: the history of a 1-turn thread, a chat
@@ -711,6 +713,7 @@ def measure_reading(
         "list K": Process([python, listing, str(db), LONG, str(spanned)]),
         "list N": Process([python, listing, str(db), LONG, str(limit)]),
         "show": Process([chatbot, "show", LONG, "--db", str(db)]),
+        "show --json": Process([chatbot, "show", LONG, "--json", "--db", str(db)]),
         "get_tuple": Process([python, str(scripts / "langgraph_get.py"), str(db), LONG]),
     }
     samples = take_turns(
@@ -733,6 +736,12 @@ def measure_reading(
             f"SqliteSaver.list(limit={limit})",
         ),
         ratio_row(f"show T {what}", samples["show"], samples["get_tuple"], "SqliteSaver.get_tuple"),
+        ratio_row(
+            f"show T --json {what}",
+            samples["show --json"],
+            samples["get_tuple"],
+            "SqliteSaver.get_tuple",
+        ),
     ]
     return rows
 

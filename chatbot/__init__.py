@@ -33,13 +33,3 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'chatbot' has no attribute {name!r}")
-
-
-def _quiet_by_default() -> None:
-    # A library logs; the application decides where logs go (see chatbot.cli.main).
-    import logging
-
-    logging.getLogger("chatbot").addHandler(logging.NullHandler())
-
-
-_quiet_by_default()

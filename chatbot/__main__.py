@@ -1,5 +1,5 @@
 """``python -m chatbot``: the same as the ``chatbot`` command."""
 
-from chatbot.cli import main
+from chatbot.quick import main
 
 main()

@@ -7,7 +7,7 @@ import io
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,13 +22,6 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.turns import Display, TurnOutcome
 
 
-from chatbot.cli_chat import (
-    leave_at_once,
-    loads_behind_the_prompt,
-    repl_loaded,
-    repl_loading_behind_the_prompt,
-    terminal_reader,
-)
 from chatbot.cli_config import config_app, models  # noqa: F401  (`chatbot config`, `models`)
 from chatbot.cli_db import db_app, prune  # noqa: F401  (registers `chatbot db` and `prune`)
 from chatbot.cli_search import search  # noqa: F401  (registers `chatbot search`)
@@ -97,10 +90,9 @@ def main_options(
 
         gc.enable()  # (main turned it off for the REPL's start)
     ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model, url=url)
-    from chatbot.userconfig import readable_key_warning
+    from chatbot.clicore import leading_note
 
-    if warning := readable_key_warning():  # (only a stat when config.env is private)
-        err.print(f"[yellow]warning:[/] {escape(warning)}")
+    leading_note(ctx.obj)
     ctx.call_on_close(ctx.obj.close)
     if ctx.invoked_subcommand is None:
         ctx.invoke(chat, ctx=ctx, thread=thread, new=new)
@@ -134,30 +126,9 @@ def chat(
     url: UrlOption = None,
 ) -> None:
     """Chat interactively (the default command). /help inside lists the slash commands."""
-    from chatbot.threadids import check_thread_id
+    from chatbot.cli_chat import run_chat
 
-    if thread and new:
-        fail("give --thread or --new, not both", 2)
-    if thread:  # checked before the database is opened (or created)
-        try:
-            thread = check_thread_id(thread)
-        except ValueError as error:
-            fail(str(error), 2)
-    state = app_state(ctx, db, url)
-    terminal = sys.stdin.isatty() and out.is_terminal
-    if terminal and loads_behind_the_prompt(state):
-        repl = repl_loading_behind_the_prompt(state, thread, new)
-    else:
-        import gc
-
-        gc.enable()
-        repl = repl_loaded(state, thread, new)
-        if terminal:
-            repl.reader = terminal_reader(repl)
-    code = repl.run()
-    if terminal:
-        leave_at_once(state, code)
-    raise typer.Exit(code)
+    raise typer.Exit(run_chat(app_state(ctx, db, url), thread, new))
 
 
 @app.command(cls=Command)
@@ -468,23 +439,9 @@ def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
 ) -> None:
     """List threads: id, messages, summary, last active, title."""
-    state = app_state(ctx, db, url)
-    if state.db_missing:
-        listing = []
-    elif state.remote:
-        listing = state.backend().threads()
-    else:
-        listing = state.store.list_threads()  # plain SQL: nothing of LangGraph is imported
-    if as_json:
-        from chatbot.store import thread_record
+    from chatbot.cli_read import run_threads
 
-        print_json([thread_record(t) for t in listing])
-    elif listing:
-        from chatbot.render import threads_table
-
-        out.print(threads_table(listing))
-    else:
-        err.print(f"[dim]no threads in {escape(state.where)}[/]")
+    run_threads(app_state(ctx, db, url), as_json)
 
 
 @app.command(cls=Command)
@@ -505,23 +462,9 @@ def history(
 ) -> None:
     """Show a thread's history: one row per turn (message, reply, summary change, the
     checkpoint it left), newest first; --all lists every checkpoint."""
-    from chatbot.render import history_record, history_table, turn_record, turn_table
-    from chatbot.timeline import history_rows, turn_entries
+    from chatbot.cli_read import run_history
 
-    backend = open_thread(ctx, thread_id, db, url)
-    history = backend.history(thread_id)  # the index: only the rows shown read their states
-    if every:
-        rows = history_rows(history, limit)
-        if as_json:
-            print_json([history_record(r) for r in rows])
-        else:
-            out.print(history_table(rows))
-        return
-    entries = turn_entries(history, limit)
-    if as_json:
-        print_json([turn_record(e) for e in entries])
-    else:
-        out.print(turn_table(entries))
+    run_history(app_state(ctx, db, url), thread_id, limit, every, as_json)
 
 
 @app.command(cls=Command)
@@ -537,29 +480,9 @@ def show(
     url: UrlOption = None,
 ) -> None:
     """Show a thread's summary and messages, now or at a past checkpoint."""
-    from chatbot.render import checkpoint_heading, message_record, state_view
-    from chatbot.timeline import find_checkpoint
+    from chatbot.cli_read import run_show
 
-    backend = open_thread(ctx, thread_id, db, url)
-    if checkpoint:
-        snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
-    else:
-        current = backend.current(thread_id)
-        assert current is not None
-        snapshot = current
-    if as_json:
-        document: dict[str, Any] = {
-            "thread_id": thread_id,
-            "system_prompt": snapshot.system_prompt,
-            "system_role": snapshot.system_role,
-            "summary": snapshot.summary,
-            "messages": [message_record(m) for m in snapshot.messages],
-        }
-        if checkpoint:
-            document["checkpoint_id"] = snapshot.checkpoint_id
-        print_json(document)
-        return
-    out.print(state_view(snapshot, title=checkpoint_heading(snapshot) if checkpoint else ""))
+    run_show(app_state(ctx, db, url), thread_id, checkpoint, as_json)
 
 
 @app.command(cls=Command)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.repl import LineReader, Repl
 
 
-from chatbot.cliapp import (
+from chatbot.clicore import (
     AppState,
     ValidTextReader,
     out,
@@ -193,3 +193,31 @@ def leave_at_once(state: AppState, code: int) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(code)
+
+
+def run_chat(state: AppState, thread: str | None, new: bool) -> int:
+    """``chatbot chat``: the REPL; its exit code."""
+    from chatbot.clicore import fail
+    from chatbot.threadids import check_thread_id
+
+    if thread and new:
+        fail("give --thread or --new, not both", 2)
+    if thread:  # checked before the database is opened (or created)
+        try:
+            thread = check_thread_id(thread)
+        except ValueError as error:
+            fail(str(error), 2)
+    terminal = sys.stdin.isatty() and out.is_terminal
+    if terminal and loads_behind_the_prompt(state):
+        repl = repl_loading_behind_the_prompt(state, thread, new)
+    else:
+        import gc
+
+        gc.enable()
+        repl = repl_loaded(state, thread, new)
+        if terminal:
+            repl.reader = terminal_reader(repl)
+    code = repl.run()
+    if terminal:
+        leave_at_once(state, code)
+    return code

@@ -6,32 +6,35 @@ on demand). The commands live in :mod:`chatbot.cli` (threads and turns), :mod:`c
 from __future__ import annotations
 
 import functools
-import io
-import json
-import logging
-import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from chatbot import __version__, completion
-from chatbot.errors import describe_error, redact, remember_secret
-from chatbot.sanitize import escape_json_controls, sanitize
+from chatbot.clicore import (  # noqa: F401  (the commands import these from here too)
+    AppState,
+    CliError,
+    ValidTextReader,
+    _error_line,
+    err,
+    escape,
+    exit_code,
+    fail,
+    out,
+    print_json,
+    read_text,
+    show_notice,
+    thread_backend,
+    valid_stdin,
+    valid_text,
+    valid_text_option,
+)
 
-if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
-    from rich.console import Console
-
+if TYPE_CHECKING:
     from chatbot.backend import Backend
-    from chatbot.models import Models
-    from chatbot.places import Places
-    from chatbot.repl import LineReader
-    from chatbot.settings import Settings
-    from chatbot.store import SqlStore
 
 
 def _flags_take_no_value(params: Sequence[Any]) -> None:
@@ -112,59 +115,6 @@ app = typer.Typer(
 )
 
 
-class _LazyConsole:
-    """A Rich console made on first use: reading commands that print JSON never import Rich."""
-
-    def __init__(self, **options: Any) -> None:
-        self._options = options
-        self._console: Console | None = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._console is None:
-            from rich.console import Console
-
-            self._console = Console(**self._options)
-        return getattr(self._console, name)
-
-    # Python looks special methods up on the type, past __getattr__; Rich's Live uses these.
-    def __enter__(self) -> Console:
-        return self.__getattr__("__enter__")()
-
-    def __exit__(self, *exc: object) -> None:
-        self.__getattr__("__exit__")(*exc)
-
-
-def escape(text: str) -> str:
-    """Rich's ``escape``: text shown as written, never read as markup."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-
-err: Console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)  # type: ignore[assignment]
-out: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def valid_text(text: str) -> str:
-    """Text as valid Unicode, so that a turn is never stored half broken.
-
-    Bytes that are not UTF-8 reach Python as lone surrogates (in arguments, and in stdin or a
-    terminal under some locales); SQLite cannot store those. They become U+FFFD, as a
-    decoder's "replace" would have made them.
-    """
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:  # a lone surrogate that never was a byte
-        return _SURROGATE.sub("\ufffd", text)
-
-
-def valid_text_option(value: str | None) -> str | None:
-    """Typer callback: a text argument as valid Unicode (see :func:`valid_text`)."""
-    return None if value is None else valid_text(value)
-
-
 DbOption = Annotated[
     str | None,
     typer.Option(
@@ -189,188 +139,23 @@ ThreadArgument = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-class CliError(Exception):
-    """An error to show as one line and exit with ``code``."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass
-class AppState:
-    """What the global options set up; the heavy parts (models, graph, DB) are made on demand."""
-
-    env_file: str | None = ".env"
-    db: str | None = None
-    model: str | None = None
-    url: str | None = None
-    _settings: Settings | None = None
-    _places: Places | None = None
-    _store: SqlStore | None = None
-    _models: Models | None = None
-    _graph: Any = None
-
-    @property
-    def settings(self) -> Settings:
-        if self._settings is None:
-            from chatbot.settings import load_settings
-
-            overrides: dict[str, Any] = {}
-            if self.db:
-                overrides["db"] = self.db
-            if self.model:
-                overrides["model"] = self.model
-            if self.url:
-                overrides["url"] = self.url
-            self._settings = load_settings(self.env_file, **overrides)
-            for secret in self._settings.secrets():
-                remember_secret(secret)
-        return self._settings
-
-    @property
-    def places(self) -> Places:
-        """The database and the server, read without the full settings (fast)."""
-        if self._places is None:
-            from chatbot.places import Places, prepare_threshold, read_places
-
-            if self._settings is not None:
-                self._places = Places(
-                    db=self._settings.db,
-                    url=self._settings.url,
-                    pg_prepare_threshold=prepare_threshold(self._settings.pg_prepare_threshold),
-                )
-            else:
-                self._places = read_places(self.env_file, db=self.db or None, url=self.url or None)
-        return self._places
-
-    @property
-    def store(self) -> SqlStore:
-        """The database: a SQLite file, or PostgreSQL when CHATBOT_DB is a postgresql:// URL."""
-        if self._store is None:
-            from chatbot.pgstore import open_store
-
-            self._store = open_store(self.places.db, self.places.pg_prepare_threshold)
-        return self._store
-
-    @property
-    def models(self) -> Models:
-        if self._models is None:
-            from chatbot.models import max_input_tokens, resolve_models
-
-            self._models = resolve_models(self.settings)
-            self.settings.policy(max_input_tokens(self._models.chat))  # a bad policy fails now
-        return self._models
-
-    @property
-    def graph(self) -> Any:
-        if self._graph is None:
-            from chatbot.graph import build_graph
-
-            models = self.models
-            self._graph = build_graph(models.chat, models.summary, self.settings, self.store.saver)
-        return self._graph
-
-    @property
-    def remote(self) -> bool:
-        return bool(self.places.url)
-
-    @property
-    def where(self) -> str:
-        """Where threads live: the server, the database file or URL (never with a password)."""
-        from chatbot.pgstore import redact_url
-        from chatbot.places import without_password
-
-        return without_password(self.places.url) if self.places.url else redact_url(self.places.db)
-
-    @property
-    def threads_hint(self) -> str:
-        """The command that lists the threads meant: with the --db or --url given here."""
-        from chatbot.pgstore import redact_url
-        from chatbot.places import without_password
-
-        if self.url:
-            return f"'chatbot threads --url {without_password(self.url)}' lists them"
-        if self.db:
-            return f"'chatbot threads --db {redact_url(self.db)}' lists them"
-        return "'chatbot threads' lists them"
-
-    @property
-    def db_missing(self) -> bool:
-        """True when the local database file does not exist yet (reading must not create it)."""
-        from chatbot.store import is_postgres_url
-
-        db = self.places.db
-        if self.remote or db == ":memory:" or is_postgres_url(db):
-            return False
-        return not Path(db).expanduser().exists()
-
-    def backend(self, runs: bool = False) -> Backend:
-        """The threads' backend. Locally its graph (and the models) is built at the first run:
-        reading commands never build it. A command that ``runs`` the graph checks the settings
-        and makes the models first, so a bad setting stops it before any file is created."""
-        if runs and not self.places.url:
-            _ = self.models
-        if self.places.url:
-            from chatbot.remote import RemoteBackend
-
-            return RemoteBackend(self.places.url)
-        from chatbot.backend import LocalBackend
-
-        return LocalBackend(self._graph, self.store, build=lambda: self.graph)
-
-    def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-
-
-def fail(message: str, code: int = 1) -> NoReturn:
-    """Stop with one clear line on stderr."""
-    raise CliError(message, code)
-
-
 def guarded(command: Callable[..., None]) -> Callable[..., None]:
-    """Turn every error a command meets into one line on stderr and a non-zero exit code."""
+    """Turn every error a command meets into one line on stderr and a non-zero exit code
+    (:func:`chatbot.clicore.exit_code`)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        from chatbot.errors import FriendlyError
-        from chatbot.places import SettingsError
-        from chatbot.store import StoreError
-
         try:
             command(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
-        except CliError as error:
-            _error_line(str(error))
-            raise typer.Exit(error.code) from None
-        except (SettingsError, StoreError) as error:
-            _error_line(str(error))
-            raise typer.Exit(2) from None
-        except (FriendlyError, LookupError) as error:
-            _error_line(str(error))
-            raise typer.Exit(1) from None
-        except KeyboardInterrupt:
-            err.print("[dim]interrupted[/]")
-            raise typer.Exit(130) from None
-        except Exception as error:  # a model or network error: one line, never a traceback
-            logging.getLogger("chatbot").debug("command failed", exc_info=True)
-            _error_line(describe_error(error))
-            raise typer.Exit(1) from None
+        except BaseException as error:
+            code = exit_code(error)
+            if code is None:
+                raise
+            raise typer.Exit(code) from None
 
     return wrapper
-
-
-def _error_line(message: str) -> None:
-    err.print(f"[red]error:[/] {escape(sanitize(redact(message)))}")
-
-
-def print_json(data: Any) -> None:
-    """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
-    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself."""
-    sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
-    sys.stdout.flush()
 
 
 def app_state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
@@ -389,46 +174,6 @@ def show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-def show_notice(state: AppState) -> None:
-    if not state.remote and state.models.notice:
-        err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
-
-
-def valid_stdin() -> TextIO:
-    """stdin, reading bytes that are not valid text as U+FFFD instead of failing."""
-    if isinstance(sys.stdin, io.TextIOWrapper):
-        sys.stdin.reconfigure(errors="replace")
-    return sys.stdin
-
-
-@dataclass
-class ValidTextReader:
-    """A line reader whose lines are always valid Unicode (see :func:`valid_text`)."""
-
-    reader: LineReader
-
-    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
-        return valid_text(self.reader.read(prompt, toolbar))
-
-
-def read_text(text: str | None) -> str:
-    """The message ``ask`` sends: TEXT, what is piped in, or both. Both is the piped input,
-    then TEXT after a blank line (``git diff | chatbot ask "review this"``), in the order llm
-    puts them. ``-`` reads stdin alone."""
-    if text is None or text == "-":
-        if text is None and sys.stdin.isatty():
-            fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
-        text = valid_stdin().read()
-    elif not sys.stdin.isatty():
-        piped = valid_stdin().read().rstrip("\n")
-        if piped.strip():
-            text = f"{piped}\n\n{text}" if text.strip() else piped
-    text = valid_text(text)
-    if not text.strip():
-        fail("the message is empty: give some text to send", 2)
-    return text
-
-
 def open_thread(
     ctx: typer.Context,
     thread_id: str,
@@ -438,16 +183,7 @@ def open_thread(
     local_only: str = "",
     runs: bool = False,
 ) -> Backend:
-    """The backend for a command about one existing thread (one error line if it is missing).
-
-    ``local_only`` names a command only local threads allow: on a server it is refused first.
-    """
+    """The backend for a command about one existing thread (see
+    :func:`chatbot.clicore.thread_backend`)."""
     state = app_state(ctx, db, url)
-    if state.db_missing:
-        fail(f"no thread {thread_id!r}: {state.places.db} does not exist yet")
-    backend = state.backend(runs)
-    if local_only and backend.local_only_note:
-        fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
-    if not backend.thread_exists(thread_id):
-        fail(f"no thread {thread_id!r} in {state.where} ({state.threads_hint})")
-    return backend
+    return thread_backend(state, thread_id, local_only=local_only, runs=runs)

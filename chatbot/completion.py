@@ -8,11 +8,11 @@ loudly: any problem means no suggestions, never a traceback in the middle of a c
 
 from __future__ import annotations
 
-import logging
-
 import typer
 
-log = logging.getLogger("chatbot.completion")
+from chatbot.logs import logger
+
+log = logger("completion")
 
 
 def _option(ctx: typer.Context, name: str) -> str | None:

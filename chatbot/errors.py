@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class FriendlyError(Exception):
@@ -173,8 +173,7 @@ _REQUESTED_PATTERNS = (
 )
 
 
-@dataclass(frozen=True)
-class ContextOverflow:
+class ContextOverflow(NamedTuple):
     """A provider refused a request as longer than the model's context; numbers if it said."""
 
     limit: int | None = None

@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from chatbot.attachments import readable_text, split_content
 from chatbot.errors import FriendlyError
-from chatbot.render import ROLE_NAMES, message_record
+from chatbot.records import message_record
+from chatbot.render import ROLE_NAMES
 from chatbot.sanitize import escape_json_controls, sanitize
 from chatbot.store import make_private_dirs
 from chatbot.timeline import Snapshot, lineage, summary_story

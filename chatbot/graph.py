@@ -15,7 +15,6 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import Callable
 from typing import Any, Literal
@@ -36,13 +35,14 @@ from chatbot.errors import (
     describe_error,
     remember_secret,
 )
+from chatbot.logs import logger
 from chatbot.runsettings import RunResolver, RunSettings
 from chatbot.settings import Settings
 from chatbot.state import ChatGraph, Context, State
 from chatbot.steps import Steps, adrive, drive, watched
 from chatbot.tokens import USAGE_KEY, model_name
 
-log = logging.getLogger("chatbot.graph")
+log = logger("graph")
 
 DONE: Literal["__end__"] = "__end__"
 """LangGraph's ``END``, typed for the routing functions' ``Literal`` return types."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatbot.errors import FriendlyError
+from chatbot.logs import logger
 from chatbot.places import without_password
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ OFFLINE = "offline"
 OPENAI_ENDPOINT = "https://api.openai.com/v1"
 CACHE_NAME = "models.json"
 
-log = logging.getLogger("chatbot.models")
+log = logger("models")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ which beats the ``.env`` file, which beats the user's config file (``config.env`
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 
 class SettingsError(ValueError):
@@ -122,8 +122,7 @@ def prepare_threshold(value: str | None) -> int | None:
     return number
 
 
-@dataclass(frozen=True)
-class Places:
+class Places(NamedTuple):
     """The database file and the server, as the settings would resolve them."""
 
     db: str
@@ -145,8 +144,7 @@ def _from_env_file(env_file: str | Path | None) -> dict[str, str]:
     return {key.lower(): value for key, value in values.items() if value is not None}
 
 
-@dataclass(frozen=True)
-class Found:
+class Found(NamedTuple):
     """A setting's text and where it was found."""
 
     value: str

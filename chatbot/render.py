@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from markdown_it import MarkdownIt
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markdown import Markdown as RichMarkdown
@@ -33,9 +34,16 @@ class Markdown(RichMarkdown):
     def __init__(self, markup: str, **kwargs: Any) -> None:
         markup = sanitize(markup)
         kwargs.setdefault("hyperlinks", False)  # "text (url)": a link never hides its address
-        super().__init__(markup, **kwargs)
-        parser = MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
-        self.parsed = parser.parse(markup)
+        super().__init__("", **kwargs)  # (Rich's own parser, with HTML on, parses nothing)
+        self.markup = markup
+        self.parsed = _markdown_parser().parse(markup)
+
+
+@functools.cache
+def _markdown_parser() -> MarkdownIt:
+    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once, as
+    making one takes as long as parsing a short reply."""
+    return MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 
 
 class Wrapped:
@@ -308,45 +316,3 @@ def state_view(
         parts.append(Text("(no messages)", style="dim"))
     parts.extend(message_view(m) for m in snapshot.messages)
     return Wrapped(*parts)
-
-
-def message_record(message: BaseMessage) -> dict[str, Any]:
-    """A message as JSON: its type, text and id (plus tool calls when there are any)."""
-    record: dict[str, Any] = {"type": message.type, "content": message.content, "id": message.id}
-    if isinstance(message, AIMessage) and message.tool_calls:
-        record["tool_calls"] = message.tool_calls
-    if isinstance(message, ToolMessage):
-        record["tool_call_id"] = message.tool_call_id
-    return record
-
-
-def turn_record(entry: TurnEntry) -> dict[str, Any]:
-    """A history entry as JSON (``chatbot history --json``; the README lists the fields)."""
-    return {
-        "checkpoint_id": entry.checkpoint_id,
-        "first_checkpoint_id": entry.first_checkpoint_id,
-        "kind": entry.kind,
-        "time": entry.created_at.isoformat() if entry.created_at else None,
-        "text": entry.text,
-        "messages_before": entry.messages_before,
-        "messages_after": entry.messages_after,
-        "folded": entry.folded,
-        "summary_changed": entry.summary_changed,
-        "finished": entry.finished,
-        "fate": entry.fate or None,
-        "origin": entry.origin or None,
-    }
-
-
-def history_record(row: HistoryRow) -> dict[str, Any]:
-    """A checkpoint as JSON (``chatbot history --all --json``)."""
-    return {
-        "checkpoint_id": row.checkpoint_id,
-        "parent_id": row.parent_id,
-        "step": row.step,
-        "node": row.node,
-        "next": list(row.next),
-        "messages": row.messages,
-        "summary_chars": row.summary_chars,
-        "time": row.created_at.isoformat() if row.created_at else None,
-    }

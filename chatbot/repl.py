@@ -15,7 +15,6 @@ shown above the prompt once they are there.
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from rich.console import Console
 from rich.markup import escape
 
+from chatbot.logs import logger
 from chatbot.places import SettingsError
 from chatbot.sanitize import sanitize
 from chatbot.turns import TICK_SECONDS, TurnRunner, session_runner
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind 
     from chatbot.timeline import Snapshot
     from chatbot.tokens import TokenCounter
 
-log = logging.getLogger("chatbot.repl")
+log = logger("repl")
 
 
 class LineReader(Protocol):

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.places import (
     USER_CONFIG,
@@ -38,8 +37,7 @@ _DESCRIPTIONS = {
 }
 
 
-@dataclass(frozen=True)
-class SettingRow:
+class SettingRow(NamedTuple):
     """One setting as ``chatbot config`` shows it."""
 
     name: str
@@ -118,8 +116,7 @@ def describe_settings(
     return rows, error
 
 
-@dataclass(frozen=True)
-class UnknownName:
+class UnknownName(NamedTuple):
     """A ``CHATBOT_*`` name in a settings file that is no setting (a typo, an old name)."""
 
     name: str

@@ -32,7 +32,7 @@ class Refuse:
 
 sys.meta_path.insert(0, Refuse())
 sys.argv = ["chatbot", *sys.argv[2:]]
-from chatbot.cli import main
+from chatbot.quick import main
 main()
 """
 

@@ -1,0 +1,205 @@
+"""The commonest invocations, run without importing Typer: the entry point.
+
+Importing Typer and building its parameters (Typer 0.29 makes a pydantic ``TypeAdapter`` for
+every option that is not a flag, which imports pydantic) costs a tenth of a second or more, as
+much as the REPL takes to show its prompt and several times what ``threads --json`` needs. So
+:func:`main` reads the command line itself when it is one of these, in their plain forms::
+
+    chatbot [--db X] [--url X] [--model X] [--env-file X] [--thread X | --new]
+    chatbot [GLOBAL] chat [--thread X] [--new] [--db X] [--url X]
+    chatbot [GLOBAL] threads [--json] [--db X] [--url X]
+    chatbot [GLOBAL] show THREAD [--checkpoint X] [--json] [--db X] [--url X]
+    chatbot [GLOBAL] history THREAD [--limit N] [--all] [--json] [--db X] [--url X]
+
+(long options as ``--name VALUE`` or ``--name=VALUE``; ``-t``, ``-m``, ``-c`` and ``-n`` as
+``-t VALUE``; ``-a`` alone) and runs the same code the Typer commands run
+(:func:`chatbot.cli_chat.run_chat`; :func:`chatbot.cli_read.run_threads`, ``run_history``,
+``run_show``). Anything else (help, completion, another command, another spelling, a usage
+error) goes to the Typer app, which is the reference: a test holds every form above to the
+Typer app's output.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    pass
+
+_GLOBAL_VALUES = {
+    "--db": "db",
+    "--url": "url",
+    "--model": "model",
+    "-m": "model",
+    "--env-file": "env_file",
+    "--thread": "thread",
+    "-t": "thread",
+}
+_GLOBAL_FLAGS = {"--new": "new"}
+_COMMANDS: dict[str, tuple[dict[str, str], dict[str, str], int]] = {
+    # command: (options with a value, flags, positional arguments)
+    "chat": (
+        {"--thread": "thread", "-t": "thread", "--db": "db", "--url": "url"},
+        {"--new": "new"},
+        0,
+    ),
+    "threads": ({"--db": "db", "--url": "url"}, {"--json": "as_json"}, 0),
+    "show": (
+        {"--checkpoint": "checkpoint", "-c": "checkpoint", "--db": "db", "--url": "url"},
+        {"--json": "as_json"},
+        1,
+    ),
+    "history": (
+        {"--limit": "limit", "-n": "limit", "--db": "db", "--url": "url"},
+        {"--all": "every", "-a": "every", "--json": "as_json"},
+        1,
+    ),
+}
+
+
+class Invocation(NamedTuple):
+    """A command line this module runs: the global options, the command and its own."""
+
+    options: dict[str, Any]
+    command: str | None
+    arguments: list[str]
+    command_options: dict[str, Any]
+
+
+def _take(
+    args: list[str], values: dict[str, str], flags: dict[str, str], into: dict[str, Any]
+) -> bool:
+    """Read one option from the front of ``args`` into ``into``; False if it is not one."""
+    word = args[0]
+    name, has_value, value = word.partition("=")
+    if name in flags and not has_value:
+        into[flags[name]] = True
+        del args[0]
+        return True
+    if name not in values or (has_value and not name.startswith("--")):
+        return False
+    if not has_value:
+        if len(args) < 2 or args[1].startswith("-"):
+            return False  # (Typer's business: a missing value, or one that looks like an option)
+        value = args[1]
+        del args[0]
+    del args[0]
+    into[values[name]] = value
+    return True
+
+
+def parse(argv: Sequence[str]) -> Invocation | None:
+    """The invocation ``argv`` (the arguments after ``chatbot``) asks for, or None when the
+    Typer app must read it."""
+    args = list(argv)
+    options: dict[str, Any] = {}
+    while args and args[0].startswith("-"):
+        if not _take(args, _GLOBAL_VALUES, _GLOBAL_FLAGS, options):
+            return None
+    if not args:
+        return Invocation(options, None, [], {})
+    command = args.pop(0)
+    if command not in _COMMANDS or options.keys() & {"thread", "new"}:
+        return None
+    values, flags, positional = _COMMANDS[command]
+    arguments: list[str] = []
+    own: dict[str, Any] = {}
+    while args:
+        if args[0].startswith("-"):
+            if not _take(args, values, flags, own):
+                return None
+        elif len(arguments) < positional:
+            arguments.append(args.pop(0))
+        else:
+            return None
+    if len(arguments) < positional:
+        return None
+    limit = own.get("limit", "50")
+    if not (limit.isascii() and limit.isdigit() and int(limit) >= 1):
+        return None  # (Typer's business: a limit that is no number of at least 1)
+    return Invocation(options, command, arguments, own)
+
+
+def run(invocation: Invocation) -> int:
+    """Run ``invocation`` as the Typer app would; its exit code."""
+    from chatbot.clicore import AppState, exit_code, leading_note, valid_text
+
+    options, own = invocation.options, invocation.command_options
+    if invocation.command not in (None, "chat"):
+        import gc
+
+        gc.enable()  # (main turned it off for the REPL's start)
+    state = AppState(
+        env_file=options.get("env_file") or ".env",
+        db=options.get("db"),
+        model=options.get("model"),
+        url=options.get("url"),
+    )
+    if own.get("db"):
+        state.db = own["db"]
+    if own.get("url"):
+        state.url = own["url"]
+    try:
+        leading_note(state)
+        if invocation.command == "threads":
+            from chatbot.cli_read import run_threads
+
+            run_threads(state, bool(own.get("as_json")))
+            return 0
+        if invocation.command == "history":
+            thread_id = valid_text(invocation.arguments[0])
+            from chatbot.cli_read import run_history
+
+            every, as_json = bool(own.get("every")), bool(own.get("as_json"))
+            run_history(state, thread_id, int(own.get("limit", 50)), every, as_json)
+            return 0
+        if invocation.command == "show":
+            thread_id = valid_text(invocation.arguments[0])
+            from chatbot.cli_read import run_show
+
+            run_show(state, thread_id, own.get("checkpoint"), bool(own.get("as_json")))
+            return 0
+        thread = own.get("thread", options.get("thread"))
+        from chatbot.cli_chat import run_chat
+
+        return run_chat(
+            state,
+            None if thread is None else valid_text(thread),
+            bool(own.get("new", options.get("new", False))),
+        )
+    except BaseException as error:
+        code = exit_code(error)
+        if code is None:
+            raise
+        return code
+    finally:
+        state.close()
+
+
+def main() -> None:
+    """Console-script entry point: the commonest invocations here, the rest in the Typer app
+    (:func:`chatbot.cli.main`)."""
+    import gc
+    import io
+    import logging
+    import os
+
+    # Starting allocates much and frees little: collecting garbage meanwhile only costs time.
+    # The REPL collects again once its loading has ended; every other command once its
+    # arguments are parsed.
+    gc.disable()
+    invocation = None if "_CHATBOT_COMPLETE" in os.environ else parse(sys.argv[1:])
+    if invocation is None:
+        from chatbot.cli import main as typer_main
+
+        typer_main()
+        return
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
+        sys.stdout.reconfigure(errors="replace")
+    code = run(invocation)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    sys.exit(code)

@@ -1,0 +1,190 @@
+"""The entry point runs the commonest invocations without Typer (chatbot.quick): every form it
+takes prints, fails and exits exactly as the Typer app does, and it never imports Typer."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chatbot.backend import LocalBackend
+from chatbot.graph import build_graph
+from chatbot.models import OfflineChatModel
+from chatbot.quick import Invocation, parse
+from chatbot.settings import Settings
+from chatbot.store import Store
+
+_ENTRY = """
+import sys
+blocked = set(filter(None, sys.argv[2].split(",")))
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name in blocked or any(name.startswith(b + ".") for b in blocked):
+            raise ImportError(f"{name} must not be imported by this command")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+sys.argv = ["chatbot", *sys.argv[3:]]
+if sys.argv[1:2] == ["--typer"]:  # the reference: the Typer app itself
+    del sys.argv[1]
+    from chatbot.cli import main
+else:  # the console script's entry point
+    from chatbot.quick import main
+main()
+"""
+
+
+def _run(
+    *args: str, typer: bool = False, blocked: str = "", stdin: str = "", cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _ENTRY, "", blocked, *(["--typer"] if typer else []), *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("quick") / "db.sqlite"
+    settings = Settings(_env_file=None, summary_trigger="messages:4", summary_keep="messages:2")  # type: ignore[call-arg]
+    with Store(path) as store:
+        graph = build_graph(
+            OfflineChatModel(), OfflineChatModel(role="summary"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        for text in ("one", "**two** in `code`", "three"):
+            list(backend.send("t1", text))
+        list(backend.send("t2", "other"))
+    return path
+
+
+def _forms(db: Path, tmp: Path) -> list[list[str]]:
+    checkpoint = json.loads(_run("history", "t1", "--all", "--json", "--db", str(db)).stdout)[2]
+    env_file = tmp / "other.env"
+    env_file.write_text(f"CHATBOT_DB={db}\n", encoding="utf-8")
+    missing = str(tmp / "missing.sqlite")
+    return [
+        ["threads", "--db", str(db)],
+        ["threads", "--json", "--db", str(db)],
+        ["--db", str(db), "threads", "--json"],
+        [f"--db={db}", "threads"],
+        ["--db", missing, "threads", f"--db={db}", "--json"],
+        ["--env-file", str(env_file), "threads", "--json"],
+        ["-m", "offline", "--db", str(db), "threads"],
+        ["threads", "--db", missing],
+        ["threads", "--json", "--db", missing],
+        ["show", "t1", "--db", str(db)],
+        ["show", "t1", "--json", "--db", str(db)],
+        ["show", "--db", str(db), "t2"],
+        ["show", "t1", "-c", checkpoint["checkpoint_id"], "--db", str(db)],
+        ["show", "t1", "--checkpoint", checkpoint["checkpoint_id"][:8], "--json", "--db", str(db)],
+        ["show", "t1", "--checkpoint=nope", "--db", str(db)],
+        ["show", "nope", "--db", str(db)],
+        ["show", "t1", "--db", missing],
+        ["history", "t1", "--db", str(db)],
+        ["history", "t1", "--json", "-n", "1", "--db", str(db)],
+        ["history", "t1", "-a", "--limit=3", "--db", str(db)],
+        ["history", "t1", "--all", "--json", "--db", str(db)],
+        ["history", "nope", "--db", str(db)],
+        ["--db", str(db)],
+        ["--db", str(db), "--thread", "t2"],
+        ["--db", str(db), "-t", "bad id!"],
+        ["chat", "--db", str(db), "-t", "t1"],
+        ["chat", "--db", str(db), "--thread", "t1", "--new"],
+        ["--url", "ftp://nowhere", "threads"],
+        ["--db", "postgresql://u:secret@127.0.0.1:1/x", "threads", "--json"],
+    ]
+
+
+def test_every_quick_form_is_the_typer_apps(db: Path, tmp_path: Path) -> None:
+    forms = _forms(db, tmp_path)
+    for form in forms:
+        assert parse(form) is not None, form
+        quick = _run(*form, blocked="typer,click", stdin="/exit\n", cwd=tmp_path)
+        reference = _run(*form, typer=True, stdin="/exit\n", cwd=tmp_path)
+        assert (quick.returncode, quick.stdout, quick.stderr) == (
+            reference.returncode,
+            reference.stdout,
+            reference.stderr,
+        ), form
+        assert "Traceback" not in quick.stderr, form
+    outcomes = {_run(*form, stdin="/exit\n", cwd=tmp_path).returncode for form in forms}
+    assert outcomes >= {0, 1, 2}, "the forms cover success, failure and bad input"
+
+
+def test_the_quick_forms_do_what_they_say(db: Path) -> None:
+    listed = json.loads(_run("threads", "--json", "--db", str(db), blocked="typer").stdout)
+    assert [t["thread_id"] for t in listed] == ["t2", "t1"]
+    shown = _run("show", "t1", "--db", str(db), blocked="typer")
+    assert "three" in shown.stdout and "**" not in shown.stdout  # rendered as Markdown
+    missing = _run("show", "nope", "--db", str(db), blocked="typer")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("error: no thread 'nope'")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["--version"],
+        ["threads", "--help"],
+        ["search", "t1"],
+        ["show"],
+        ["show", "a", "b"],
+        ["show", "-x"],
+        ["--thread", "x", "threads"],
+        ["--new", "chat"],
+        ["threads", "--json=1"],
+        ["-tx"],
+        ["-t=x"],
+        ["--db"],
+        ["--db", "--json", "threads"],
+        ["chat", "--thread", "-x"],
+        ["threads", "--"],
+        ["threads", "extra"],
+        ["history", "t1", "--limit", "0"],
+        ["history", "t1", "-n", "x"],
+        ["history", "t1", "-n", "٣"],
+        ["history"],
+        ["search", "x"],
+        [""],
+    ],
+)
+def test_everything_else_goes_to_the_typer_app(argv: list[str]) -> None:
+    assert parse(argv) is None
+
+
+def test_what_the_quick_forms_read() -> None:
+    assert parse([]) == Invocation({}, None, [], {})
+    assert parse(["--db=x", "-t", "a b", "--new"]) == Invocation(
+        {"db": "x", "thread": "a b", "new": True}, None, [], {}
+    )
+    assert parse(["show", "T", "-c", "abc", "--json", "--db", "d", "--db", "e"]) == Invocation(
+        {}, "show", ["T"], {"checkpoint": "abc", "as_json": True, "db": "e"}
+    )
+
+
+def test_shell_completion_goes_to_the_typer_app(db: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-c", _ENTRY, "", "", "threads"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "_CHATBOT_COMPLETE": "complete_bash",
+            "COMP_WORDS": "chatbot thr",
+            "COMP_CWORD": "1",
+        },
+    )
+    assert "threads" in completed.stdout
