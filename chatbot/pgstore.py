@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 _LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
 _LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+_CHATBOT_TABLES = ("chatbot_threads", "chatbot_leases", "chatbot_messages", "chatbot_marks")
+"""chatbot's own tables, but ``chatbot_migrations``: what ``db stats`` counts and ``db vacuum``
+vacuums, with LangGraph's."""
 
 
 def open_store(db: str, prepare_threshold: int | None = 5) -> SqlStore:
@@ -216,7 +219,12 @@ class PgStore(SqlStore):
         )
 
     def _bytes(self) -> int:
-        tables = (*_LANGGRAPH_TABLES, "chatbot_threads", "chatbot_leases", "chatbot_migrations")
+        tables = (
+            *_LANGGRAPH_TABLES,
+            *_CHATBOT_TABLES,
+            "checkpoint_migrations",
+            "chatbot_migrations",
+        )
         ((size,),) = self._query(
             "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
@@ -230,7 +238,7 @@ class PgStore(SqlStore):
         rows; autovacuum does this too). Returns the tables' bytes before and after."""
         before = self._bytes()
         with self.pool.connection() as conn:
-            for table in (*_LANGGRAPH_TABLES, "chatbot_threads", "chatbot_leases"):
+            for table in (*_LANGGRAPH_TABLES, *_CHATBOT_TABLES):
                 conn.execute(f"VACUUM (ANALYZE) {table}")
         return before, self._bytes()
 

@@ -22,10 +22,9 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
@@ -48,8 +47,7 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 
 
-@dataclass(frozen=True)
-class PerDatabase:
+class PerDatabase(NamedTuple):
     """A migration whose SQL differs between SQLite and PostgreSQL: each one's statements, run
     in order in the migration's transaction."""
 
@@ -149,6 +147,22 @@ $$""",
             _MARKS_TABLE,
         ),
     ),
+    # 4: PostgreSQL's trigram index takes each message into the index at once (GIN's
+    # fastupdate off): with it on, every database carried a pending list of up to 4 MB
+    # (gin_pending_list_limit), 15 kB a turn over the first hundreds of turns
+    PerDatabase(
+        sqlite=(),
+        postgresql=(
+            """DO $$
+BEGIN
+    IF to_regclass('chatbot_messages_trigrams') IS NOT NULL THEN
+        ALTER INDEX chatbot_messages_trigrams SET (fastupdate = off);
+        PERFORM gin_clean_pending_list('chatbot_messages_trigrams'::regclass);
+    END IF;
+END
+$$""",
+        ),
+    ),
 )
 """chatbot's own tables, for SQLite and PostgreSQL alike: numbered by position, each applied
 once (``chatbot_migrations`` records them) under the database's write lock. Append, never
@@ -168,8 +182,7 @@ class StoreError(RuntimeError):
     """The database cannot be opened or used; the message is one line for the user."""
 
 
-@dataclass(frozen=True)
-class ThreadInfo:
+class ThreadInfo(NamedTuple):
     """One row of a thread listing."""
 
     thread_id: str
@@ -182,8 +195,7 @@ class ThreadInfo:
     origin_checkpoint: str | None = None
 
 
-@dataclass(frozen=True)
-class StoreStats:
+class StoreStats(NamedTuple):
     """What a database holds and what it takes on disk."""
 
     location: str
