@@ -5,14 +5,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 from markdown_it import MarkdownIt
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    Group,
+    JustifyMethod,
+    RenderableType,
+    RenderResult,
+)
 from rich.markdown import Markdown as RichMarkdown
 from rich.padding import Padding
 from rich.panel import Panel
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -31,12 +38,26 @@ class Markdown(RichMarkdown):
     Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
     """
 
-    def __init__(self, markup: str, **kwargs: Any) -> None:
-        markup = sanitize(markup)
-        kwargs.setdefault("hyperlinks", False)  # "text (url)": a link never hides its address
-        super().__init__("", **kwargs)  # (Rich's own parser, with HTML on, parses nothing)
-        self.markup = markup
-        self.parsed = _markdown_parser().parse(markup)
+    def __init__(
+        self,
+        markup: str,
+        code_theme: str = "monokai",
+        justify: JustifyMethod | None = None,
+        style: str | Style = "none",
+        hyperlinks: bool = False,  # "text (url)": a link never hides its address
+        inline_code_lexer: str | None = None,
+        inline_code_theme: str | None = None,
+    ) -> None:
+        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on):
+        # making one takes as long as parsing a short reply, and a thread shows dozens.
+        self.markup = sanitize(markup)
+        self.parsed = _markdown_parser().parse(self.markup)
+        self.code_theme = code_theme
+        self.justify = justify
+        self.style = style
+        self.hyperlinks = hyperlinks
+        self.inline_code_lexer = inline_code_lexer
+        self.inline_code_theme = inline_code_theme or code_theme
 
 
 @functools.cache

@@ -203,3 +203,18 @@ def test_the_markdown_export_keeps_a_users_message_as_written() -> None:
     assert "````text\na ``` fence inside\n````" in text
     assert "\n**bold** reply\n" in text, "a model's Markdown stays Markdown"
     assert verbatim("x") == "```text\nx\n```"
+
+
+def test_markdown_is_set_up_as_richs_own_with_html_off() -> None:
+    """chatbot's Markdown sets up what Rich's __init__ does without calling it (Rich's parses
+    with a parser it makes each time): every attribute Rich's sets, here too, with the same
+    values but the parse (HTML off) and links (shown as addresses)."""
+    from rich.markdown import Markdown as RichMarkdown
+
+    text = "Use <T> and [a link](https://example.com), `code`."
+    ours, richs = vars(render.Markdown(text)), vars(RichMarkdown(text))
+    assert set(ours) == set(richs)
+    different = {name for name in ours if ours[name] != richs[name]}
+    assert different == {"parsed", "hyperlinks"}
+    assert "<T>" in draw(render.Markdown(text), 80, soft_wrap=False)
+    assert "https://example.com" in draw(render.Markdown(text), 80, soft_wrap=False)
