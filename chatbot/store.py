@@ -651,7 +651,12 @@ class Store(SqlStore):
 
     def __init__(self, db: str | os.PathLike[str]) -> None:
         self.path = str(db)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
+        """One lock for the connection: LangGraph's reads and writes, ours, and every read of
+        ours too. A read running on another thread of this process holds a read transaction
+        open on the shared connection; a write begun meanwhile could not wait for another
+        process's commit (SQLite answers "database is locked" at once, as the snapshot it
+        reads is stale), and a turn would fail. Reentrant: a write may read."""
         self._saver: LocalSaver | None = None
         try:
             if self.path != ":memory:":
@@ -741,7 +746,8 @@ class Store(SqlStore):
             from chatbot.saver import LocalSaver
 
             saver = LocalSaver(self.conn)
-            saver.lock = self.lock  # one lock for the connection, LangGraph's writes and ours
+            # one lock for the connection, LangGraph's and ours (an RLock does all a Lock does)
+            saver.lock = self.lock  # type: ignore[assignment]
             saver.message_index = self.message_index
             _retry_locked(saver.setup)
             self._saver = saver
@@ -776,7 +782,8 @@ class Store(SqlStore):
         self.conn.close()
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, tuple(params)).fetchall()
+        with self.lock:
+            return self.conn.execute(sql, tuple(params)).fetchall()
 
     def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0

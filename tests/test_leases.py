@@ -85,13 +85,14 @@ from chatbot.graph import build_graph
 from chatbot.models import OfflineChatModel
 from chatbot.pgstore import open_store
 db, name, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
+thread = sys.argv[4] if len(sys.argv) > 4 else "shared"
 store = open_store(db)
 graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), None, store.saver)
 backend = LocalBackend(graph, store)
 done = []
 for turn in range(turns):
     text = f"{name} turn {turn}"
-    list(backend.send("shared", text))
+    list(backend.send(thread.format(turn=turn), text))
     done.append([time.time(), text])
 print(json.dumps(done))
 """
@@ -136,6 +137,35 @@ def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> 
         assert len(replies) == len(completed), "and every turn's reply"
         assert all(f'"{text}"' in reply for text, reply in zip(said, replies, strict=True))
         assert len(chain) == len(history), "no side branch: no turn was answered twice at once"
+
+
+@pytest.mark.integration
+def test_four_processes_taking_turns_on_their_own_threads_never_meet_a_locked_database(
+    any_db: str,
+) -> None:
+    """Turns on different threads run at once, each process writing as the others commit;
+    LangGraph writes a turn's checkpoints from worker threads while ours read the same
+    connection (the search index reads a thread's known messages at its first write: every
+    turn here starts a thread): no turn may fail on "database is locked"."""
+    workers, turns = 4, 25
+    with open_store(any_db):
+        pass
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, any_db, f"w{n}", str(turns), f"own-{n}-{{turn}}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(workers)
+    ]
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0 and "locked" not in err, err[-2000:]
+        assert len(json.loads(out)) == turns
+    with open_store(any_db) as store:
+        counts = {t.thread_id: t.message_count for t in store.list_threads()}
+    assert counts == {f"own-{n}-{t}": 2 for n in range(workers) for t in range(turns)}
 
 
 def test_the_lease_is_released_however_a_turn_ends(tmp_path: Path) -> None:
