@@ -87,7 +87,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     deleted = _run(_NO_MODELS, "delete", "t2", "--yes", "--db", str(db), env=env)
     assert deleted.returncode == 0, deleted.stderr
     listed = _run(
-        "langgraph,langchain_core,pydantic_settings,rich",
+        "langgraph,langchain_core,pydantic,pydantic_settings,rich,typer,dataclasses",
         "threads",
         "--json",
         "--db",
@@ -184,3 +184,16 @@ def test_a_bad_url_is_the_same_one_line(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(SettingsError) as full:
         load_settings(None)
     assert str(fast.value) == str(full.value)
+
+
+def test_the_library_logs_nowhere_unless_the_application_says_where() -> None:
+    """chatbot's loggers hang under ``chatbot``, which has a NullHandler as soon as a module
+    that logs is imported (a library logs; the application decides where logs go)."""
+    probe = (
+        "import logging, chatbot.graph; "
+        "print([type(h).__name__ for h in logging.getLogger('chatbot').handlers])"
+    )
+    shown = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert shown.stdout.strip() == "['NullHandler']"
