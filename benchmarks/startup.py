@@ -41,7 +41,6 @@ import functools
 import json
 import multiprocessing
 import os
-import platform
 import re
 import resource
 import shutil
@@ -53,13 +52,16 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pexpect
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._machine import machine  # noqa: E402
+
 BIN = Path(sys.prefix) / "bin"
 
 ROWS, COLUMNS = 40, 120
@@ -580,42 +582,6 @@ def markdown_table(rows: Sequence[Row]) -> str:
 # --- the machine --------------------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    """Where the figures come from."""
-    cpu = platform.processor() or platform.machine()
-    memory = ""
-    try:
-        for text in Path("/proc/cpuinfo").read_text().splitlines():
-            if text.startswith("model name"):
-                cpu = text.split(":", 1)[1].strip()
-                break
-        for text in Path("/proc/meminfo").read_text().splitlines():
-            if text.startswith("MemTotal"):
-                memory = f"{int(text.split()[1]) / 1024**2:.0f} GB"
-                break
-    except OSError:
-        pass
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    uv = shutil.which("uv")
-    return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "memory": memory,
-        "system": platform.platform(),
-        "python": platform.python_version(),
-        "uv": subprocess.run([uv, "--version"], capture_output=True, text=True).stdout.strip()
-        if uv
-        else None,
-        "commit": commit,
-        "date": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-    }
-
-
 def child_environment(home: Path) -> dict[str, str]:
     """This environment without chatbot's settings, keys, proxies and size overrides."""
     env = {
@@ -869,7 +835,7 @@ def main() -> None:
                 rows.append(Row(title, "failed (see below)", "", None, "", "", False))
     spanned, total = checkpoints_of_turns(long, LONG, args.limit)
 
-    about = machine()
+    about = machine(memory=True, uv=True, date=True)
     size = {path.name: f"{path.stat().st_size / 1e6:,.0f} MB" for path in (many, long)}
     print(
         f"{about['cpu']}, {about['cpus']} CPUs, {about['memory']}; {about['system']}; "

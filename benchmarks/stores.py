@@ -44,13 +44,11 @@ import json
 import multiprocessing
 import multiprocessing.queues
 import os
-import platform
 import queue
 import random
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -67,6 +65,7 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._machine import machine  # noqa: E402
 from chatbot.pgstore import open_store, redact_url  # noqa: E402
 from chatbot.store import SqlStore, Store  # noqa: E402
 
@@ -516,30 +515,6 @@ def find_messages(store: SqlStore, thread: str, sent: Sequence[str]) -> tuple[in
 # --- the report ---------------------------------------------------------------------------
 
 
-def machine() -> dict[str, Any]:
-    """Where the figures come from."""
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError):
-        for text in Path("/proc/cpuinfo").read_text().splitlines():
-            if text.startswith("model name"):
-                cpu = text.split(":", 1)[1].strip()
-                break
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "system": platform.platform(),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "commit": commit,
-    }
-
-
 def postgres_version(url: str) -> str:
     import psycopg
 
@@ -784,7 +759,7 @@ def main(argv: list[str] | None = None) -> int:
     from chatbot.settings import Settings
 
     defaults = Settings(_env_file=None, model="offline")
-    about = machine()
+    about = machine(sqlite=True)
     about["summary_trigger"], about["summary_keep"] = (
         defaults.summary_trigger,
         defaults.summary_keep,

@@ -26,6 +26,7 @@ from chatbot.cliapp import (
     out,
     print_json,
 )
+from chatbot.plural import counted
 
 # --- keeping the database small -----------------------------------------------------------
 
@@ -52,11 +53,6 @@ def _local_store(ctx: typer.Context, db: str | None, what: str) -> SqlStore | No
     return state.store
 
 
-def _count(count: int, noun: str) -> str:
-    """``1 thread``, ``2,000 threads``."""
-    return f"{count:,} {noun}" + ("" if count == 1 else "s")
-
-
 def _size(count: int) -> str:
     """Bytes for people: ``412.3 MB``."""
     size = float(count)
@@ -79,8 +75,9 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
         print_json(stats.record())
         return
     out.print(
-        f"{escape(stats.location)}: {_count(stats.threads, 'thread')}, "
-        f"{_count(stats.checkpoints, 'checkpoint')}, {_count(stats.writes, 'pending write')}, "
+        f"{escape(stats.location)}: {counted(stats.threads, 'thread', spec=',')}, "
+        f"{counted(stats.checkpoints, 'checkpoint', spec=',')}, "
+        f"{counted(stats.writes, 'pending write', spec=',')}, "
         f"{_size(stats.bytes)} on disk"
         + (
             f" ({_size(stats.free_bytes)} of it free: 'chatbot db vacuum' gives it back)"
@@ -141,7 +138,7 @@ def db_copy(
                 run_copy(src, dst, plan, progress=lambda n: bar.advance(task, n))
         copied, same = len(plan.copy), len(plan.skipped)
         err.print(
-            f"copied {copied} thread{'' if copied == 1 else 's'} ({total:,} checkpoints) from "
+            f"copied {counted(copied, 'thread')} ({total:,} checkpoints) from "
             f"{escape(src.path)} to {escape(dst.path)}"
             + (f"; {same} already there with the same history" if same else "")
         )
@@ -170,12 +167,12 @@ def prune(
     if store is None:
         return
     stale = store.inactive_threads(inactive_days)
-    days = f"{inactive_days:g} day{'' if inactive_days == 1 else 's'}"
+    days = counted(inactive_days, "day", spec="g")
     if not stale:
         err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
         return
     out.print(threads_table(stale), soft_wrap=False)
-    count = f"{len(stale)} thread{'' if len(stale) == 1 else 's'}"
+    count = counted(len(stale), "thread")
     if not yes:
         if not sys.stdin.isatty():
             err.print(f"{count} inactive for {days}; nothing deleted: add --yes to delete them")

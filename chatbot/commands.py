@@ -16,9 +16,10 @@ from chatbot.backend import BackendError
 from chatbot.export import ExportError, default_path, export_document, export_format, write_private
 from chatbot.export import render as render_export
 from chatbot.models import MissingCredentials
+from chatbot.plural import counted
 from chatbot.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.pricing import cost_rows, snapshot_cost
-from chatbot.repl import messages_count
+from chatbot.repl import thread_line
 from chatbot.settings import SettingsError
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
 from chatbot.timeline import (
@@ -166,8 +167,7 @@ def _thread(repl: Repl, arg: str) -> Outcome:
     if not arg:
         snapshot = repl.backend.current(repl.thread_id)
         count = len(snapshot.messages) if snapshot else 0
-        summary = "yes" if snapshot and snapshot.summary else "no"
-        repl.say(f"thread {repl.thread_id}: {messages_count(count)}, summary: {summary}")
+        repl.say(thread_line(repl.thread_id, count, bool(snapshot and snapshot.summary)))
         return None
     repl.open_thread(_thread_id(arg))
     return None
@@ -223,14 +223,25 @@ def _delete(repl: Repl, arg: str) -> Outcome:
         answer = repl.reader.read(f"Delete thread {thread_id} and all its history? [y/N] ")
     except (EOFError, KeyboardInterrupt):
         answer = ""
-    if answer.strip().lower() not in ("y", "yes"):
-        repl.say("kept", "dim")
+    if answer.strip().lower() not in ("y", "yes"):  # (piped input: its next line answers)
+        unasked = _delete_command(repl, thread_id)
+        repl.say(f"kept {thread_id}: {unasked} deletes it without asking", "dim")
         return None
     repl.backend.delete(thread_id)
     repl.say(f"deleted {thread_id}")
     if thread_id == repl.thread_id:
         repl.open_thread(new_thread_id())
     return None
+
+
+def _delete_command(repl: Repl, thread_id: str) -> str:
+    """``'chatbot delete ID --yes'``, with ``--db`` unless the database is the default one."""
+    from chatbot.places import default_db_path
+
+    words = ["chatbot", "delete", thread_id, "--yes"]
+    if repl.backend.location != str(default_db_path()):
+        words += ["--db", repl.backend.location]
+    return f"'{shlex.join(words)}'"
 
 
 # --- summary and history -------------------------------------------------------------------------
@@ -279,15 +290,13 @@ def _history_command(repl: Repl, arg: str) -> Outcome:
     if every:
         repl.console.print(render.history_table(history_rows(history, limit)))
         if len(history) > limit:
-            more = len(history) - limit
-            older = "older checkpoint" if more == 1 else "older checkpoints"
-            repl.say(f"... {more} {older} (/history all {len(history)})", "dim")
+            older = counted(len(history) - limit, "older checkpoint")
+            repl.say(f"... {older} (/history all {len(history)})", "dim")
         return None
     repl.console.print(render.turn_table(turn_entries(history, limit)))
     total = turn_count(history)
     if total > limit:
-        older = "older turn" if total - limit == 1 else "older turns"
-        repl.say(f"... {total - limit} {older} (/history {total})", "dim")
+        repl.say(f"... {counted(total - limit, 'older turn')} (/history {total})", "dim")
     return None
 
 
@@ -529,7 +538,7 @@ def _file(repl: Repl, arg: str) -> Outcome:
     if paths == ["clear"] and not sep:
         count = len(repl.attachments)
         repl.attachments = []
-        repl.say(f"dropped {count} attached file{'s' if count != 1 else ''}", "dim")
+        repl.say(f"dropped {counted(count, 'attached file')}", "dim")
         return None
     repl.ready()  # what the model takes is known once it is loaded
     limits = limits_for(repl.run_settings(), repl.model_name, repl.counter())
@@ -587,7 +596,7 @@ def _copy(repl: Repl, arg: str) -> Outcome:
     if not replies:
         raise CommandError("no reply to copy in this thread yet")
     if number > len(replies):
-        have = f"{len(replies)} repl{'ies' if len(replies) != 1 else 'y'}"
+        have = counted(len(replies), "reply", "replies")
         raise CommandError(f"no reply {number}: only {have} to copy (/copy 1 is the last)")
     text = replies[-number]
     terminal = repl.console.file if repl.console.is_terminal else None

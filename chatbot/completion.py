@@ -51,12 +51,16 @@ def _thread_ids(ctx: typer.Context) -> list[str]:
         return []  # completing never creates the database
     from chatbot.pgstore import open_store
 
-    store = open_store(places.db, places.pg_prepare_threshold)
+    store = open_store(places.db, places.pg_prepare_threshold, connect_timeout=DATABASE_TIMEOUT)
     try:
         return [t.thread_id for t in store.list_threads()]
     finally:
         store.close()
 
+
+DATABASE_TIMEOUT = 2
+"""Seconds a PostgreSQL server gets to accept a Tab's connection: the shortest psycopg waits
+(it reads 1 as 2); the commands themselves wait :data:`chatbot.pgstore.CONNECT_TIMEOUT`."""
 
 REMOTE_TIMEOUT = 1.0
 """Seconds a LangGraph server gets to answer a Tab (the commands themselves wait longer)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chatbot.errors import FriendlyError
+from chatbot.plural import counted
 from chatbot.store import SqlStore, thread_config
 
 
@@ -64,7 +65,7 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
         if foreign:
             raise CopyError(
                 f"thread {thread!r} exists in {target.path} with a different history "
-                f"({len(foreign)} checkpoint{'' if len(foreign) == 1 else 's'} the source does "
+                f"({counted(len(foreign), 'checkpoint')} the source does "
                 "not have): nothing was copied; rename or delete it there first"
             )
         todo = [t for t in tuples if t.config["configurable"]["checkpoint_id"] not in have]

@@ -26,6 +26,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from chatbot.errors import redact
+from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 
 if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Rich
@@ -130,8 +131,7 @@ class ReplyView:
         elif isinstance(event, Waiting):
             self._set_status(event.words)
         elif isinstance(event, Folding):
-            messages = "1 message" if event.messages == 1 else f"{event.messages} messages"
-            self._set_status(f"folding {messages} into the summary…")
+            self._set_status(f"folding {counted(event.messages, 'message')} into the summary…")
         elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
             self.notes.append(note_for(event))
             before_reply = getattr(event, "reason", "") in ("fit", "overflow")

@@ -45,10 +45,17 @@ _CHATBOT_TABLES = ("chatbot_threads", "chatbot_leases", "chatbot_messages", "cha
 vacuums, with LangGraph's."""
 
 
-def open_store(db: str, prepare_threshold: int | None = 5) -> SqlStore:
-    """The database ``CHATBOT_DB`` names: a PostgreSQL URL, or a SQLite file."""
+CONNECT_TIMEOUT = 10
+"""Seconds a PostgreSQL server gets to accept a connection (psycopg waits 2 at least)."""
+
+
+def open_store(
+    db: str, prepare_threshold: int | None = 5, connect_timeout: int = CONNECT_TIMEOUT
+) -> SqlStore:
+    """The database ``CHATBOT_DB`` names: a PostgreSQL URL (``connect_timeout`` seconds to
+    connect), or a SQLite file."""
     if is_postgres_url(db):
-        return PgStore(db, prepare_threshold=prepare_threshold)
+        return PgStore(db, prepare_threshold=prepare_threshold, connect_timeout=connect_timeout)
     return Store(db)
 
 
@@ -82,7 +89,14 @@ class PgStore(SqlStore):
 
     checkpoint_tables = _LANGGRAPH_TABLES
 
-    def __init__(self, url: str, *, prepare_threshold: int | None = 5, max_size: int = 4) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prepare_threshold: int | None = 5,
+        max_size: int = 4,
+        connect_timeout: int = CONNECT_TIMEOUT,
+    ) -> None:
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
@@ -109,8 +123,8 @@ class PgStore(SqlStore):
             name="chatbot",
         )
         try:
-            self._check_reachable(prepare_threshold)
-            self.pool.open(wait=True, timeout=10)
+            self._check_reachable(prepare_threshold, connect_timeout)
+            self.pool.open(wait=True, timeout=connect_timeout)
             self._set_up()
         except StoreError:
             self.pool.close()
@@ -121,12 +135,14 @@ class PgStore(SqlStore):
                 f"cannot use the PostgreSQL database {self.path}: {_reason(error)}"
             ) from None
 
-    def _check_reachable(self, prepare_threshold: int | None) -> None:
+    def _check_reachable(self, prepare_threshold: int | None, timeout: int) -> None:
         """One connection first: a wrong host, database or password fails at once with the
         server's reason (a pool would retry until its timeout)."""
         import psycopg
 
-        psycopg.connect(self.url, connect_timeout=10, prepare_threshold=prepare_threshold).close()
+        psycopg.connect(
+            self.url, connect_timeout=timeout, prepare_threshold=prepare_threshold
+        ).close()
 
     def _set_up(self) -> None:
         """LangGraph's tables, then chatbot's migrations, once, under an advisory lock (two

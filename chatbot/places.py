@@ -144,6 +144,10 @@ def _from_env_file(env_file: str | Path | None) -> dict[str, str]:
     return {key.lower(): value for key, value in values.items() if value is not None}
 
 
+KEY_NAMES = ("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
+"""The variables the API key is read from, in the order the settings try them."""
+
+
 class Found(NamedTuple):
     """A setting's text and where it was found."""
 
@@ -152,6 +156,14 @@ class Found(NamedTuple):
     """``option``, ``environment``, ``env file`` or ``config file``."""
     where: str
     """The option, the variable's name, or the file's path."""
+
+    @property
+    def place(self) -> str:
+        """Where, for a message: ``the environment variable OPENAI_API_KEY``, ``.env``, the
+        config file's path, or the option."""
+        if self.source == "environment":
+            return f"the environment variable {self.where}"
+        return self.where
 
 
 class SettingSources:

@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from chatbot.attachments import readable_text
+from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.session import NothingToFold, Summarized
 from chatbot.store import ThreadInfo
@@ -103,7 +104,7 @@ def when(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
 def describe_summary(event: Summarized) -> str:
     """The one dim line shown when messages are folded into the summary."""
     steps = f" in {event.calls} steps" if event.calls > 1 else ""
-    messages = "1 message" if event.messages == 1 else f"{event.messages} messages"
+    messages = counted(event.messages, "message")
     folded = f"{messages} ({event.tokens_in:,} tokens) into {event.tokens_out:,} tokens{steps}"
     context = (
         f"; context {event.context_before:,} → {event.context_after:,} tokens"

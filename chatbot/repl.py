@@ -26,6 +26,7 @@ from rich.markup import escape
 
 from chatbot.logs import logger
 from chatbot.places import SettingsError
+from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.turns import TICK_SECONDS, TurnRunner, session_runner
 
@@ -226,9 +227,11 @@ class LoadingBackend:
         return cast("Backend", self)
 
 
-def messages_count(count: int) -> str:
-    """``1 message``, ``2 messages``: how the REPL says what a thread holds."""
-    return f"{count} message" if count == 1 else f"{count} messages"
+def thread_line(thread_id: str, messages: int, summary: bool) -> str:
+    """``thread t1: 2 messages, no summary yet``: what a thread holds, as the REPL says it when
+    it opens the thread and at ``/thread``."""
+    told = "with a summary" if summary else "no summary yet"
+    return f"thread {thread_id}: {counted(messages, 'message')}, {told}"
 
 
 def _wait_quietly(done: threading.Event, words: str) -> None:
@@ -496,9 +499,8 @@ class Repl:
             self._untold = self.thread_id
             self._counts_told = info.message_count is not None and info.has_summary is not None
             if self._counts_told:
-                summary = "with a summary" if info.has_summary else "no summary yet"
-                counts = f"{messages_count(info.message_count or 0)}, {summary}"
-                self.say(f"thread {self.thread_id}: {counts}", "dim")
+                line = thread_line(self.thread_id, info.message_count or 0, bool(info.has_summary))
+                self.say(line, "dim")
             return
         self.print(
             f"[bold]chatbot {__version__}[/] · model [bold]{escape(sanitize(self.model_name))}[/]"
@@ -527,10 +529,8 @@ class Repl:
             if snapshot is None:
                 self.say(f"new thread {thread_id}", "dim")
                 return
-            summary = "with a summary" if snapshot.summary else "no summary yet"
-            self.say(
-                f"thread {thread_id}: {messages_count(len(snapshot.messages))}, {summary}", "dim"
-            )
+            line = thread_line(thread_id, len(snapshot.messages), bool(snapshot.summary))
+            self.say(line, "dim")
         if snapshot is None:
             return
         if snapshot.awaiting_reply:

@@ -14,9 +14,11 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from chatbot.places import (
+    KEY_NAMES,
     USER_CONFIG,
     ConfigFile,
     SettingsError,
+    SettingSources,
     check_env_file,
     check_http_url,
     default_db_path,
@@ -27,6 +29,8 @@ from chatbot.places import (
 from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
 
 OFFLINE_MODEL = "offline"
+CHECK_THE_KEY = "check the key"
+"""How a refused API key's message ends; :func:`load_settings` adds where the key was found."""
 
 
 class Settings(BaseSettings):
@@ -75,9 +79,7 @@ class Settings(BaseSettings):
         None, description="Append one JSON line per model call to this file (the call log)."
     )
 
-    openai_api_key: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
-    )
+    openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices(*KEY_NAMES))
     openai_base_url: str | None = Field(
         None, validation_alias=AliasChoices("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
     )
@@ -117,11 +119,11 @@ class Settings(BaseSettings):
             return value
         value = value.strip()  # a pasted key often brings a line break along
         if any(c.isspace() for c in value):
-            raise ValueError("it contains a space or a line break: check the key in .env")
+            raise ValueError(f"it contains a space or a line break: {CHECK_THE_KEY}")
         if not value.isascii() or not value.isprintable():
             raise ValueError(
                 "it contains characters no API key has (non-ASCII or control characters): "
-                "check the key in .env"
+                + CHECK_THE_KEY
             )
         return value or None
 
@@ -219,7 +221,11 @@ def load_settings(
     try:
         return Settings(_env_file=files or None, **overrides)
     except ValidationError as error:
-        raise SettingsError(describe_validation_error(error)) from None
+        message = describe_validation_error(error)
+        if message.endswith(CHECK_THE_KEY) and "openai_api_key" not in overrides:
+            found = SettingSources(env_file, config).find(*KEY_NAMES)
+            message += f" in {found.place}" if found else ""
+        raise SettingsError(message) from None
     except UnicodeDecodeError:
         bad = next((f for f in files if not _is_utf8(f)), env_file)
         raise SettingsError(f"env file {str(bad)!r} is not UTF-8 text: save it as UTF-8") from None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.places import (
+    KEY_NAMES,
     USER_CONFIG,
     ConfigFile,
     SettingsError,
@@ -27,7 +28,6 @@ from chatbot.places import (
 if TYPE_CHECKING:
     from chatbot.settings import Settings
 
-KEY_NAMES = ("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
 REDACTED = "[redacted]"
 _URL_FIELDS = ("db", "url", "openai_base_url")
 _OPTIONS = {"db": "--db", "model": "--model", "url": "--url"}

@@ -4,10 +4,14 @@ model names, through Typer's own protocol (``_CHATBOT_COMPLETE=complete_bash`` w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -129,6 +133,37 @@ def test_a_problem_means_no_completions_never_a_traceback(env: dict[str, str]) -
     result = complete_in_a_process("chatbot show ", **env)
     assert result.returncode == 0
     assert result.stdout.strip() == "" and result.stderr == ""
+
+
+def test_a_database_server_that_never_answers_does_not_hold_the_shell() -> None:
+    # A PostgreSQL host that accepts connections and never answers: the commands give it 10 s
+    # to connect, a Tab only psycopg's shortest wait (2 s); the bound below is generous.
+    stop = threading.Event()
+    held: list[socket.socket] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.1)
+
+        def accept_and_stay_silent() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    held.append(server.accept()[0])
+
+        holder = threading.Thread(target=accept_and_stay_silent, daemon=True)
+        holder.start()
+        db = f"postgresql://nobody@127.0.0.1:{server.getsockname()[1]}/none"
+        started = time.monotonic()
+        try:
+            result = complete_in_a_process("chatbot show ", CHATBOT_DB=db)
+        finally:
+            took = time.monotonic() - started
+            stop.set()
+            holder.join()
+            for connection in held:
+                connection.close()
+    assert held, "the completion did connect"
+    assert result.returncode == 0
+    assert result.stdout.strip() == "" and result.stderr == ""
+    assert took < 5, f"a Tab waited {took:.1f} s"
 
 
 def test_a_missing_database_completes_nothing_and_is_not_created(tmp_path: Path) -> None:

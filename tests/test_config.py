@@ -142,6 +142,28 @@ def test_a_bad_setting_in_the_config_file_is_shown_and_one_error_line(tmp_path: 
     assert not (tmp_path / "db.sqlite").exists()
 
 
+def test_a_key_that_cannot_be_one_names_where_it_was_found(tmp_path: Path) -> None:
+    bad = "sk-abc def"
+    db = str(tmp_path / "db.sqlite")
+
+    def refused(*args: str, **env: str) -> str:
+        line = one_error(invoke(*args, "ask", "hi", "--db", db, **env), 2)
+        assert line.startswith("error: OPENAI_API_KEY is not valid: it contains ")
+        assert "sk-abc" not in line
+        return line.rsplit(": check the key in ", 1)[1]
+
+    config = write_config(f'OPENAI_API_KEY="{bad}"\n')
+    assert refused() == str(config)
+    (tmp_path / ".env").write_text(f'OPENAI_API_KEY="{bad}"\n')
+    assert refused() == ".env"  # ./.env beats the config file
+    other = tmp_path / "other.env"
+    other.write_text(f'OPENAI_API_KEY="{bad}"\n')
+    assert refused("--env-file", str(other)) == str(other)
+    assert refused(CHATBOT_OPENAI_API_KEY=bad) == "the environment variable CHATBOT_OPENAI_API_KEY"
+    assert refused(OPENAI_API_KEY="sk-abcé") == "the environment variable OPENAI_API_KEY"
+    assert not (tmp_path / "db.sqlite").exists()
+
+
 def test_a_misspelt_setting_in_either_file_and_the_offline_model_are_noted(
     tmp_path: Path,
 ) -> None:

@@ -523,7 +523,7 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
     term.child.sendintr()
     term.expect_prompt("main")
     shown = term.say("/thread", "main")
-    assert re.search(r"thread main: \d+ messages, summary: yes", shown)
+    assert re.search(r"thread main: \d+ messages, with a summary", shown)
     assert term.leave() == 0
     assert_clean(term)
     requests_before_reopen = len(chat_requests(openai_server))
