@@ -117,8 +117,8 @@ def parse(argv: Sequence[str]) -> Invocation | None:
     if len(arguments) < positional:
         return None
     limit = own.get("limit", "50")
-    if not (limit.isascii() and limit.isdigit() and int(limit) >= 1):
-        return None  # (Typer's business: a limit that is no number of at least 1)
+    if not (limit.isascii() and limit.isdigit() and len(limit) <= 18 and int(limit) >= 1):
+        return None  # (Typer's business: a limit that is no number of at least 1, or huge)
     return Invocation(options, command, arguments, own)
 
 
@@ -199,7 +199,4 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
     if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
         sys.stdout.reconfigure(errors="replace")
-    code = run(invocation)
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    sys.exit(code)
+    sys.exit(run(invocation))  # (the streams are flushed at exit, as after the Typer app)

@@ -132,6 +132,27 @@ def test_the_quick_forms_do_what_they_say(db: Path) -> None:
     assert missing.stderr.startswith("error: no thread 'nope'")
 
 
+@pytest.mark.parametrize("closed", [1, 2])
+def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> None:
+    """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None; the
+    quick path flushed both before exiting, a traceback and exit code 1 where the Typer app
+    exits 0."""
+    for form in (["threads", "--db", str(db)], ["history", "t1", "--db", str(db)]):
+        outcomes = [
+            subprocess.run(
+                [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                preexec_fn=lambda: os.close(closed),
+            )
+            for typer in (False, True)
+        ]
+        quick, reference = ((o.returncode, o.stdout, o.stderr) for o in outcomes)
+        assert quick == reference, form
+        assert reference[0] == 0, form
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -155,6 +176,7 @@ def test_the_quick_forms_do_what_they_say(db: Path) -> None:
         ["history", "t1", "--limit", "0"],
         ["history", "t1", "-n", "x"],
         ["history", "t1", "-n", "٣"],
+        ["history", "t1", "-n", "9" * 5000],  # (int() refuses more than 4300 digits)
         ["history"],
         ["search", "x"],
         [""],
