@@ -3,8 +3,6 @@ part of chatbot that reads the environment and prints (its frame: :mod:`chatbot.
 
 from __future__ import annotations
 
-import io
-import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -43,6 +41,7 @@ from chatbot.cliapp import (
     out,
     print_json,
     read_text,
+    set_up_process,
     show_notice,
     show_version,
     valid_text_option,
@@ -590,7 +589,5 @@ def main() -> None:
     # The REPL collects again once its loading has ended; every other command once its
     # arguments are parsed (see main_options).
     gc.disable()
-    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
-        sys.stdout.reconfigure(errors="replace")
+    set_up_process()
     app(prog_name="chatbot")  # also under `python -m chatbot`: completion calls `chatbot`

@@ -26,6 +26,7 @@ from chatbot.clicore import (  # noqa: F401  (the commands import these from her
     out,
     print_json,
     read_text,
+    set_up_process,
     show_notice,
     thread_backend,
     valid_stdin,

@@ -235,9 +235,32 @@ def _error_line(message: str) -> None:
 
 def print_json(data: Any) -> None:
     """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
-    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself."""
-    sys.stdout.write(escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n")
-    sys.stdout.flush()
+    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself. A closed stdout takes
+    nothing, and a reader gone (``| head``) ends the command quietly, as Rich's console does."""
+    text = escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no error at exit)
+        raise SystemExit(1) from None
+
+
+def set_up_process() -> None:
+    """What every command's process needs first: libraries' logs as one line, errors only;
+    what the terminal cannot show written as "?"; a closed stdin read as an empty one."""
+    import logging
+    import os
+
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")
+    if sys.stdin is None:  # (`chatbot <&-`): as `< /dev/null`
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (the process's stdin)
 
 
 def show_notice(state: AppState) -> None:

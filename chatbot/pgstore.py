@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
 from chatbot.errors import remember_secret
 from chatbot.store import (
@@ -60,16 +59,11 @@ def open_store(
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***`` (for people, logs and errors)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "postgresql://***"
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    """The URL with its password replaced by ``***`` (for people, logs and errors), in
+    ``user:password@`` and ``?password=`` alike."""
+    from chatbot.places import without_password
+
+    return without_password(url)
 
 
 def _saver_class() -> type[PostgresSaver]:
@@ -102,8 +96,9 @@ class PgStore(SqlStore):
 
         self.url = url.strip()
         self.path = redact_url(self.url)
-        password = urlsplit(self.url).password
-        if password:
+        from chatbot.places import url_passwords
+
+        for password in url_passwords(self.url):
             remember_secret(password)
         self._saver: PostgresSaver | None = None
         self.pool: ConnectionPool[Any] = ConnectionPool(

@@ -80,21 +80,47 @@ def check_http_url(value: str | None, example: str) -> str | None:
     return value
 
 
+_SECRET_PARAMETERS = ("password", "sslpassword")
+"""Query parameters that hold a password (libpq reads ``?password=``, and ``sslpassword`` for
+a client key)."""
+
+
 def without_password(url: str) -> str:
-    """A URL as people may see it (errors, ``chatbot config``): its password as ``***``."""
+    """A URL as people may see it (errors, ``chatbot config``): its password as ``***``, in
+    ``user:password@`` and in ``?password=`` alike."""
+    import re
     from urllib.parse import urlsplit, urlunsplit
 
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:  # too broken to parse: hide whatever sits between // and @
-        import re
+        url = re.sub(r"(//[^/@]*?:)[^/]*@", r"\1***@", url)
+        return re.sub(rf"(?i)\b({'|'.join(_SECRET_PARAMETERS)})=[^&#]*", r"\1=***", url)
+    if password is not None:
+        host = parts.netloc.rsplit("@", 1)[-1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if parts.query:
+        names = "|".join(_SECRET_PARAMETERS)
+        parts = parts._replace(query=re.sub(rf"(?i)(^|&)({names})=[^&]*", r"\1\2=***", parts.query))
+    return urlunsplit(parts)
 
-        return re.sub(r"(//[^/@]*?:)[^/]*@", r"\1***@", url)
-    if password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+def url_passwords(url: str) -> list[str]:
+    """The passwords a URL holds (as written and decoded), to keep out of every output."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        found = [parts.password] if parts.password else []
+    except ValueError:
+        return []
+    found += [
+        value
+        for name, value in parse_qsl(parts.query, keep_blank_values=False)
+        if name.lower() in _SECRET_PARAMETERS
+    ]
+    return [form for secret in found for form in dict.fromkeys((secret, unquote(secret)))]
 
 
 def check_env_file(env_file: str | Path | None) -> None:

@@ -182,8 +182,6 @@ def main() -> None:
     """Console-script entry point: the commonest invocations here, the rest in the Typer app
     (:func:`chatbot.cli.main`)."""
     import gc
-    import io
-    import logging
     import os
 
     # Starting allocates much and frees little: collecting garbage meanwhile only costs time.
@@ -196,7 +194,7 @@ def main() -> None:
 
         typer_main()
         return
-    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-    if isinstance(sys.stdout, io.TextIOWrapper):  # what the terminal cannot show becomes "?"
-        sys.stdout.reconfigure(errors="replace")
+    from chatbot.clicore import set_up_process
+
+    set_up_process()
     sys.exit(run(invocation))  # (the streams are flushed at exit, as after the Typer app)

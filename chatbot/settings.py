@@ -24,6 +24,7 @@ from chatbot.places import (
     default_db_path,
     prepare_threshold,
     resolve_config_file,
+    url_passwords,
     without_password,
 )
 from chatbot.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
@@ -173,15 +174,12 @@ class Settings(BaseSettings):
         return self.summary_model or self.model
 
     def secrets(self) -> list[str]:
-        """What is never shown: the API key, and a password in the model server's or the
-        LangGraph server's URL (``http://user:password@proxy/v1``)."""
-        from urllib.parse import unquote, urlsplit
-
+        """What is never shown: the API key, and a password in the model server's, the
+        LangGraph server's or the database's URL (``http://user:password@proxy/v1``,
+        ``postgresql://h/db?password=...``)."""
         found = [self.openai_api_key.get_secret_value()] if self.openai_api_key else []
-        for url in (self.openai_base_url, self.url):
-            password = urlsplit(url).password if url else None
-            if password:
-                found += [password, unquote(password)]
+        for url in (self.openai_base_url, self.url, self.db):
+            found += url_passwords(url) if url else []
         return found
 
     @property

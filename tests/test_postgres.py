@@ -70,7 +70,26 @@ def test_a_database_that_does_not_exist_is_one_line_without_the_password(
         ("postgresql://u:p%40ss@h:5432/d", "postgresql://u:***@h:5432/d"),
         ("postgresql://u@h/d", "postgresql://u@h/d"),
         ("postgres://h/d", "postgres://h/d"),
+        (
+            "postgresql://u@h/d?password=s3cret&sslmode=disable",
+            "postgresql://u@h/d?password=***&sslmode=disable",
+        ),
+        (
+            "postgresql://h/d?sslmode=require&PASSWORD=x%26y",
+            "postgresql://h/d?sslmode=require&PASSWORD=***",
+        ),
+        ("postgresql://u:p@h/d?sslpassword=k", "postgresql://u:***@h/d?sslpassword=***"),
+        ("postgresql://u@h/d?user=password", "postgresql://u@h/d?user=password"),
     ],
 )
 def test_the_password_is_redacted_from_the_location(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_a_password_in_the_query_string_is_never_printed() -> None:
+    url = "postgresql://u@127.0.0.1:1/x?password=s3cr%65t-pw&sslmode=disable"
+    for args in (["threads", "--db", url], ["config", "--db", url]):
+        result = invoke(*args)
+        assert "s3cr" not in result.output, result.output
+    refused = invoke("threads", "--db", url)
+    assert refused.exit_code == 2 and "password=***" in refused.stderr

@@ -137,7 +137,13 @@ def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> N
     """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None; the
     quick path flushed both before exiting, a traceback and exit code 1 where the Typer app
     exits 0."""
-    for form in (["threads", "--db", str(db)], ["history", "t1", "--db", str(db)]):
+    forms = [
+        ["threads", "--db", str(db)],
+        ["history", "t1", "--db", str(db)],
+        ["threads", "--json", "--db", str(db)],
+        ["show", "t1", "--json", "--db", str(db)],
+    ]
+    for form in forms:
         outcomes = [
             subprocess.run(
                 [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
@@ -151,6 +157,56 @@ def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> N
         quick, reference = ((o.returncode, o.stdout, o.stderr) for o in outcomes)
         assert quick == reference, form
         assert reference[0] == 0, form
+
+
+@pytest.mark.parametrize("typer", [False, True])
+def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> None:
+    """``chatbot threads --json | (exit)``: the pipe's reader is gone before the first write.
+    Rich's console ends a table then with exit code 1 and nothing on stderr; JSON too."""
+    for form in (["threads", "--db", str(db)], ["threads", "--json", "--db", str(db)]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            gone = subprocess.run(
+                [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            os.close(write)
+        assert (gone.returncode, gone.stderr) == (1, ""), form
+
+
+def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
+    """``chatbot <&-``: the REPL reads no line and leaves, as with ``< /dev/null``; ``ask``
+    says there is no message; on both paths, without a traceback."""
+    for form in (["--db", str(db), "-t", "t1"], ["ask", "--db", str(db)]):
+        outcomes = [
+            subprocess.run(
+                [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                preexec_fn=lambda: os.close(0),
+            )
+            for typer in (False, True)
+        ]
+        empty = subprocess.run(
+            [sys.executable, "-c", _ENTRY, "", "", *form],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        for closed in outcomes:
+            assert (closed.returncode, closed.stdout, closed.stderr) == (
+                empty.returncode,
+                empty.stdout,
+                empty.stderr,
+            ), form
+        assert "Traceback" not in empty.stderr
 
 
 @pytest.mark.parametrize(
