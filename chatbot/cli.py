@@ -575,7 +575,7 @@ def delete(
         if not sys.stdin.isatty():
             fail("deleting needs confirmation: add --yes", 2)
         if not typer.confirm(f"Delete thread {thread_id} and all its history?", default=False):
-            err.print("kept")
+            err.print(f"kept {escape(sanitize(thread_id))}")
             raise typer.Exit(1)
     backend.delete(thread_id)
     err.print(f"deleted {escape(sanitize(thread_id))}")

@@ -138,7 +138,7 @@ def db_copy(
                 run_copy(src, dst, plan, progress=lambda n: bar.advance(task, n))
         copied, same = len(plan.copy), len(plan.skipped)
         err.print(
-            f"copied {counted(copied, 'thread')} ({total:,} checkpoints) from "
+            f"copied {counted(copied, 'thread')} ({counted(total, 'checkpoint', spec=',')}) from "
             f"{escape(src.path)} to {escape(dst.path)}"
             + (f"; {same} already there with the same history" if same else "")
         )

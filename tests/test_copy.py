@@ -81,6 +81,7 @@ def test_copying_again_copies_only_what_is_new(any_db: str, tmp_path: Path) -> N
     assert invoke("db", "copy", source, any_db, "-t", "work").exit_code == 0
     again = invoke("db", "copy", source, any_db, "-t", "work")
     assert again.exit_code == 0 and "1 already there with the same history" in again.stderr
+    assert "copied 0 threads (0 checkpoints)" in again.stderr, "counts in agreement"
     invoke("ask", "more", "--thread", "work", "--db", source)
     more = invoke("db", "copy", source, any_db)
     assert more.exit_code == 0 and "copied 2 threads" in more.stderr, more.output
