@@ -251,3 +251,52 @@ def fake_wl_copy(folder: Path) -> tuple[Path, Path]:
     for program in ("wl-copy", "wl-paste"):
         (bin_dir / program).chmod(0o755)
     return bin_dir, clip
+
+
+def offline_threads(path: Path, first: tuple[str, ...] = ("one", "two", "three")) -> Path:
+    """A SQLite file of two threads made through the real graph by the offline model: ``t1``
+    of the ``first`` messages (folded from 4 messages, keeping 2), then ``t2`` of one."""
+    from chatbot.backend import LocalBackend
+    from chatbot.graph import build_graph
+    from chatbot.models import OfflineChatModel
+    from chatbot.settings import Settings
+    from chatbot.store import Store
+
+    settings = Settings(_env_file=None, summary_trigger="messages:4", summary_keep="messages:2")  # type: ignore[call-arg]
+    with Store(path) as store:
+        graph = build_graph(
+            OfflineChatModel(), OfflineChatModel(role="summary"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        for text in first:
+            list(backend.send("t1", text))
+        list(backend.send("t2", "other"))
+    return path
+
+
+_GUARDED_ENTRY = """
+import sys
+blocked = set(filter(None, sys.argv[1].split(",")))
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name in blocked or any(name.startswith(b + ".") for b in blocked):
+            raise ImportError(f"{name} must not be imported by this command")
+        return None
+
+sys.meta_path.insert(0, Refuse())
+sys.argv = ["chatbot", *sys.argv[2:]]
+if sys.argv[1:2] == ["--typer"]:  # the reference: the Typer app itself
+    del sys.argv[1]
+    from chatbot.cli import main
+else:  # the console script's entry point
+    from chatbot.quick import main
+main()
+"""
+
+
+def chatbot_argv(*args: str, typer: bool = False, blocked: str = "") -> list[str]:
+    """The command line that runs ``chatbot ARGS`` in a fresh Python: through the console
+    script's entry point (:mod:`chatbot.quick`), or the Typer app itself with ``typer``, with
+    the modules ``blocked`` names (comma-separated, and their submodules) failing to import."""
+    return [sys.executable, "-c", _GUARDED_ENTRY, blocked, *(["--typer"] if typer else []), *args]

@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import ROOT, Cli, ok, runner
+from tests.helpers import ROOT, Cli, chatbot_argv, ok, runner
 
 from chatbot.cli import app  # isort: skip
-from tests.test_startup import _GUARDED_CLI  # the CLI refusing to import the named modules
 
 _NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai,langgraph,rich"
 
@@ -47,7 +46,7 @@ def complete_in_a_process(line: str, blocked: str = "", **env: str) -> subproces
     words = line.split()
     cword = len(words) if line.endswith(" ") else len(words) - 1
     return subprocess.run(
-        [sys.executable, "-c", _GUARDED_CLI, blocked],
+        chatbot_argv(blocked=blocked),  # the CLI refusing to import the named modules
         capture_output=True,
         text=True,
         timeout=60,

@@ -6,44 +6,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
 from chatbot.quick import Invocation, parse
-from chatbot.settings import Settings
-from chatbot.store import Store
-
-_ENTRY = """
-import sys
-blocked = set(filter(None, sys.argv[2].split(",")))
-
-class Refuse:
-    def find_spec(self, name, path=None, target=None):
-        if name in blocked or any(name.startswith(b + ".") for b in blocked):
-            raise ImportError(f"{name} must not be imported by this command")
-        return None
-
-sys.meta_path.insert(0, Refuse())
-sys.argv = ["chatbot", *sys.argv[3:]]
-if sys.argv[1:2] == ["--typer"]:  # the reference: the Typer app itself
-    del sys.argv[1]
-    from chatbot.cli import main
-else:  # the console script's entry point
-    from chatbot.quick import main
-main()
-"""
+from tests.helpers import chatbot_argv, offline_threads
 
 
 def _run(
     *args: str, typer: bool = False, blocked: str = "", stdin: str = "", cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", _ENTRY, "", blocked, *(["--typer"] if typer else []), *args],
+        chatbot_argv(*args, typer=typer, blocked=blocked),
         capture_output=True,
         text=True,
         input=stdin,
@@ -55,17 +30,9 @@ def _run(
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("quick") / "db.sqlite"
-    settings = Settings(_env_file=None, summary_trigger="messages:4", summary_keep="messages:2")  # type: ignore[call-arg]
-    with Store(path) as store:
-        graph = build_graph(
-            OfflineChatModel(), OfflineChatModel(role="summary"), settings, store.saver
-        )
-        backend = LocalBackend(graph, store)
-        for text in ("one", "**two** in `code`", "three"):
-            list(backend.send("t1", text))
-        list(backend.send("t2", "other"))
-    return path
+    return offline_threads(
+        tmp_path_factory.mktemp("quick") / "db.sqlite", ("one", "**two** in `code`", "three")
+    )
 
 
 def _forms(db: Path, tmp: Path) -> list[list[str]]:
@@ -146,7 +113,7 @@ def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> N
     for form in forms:
         outcomes = [
             subprocess.run(
-                [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
+                chatbot_argv(*form, typer=typer),
                 capture_output=True,
                 text=True,
                 timeout=60,
@@ -168,7 +135,7 @@ def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> No
         os.close(read)
         try:
             gone = subprocess.run(
-                [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
+                chatbot_argv(*form, typer=typer),
                 stdout=write,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -185,7 +152,7 @@ def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
     for form in (["--db", str(db), "-t", "t1"], ["ask", "--db", str(db)]):
         outcomes = [
             subprocess.run(
-                [sys.executable, "-c", _ENTRY, "", "", *(["--typer"] if typer else []), *form],
+                chatbot_argv(*form, typer=typer),
                 capture_output=True,
                 text=True,
                 timeout=60,
@@ -194,7 +161,7 @@ def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
             for typer in (False, True)
         ]
         empty = subprocess.run(
-            [sys.executable, "-c", _ENTRY, "", "", *form],
+            chatbot_argv(*form),
             capture_output=True,
             text=True,
             timeout=60,
@@ -254,7 +221,7 @@ def test_what_the_quick_forms_read() -> None:
 
 def test_shell_completion_goes_to_the_typer_app(db: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-c", _ENTRY, "", "", "threads"],
+        chatbot_argv("threads"),
         capture_output=True,
         text=True,
         timeout=60,

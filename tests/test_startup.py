@@ -11,31 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
 from chatbot.places import SettingsError, prepare_threshold, read_places
-from chatbot.settings import Settings, load_settings
-from chatbot.store import Store
+from chatbot.settings import load_settings
+from tests.helpers import chatbot_argv, offline_threads
 
-# Run the CLI with an import hook that makes the named modules fail to import: a command that
+# The CLI run with an import hook that makes the named modules fail to import: a command that
 # needed a model (chatbot.models, langchain_openai) or the graph (chatbot.graph) fails.
-_GUARDED_CLI = """
-import sys
-blocked = set(sys.argv[1].split(","))
-
-class Refuse:
-    def find_spec(self, name, path=None, target=None):
-        if name in blocked or any(name.startswith(b + ".") for b in blocked):
-            raise ImportError(f"{name} must not be imported by this command")
-        return None
-
-sys.meta_path.insert(0, Refuse())
-sys.argv = ["chatbot", *sys.argv[2:]]
-from chatbot.quick import main
-main()
-"""
-
 _NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai"
 
 
@@ -43,7 +24,7 @@ def _run(
     blocked: str, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", _GUARDED_CLI, blocked, *args],
+        chatbot_argv(*args, blocked=blocked),
         capture_output=True,
         text=True,
         timeout=60,
@@ -53,17 +34,7 @@ def _run(
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("startup") / "db.sqlite"
-    settings = Settings(_env_file=None, summary_trigger="messages:4", summary_keep="messages:2")  # type: ignore[call-arg]
-    with Store(path) as store:
-        graph = build_graph(
-            OfflineChatModel(), OfflineChatModel(role="summary"), settings, store.saver
-        )
-        backend = LocalBackend(graph, store)
-        for text in ("one", "two", "three"):
-            list(backend.send("t1", text))
-        list(backend.send("t2", "other"))
-    return path
+    return offline_threads(tmp_path_factory.mktemp("startup") / "db.sqlite")
 
 
 def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Path) -> None:
