@@ -162,11 +162,7 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
 def app_state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
     state = ctx.find_root().obj
     assert isinstance(state, AppState)
-    if db:
-        state.db = db
-    if url:
-        state.url = url
-    return state
+    return state.narrow(db, url)
 
 
 def show_version(value: bool) -> None:

@@ -219,6 +219,14 @@ class AppState:
 
         return LocalBackend(self._graph, self.store, build=lambda: self.graph)
 
+    def narrow(self, db: str | None, url: str | None) -> AppState:
+        """The state with a command's own ``--db`` / ``--url``, which beat the global ones."""
+        if db:
+            self.db = db
+        if url:
+            self.url = url
+        return self
+
     def close(self) -> None:
         if self._store is not None:
             self._store.close()

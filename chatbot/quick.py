@@ -137,10 +137,7 @@ def run(invocation: Invocation) -> int:
         model=options.get("model"),
         url=options.get("url"),
     )
-    if own.get("db"):
-        state.db = own["db"]
-    if own.get("url"):
-        state.url = own["url"]
+    state.narrow(own.get("db"), own.get("url"))
     try:
         leading_note(state)
         if invocation.command == "threads":
