@@ -21,15 +21,12 @@ No LangGraph here; reading commands use :func:`describe_content`.
 
 from __future__ import annotations
 
-import base64
-import glob
 import os
 import re
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.errors import FriendlyError
 
@@ -69,8 +66,7 @@ class AlreadyAttached(AttachmentError):
     """The same file given twice for one message: it is attached once."""
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """What the model in use accepts (see the module's vocabulary)."""
 
     model: str = ""
@@ -79,8 +75,7 @@ class Limits:
     counter: TokenCounter | None = None
 
 
-@dataclass(frozen=True)
-class Attachment:
+class Attachment(NamedTuple):
     """A file read for the next message."""
 
     name: str
@@ -166,6 +161,8 @@ def expand_patterns(given: Sequence[str]) -> list[str]:
     """The paths given, each pattern (``*``, ``?``, ``[``; ``**`` for any depth) that is not
     itself a file's name replaced by the files it matches, sorted; a pattern matching no file
     stays as given (and is refused as missing)."""
+    import glob  # (here: showing a thread reads attachments' text, never a pattern)
+
     paths: list[str] = []
     for item in given:
         if not glob.has_magic(item) or os.path.lexists(os.path.expanduser(item)):
@@ -256,6 +253,8 @@ def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Atta
                 f"{limits.model} does not take images: {name} not attached "
                 "(pick one that does: /model NAME in the chat, --model NAME for ask)"
             )
+        import base64
+
         from chatbot.tokens import MEDIA_TOKENS
 
         block: dict[str, Any] = {

@@ -15,16 +15,6 @@ from langchain_core.runnables import RunnableConfig
 
 from chatbot.checkpoints import lazy_history, read_checkpoint
 from chatbot.errors import FriendlyError
-from chatbot.leases import Lease
-from chatbot.pricing import SPENT_KEY, spent, spent_metadata
-from chatbot.session import (
-    STREAM_MODES,
-    Event,
-    TurnStream,
-    Waiting,
-    events_from_stream,
-    make_title,
-)
 from chatbot.store import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.timeline import (
     ACTION_KEY,
@@ -36,9 +26,11 @@ from chatbot.timeline import (
     fork_values,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
     from chatbot.attachments import Content
+    from chatbot.leases import Lease
     from chatbot.runsettings import RunSettings
+    from chatbot.session import Event, TurnStream
     from chatbot.state import ChatGraph
 
 
@@ -129,9 +121,10 @@ class LocalBackend:
         thread, across processes: a busy thread is waited for, with a :class:`Waiting` event).
         ``prepare`` runs once the lease is held, before the graph. The thread's row is updated
         and the lease given back however the run ends."""
+        from chatbot.session import STREAM_MODES, TurnStream, Waiting, events_from_stream
 
         def blocking() -> Iterator[Event]:
-            lease = Lease(self.store, thread_id, self.lease_seconds)
+            lease = self._lease(thread_id)
             if not lease.try_acquire():
                 yield Waiting(thread_id)
                 lease.acquire()
@@ -151,7 +144,7 @@ class LocalBackend:
                     lease.release()
 
         async def cancellable() -> AsyncIterator[Event]:
-            lease = Lease(self.store, thread_id, self.lease_seconds)
+            lease = self._lease(thread_id)
             if not lease.try_acquire():
                 yield Waiting(thread_id)
                 await lease.aacquire()
@@ -178,10 +171,18 @@ class LocalBackend:
 
         return TurnStream(blocking, cancellable)
 
+    def _lease(self, thread_id: str) -> Lease:
+        """The thread's lease (:mod:`chatbot.leases`), for a turn or a change of its state."""
+        from chatbot.leases import Lease
+
+        return Lease(self.store, thread_id, self.lease_seconds)
+
     def _spent_so_far(self, thread_id: str, config: RunnableConfig) -> RunnableConfig:
         """The run's config with the thread's spend so far, the floor of the run's usage
         record: a run from an older checkpoint (/retry) or after /undo keeps what the calls
         it went back past cost (see :mod:`chatbot.pricing`)."""
+        from chatbot.pricing import SPENT_KEY, spent
+
         record = spent(self.current(thread_id))
         if record is None:
             return config
@@ -239,6 +240,8 @@ class LocalBackend:
     def _record(
         self, thread_id: str, title_hint: Content = "", origin: tuple[str, str] | None = None
     ) -> None:
+        from chatbot.session import make_title
+
         state = self.current(thread_id)
         if state is None:
             return
@@ -291,7 +294,7 @@ class LocalBackend:
 
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
         """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
-        with Lease(self.store, new_id, self.lease_seconds):
+        with self._lease(new_id):
             self._fork(thread_id, checkpoint_id, new_id)
 
     def _fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
@@ -319,10 +322,12 @@ class LocalBackend:
         ``checkpoint_id=None`` restores the empty state a thread had before its first turn.
         Waits for a turn another process is taking on the thread.
         """
-        with Lease(self.store, thread_id, self.lease_seconds):
+        with self._lease(thread_id):
             self._restore(thread_id, checkpoint_id, action)
 
     def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
+        from chatbot.pricing import spent_metadata
+
         now = self.current(thread_id)
         metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
         kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
@@ -352,7 +357,7 @@ class LocalBackend:
         a checkpoint of its own (``/system`` in /history); the thread is made if it is new.
         False when it already was this prompt (nothing written). Waits for a turn another
         process is taking on the thread."""
-        with Lease(self.store, thread_id, self.lease_seconds):
+        with self._lease(thread_id):
             return self._set_system_prompt(thread_id, prompt, role)
 
     def _set_system_prompt(self, thread_id: str, prompt: str, role: str) -> bool:

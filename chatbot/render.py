@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage
 from markdown_it import MarkdownIt
@@ -26,9 +27,11 @@ from rich.text import Text
 from chatbot.attachments import readable_text
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
-from chatbot.session import NothingToFold, Summarized
 from chatbot.store import ThreadInfo
 from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
+
+if TYPE_CHECKING:
+    from chatbot.session import NothingToFold, Summarized
 
 
 class Markdown(RichMarkdown):

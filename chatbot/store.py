@@ -16,11 +16,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import stat
 import threading
 import time
-import uuid
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ _OWN_TABLES = frozenset(  # LangGraph's and ours
 )
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
+_UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 
 
 class PerDatabase(NamedTuple):
@@ -245,15 +246,17 @@ def thread_record(info: ThreadInfo) -> dict[str, Any]:
 
 
 def checkpoint_time(checkpoint_id: str) -> datetime | None:
-    """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising."""
-    try:
-        parsed = uuid.UUID(checkpoint_id)
-    except ValueError:
+    """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising.
+
+    (Read by hand, as LangGraph writes it, 8-4-4-4-12 hex digits: the uuid module imports
+    platform, a tenth of what ``threads --json`` takes, to read one field.)"""
+    if len(checkpoint_id) != 36 or not _UUID_SHAPE.fullmatch(checkpoint_id):
         return None
-    if parsed.version != 6:
+    value = int(checkpoint_id.replace("-", ""), 16)
+    if (value >> 76) & 0xF != 6:  # the version
         return None
     # v6 (RFC 9562): the 60-bit timestamp's high 48 bits, the version, then its low 12 bits
-    ticks = ((parsed.int >> 80) << 12) | ((parsed.int >> 64) & 0x0FFF)
+    ticks = ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)
     seconds = (ticks - _UUID_EPOCH_OFFSET) / 10_000_000
     return datetime.fromtimestamp(seconds, tz=UTC)
 

@@ -32,7 +32,6 @@ import itertools
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NamedTuple, TypeGuard
 
@@ -63,8 +62,7 @@ FoldRecord = Mapping[str, Any]
 name: raw tokens}}`` (see :func:`extend_fold_record`)."""
 
 
-@dataclass(frozen=True)
-class State:
+class State(NamedTuple):
     """What a checkpoint holds: its messages, its summary, what was left to run, when."""
 
     messages: tuple[BaseMessage, ...] = ()
@@ -373,8 +371,7 @@ def node_of(snapshot: Snapshot, parent: Snapshot | None, state_of: StateOf = _ke
     return snapshot.source or "?"
 
 
-@dataclass(frozen=True)
-class HistoryRow:
+class HistoryRow(NamedTuple):
     """One line of /history all: one checkpoint."""
 
     checkpoint_id: str
@@ -417,8 +414,7 @@ TurnKind = Literal["turn", "retry", "undo", "compact", "fork", "system", "update
 Fate = Literal["", "undone", "retried", "branch"]
 
 
-@dataclass(frozen=True)
-class TurnEntry:
+class TurnEntry(NamedTuple):
     """One entry of /history: a run as people think of it (see the module's vocabulary)."""
 
     kind: TurnKind | str
@@ -719,8 +715,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
     return entries
 
 
-@dataclass(frozen=True)
-class SummaryChange:
+class SummaryChange(NamedTuple):
     """A checkpoint where the summary changed: one entry of /summary history."""
 
     checkpoint_id: str
@@ -896,8 +891,7 @@ def summary_savings(
     return Savings(max(0, tokens - counter.text(head.summary)), count)
 
 
-@dataclass(frozen=True)
-class TurnPoints:
+class TurnPoints(NamedTuple):
     """Where the latest turn of a lineage started."""
 
     before: Snapshot | None

@@ -58,7 +58,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     deleted = _run(_NO_MODELS, "delete", "t2", "--yes", "--db", str(db), env=env)
     assert deleted.returncode == 0, deleted.stderr
     listed = _run(
-        "langgraph,langchain_core,pydantic,pydantic_settings,rich,typer,dataclasses",
+        "langgraph,langchain_core,pydantic,pydantic_settings,rich,typer,dataclasses,logging,uuid",
         "threads",
         "--json",
         "--db",

@@ -225,6 +225,15 @@ def test_checkpoint_time_is_read_from_the_checkpoint_id(tmp_path: Path) -> None:
     decoded = checkpoint_time(snapshot.config["configurable"]["checkpoint_id"])
     assert decoded is not None and abs((decoded - written).total_seconds()) < 1
     assert checkpoint_time("not-a-uuid") is None
+    # Read as the uuid module reads it: only a v6 UUID has a time; other shapes have none.
+    import uuid
+
+    v6 = snapshot.config["configurable"]["checkpoint_id"]
+    assert uuid.UUID(v6).version == 6
+    assert checkpoint_time(v6.upper()) == decoded
+    for other in (str(uuid.uuid4()), str(uuid.uuid1()), "0x" + v6[2:], v6[:-1] + "g", v6 + " "):
+        assert checkpoint_time(other) is None, other
+    assert checkpoint_time(v6.replace("-", "_")) is None
 
 
 def test_a_read_only_database_is_refused_before_any_turn(tmp_path: Path) -> None:
