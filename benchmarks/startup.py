@@ -1,6 +1,6 @@
 """Benchmark: start-up, exit and reading commands against what they are built on, in one run.
 
-    uv run --group dev python benchmarks/startup.py [--runs 5] [--data DIR] [--json PATH]
+    uv run --group dev python benchmarks/startup.py [--runs 5] [--data DIR] [--json PATH] [--only GROUP]
 
 Every figure is measured next to its reference, in the same run, on the same machine:
 
@@ -777,6 +777,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=1, help="unrecorded runs first")
     parser.add_argument("--data", type=Path, default=None, help="where the databases are kept")
     parser.add_argument("--json", type=Path, default=None, help="also write the table as JSON")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        help="measure only the groups whose title starts with this (REPL, threads, history, …)",
+    )
     parser.add_argument("--threads", type=int, default=1000)
     parser.add_argument("--turns", type=int, default=10, help="turns of each of --threads")
     parser.add_argument("--long-turns", type=int, default=2000, help="turns of the long thread")
@@ -826,6 +832,8 @@ def main() -> None:
             ("history T --limit 1", lambda: measure_history_one(context, long, *rounds)),
             ("REPL /undo, /retry, /tokens", lambda: measure_slash_commands(context, long, *rounds)),
         ]
+        if args.only:
+            groups = [(t, m) for t, m in groups if any(t.startswith(o) for o in args.only)]
         rows = []
         for title, measure in groups:
             try:

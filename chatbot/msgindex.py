@@ -50,12 +50,19 @@ def message_text(message: Any) -> str:
     return "\n".join(parts)
 
 
+_IDS_PER_QUERY = 500
+"""Message ids asked about in one query (below the oldest SQLite's 999 parameters)."""
+
+
 class MessageIndex:
     """Adds each thread's new messages to ``chatbot_messages`` as checkpoints are written.
 
     A checkpoint holds the whole message list, so the ids already indexed are remembered per
-    thread (read from the table the first time a thread is written, for the last
-    :attr:`REMEMBERED` threads): a turn then writes only its one or two new messages.
+    thread, for the last :attr:`REMEMBERED` threads: the first time a thread is written, the
+    table is asked which of that checkpoint's messages it holds (not for the thread's whole
+    history, which grows without end); a turn then writes only its one or two new messages.
+    A message not known here is written all the same: the row one already in the table
+    (another process's, or a message of an older state brought back) is kept as it is.
     """
 
     REMEMBERED = 16
@@ -66,18 +73,30 @@ class MessageIndex:
         self._known: OrderedDict[str, set[str]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def _known_ids(self, thread_id: str) -> set[str]:
+    def _known_ids(self, thread_id: str, candidates: Iterable[str] = ()) -> set[str]:
         known = self._known.get(thread_id)
         if known is None:
-            rows = self._query(
-                "SELECT message_id FROM chatbot_messages WHERE thread_id = ?", (thread_id,)
-            )
-            known = {row[0] for row in rows}
+            known = self._indexed(thread_id, candidates)
             self._known[thread_id] = known
             while len(self._known) > self.REMEMBERED:
                 self._known.popitem(last=False)
         self._known.move_to_end(thread_id)
         return known
+
+    def _indexed(self, thread_id: str, message_ids: Iterable[str]) -> set[str]:
+        """Which of ``message_ids`` the thread has indexed: a question about one checkpoint's
+        messages, which costs the same on a thread of ten turns or of thousands."""
+        wanted = list(dict.fromkeys(message_ids))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start : start + _IDS_PER_QUERY]
+            rows = self._query(
+                "SELECT message_id FROM chatbot_messages WHERE thread_id = ? "
+                f"AND message_id IN ({', '.join('?' * len(chunk))})",
+                (thread_id, *chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
 
     def fresh_rows(
         self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]
@@ -85,8 +104,9 @@ class MessageIndex:
         """The rows to index for the messages this thread has not indexed yet, as first seen
         at ``checkpoint_id`` (messages without text have none), and all their ids."""
         with self._lock:
-            known = self._known_ids(thread_id)
-            fresh = [m for m in messages if getattr(m, "id", None) and m.id not in known]
+            with_ids = [m for m in messages if getattr(m, "id", None)]
+            known = self._known_ids(thread_id, (str(m.id) for m in with_ids))
+            fresh = [m for m in with_ids if m.id not in known]
         rows = [
             (thread_id, str(m.id), checkpoint_id, message_role(m), message_text(m)) for m in fresh
         ]

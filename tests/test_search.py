@@ -99,6 +99,34 @@ def test_each_message_is_indexed_once_however_many_checkpoints_hold_it(chat: Cha
     assert [h.text for h in chat.find("reply")] == [f"reply {n}" for n in (5, 4, 3, 2, 1)]
 
 
+def test_a_new_process_asks_the_index_about_its_checkpoint_not_the_whole_thread(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "db.sqlite")
+    first = Chat(db)
+    first.say("t", *(f"message {n}" for n in range(40)))  # 80 indexed; the window holds few
+    first.store.close()
+    (indexed,) = sqlite3.connect(db).execute("SELECT count(*) FROM chatbot_messages").fetchone()
+    assert indexed == 80
+
+    later = Chat(db)  # another process: nothing remembered
+    asked: list[str] = []
+    later.store.conn.set_trace_callback(asked.append)  # (SQLite's own statement trace)
+    try:
+        window = len(later.backend.current("t").messages)  # type: ignore[union-attr]
+        later.say("t", "one more")
+        lookups = [sql for sql in asked if "SELECT message_id FROM chatbot_messages" in sql]
+        assert lookups, "the index was asked which messages it holds"
+        for sql in lookups:
+            assert "message_id IN (" in sql, sql  # never the whole thread's ids
+            assert sql.count("'") // 2 <= window + 2 + 1, sql  # the thread and the window's ids
+        rows = _rows(later.store)
+        assert len(rows) == len(set(rows)) == 82, "the new turn's two messages, once each"
+        assert [h.text for h in later.find("one more")] == ["one more"]
+    finally:
+        later.store.close()
+
+
 def test_every_term_must_appear_and_a_quoted_phrase_stays_whole(chat: Chat) -> None:
     chat.say("t", "green tea in the morning", "black tea at night", "green light at night")
     assert [h.text for h in chat.find("TEA night")] == ["black tea at night"]
