@@ -1,6 +1,7 @@
 """Benchmark: start-up, exit and reading commands against what they are built on, in one run.
 
-    uv run --group dev python benchmarks/startup.py [--runs 5] [--data DIR] [--json PATH] [--only GROUP]
+    uv run --group dev python benchmarks/startup.py [--runs 5] [--data DIR] [--json PATH]
+        [--only GROUP]
 
 Every figure is measured next to its reference, in the same run, on the same machine:
 
