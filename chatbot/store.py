@@ -752,7 +752,8 @@ class Store(SqlStore):
             # one lock for the connection, LangGraph's and ours (an RLock does all a Lock does)
             saver.lock = self.lock  # type: ignore[assignment]
             saver.message_index = self.message_index
-            _retry_locked(saver.setup)
+            with self.lock:  # (LangGraph sets up under its lock too; here it is called directly)
+                _retry_locked(saver.setup)
             self._saver = saver
         return self._saver
 
@@ -781,8 +782,11 @@ class Store(SqlStore):
     checkpoint_tables = ("checkpoints", "writes")
 
     def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
+        """Close the connection, once no other thread of this process is using it: the REPL
+        leaves while its loading thread may still be setting LangGraph's tables up, and
+        closing a SQLite connection under a running statement crashes the process."""
+        with self.lock:
+            self.conn.close()
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.lock:
@@ -819,13 +823,13 @@ class Store(SqlStore):
 
     def stats(self) -> StoreStats:
         """Threads, checkpoints, pending writes and bytes of the database (file and WAL)."""
-        (threads,) = self.conn.execute(
+        ((threads,),) = self._query(
             "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
-        ).fetchone()
-        (checkpoints,) = self.conn.execute("SELECT COUNT(*) FROM checkpoints").fetchone()
-        (writes,) = self.conn.execute("SELECT COUNT(*) FROM writes").fetchone()
-        (page_size,) = self.conn.execute("PRAGMA page_size").fetchone()
-        (free,) = self.conn.execute("PRAGMA freelist_count").fetchone()
+        )
+        ((checkpoints,),) = self._query("SELECT COUNT(*) FROM checkpoints")
+        ((writes,),) = self._query("SELECT COUNT(*) FROM writes")
+        ((page_size,),) = self._query("PRAGMA page_size")
+        ((free,),) = self._query("PRAGMA freelist_count")
         return StoreStats(
             location=self.path,
             threads=threads,

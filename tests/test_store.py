@@ -395,3 +395,32 @@ def test_opening_to_read_does_not_wait_for_another_process_writing(tmp_path: Pat
         writer.execute("ROLLBACK")
         writer.close()
     assert listed == [[]]
+
+
+def test_closing_waits_for_a_statement_another_thread_is_running(tmp_path: Path) -> None:
+    # The REPL leaves (and closes the database) while its loading thread may still be using
+    # it; closing a SQLite connection under a running statement crashed the process.
+    store = Store(tmp_path / "db.sqlite")
+    saver = store.saver
+    running, release = threading.Event(), threading.Event()
+
+    def reading() -> None:
+        with saver.cursor(transaction=False) as cursor:  # LangGraph's own way in
+            cursor.execute("SELECT count(*) FROM checkpoints").fetchall()
+            running.set()
+            release.wait(10)
+            cursor.execute("SELECT count(*) FROM writes").fetchall()
+
+    reader = threading.Thread(target=reading)
+    reader.start()
+    assert running.wait(10)
+    closer = threading.Thread(target=store.close)
+    closer.start()
+    closer.join(0.3)
+    assert closer.is_alive(), "close waited for the reader"
+    release.set()
+    reader.join(10)
+    closer.join(10)
+    assert not closer.is_alive()
+    with pytest.raises(sqlite3.ProgrammingError):
+        store.conn.execute("SELECT 1")
