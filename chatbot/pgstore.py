@@ -69,9 +69,9 @@ def redact_url(url: str) -> str:
 def _saver_class() -> type[PostgresSaver]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    from chatbot.saver import AsyncFromSync, IndexesMessages
+    from chatbot.saver import AsyncFromSync, DecodesInterruptibly, IndexesMessages
 
-    class PgSaver(IndexesMessages, AsyncFromSync, PostgresSaver):
+    class PgSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, PostgresSaver):
         """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
         sync ones on the pool, as :class:`chatbot.saver.LocalSaver` does for SQLite."""
 

@@ -328,6 +328,8 @@ class Repl:
                     self.chat(line)
             except LoadingInterrupted:
                 self.print("[yellow]interrupted[/] [dim]- still loading; nothing was done[/]")
+            except KeyboardInterrupt:  # Ctrl-C stops a command, not the REPL
+                self.print("[yellow]interrupted[/]")
 
     def prompt(self) -> str:
         """The input prompt: the current thread."""

@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.msgindex import INSERT_MESSAGE
@@ -66,6 +67,34 @@ class AsyncFromSync(BaseCheckpointSaver[str]):
         self.delete_thread(thread_id)
 
 
+class _DecodingInterruptibly:
+    """A serializer that decodes under :func:`chatbot.interrupts.decoding`: Ctrl-C while a
+    checkpoint is decoded is a KeyboardInterrupt, not ormsgpack's ``ext_hook failed``."""
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.serde.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        from chatbot.interrupts import decoding
+
+        with decoding():
+            return self.serde.loads_typed(data)
+
+    def __getattr__(self, name: str) -> Any:  # (whatever else the saver asks of its serde)
+        return getattr(self.serde, name)
+
+
+class DecodesInterruptibly(BaseCheckpointSaver[str]):
+    """A saver whose checkpoints decode as :class:`_DecodingInterruptibly` does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.serde = _DecodingInterruptibly(self.serde)
+
+
 class IndexesMessages(BaseCheckpointSaver[str]):
     """A saver that indexes, for search, the messages a checkpoint adds (:mod:`chatbot.search`):
     when a write changes the ``messages`` channel, the ids not yet indexed for that thread are
@@ -104,7 +133,7 @@ class IndexesMessages(BaseCheckpointSaver[str]):
         return written
 
 
-class LocalSaver(IndexesMessages, AsyncFromSync, SqliteSaver):
+class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSaver):
     """LangGraph's ``SqliteSaver``, serving ``astream`` too (``AsyncSqliteSaver`` would add a
     second connection and a thread). A checkpoint's new messages are indexed in the same
     transaction as the checkpoint: one commit, and never one without the other."""

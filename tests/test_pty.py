@@ -590,6 +590,23 @@ def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
     assert texts(document) == ["hello", "next", "the next reply"]
 
 
+def test_ctrl_c_stops_a_slash_command_and_the_repl_goes_on(spawn: Any, tmp_path: Path) -> None:
+    # /export to a pipe nobody reads blocks until Ctrl-C; the REPL says so and carries on.
+    pipe = tmp_path / "nobody-reads.md"
+    os.mkfifo(pipe)
+    term = spawn("chat", "--thread", "keep")
+    term.started("keep")
+    term.chat("hello there", "keep")
+    term.child.send(f"/export {pipe}\r")
+    wchan = Path(f"/proc/{term.child.pid}/wchan")
+    wait_until(lambda: wchan.read_text() == "wait_for_partner", what="/export waiting")
+    term.child.sendintr()
+    assert "interrupted" in term.expect_prompt("keep")
+    assert 'You said: "still here"' in term.chat("still here", "keep"), "the REPL goes on"
+    assert term.leave() == 0
+    assert_clean(term)
+
+
 def test_ctrl_c_stops_ask_at_once_and_keeps_the_message(
     spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
 ) -> None:
