@@ -367,8 +367,10 @@ def thread_backend(
 
 def leading_note(state: AppState) -> None:
     """What every command says first: a warning when the user's config file is readable by
-    others (only a stat when it is private)."""
-    from chatbot.userconfig import readable_key_warning
+    others (only a stat when it is private), and one for each settings file with lines that
+    cannot be read (only a stat when there is none)."""
+    from chatbot.userconfig import readable_key_warning, unreadable_lines_warnings
 
-    if warning := readable_key_warning():
-        err.print(f"[yellow]warning:[/] {escape(warning)}")
+    for warning in [readable_key_warning(), *unreadable_lines_warnings(state.env_file)]:
+        if warning:
+            err.print(f"[yellow]warning:[/] {escape(warning)}")

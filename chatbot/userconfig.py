@@ -12,6 +12,7 @@ only its owner can read; :func:`readable_key_warning` notices one that others ca
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -227,3 +228,39 @@ def readable_key_warning(path: Path | None = None) -> str:
     if not keys.intersection(KEY_NAMES):
         return ""
     return f"{path} holds an API key and others can read it: chmod 600 {path}"
+
+
+_NAME = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)")
+
+
+def unreadable_lines_warnings(env_file: str | Path | None) -> list[str]:
+    """One line for each settings file (the env file, the user's config file) holding lines
+    python-dotenv cannot read: they are skipped, so what they set is not applied, and
+    python-dotenv's own warning is hidden with the libraries' logs. Names the lines and the
+    setting each seems to be about, never a value (it may be a key). Only a stat for a file
+    that is not there."""
+    warnings = []
+    for path in (env_file, resolve_config_file(USER_CONFIG)):
+        if path is None or not Path(path).is_file():
+            continue
+        import logging
+
+        from dotenv.parser import parse_stream
+
+        logging.getLogger("dotenv.main").disabled = True  # (said here, once, in one line)
+        try:
+            with open(path, encoding="utf-8") as stream:
+                bad = [binding.original for binding in parse_stream(stream) if binding.error]
+        except (OSError, UnicodeDecodeError):
+            continue  # (said by the settings when they read it)
+        if not bad:
+            continue
+        numbers = ", ".join(str(original.line) for original in bad)
+        names = [found.group(1) for o in bad if (found := _NAME.match(o.string.strip()))]
+        about = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+        lines = f"line {numbers} is" if len(bad) == 1 else f"lines {numbers} are"
+        warnings.append(
+            f"{path}: {lines} not NAME=value and skipped{about}: write NAME=value, "
+            "quoting a value with spaces or # in it"
+        )
+    return warnings

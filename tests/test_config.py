@@ -17,7 +17,7 @@ from typer.testing import Result
 from chatbot.places import user_config_file
 from chatbot.settings import Settings, load_settings
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import ROOT, SECRET, free_port, one_error, runner
+from tests.helpers import ROOT, SECRET, chatbot_argv, free_port, one_error, runner
 
 from chatbot.cli import app  # isort: skip
 
@@ -320,3 +320,32 @@ def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None
         == f"error: {user_config_file()} is a folder: remove it, then run 'chatbot config init'"
     )
     assert invoke("threads", "--db", str(tmp_path / "none.sqlite")).exit_code == 0
+
+
+@pytest.mark.parametrize("entry", ["quick", "typer"])
+def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
+    entry: str, tmp_path: Path
+) -> None:
+    (tmp_path / ".env").write_text(
+        f"OPENAI_API_KEY {SECRET}\nCHATBOT_MODEL=gpt-4o-mini\nCHATBOT_DB='/tmp/unclosed\n",
+        encoding="utf-8",
+    )
+    config = write_config(f"export CHATBOT_SUMMARY_KEEP messages:4\nOPENAI_API_KEY={SECRET}\n")
+    result = subprocess.run(
+        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite"), typer=entry == "typer"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "XDG_CONFIG_HOME": str(config.parent.parent)},
+    )
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: .env: lines 1, 3 are not NAME=value and skipped (OPENAI_API_KEY, CHATBOT_DB): "
+        "write NAME=value, quoting a value with spaces or # in it",
+        f"warning: {config}: line 1 is not NAME=value and skipped (CHATBOT_SUMMARY_KEEP): "
+        "write NAME=value, quoting a value with spaces or # in it",
+    ]
+    assert "python-dotenv" not in result.stderr, "its own warning is not shown as well"
+    assert SECRET not in result.stdout + result.stderr
