@@ -366,8 +366,11 @@ class LocalBackend:
             return False
         if current is None and not prompt:
             return False
+        from chatbot.pricing import spent_metadata
+
+        metadata = {ACTION_KEY: SYSTEM_ACTION, **spent_metadata(current)}  # (after an /undo too)
         self.graph.update_state(
-            thread_config(thread_id, metadata={ACTION_KEY: SYSTEM_ACTION}),
+            thread_config(thread_id, metadata=metadata),
             {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
             as_node="summarize_conversation",
         )

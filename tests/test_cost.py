@@ -153,6 +153,17 @@ def test_undo_keeps_what_the_undone_turn_cost_and_a_fork_starts_with_its_origins
     assert row(three, "cost").startswith(f"{format_usd(price([requests[0], requests[2]]))}, 2 chat")
 
 
+@pytest.mark.parametrize("after", ["/system be brief", "/retry", "/compact"])
+def test_what_an_undone_turn_cost_stays_counted_through_the_next_change(
+    after: str, make_world: Callable[..., World]
+) -> None:
+    # /undo keeps the undone turn's spend in its checkpoint's metadata; the next checkpoint
+    # (a system prompt set, a retry's removed reply, a compaction) must carry it on.
+    world = make_world(summary_trigger="off")
+    transcript = world.run(["one", "two", "/undo", after, "/tokens"])
+    assert row(transcript, "cost").startswith(f"{format_usd(price(world.server.requests))}, ")
+
+
 def test_a_model_without_a_price_is_unknown(make_world: Callable[..., World]) -> None:
     world = make_world(model="fake-chat-model-7", summary_trigger="off")
     transcript = world.run(["one", "/tokens"])
