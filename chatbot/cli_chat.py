@@ -183,12 +183,14 @@ def leave_at_once(state: AppState, code: int) -> NoReturn:
     0.4 s (and the loading thread may still be importing them). What leaving needs is done
     first: the database closed, the exit handlers run (the turns' event loop, logging), the
     output flushed. (The input history is written line by line.) The loading thread is not
-    waited for: it only reads, or creates a database whose set-up SQLite makes atomic.
+    waited for: it only reads, or creates a database whose set-up SQLite makes atomic; the
+    database is closed once a statement it is running ends, or left to the process's end if
+    that takes more than a tenth of a second.
     """
     import atexit
     import os
 
-    state.close()
+    state.close(wait=0.1)  # (the loading thread's statement, if any, is not waited for long)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()

@@ -227,9 +227,10 @@ class AppState:
             self.url = url
         return self
 
-    def close(self) -> None:
+    def close(self, wait: float | None = None) -> None:
+        """Close the database (``wait``: at most that long for another thread's statement)."""
         if self._store is not None:
-            self._store.close()
+            self._store.close(wait)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

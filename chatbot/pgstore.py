@@ -171,9 +171,10 @@ class PgStore(SqlStore):
             self._saver = saver
         return self._saver
 
-    def close(self) -> None:
-        """Close the pool's connections."""
-        self.pool.close()
+    def close(self, wait: float | None = None) -> None:
+        """Close the pool's connections, waiting ``wait`` seconds (default 5) for those in use
+        on other threads."""
+        self.pool.close(timeout=5.0 if wait is None else wait)
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         from psycopg.rows import tuple_row

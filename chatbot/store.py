@@ -398,7 +398,8 @@ class SqlStore:
     def vacuum(self) -> tuple[int, int]:
         raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self, wait: float | None = None) -> None:
+        """Close the database; ``wait``: at most that many seconds for another thread's use."""
         raise NotImplementedError
 
     def __enter__(self) -> Self:
@@ -781,12 +782,20 @@ class Store(SqlStore):
 
     checkpoint_tables = ("checkpoints", "writes")
 
-    def close(self) -> None:
+    def close(self, wait: float | None = None) -> None:
         """Close the connection, once no other thread of this process is using it: the REPL
         leaves while its loading thread may still be setting LangGraph's tables up, and
-        closing a SQLite connection under a running statement crashes the process."""
-        with self.lock:
+        closing a SQLite connection under a running statement crashes the process.
+
+        With ``wait``, give up after that many seconds and leave the connection to the end of
+        the process (leaving the REPL): SQLite needs nothing at close, committed turns are on
+        disk and a transaction cut short is rolled back when the file is next opened."""
+        if not self.lock.acquire(timeout=-1 if wait is None else wait):
+            return
+        try:
             self.conn.close()
+        finally:
+            self.lock.release()
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.lock:

@@ -424,3 +424,27 @@ def test_closing_waits_for_a_statement_another_thread_is_running(tmp_path: Path)
     assert not closer.is_alive()
     with pytest.raises(sqlite3.ProgrammingError):
         store.conn.execute("SELECT 1")
+
+
+def test_leaving_waits_only_a_moment_for_another_threads_statement(tmp_path: Path) -> None:
+    # Leaving the REPL must not wait for the loading thread: after ``wait`` seconds the
+    # connection is left to the process's end, and the other thread's work is not cut short.
+    store = Store(tmp_path / "db.sqlite")
+    saver = store.saver
+    running, release = threading.Event(), threading.Event()
+    counted: list[int] = []
+
+    def reading() -> None:
+        with saver.cursor(transaction=False) as cursor:
+            running.set()
+            release.wait(10)
+            counted.append(cursor.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
+
+    reader = threading.Thread(target=reading)
+    reader.start()
+    assert running.wait(10)
+    store.close(wait=0.1)  # returns although the reader holds the connection
+    release.set()
+    reader.join(10)
+    assert counted == [0], "the reader finished on the open connection"
+    store.close()
