@@ -338,6 +338,11 @@ def exit_code(error: BaseException) -> int | None:
         _error_line(str(error))
         return 1
     if isinstance(error, KeyboardInterrupt):
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
         err.print("[dim]interrupted[/]")
         return 130
     if isinstance(error, Exception):  # a model or network error: one line, never a traceback

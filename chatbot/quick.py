@@ -197,4 +197,8 @@ def main() -> None:
 
     # (`threads` on a SQLite file never logs: it sets logging up only for a server, in run)
     set_up_process(logging_too=invocation.command != "threads")
-    sys.exit(run(invocation))  # (the streams are flushed at exit, as after the Typer app)
+    try:
+        code = run(invocation)
+    except KeyboardInterrupt:  # (Ctrl-C again before the first was reported: no traceback)
+        code = 130
+    sys.exit(code)  # (the streams are flushed at exit, as after the Typer app)

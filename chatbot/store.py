@@ -250,10 +250,10 @@ def checkpoint_time(checkpoint_id: str) -> datetime | None:
 
     (Read by hand, as LangGraph writes it, 8-4-4-4-12 hex digits: the uuid module imports
     platform, a tenth of what ``threads --json`` takes, to read one field.)"""
-    if len(checkpoint_id) != 36 or not _UUID_SHAPE.fullmatch(checkpoint_id):
-        return None
+    if not isinstance(checkpoint_id, str) or not _UUID_SHAPE.fullmatch(checkpoint_id):
+        return None  # (not LangGraph's: a row written by something else)
     value = int(checkpoint_id.replace("-", ""), 16)
-    if (value >> 76) & 0xF != 6:  # the version
+    if (value >> 76) & 0xF != 6 or (value >> 62) & 0b11 != 0b10:  # version 6, RFC variant
         return None
     # v6 (RFC 9562): the 60-bit timestamp's high 48 bits, the version, then its low 12 bits
     ticks = ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)

@@ -11,6 +11,7 @@ only its owner can read; :func:`readable_key_warning` notices one that others ca
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -131,6 +132,14 @@ class UnknownName(NamedTuple):
         return f"{self.name} in {self.where} is not a setting, so it is not read{hint}"
 
 
+@functools.cache
+def setting_names() -> frozenset[str]:
+    """Every variable a setting is read from (``CHATBOT_MODEL``, ``OPENAI_API_KEY``, ...)."""
+    from chatbot.settings import Settings
+
+    return frozenset(name for field in Settings.model_fields for name in variable_names(field))
+
+
 def unknown_names(
     env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG
 ) -> list[UnknownName]:
@@ -140,9 +149,8 @@ def unknown_names(
     import difflib
 
     from chatbot.places import _from_env_file
-    from chatbot.settings import Settings
 
-    known = {name for field in Settings.model_fields for name in variable_names(field)}
+    known = setting_names()
     known_suffixes = {name[8:] for name in known if name.startswith("CHATBOT_")}
     found: list[UnknownName] = []
     for path in (env_file, resolve_config_file(config_file)):
@@ -220,6 +228,7 @@ def readable_key_warning(path: Path | None = None) -> str:
         return ""
     from dotenv import dotenv_values
 
+    _quiet_dotenv()
     try:
         values = dotenv_values(path, encoding="utf-8")
     except (OSError, UnicodeDecodeError):
@@ -230,7 +239,16 @@ def readable_key_warning(path: Path | None = None) -> str:
     return f"{path} holds an API key and others can read it: chmod 600 {path}"
 
 
-_NAME = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)")
+_NAME = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)(?=[\s:=]|$)")
+_SHOWN_LINES = 5
+
+
+def _quiet_dotenv() -> None:
+    """python-dotenv warns of each line it cannot read through logging; chatbot says it once,
+    in one line (:func:`unreadable_lines_warnings`), before anything reads the files."""
+    import logging
+
+    logging.getLogger("dotenv.main").disabled = True
 
 
 def unreadable_lines_warnings(env_file: str | Path | None) -> list[str]:
@@ -243,11 +261,9 @@ def unreadable_lines_warnings(env_file: str | Path | None) -> list[str]:
     for path in (env_file, resolve_config_file(USER_CONFIG)):
         if path is None or not Path(path).is_file():
             continue
-        import logging
-
         from dotenv.parser import parse_stream
 
-        logging.getLogger("dotenv.main").disabled = True  # (said here, once, in one line)
+        _quiet_dotenv()
         try:
             with open(path, encoding="utf-8") as stream:
                 bad = [binding.original for binding in parse_stream(stream) if binding.error]
@@ -255,8 +271,17 @@ def unreadable_lines_warnings(env_file: str | Path | None) -> list[str]:
             continue  # (said by the settings when they read it)
         if not bad:
             continue
-        numbers = ", ".join(str(original.line) for original in bad)
-        names = [found.group(1) for o in bad if (found := _NAME.match(o.string.strip()))]
+        numbers = ", ".join(str(original.line) for original in bad[:_SHOWN_LINES])
+        if len(bad) > _SHOWN_LINES:
+            numbers += f" and {len(bad) - _SHOWN_LINES:,} more"
+        # Only a setting's own name is shown: the start of a bad line may be a key (a value
+        # wrapped onto the next line, a key pasted alone), and names are looked up only here.
+        names = [
+            found.group(1).upper()
+            for original in bad
+            if (found := _NAME.match(original.string.strip()))
+            and found.group(1).upper() in setting_names()
+        ]
         about = f" ({', '.join(dict.fromkeys(names))})" if names else ""
         lines = f"line {numbers} is" if len(bad) == 1 else f"lines {numbers} are"
         warnings.append(

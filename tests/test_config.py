@@ -327,10 +327,13 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
     entry: str, tmp_path: Path
 ) -> None:
     (tmp_path / ".env").write_text(
-        f"OPENAI_API_KEY {SECRET}\nCHATBOT_MODEL=gpt-4o-mini\nCHATBOT_DB='/tmp/unclosed\n",
+        f"OPENAI_API_KEY {SECRET}\nCHATBOT_MODEL=gpt-4o-mini\nCHATBOT_DB='/tmp/unclosed\n"
+        "hf_AKEYPASTEDALONE  on a line of its own\n",  # (never shown: it is no setting's name)
         encoding="utf-8",
     )
-    config = write_config(f"export CHATBOT_SUMMARY_KEEP messages:4\nOPENAI_API_KEY={SECRET}\n")
+    config = write_config(  # readable by others: warned about too, still in one line each
+        f"export CHATBOT_SUMMARY_KEEP messages:4\nOPENAI_API_KEY={SECRET}\n", mode=0o644
+    )
     result = subprocess.run(
         chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite"), typer=entry == "typer"),
         cwd=tmp_path,
@@ -342,10 +345,28 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
     assert result.returncode == 0, result.stderr
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: .env: lines 1, 3 are not NAME=value and skipped (OPENAI_API_KEY, CHATBOT_DB): "
-        "write NAME=value, quoting a value with spaces or # in it",
+        f"warning: {config} holds an API key and others can read it: chmod 600 {config}",
+        "warning: .env: lines 1, 3, 4 are not NAME=value and skipped (OPENAI_API_KEY, "
+        "CHATBOT_DB): write NAME=value, quoting a value with spaces or # in it",
         f"warning: {config}: line 1 is not NAME=value and skipped (CHATBOT_SUMMARY_KEEP): "
         "write NAME=value, quoting a value with spaces or # in it",
     ]
     assert "python-dotenv" not in result.stderr, "its own warning is not shown as well"
     assert SECRET not in result.stdout + result.stderr
+    assert "AKEYPASTEDALONE" not in result.stderr
+
+
+def test_thousands_of_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("not a setting\n" * 3000, encoding="utf-8")
+    result = subprocess.run(
+        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite")),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[:1] == [
+        "warning: .env: lines 1, 2, 3, 4, 5 and 2,995 more are not NAME=value and skipped: "
+        "write NAME=value, quoting a value with spaces or # in it"
+    ]

@@ -59,3 +59,16 @@ def test_the_savers_decode_checkpoints_interruptibly(any_db: str) -> None:
             _PRESS["now"] = False
     finally:
         store.close()
+
+
+def test_a_second_ctrl_c_while_the_first_is_reported_is_ignored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from chatbot.clicore import exit_code
+
+    try:
+        assert exit_code(KeyboardInterrupt()) == 130
+        signal.raise_signal(signal.SIGINT)  # pressed again while leaving: no traceback
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert "interrupted" in capsys.readouterr().err

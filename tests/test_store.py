@@ -234,6 +234,9 @@ def test_checkpoint_time_is_read_from_the_checkpoint_id(tmp_path: Path) -> None:
     for other in (str(uuid.uuid4()), str(uuid.uuid1()), "0x" + v6[2:], v6[:-1] + "g", v6 + " "):
         assert checkpoint_time(other) is None, other
     assert checkpoint_time(v6.replace("-", "_")) is None
+    not_rfc = v6[:19] + "0" + v6[20:]  # the variant's bits: not RFC 9562's, so no version
+    assert uuid.UUID(not_rfc).version is None and checkpoint_time(not_rfc) is None
+    assert checkpoint_time(v6.encode()) is None  # type: ignore[arg-type]  (a BLOB id)
 
 
 def test_a_read_only_database_is_refused_before_any_turn(tmp_path: Path) -> None:
