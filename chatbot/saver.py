@@ -84,6 +84,8 @@ class _DecodingInterruptibly:
             return self.serde.loads_typed(data)
 
     def __getattr__(self, name: str) -> Any:  # (whatever else the saver asks of its serde)
+        if name == "serde":  # (not set yet: an instance being copied)
+            raise AttributeError(name)
         return getattr(self.serde, name)
 
 

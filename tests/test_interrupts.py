@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import signal
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ def test_the_savers_decode_checkpoints_interruptibly(any_db: str) -> None:
         serde = store.saver.serde
         blob = serde.dumps_typed(PressesCtrlC("hello"))
         assert serde.loads_typed(blob) == PressesCtrlC("hello")
+        assert copy.deepcopy(serde).loads_typed(blob) == PressesCtrlC("hello")  # (copyable)
         _PRESS["now"] = True
         try:
             with pytest.raises(KeyboardInterrupt):
