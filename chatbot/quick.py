@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-if TYPE_CHECKING:
-    pass
+from typing import Any, NamedTuple
 
 _GLOBAL_VALUES = {
     "--db": "db",

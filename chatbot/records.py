@@ -1,5 +1,7 @@
 """Threads' messages, turns and checkpoints as JSON (``show``, ``history`` and ``export`` with
-``--json``): plain dicts, without Rich, so that JSON output never imports it."""
+``--json``): plain dicts, without Rich, so that JSON output never imports it. (The thread
+listing's record is :func:`chatbot.store.thread_record`: ``threads --json`` imports nothing of
+LangChain, which this module does.)"""
 
 from __future__ import annotations
 

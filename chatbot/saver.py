@@ -20,6 +20,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+from chatbot.interrupts import decoding
 from chatbot.msgindex import INSERT_MESSAGE
 
 if TYPE_CHECKING:
@@ -78,8 +79,6 @@ class _DecodingInterruptibly:
         return self.serde.dumps_typed(obj)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        from chatbot.interrupts import decoding
-
         with decoding():
             return self.serde.loads_typed(data)
 

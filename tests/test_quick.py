@@ -28,6 +28,22 @@ def _run(
     )
 
 
+def _on_both_paths(form: list[str], *, closing: int) -> list[tuple[int, str, str]]:
+    """``chatbot FORM`` through the entry point, then through the Typer app, with the file
+    descriptor ``closing`` closed in the child: each one's exit code, stdout and stderr."""
+    outcomes = []
+    for typer in (False, True):
+        done = subprocess.run(
+            chatbot_argv(*form, typer=typer),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            preexec_fn=lambda: os.close(closing),
+        )
+        outcomes.append((done.returncode, done.stdout, done.stderr))
+    return outcomes
+
+
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return offline_threads(
@@ -111,17 +127,7 @@ def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> N
         ["show", "t1", "--json", "--db", str(db)],
     ]
     for form in forms:
-        outcomes = [
-            subprocess.run(
-                chatbot_argv(*form, typer=typer),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                preexec_fn=lambda: os.close(closed),
-            )
-            for typer in (False, True)
-        ]
-        quick, reference = ((o.returncode, o.stdout, o.stderr) for o in outcomes)
+        quick, reference = _on_both_paths(form, closing=closed)
         assert quick == reference, form
         assert reference[0] == 0, form
 
@@ -150,16 +156,7 @@ def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
     """``chatbot <&-``: the REPL reads no line and leaves, as with ``< /dev/null``; ``ask``
     says there is no message; on both paths, without a traceback."""
     for form in (["--db", str(db), "-t", "t1"], ["ask", "--db", str(db)]):
-        outcomes = [
-            subprocess.run(
-                chatbot_argv(*form, typer=typer),
-                capture_output=True,
-                text=True,
-                timeout=60,
-                preexec_fn=lambda: os.close(0),
-            )
-            for typer in (False, True)
-        ]
+        outcomes = _on_both_paths(form, closing=0)
         empty = subprocess.run(
             chatbot_argv(*form),
             capture_output=True,
@@ -168,11 +165,7 @@ def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
             stdin=subprocess.DEVNULL,
         )
         for closed in outcomes:
-            assert (closed.returncode, closed.stdout, closed.stderr) == (
-                empty.returncode,
-                empty.stdout,
-                empty.stderr,
-            ), form
+            assert closed == (empty.returncode, empty.stdout, empty.stderr), form
         assert "Traceback" not in empty.stderr
 
 
