@@ -110,8 +110,10 @@ def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
 def to_markdown(document: dict[str, Any]) -> str:
     """The document as Markdown: summary, its timeline, folded messages, live messages.
 
-    A document for reading: escape sequences and control characters from the model are removed
-    (:func:`sanitize`), as on the screen. The JSON export keeps them, escaped.
+    A document for reading: escape sequences, control characters, bidi controls and zero-width
+    characters are removed (:func:`sanitize`), as on the screen, since an editor or a browser
+    showing the file obeys a bidi control as a terminal does. The JSON export keeps them,
+    escaped.
     """
     lines = [f"# Thread {document['thread_id']}", "", f"Exported {document['exported_at']}.", ""]
     if document.get("system_prompt"):
