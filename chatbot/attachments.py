@@ -8,7 +8,8 @@ Vocabulary:
   ``extras``), which langchain-openai sends as an ``image_url`` data URL.
 - *content*: what a message holds: a string when nothing is attached, else a list of blocks,
   the typed text first. An attachment is an ordinary part of the message, so the checkpoint,
-  the summary (which reads images as ``[image: name]``), ``/show`` and exports all have it.
+  the summary (which reads images as ``[image: name]``), ``/show`` and exports all have it;
+  :mod:`chatbot.parts` reads it back, for all of them.
 - *limits*: what the model in use accepts: images or not (``None``: unknown, sent and left to
   the provider), and its input size in tokens (a file that alone, or with the files already
   attached, would not fit is refused).
@@ -16,19 +17,19 @@ Vocabulary:
 Anything else (a missing file, a folder, an unreadable or binary file, one too big, an image
 whose header is damaged) is one :class:`AttachmentError` line. In the REPL a path with ``*``,
 ``?`` or ``[`` that names no file is a pattern (``/file src/*.py``), as in aichat's ``.file``.
-No LangGraph here; reading commands use :func:`describe_content`.
+No LangGraph here.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.errors import FriendlyError
+from chatbot.parts import file_text
 
 if TYPE_CHECKING:
     from chatbot.runsettings import RunSettings
@@ -54,8 +55,6 @@ TEXT_BOMS: tuple[tuple[bytes, str], ...] = (
     (b"\xfe\xff", "utf-16"),
 )
 """Byte-order marks of text that is not UTF-8 but says what it is (Windows tools write UTF-16)."""
-
-_ATTACHED_TEXT = re.compile(r"(?P<name>[^\n]+):\n(?P<fence>`{3,})text\n.*\n(?P=fence)", re.DOTALL)
 
 
 class AttachmentError(FriendlyError, ValueError):
@@ -148,13 +147,6 @@ def display_name(given: str) -> str:
     if path.is_absolute() or given.startswith("~"):
         return path.name
     return os.path.normpath(given)
-
-
-def fenced(text: str) -> str:
-    """Text as a fenced block, the fence longer than any run of backticks inside."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
 
 
 def expand_patterns(given: Sequence[str]) -> list[str]:
@@ -266,7 +258,7 @@ def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Atta
         attachment = Attachment(name, "image", len(data), MEDIA_TOKENS, block, source)
     else:
         text = _decode_text(data, name)
-        body = f"{name}:\n" + fenced(text.removesuffix("\n"))  # (the file's last newline)
+        body = file_text(name, text.removesuffix("\n"))  # (the file's last newline)
         tokens = limits.counter.text(body) if limits.counter is not None else 0
         block = {"type": "text", "text": body}
         attachment = Attachment(name, "text", len(data), tokens, block, source)
@@ -298,63 +290,3 @@ def message_content(text: str, attachments: Sequence[Attachment]) -> Content:
     blocks: list[str | dict[str, Any]] = [{"type": "text", "text": text}] if text.strip() else []
     blocks += [dict(a.block) for a in attachments]
     return blocks
-
-
-# --- reading messages that have attachments -------------------------------------------------
-
-
-def _block_name(block: Any) -> str | None:
-    """The file a block was attached from, or None for typed text."""
-    if not isinstance(block, dict):
-        return None
-    kind = block.get("type")
-    if kind == "text":
-        found = _ATTACHED_TEXT.fullmatch(str(block.get("text") or ""))
-        return found.group("name") if found else None
-    name = block.get("filename") or (block.get("extras") or {}).get("filename")
-    return str(name) if name else str(kind or "attachment")
-
-
-def split_content(content: Any) -> tuple[str, list[str]]:
-    """The typed text of a message and the names of the files attached to it."""
-    if isinstance(content, str):
-        return content, []
-    said: list[str] = []
-    names: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, str):
-            said.append(block)
-            continue
-        name = _block_name(block)
-        if name is not None:
-            names.append(name)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            said.append(str(block.get("text") or ""))
-    return "\n".join(said), names
-
-
-def describe_content(content: Any) -> str:
-    """A message on one line's worth for titles and previews: the typed text, then
-    ``[+ notes.txt, cat.png]`` when files are attached."""
-    said, names = split_content(content)
-    if not names:
-        return said
-    attached = f"[+ {', '.join(names)}]"
-    return f"{said} {attached}" if said.strip() else attached
-
-
-def readable_text(content: Any) -> str:
-    """A message's content as text to read (``/show``, the Markdown export): text blocks as
-    written, each image or other file as ``[image: cat.png]``."""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text") or ""))
-        elif isinstance(block, dict):
-            kind = "image" if block.get("type") in ("image", "image_url") else "file"
-            parts.append(f"[{kind}: {_block_name(block)}]")
-    return "\n\n".join(part for part in parts if part)

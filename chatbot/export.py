@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from chatbot.attachments import readable_text, split_content
 from chatbot.errors import FriendlyError
+from chatbot.parts import fenced as verbatim  # text as written: Markdown keeps it so
+from chatbot.parts import read_parts
 from chatbot.records import message_record
 from chatbot.render import ROLE_NAMES
 from chatbot.sanitize import escape_json_controls, sanitize
@@ -77,23 +77,18 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
     }
 
 
-def verbatim(text: str) -> str:
-    """Text as a fenced block, so Markdown shows it as written: line breaks, indentation and
-    ``*_#<>`` kept. The fence is longer than any run of backticks inside."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
-
-
-def _attached_markdown(block: Any) -> str:
-    """One block of a message with attached files: typed text fenced as written, a text file
-    as its name and its fenced content (already so in the message), an image as a marker."""
-    if isinstance(block, dict) and block.get("type") == "text":
-        text = str(block.get("text") or "")
-        return text if split_content([block])[1] else verbatim(text)
-    if isinstance(block, str):
-        return verbatim(block)
-    return f"_{readable_text([block])}_"
+def _attached_markdown(content: list[Any]) -> str:
+    """A message with attached files: typed text fenced as written, a text file as its name
+    and its fenced content (already so in the message), anything else as a marker."""
+    shown: list[str] = []
+    for part in read_parts(content):
+        if part.kind == "text":
+            shown.append(verbatim(part.text))
+        elif part.kind == "file text":
+            shown.append(part.text)
+        else:
+            shown.append(f"_{part.marker()}_")
+    return "\n\n".join(shown)
 
 
 def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
@@ -103,7 +98,7 @@ def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
         content = message["content"]
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
         if isinstance(content, list) and message["type"] == "human":  # with attached files
-            text = "\n\n".join(_attached_markdown(block) for block in content)
+            text = _attached_markdown(content)
         elif text and message["type"] != "ai":  # people's text is plain, as on the screen
             text = verbatim(text)
         lines += [f"**{role}:**", "", text or "_(no text)_", ""]
@@ -115,8 +110,10 @@ def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
 def to_markdown(document: dict[str, Any]) -> str:
     """The document as Markdown: summary, its timeline, folded messages, live messages.
 
-    A document for reading: escape sequences and control characters from the model are removed
-    (:func:`sanitize`), as on the screen. The JSON export keeps them, escaped.
+    A document for reading: escape sequences, control characters, bidi controls and zero-width
+    characters are removed (:func:`sanitize`), as on the screen, since an editor or a browser
+    showing the file obeys a bidi control as a terminal does. The JSON export keeps them,
+    escaped.
     """
     lines = [f"# Thread {document['thread_id']}", "", f"Exported {document['exported_at']}.", ""]
     if document.get("system_prompt"):

@@ -109,7 +109,9 @@ def list_models(settings: Settings) -> list[ModelInfo]:
 
 
 def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> None:
-    """Keep the last listing for completion: a private file, replaced whole (best effort)."""
+    """Keep the last listing for completion: a private file, replaced whole (best effort).
+    The endpoint is kept without its password (``http://user:***@host/v1``): a cache is no
+    place for a secret."""
     from chatbot.store import make_private_dirs
 
     path = path or cache_path()
@@ -118,7 +120,7 @@ def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> Non
         make_private_dirs(path.parent)
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"endpoint": endpoint, "models": names}, handle)
+            json.dump({"endpoint": without_password(endpoint), "models": names}, handle)
         os.replace(temporary, path)
     except OSError:
         log.debug("cannot cache the model list", exc_info=True)
@@ -127,12 +129,19 @@ def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> Non
 
 
 def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
-    """The names of the last listing of ``endpoint`` (``[]`` if there is none)."""
+    """The names of the last listing of ``endpoint`` (``[]`` if there is none). A listing
+    cached by an older version with the endpoint's password in it is deleted."""
+    path = path or cache_path()
     try:
-        data = json.loads((path or cache_path()).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    if not isinstance(data, dict) or data.get("endpoint") != endpoint:
+    cached = data.get("endpoint") if isinstance(data, dict) else None
+    if isinstance(cached, str) and without_password(cached) != cached:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return []
+    if cached != without_password(endpoint):
         return []
     names = data.get("models")
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []

@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
-from chatbot.prompts import text_only
+from chatbot.parts import readable_text
 from chatbot.settings import OFFLINE_MODEL, Settings, SettingsError
 from chatbot.tokens import ESTIMATE, TokenCounter
 
@@ -56,7 +56,7 @@ class OfflineChatModel(BaseChatModel):
             request = messages[-1].text if messages else ""
             return extractive_summary(request, self.max_summary_tokens)
         last = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
-        last_user = text_only(last).text if last is not None else ""
+        last_user = readable_text(last.content) if last is not None else ""
         quoted = " ".join(last_user.split())
         if len(quoted) > 200:
             quoted = quoted[:199] + "…"

@@ -10,6 +10,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from chatbot.parts import readable_text
+
 Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
 """Runs a SELECT (``?`` placeholders) and returns its rows."""
 Write = Callable[..., int]
@@ -36,18 +38,9 @@ def message_role(message: Any) -> str:
 
 
 def message_text(message: Any) -> str:
-    """The text of a message as it is searched: its text parts (an attachment's text is one;
-    an image is not text)."""
-    content = getattr(message, "content", "")
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for block in content or ():
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-    return "\n".join(parts)
+    """The text of a message as it is searched: its readable text (an attached file's text,
+    and an image's name or link, are found too; its data is not text)."""
+    return readable_text(getattr(message, "content", ""))
 
 
 _IDS_PER_QUERY = 500

@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from chatbot.parts import text_and_media as content_text_and_media
+from chatbot.prompts import text_only
 from chatbot.tokens import TokenCounter
 
 LimitKind = Literal["messages", "tokens", "fraction"]
@@ -358,24 +360,13 @@ _BREAKS = (" ", "\n", "\t", "。", "，", "！", "？", "；", "、", ".", ",", 
 
 
 def text_and_media(message: BaseMessage) -> tuple[str, list[Any]]:
-    """A message's text, and its non-text content blocks (images, files, audio) in order."""
-    content = message.content
-    if isinstance(content, str):
-        return content, []
-    texts: list[str] = []
-    media: list[Any] = []
-    for block in content:
-        if isinstance(block, str):
-            texts.append(block)
-        elif isinstance(block, dict) and block.get("type", "text") == "text" and "text" in block:
-            texts.append(str(block["text"]))
-        else:
-            media.append(block)
-    return "".join(texts), media
+    """A message's text (typed text, then each attached text file after a blank line), and
+    its other content blocks (images, audio, files) in order (:mod:`chatbot.parts` reads them)."""
+    return content_text_and_media(message.content)
 
 
 def _part(message: BaseMessage, text: str, media: Sequence[Any], first: bool) -> BaseMessage:
-    content: Any = [*media, {"type": "text", "text": text}] if media else text
+    content: Any = [{"type": "text", "text": text}, *media] if media else text
     update: dict[str, Any] = {"content": content}
     if not first and isinstance(message, AIMessage):
         update["tool_calls"] = []
@@ -443,14 +434,17 @@ def chunk_for_summary(
 ) -> list[list[BaseMessage]]:
     """Split the messages to fold into consecutive chunks that each fit ``budget_tokens``.
 
-    Order is preserved and nothing is dropped; a message bigger than the budget is split into
-    parts (see :func:`split_message`). When everything fits, there is one chunk.
+    The messages are counted and split as the summarizer reads them
+    (:func:`chatbot.prompts.text_only`): an image, audio clip or file is its marker, a few
+    tokens, not what a model is counted for the medium itself. Order is preserved and nothing
+    is dropped; a message bigger than the budget is split into parts (see
+    :func:`split_message`). When everything fits, there is one chunk.
     """
     budget = max(1, budget_tokens)
     chunks: list[list[BaseMessage]] = []
     current: list[BaseMessage] = []
     used = 0
-    for message in messages:
+    for message in map(text_only, messages):
         cost = counter.raw_message(message)
         pieces = [message] if cost <= budget else split_message(message, budget, counter)
         for piece in pieces:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import get_buffer_string
+
+from chatbot.parts import readable_text
 
 Language = Literal["en", "zh"]
 
@@ -114,37 +116,20 @@ def conversation_input(
     return [*head, *messages]
 
 
-_MEDIA_NAMES = {"image": "image", "image_url": "image", "file": "file", "audio": "audio"}
-
-
-def _media_marker(block: Any) -> str:
-    if not isinstance(block, dict):
-        return "[attachment]"
-    kind = _MEDIA_NAMES.get(str(block.get("type")), str(block.get("type") or "attachment"))
-    name = block.get("filename") or (block.get("extras") or {}).get("filename")
-    return f"[{kind}: {name}]" if name else f"[{kind}]"
-
-
 def text_only(message: BaseMessage) -> BaseMessage:
-    """The message with each image or file block replaced by a marker the summarizer reads."""
+    """The message as its readable text (:func:`chatbot.parts.readable_text`): each image,
+    audio clip or file a marker, a link kept, each attachment set apart by a blank line."""
     if isinstance(message.content, str):
         return message
-    parts: list[str] = []
-    for block in message.content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type", "text") == "text" and "text" in block:
-            parts.append(str(block["text"]))
-        else:
-            parts.append(_media_marker(block))
-    return message.model_copy(update={"content": " ".join(part for part in parts if part)})
+    return message.model_copy(update={"content": readable_text(message.content)})
 
 
 def transcript(messages: Sequence[BaseMessage]) -> str:
     """The folded messages as unambiguous XML-like text (roles cannot be spoofed by content).
 
-    Images and files appear as markers (``[image]``, ``[file: report.pdf]``): the summary
-    notes them, and the checkpoint history keeps the blocks themselves.
+    Images and files appear as markers (``[image: cat.png]``, ``[image: https://…]``,
+    ``[file: report.pdf]``): the summary notes them, and the checkpoint history keeps the
+    blocks themselves.
     """
     readable = [text_only(message) for message in messages]
     return get_buffer_string(readable, human_prefix="user", ai_prefix="assistant", format="xml")

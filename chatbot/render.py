@@ -24,7 +24,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from chatbot.attachments import readable_text
+from chatbot.parts import readable_text
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.store import ThreadInfo
@@ -307,7 +307,7 @@ def message_view(message: BaseMessage) -> RenderableType:
     label = Text(ROLE_NAMES.get(role, role), style=ROLE_STYLES.get(role, "bold"))
     body: RenderableType
     if not isinstance(message, AIMessage) and isinstance(message.content, list):
-        readable = readable_text(message.content)  # attached files: text as written, [image: x]
+        readable = readable_text(message.content)  # files: text as written; [image: cat.png]
         return Group(label, plain(readable) if readable else Text("(no text)", style="dim"))
     if not message.text and not (isinstance(message, AIMessage) and message.tool_calls):
         body = Text("(no text)", style="dim")

@@ -1,5 +1,5 @@
 """Text from a model, a file or a user, made safe to print: no control characters, no escape
-sequences. Pure: no I/O.
+sequences, nothing that reorders or hides text. Pure: no I/O.
 
 A reply can hold bytes that a terminal obeys instead of showing: ``ESC [ 2 J`` clears the
 screen, an OSC string sets the window title, writes the clipboard (OSC 52) or hides a link
@@ -17,6 +17,15 @@ Vocabulary (ECMA-48, as terminals parse it):
   (``ESC \\``, U+009C) or BEL.
 - **other escape sequences**: ESC, intermediate bytes, one final byte 0x30-0x7E (``ESC 7``,
   ``ESC ( B``, ``ESC c``).
+- **bidi controls**: Unicode's Bidi_Control characters (U+061C, U+200E, U+200F,
+  U+202A-U+202E, U+2066-U+2069). A terminal or an editor that follows them shows text in
+  another order than it is (U+202E RIGHT-TO-LEFT OVERRIDE before ``fdp.exe`` shows
+  ``exe.pdf``: the "Trojan Source" trick).
+- **zero-width characters**: U+200B ZERO WIDTH SPACE, U+2060-U+2064 (WORD JOINER and the
+  invisible operators), U+FEFF, U+180E: nothing on the screen, so a word, a command or a link
+  can hide them. ZWNJ and ZWJ (U+200C, U+200D) are how emoji (👩‍💻) and Persian or Indic
+  words are written: between two non-ASCII letters or symbols they are that, elsewhere (in an
+  ASCII word, next to a space or at an end) only hidden.
 
 The rules:
 
@@ -27,11 +36,15 @@ The rules:
 - A sequence cut short, by the end of the text or by a control character inside it, is removed
   up to that point, and what follows is read afresh: a payload never swallows the next line.
 - Every other C0 and C1 character is removed.
+- Every bidi control and zero-width character is removed, but a ZWNJ or ZWJ between two
+  visible non-ASCII characters; right-to-left text still shows right to left (a terminal
+  that supports it orders it by the letters themselves).
 
 So ``sanitize`` of any text, and of any prefix of it, holds no control character but newline
 and tab: a streamed reply re-rendered as it grows is safe at every moment.
 :class:`StreamSanitizer` serves output that cannot be taken back (text printed piece by
-piece): it holds back the end of a piece that may be the start of a sequence.
+piece): it holds back the end of a piece that may be the start of a sequence, and a joiner
+until the character after it comes.
 """
 
 from __future__ import annotations
@@ -42,13 +55,23 @@ _CONTROL = r"\x00-\x1f\x7f-\x9f"
 _STRING_START = r"(?:\x1b[P\]X^_]|[\x90\x98\x9d\x9e\x9f])"
 _CSI_START = r"(?:\x1b\[|\x9b)"
 
-_ANY_CONTROL = re.compile(rf"[{_CONTROL}]")
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_ZERO_WIDTH = "\u180e\u200b\u2060-\u2064\ufeff"
+_JOINERS = "\u200c\u200d"
+_HIDDEN = _BIDI + _ZERO_WIDTH + _JOINERS
+_SHOWN_NON_ASCII = rf"[^\x00-\x9f{_HIDDEN}]"
+"""A character a joiner may stand between: not ASCII, not C1, not itself hidden."""
+
+_ANY_CONTROL = re.compile(rf"[{_CONTROL}{_HIDDEN}]")
 _SEQUENCE = re.compile(
     rf"{_STRING_START}[^{_CONTROL}]*(?:\x07|\x1b\\|\x9c)?"  # OSC, DCS, SOS, PM, APC
     rf"|{_CSI_START}[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?"  # CSI
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?"  # any other escape sequence, or a lone ESC
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"  # every other control but newline and tab
+    rf"|[{_BIDI}{_ZERO_WIDTH}]"  # what reorders or hides text
+    rf"|(?<!{_SHOWN_NON_ASCII})[{_JOINERS}]|[{_JOINERS}](?!{_SHOWN_NON_ASCII})"  # a joiner alone
 )
+_SHOWN_BEFORE_A_JOINER = re.compile(_SHOWN_NON_ASCII)
 _UNFINISHED = re.compile(
     rf"{_STRING_START}[^{_CONTROL}]*"
     rf"|{_CSI_START}[\x30-\x3f]*[\x20-\x2f]*"
@@ -84,6 +107,9 @@ class StreamSanitizer:
 
     def __init__(self) -> None:
         self._held = ""
+        self._before = ""
+        """The last character let through to :func:`sanitize`: a joiner that follows it is
+        kept or not by it, as in the whole text."""
 
     def feed(self, piece: str) -> str:
         """The safe text that ``piece`` (after what was held back) makes printable now."""
@@ -95,24 +121,38 @@ class StreamSanitizer:
             and _UNFINISHED.fullmatch(text, start) is not None
         ):
             self._held = text[start:]
-            return sanitize(text[:start])
+            return self._sanitize(text[:start])
+        if text[-1:] in ("\u200c", "\u200d"):  # kept or not by the character after it
+            self._held = text[-1]
+            return self._sanitize(text[:-1])
         self._held = ""
-        return sanitize(text)
+        return self._sanitize(text)
 
     def flush(self) -> str:
         """What was held back, made safe (an unfinished sequence is dropped)."""
         text, self._held = self._held, ""
+        return self._sanitize(text)
+
+    def _sanitize(self, text: str) -> str:
+        """:func:`sanitize`, a joiner at the start read after the previous piece's last
+        character (which, not ASCII nor hidden, stays as it is and is not printed again)."""
+        if not text:
+            return ""
+        before, self._before = self._before, text[-1]
+        if text[0] in _JOINERS and _SHOWN_BEFORE_A_JOINER.fullmatch(before):
+            return sanitize(before + text)[1:]
         return sanitize(text)
 
 
-_JSON_UNESCAPED_CONTROL = re.compile(r"[\x7f-\x9f]")
+_JSON_UNESCAPED_CONTROL = re.compile(rf"[\x7f-\x9f{_HIDDEN}]")
 
 
 def escape_json_controls(json_text: str) -> str:
-    """JSON text with DEL and C1 characters written as ``\\u`` escapes, like C0 already is.
+    """JSON text with DEL, C1, bidi controls and zero-width characters written as ``\\u``
+    escapes, like C0 already is.
 
-    ``json.dumps(..., ensure_ascii=False)`` leaves U+007F-U+009F raw, and U+009B is a CSI to
-    a terminal. Outside strings JSON is ASCII, so every such character is inside a string, where
-    the escape means the same character: the data is unchanged.
+    ``json.dumps(..., ensure_ascii=False)`` leaves them raw: U+009B is a CSI to a terminal, and
+    U+202E reorders what follows. Outside strings JSON is ASCII, so every such character is
+    inside a string, where the escape means the same character: the data is unchanged.
     """
     return _JSON_UNESCAPED_CONTROL.sub(lambda found: f"\\u{ord(found.group()):04x}", json_text)

@@ -117,9 +117,9 @@ class TurnStream:
 def make_title(text: Any) -> str:
     """A thread's title: its first user message on one line, shortened (attached files as
     ``[+ notes.txt]`` after the text; ``text`` may be a message's content list)."""
-    from chatbot.attachments import describe_content
+    from chatbot.parts import describe
 
-    line = " ".join(describe_content(text).split())
+    line = " ".join(describe(text).split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 

@@ -37,7 +37,7 @@ from typing import Any, Literal, NamedTuple, TypeGuard
 
 from langchain_core.messages import BaseMessage, convert_to_messages
 
-from chatbot.attachments import describe_content
+from chatbot.parts import describe
 from chatbot.tokens import TokenCounter
 
 ACTION_KEY = "chatbot_action"
@@ -682,7 +682,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
         said = [m for s in states for m in s.messages if m.type == "human" and m.id not in known]
         if not said and kind == "retry":
             said = [m for m in states[-1].messages if m.type == "human"][-1:]
-        text = describe_content(said[0].content) if said else ""
+        text = describe(said[0].content) if said else ""
         prompt_before = before.system_prompt if before is not None else ""
         if kind == "update" and states[-1].system_prompt != prompt_before:
             kind = "system"  # (a server's update carries no action name: told by the state)

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.attachments import describe_content, image_type, readable_text
+from chatbot.attachments import image_type
+from chatbot.parts import describe, readable_text
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import (
     CHAT_MODEL,
@@ -328,8 +329,8 @@ def test_a_message_with_files_reads_as_its_text_and_their_names() -> None:
         {"type": "text", "text": "a.py:\n```text\nx = 1\n```"},
         {"type": "image", "base64": "AA==", "mime_type": "image/png", "extras": {"filename": "b"}},
     ]
-    assert describe_content(content) == "look [+ a.py, b]"
-    assert describe_content("plain") == "plain"
+    assert describe(content) == "look [+ a.py, b]"
+    assert describe("plain") == "plain"
     assert readable_text(content) == "look\n\na.py:\n```text\nx = 1\n```\n\n[image: b]"
 
 

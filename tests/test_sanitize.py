@@ -140,8 +140,9 @@ def test_sanitized_text_holds_no_control_but_newline_and_tab(text: str) -> None:
     assert sanitize(clean) == clean
 
 
-@given(st.text(alphabet=st.characters(blacklist_categories=("Cc",))))
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf"))))
 def test_text_without_controls_comes_back_unchanged(text: str) -> None:
+    # (format characters: bidi controls and zero-width ones go, see test_shown_faults)
     assert sanitize(text) == text
 
 
