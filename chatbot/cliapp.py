@@ -21,6 +21,7 @@ from chatbot.clicore import (  # noqa: F401  (the commands import these from her
     _error_line,
     err,
     escape,
+    exit_after,
     exit_code,
     fail,
     out,

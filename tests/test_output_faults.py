@@ -1,0 +1,141 @@
+"""Faults around what chatbot writes, and the smaller faults of issue 20 with them: the rows of
+"Writing output" in docs/reliability.md.
+
+Output faults are real ones, in a child process: stdout on ``/dev/full`` (every write fails
+with ENOSPC), a pipe whose reader left after one byte, a file size limit (``RLIMIT_FSIZE``:
+writes past it fail with EFBIG, as on a full disk). Each test checks the exit code, the one
+line on stderr (never Python's "Exception ignored"), and what is left on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.helpers import chatbot_argv, offline_threads
+
+FULL = "error: cannot write to stdout: No space left on device; the output is cut"
+LONG_TEXT = "x" * 90_000  # (its thread's export and JSON are larger than a pipe's 64 KB)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Threads ``t1`` (one message of 90,000 characters and the offline model's echo) and
+    ``t2``."""
+    return offline_threads(tmp_path_factory.mktemp("output") / "db.sqlite", (LONG_TEXT,))
+
+
+def run(
+    *args: str,
+    stdout: int | IO[Any] = subprocess.PIPE,
+    typer: bool = False,
+    stdin: str | None = None,
+    limit: int | None = None,
+    **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """``chatbot ARGS`` in a child process (through the entry point, or the Typer app with
+    ``typer``); ``limit``: the largest file it may write, in bytes."""
+
+    def limited() -> None:
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run(
+        chatbot_argv(*args, typer=typer),
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        input=stdin,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        preexec_fn=limited,
+    )
+
+
+def only_line(done: subprocess.CompletedProcess[str], code: int = 1) -> str:
+    assert done.returncode == code, done.stderr
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    return line
+
+
+# --- stdout ------------------------------------------------------------------------------------
+
+ON_FULL_STDOUT = [
+    ["threads"],
+    ["threads", "--json"],
+    ["show", "t1"],
+    ["show", "t1", "--json"],
+    ["history", "t1"],
+    ["history", "t1", "--json"],
+    ["export", "t2"],
+    ["export", "t2", "-f", "json"],
+    ["search", "other"],
+    ["search", "other", "--json"],
+    ["roles", "--json"],
+    ["config"],
+    ["config", "--json"],
+    ["db", "stats"],
+    ["--version"],
+    ["show", "--help"],
+]
+
+
+@pytest.mark.parametrize("form", ON_FULL_STDOUT, ids=" ".join)
+def test_a_full_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        done = run(*form, stdout=full, CHATBOT_DB=str(db))
+    assert only_line(done) == FULL
+
+
+@pytest.mark.parametrize("form", [["threads", "--json"], ["show", "t2"], ["history", "t2"]])
+def test_the_typer_app_reports_a_full_stdout_as_the_entry_point_does(
+    db: Path, form: list[str]
+) -> None:
+    with open("/dev/full", "w") as full:
+        done = run(*form, stdout=full, typer=True, CHATBOT_DB=str(db))
+    assert only_line(done) == FULL
+
+
+def test_ask_on_a_full_stdout_keeps_the_message_for_retry(tmp_path: Path) -> None:
+    database = tmp_path / "ask.sqlite"
+    with open("/dev/full", "w") as full:
+        done = run("ask", "hello", "-t", "a1", "--db", str(database), stdout=full)
+    assert done.returncode == 1 and "Exception ignored" not in done.stderr
+    note, line = done.stderr.strip().splitlines()  # (the note: the offline model answers)
+    assert note.startswith("note: No OPENAI_API_KEY")
+    assert line.startswith(FULL) and "your message is kept in thread 'a1'" in line
+    shown = json.loads(run("show", "a1", "--json", "--db", str(database)).stdout)
+    assert [m["content"] for m in shown["messages"]] == ["hello"]
+
+
+@pytest.mark.parametrize(
+    "form",
+    [["export", "t1"], ["export", "t1", "-f", "json"], ["show", "t1"], ["history", "t1", "--json"]],
+    ids=" ".join,
+)
+def test_a_reader_gone_ends_the_command_quietly_with_exit_1(db: Path, form: list[str]) -> None:
+    child = subprocess.Popen(
+        chatbot_argv(*form, "--db", str(db)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert child.stdout is not None and child.stderr is not None
+    assert child.stdout.read(1)
+    child.stdout.close()  # (`| head -c 1`)
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 1
+    assert stderr == ""
+
+
+@pytest.mark.parametrize("columns", ["0", "-3", "wide"])
+def test_a_columns_that_is_no_width_is_as_unset(db: Path, columns: str) -> None:
+    for form in (["show", "t2"], ["history", "t2"], ["threads"]):
+        unset = run(*form, CHATBOT_DB=str(db))
+        odd = run(*form, CHATBOT_DB=str(db), COLUMNS=columns)
+        assert odd.returncode == unset.returncode == 0
+        assert odd.stdout == unset.stdout and "other" in odd.stdout
