@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import stat
 import subprocess
 from pathlib import Path
 from typing import IO, Any
@@ -139,3 +140,52 @@ def test_a_columns_that_is_no_width_is_as_unset(db: Path, columns: str) -> None:
         odd = run(*form, CHATBOT_DB=str(db), COLUMNS=columns)
         assert odd.returncode == unset.returncode == 0
         assert odd.stdout == unset.stdout and "other" in odd.stdout
+
+
+# --- export -o ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["kept.md", "kept.json"])
+def test_an_export_that_cannot_be_written_whole_keeps_the_file_that_was_there(
+    db: Path, tmp_path: Path, name: str
+) -> None:
+    target = tmp_path / name
+    assert run("export", "t2", "-o", str(target), "--db", str(db)).returncode == 0
+    before = target.read_bytes()
+    done = run("export", "t1", "-o", str(target), "--db", str(db), limit=64 * 1024)
+    assert only_line(done) == (
+        f"error: cannot write '{target}': File too large (the file is as it was)"
+    )
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [name], "no part of a file is left"
+
+
+def test_export_replaces_the_file_whole_private_and_through_a_symlink(
+    db: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "real.md"
+    target.write_text("an older export, longer than the new one " * 10_000)
+    target.chmod(0o644)
+    link = tmp_path / "link.md"
+    link.symlink_to(target)
+    assert run("export", "t2", "-o", str(link), "--db", str(db)).returncode == 0
+    assert link.is_symlink()
+    text = target.read_text()
+    assert text.startswith("# Thread t2") and "older" not in text
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.md", "real.md"]
+
+
+def test_export_to_a_missing_folder_creates_nothing(db: Path, tmp_path: Path) -> None:
+    done = run("export", "t2", "-o", "nothing/here/x.md", "--db", str(db))
+    assert only_line(done) == (
+        "error: the folder 'nothing/here' does not exist: create it first (nothing was written)"
+    )
+    assert not (Path.cwd() / "nothing").exists()
+
+
+def test_export_to_a_device_says_it_failed(db: Path) -> None:
+    done = run("export", "t2", "-o", "/dev/full", "--db", str(db))
+    assert only_line(done) == (
+        "error: cannot write '/dev/full': No space left on device (nothing was written)"
+    )
