@@ -383,13 +383,15 @@ def thread_backend(
 
     ``local_only`` names a command only local threads allow: on a server it is refused first.
     """
+    from chatbot.threadids import quoted
+
     if state.db_missing:
-        fail(f"no thread {thread_id!r}: {state.places.db} does not exist yet")
+        fail(f"no thread {quoted(thread_id)}: {state.places.db} does not exist yet")
     backend = state.backend(runs)
     if local_only and backend.local_only_note:
         fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
     if not backend.thread_exists(thread_id):
-        fail(f"no thread {thread_id!r} in {state.where} ({state.threads_hint})")
+        fail(f"no thread {quoted(thread_id)} in {state.where} ({state.threads_hint})")
     return backend
 
 

@@ -158,27 +158,33 @@ def write_private(path: Path, text: str) -> Path:
     (``/dev/stdout``) is written as it is. The folder must exist: a typo in it is not made
     into folders.
     """
+    from chatbot.threadids import quoted
+
+    def shown(place: Path) -> str:  # (a page pasted as a path is not echoed back whole)
+        return quoted(str(place), 300)
+
     path = path.expanduser()
-    if path.is_dir():
-        raise ExportError(f"{str(path)!r} is a folder: give a file name")
     folder = path.parent
-    if not folder.is_dir():
-        if folder.exists():
-            raise ExportError(f"{str(folder)!r} is a file, not a folder: nothing was written")
-        raise ExportError(
-            f"the folder {str(folder)!r} does not exist: create it first (nothing was written)"
-        )
-    existed = path.exists()
+    existed = False
     try:
-        if existed and not path.is_file():  # a device or a pipe: nothing to replace
+        if path.is_dir():
+            raise ExportError(f"{shown(path)} is a folder: give a file name")
+        if not folder.is_dir():
+            if folder.exists():
+                raise ExportError(f"{shown(folder)} is a file, not a folder: nothing was written")
+            raise ExportError(
+                f"the folder {shown(folder)} does not exist: create it first (nothing was written)"
+            )
+        existed = path.is_file()
+        if path.exists() and not existed:  # a device or a pipe: nothing to replace
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
         else:
             _replace_whole(Path(os.path.realpath(path)), text)
     except OSError as error:
-        kept = "the file is as it was" if existed and path.is_file() else "nothing was written"
+        kept = "the file is as it was" if existed else "nothing was written"
         raise ExportError(
-            f"cannot write {str(path)!r}: {error.strerror or error} ({kept})"
+            f"cannot write {shown(path)}: {error.strerror or error} ({kept})"
         ) from None
     return path
 

@@ -19,7 +19,8 @@ from typing import IO, Any
 
 import pytest
 
-from tests.helpers import chatbot_argv, offline_threads
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import Cli, chatbot_argv, offline_threads, one_error, runner
 
 FULL = "error: cannot write to stdout: No space left on device; the output is cut"
 LONG_TEXT = "x" * 90_000  # (its thread's export and JSON are larger than a pipe's 64 KB)
@@ -189,3 +190,136 @@ def test_export_to_a_device_says_it_failed(db: Path) -> None:
     assert only_line(done) == (
         "error: cannot write '/dev/full': No space left on device (nothing was written)"
     )
+
+
+def test_a_huge_path_is_cut_in_errors(db: Path) -> None:
+    done = run("export", "t2", "-o", "a" * 120_000, "--db", str(db))
+    line = only_line(done)
+    assert line.endswith("…' (120,000 characters): File name too long (nothing was written)")
+    assert len(line) < 400
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+def test_an_env_file_that_is_not_a_file_says_what_it_is(db: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "settings.fifo"
+    os.mkfifo(fifo)
+    said = {
+        "/dev/zero": "is a device, not a file: give a file",
+        str(tmp_path): "is a folder: give a file",
+        str(fifo): "is a pipe, not a file (settings are read from it more than once): give a file",
+        str(tmp_path / "none.env"): "does not exist: check --env-file",
+    }
+    for env_file, problem in said.items():
+        for form in (["threads"], ["config"]):
+            done = run("--env-file", env_file, *form, CHATBOT_DB=str(db))
+            assert only_line(done, 2) == f"error: env file '{env_file}' {problem}"
+
+
+def test_the_env_file_dev_null_is_none(db: Path) -> None:
+    done = run("--env-file", "/dev/null", "threads", CHATBOT_DB=str(db))
+    assert done.returncode == 0 and "t2" in done.stdout
+
+
+def test_a_timeout_too_short_to_connect_names_chatbot_timeout(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    cli = Cli(openai_server, tmp_path / "timeout.sqlite")
+    line = one_error(cli.ask("hello", CHATBOT_TIMEOUT="0.0001"))
+    assert "CHATBOT_TIMEOUT" in line and "cannot reach" not in line
+    assert "your message is kept in thread 't1'" in line
+
+
+# --- thread ids --------------------------------------------------------------------------------
+
+
+def test_a_huge_thread_id_is_cut_in_errors(db: Path) -> None:
+    from chatbot.cli import app
+
+    huge = "a" * 120_000
+    shown = f"'{'a' * 40}…' (120,000 characters)"
+    forms = [
+        ["show", huge],
+        ["export", huge],
+        ["history", huge],
+        ["show", "t1", "--checkpoint", huge],
+        ["search", "x", "--thread", huge],
+        ["ask", "hi", "--thread", huge],
+        ["chat", "--thread", huge],
+        ["fork", "t1", "--to", huge],
+    ]
+    for form in forms:
+        result = runner.invoke(app, [*form, "--db", str(db)])
+        assert result.exit_code in (1, 2)
+        (line,) = result.stderr.strip().splitlines()
+        assert shown in line and len(line) < 300, line[:300]
+
+
+def test_a_thread_id_starting_with_a_dash_is_refused_where_threads_are_named(
+    db: Path, tmp_path: Path
+) -> None:
+    database = tmp_path / "dash.sqlite"
+    refused = (
+        "error: '-x' is not a usable thread id: it starts with '-', which commands read as an "
+        "option: start it with another character"
+    )
+    for form in (
+        ["ask", "hi", "--thread", "-x"],
+        ["ask", "hi", "--thread=-x"],
+        ["chat", "--thread", "-x"],
+        ["fork", "t2", "--to=-x"],
+    ):
+        db_here = str(db if form[0] == "fork" else database)
+        assert only_line(run(*form, "--db", db_here), 2) == refused
+    assert not database.exists()
+    chatted = run("chat", "--thread", "t9", "--db", str(database), stdin="/thread -x\n")
+    assert "'-x' is not a usable thread id" in chatted.stdout + chatted.stderr
+
+
+def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_path: Path) -> None:
+    from chatbot.backend import LocalBackend
+    from chatbot.graph import build_graph
+    from chatbot.models import OfflineChatModel
+    from chatbot.settings import Settings
+    from chatbot.store import Store
+
+    database = tmp_path / "older.sqlite"
+    with Store(database) as store:  # (made as before such ids were refused)
+        graph = build_graph(
+            OfflineChatModel(),
+            OfflineChatModel(role="summary"),
+            Settings(_env_file=None),  # type: ignore[call-arg]
+            store.saver,
+        )
+        list(LocalBackend(graph, store).send("-x", "kept"))
+    hint = only_line(run("show", "-x", "--db", str(database)), 2)
+    assert hint == (
+        "error: no such option: -x (see 'chatbot show --help'; a thread id starting with '-' "
+        "goes after '--': chatbot show -- ID)"
+    )
+    shown = run("show", "--db", str(database), "--json", "--", "-x")
+    assert json.loads(shown.stdout)["messages"][0]["content"] == "kept"
+    forked = run("fork", "--db", str(database), "--", "-x")
+    assert forked.returncode == 0 and forked.stdout.strip() == "x-fork1"
+
+
+# --- the editor ----------------------------------------------------------------------------------
+
+
+def test_edit_without_a_terminal_starts_no_editor(db: Path, tmp_path: Path) -> None:
+    ran = tmp_path / "editor-ran"
+    editor = tmp_path / "editor"
+    editor.write_text(f'#!/bin/sh\ntouch "{ran}"\necho edited > "$1"\n')
+    editor.chmod(0o755)
+    database = tmp_path / "edit.sqlite"
+    done = run(
+        "chat", "--thread", "e1", "--db", str(database), stdin="/edit hello\n", VISUAL=str(editor)
+    )
+    assert done.returncode == 0
+    assert "error: the editor needs a terminal (stdin is not one): nothing sent" in (
+        done.stdout + done.stderr
+    )
+    assert not ran.exists()
+    shown = run("show", "e1", "--json", "--db", str(database))
+    assert shown.returncode == 1 or json.loads(shown.stdout)["messages"] == []
