@@ -80,7 +80,11 @@ def read_checkpoint(store: SqlStore, thread_id: str, checkpoint_id: str | None =
     """One checkpoint of a thread (default: its latest); ``LookupError`` if there is none."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
     if saved is None:
-        raise LookupError(f"no checkpoint {checkpoint_id or ''!r} in thread {thread_id!r}")
+        from chatbot.threadids import quoted
+
+        raise LookupError(
+            f"no checkpoint {quoted(checkpoint_id or '')} in thread {quoted(thread_id)}"
+        )
     return snapshot_of_tuple(saved)
 
 

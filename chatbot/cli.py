@@ -35,6 +35,7 @@ from chatbot.cliapp import (
     app_state,
     err,
     escape,
+    exit_after,
     fail,
     guarded,
     open_thread,
@@ -590,4 +591,5 @@ def main() -> None:
     # arguments are parsed (see main_options).
     gc.disable()
     set_up_process()
-    app(prog_name="chatbot")  # also under `python -m chatbot`: completion calls `chatbot`
+    # (`prog_name` also under `python -m chatbot`: completion calls `chatbot`)
+    exit_after(lambda: app(prog_name="chatbot"))

@@ -67,7 +67,9 @@ def search(
     else:
         store = state.store
         if thread is not None and not store.thread_exists(thread):
-            fail(f"no thread {thread!r} in {state.where} ({state.threads_hint})")
+            from chatbot.threadids import quoted
+
+            fail(f"no thread {quoted(thread)} in {state.where} ({state.threads_hint})")
         ensure_indexed(store, err)
         hits = run_search(store, text, thread_id=thread, limit=limit + 1)
     more = len(hits) > limit

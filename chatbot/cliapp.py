@@ -21,6 +21,7 @@ from chatbot.clicore import (  # noqa: F401  (the commands import these from her
     _error_line,
     err,
     escape,
+    exit_after,
     exit_code,
     fail,
     out,
@@ -98,9 +99,20 @@ def usage_error_line(error: typer.TyperException) -> str:
     if message[1:2].islower():
         message = message[0].lower() + message[1:]
     ctx = getattr(error, "ctx", None)  # a usage error knows the command it is about
-    if ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
-    return message
+    if ctx is None:
+        return message
+    takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)
+    if (  # (a thread named '-x' before such ids were refused)
+        takes_thread
+        and type(error).__name__ == "NoSuchOption"
+        and not str(getattr(error, "option_name", "")).startswith("--")  # (--jsno: a typo)
+        and not getattr(error, "possibilities", None)
+    ):
+        return (
+            f"{message} (see '{ctx.command_path} --help'; a thread id starting with '-' goes "
+            f"after '--': {ctx.command_path} -- ID)"
+        )
+    return f"{message} (see '{ctx.command_path} --help')"
 
 
 app = typer.Typer(

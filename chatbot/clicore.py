@@ -245,32 +245,51 @@ def _error_line(message: str) -> None:
 def print_json(data: Any) -> None:
     """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
     (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself. A closed stdout takes
-    nothing, and a reader gone (``| head``) ends the command quietly, as Rich's console does."""
+    nothing; a write that fails is the entry point's to report (:mod:`chatbot.stdout`)."""
     text = escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
-    if sys.stdout is None:
-        return
-    try:
+    if sys.stdout is not None:
         sys.stdout.write(text)
         sys.stdout.flush()
-    except BrokenPipeError:
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (no error at exit)
-        raise SystemExit(1) from None
 
 
 def set_up_process(*, logging_too: bool = True) -> None:
     """What every command's process needs first: libraries' logs as one line, errors only
     (unless ``logging_too`` is false: then :func:`configure_logging` when something may log);
-    what the terminal cannot show written as "?"; a closed stdin read as an empty one."""
+    what the terminal cannot show written as "?", and a failed write to stdout known as one
+    (:mod:`chatbot.stdout`); a closed stdin read as an empty one; a ``COLUMNS`` or ``LINES``
+    that is no size (``0``, ``-1``, ``wide``) as unset (Rich takes ``0`` as zero columns and
+    prints nothing)."""
     import os
+
+    from chatbot import stdout
 
     if logging_too:
         configure_logging()
-    if isinstance(sys.stdout, io.TextIOWrapper):
-        sys.stdout.reconfigure(errors="replace")
+    stdout.install()
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit() and int(value) > 0):
+            del os.environ[name]
     if sys.stdin is None:  # (`chatbot <&-`): as `< /dev/null`
         sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (the process's stdin)
+
+
+def exit_after(command: Callable[[], int | str | None]) -> NoReturn:
+    """Run a whole command line (``command`` returns or exits with its code), write what
+    stdout still holds, and exit: with the command's code, or 1 and one line (none for a
+    reader gone) when stdout failed where nothing said so."""
+    from chatbot import stdout
+
+    try:
+        code = command()
+    except SystemExit as leaving:
+        code = leaving.code
+    except (stdout.OutputFailed, stdout.OutputClosed) as error:  # (Click's help, --version)
+        code = exit_code(error)
+    failure = stdout.flush()
+    if failure is not None and not code:
+        code = exit_code(stdout.failure_error(failure))
+    sys.exit(code)
 
 
 def configure_logging() -> None:
@@ -326,8 +345,11 @@ def exit_code(error: BaseException) -> int | None:
     for what is not a command's failure (the caller lets it through)."""
     from chatbot.errors import FriendlyError
     from chatbot.places import SettingsError
+    from chatbot.stdout import OutputClosed
     from chatbot.store import StoreError
 
+    if isinstance(error, OutputClosed):  # (`| head` has read enough: quiet, as Rich's console)
+        return 1
     if isinstance(error, CliError):
         _error_line(str(error))
         return error.code
@@ -361,13 +383,15 @@ def thread_backend(
 
     ``local_only`` names a command only local threads allow: on a server it is refused first.
     """
+    from chatbot.threadids import quoted
+
     if state.db_missing:
-        fail(f"no thread {thread_id!r}: {state.places.db} does not exist yet")
+        fail(f"no thread {quoted(thread_id)}: {state.places.db} does not exist yet")
     backend = state.backend(runs)
     if local_only and backend.local_only_note:
         fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
     if not backend.thread_exists(thread_id):
-        fail(f"no thread {thread_id!r} in {state.where} ({state.threads_hint})")
+        fail(f"no thread {quoted(thread_id)} in {state.where} ({state.threads_hint})")
     return backend
 
 

@@ -48,8 +48,15 @@ def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
 def edit_text(initial: str = "") -> str:
     """Open the editor on ``initial``; the saved text, without the one newline editors add.
 
-    The file is created 0600 (it holds a message) and removed afterwards.
+    The file is created 0600 (it holds a message) and removed afterwards. An editor needs the
+    terminal: with stdin or stdout not one (``chatbot < script``), none is started (vi would
+    wait for keys that never come).
     """
+    import sys
+
+    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+        if stream is None or not stream.isatty():
+            raise EditorError(f"the editor needs a terminal ({name} is not one): nothing sent")
     command = editor_command()
     fd, name = tempfile.mkstemp(prefix="chatbot-", suffix=".md")
     path = Path(name)

@@ -81,6 +81,21 @@ def _status_message(error: BaseException) -> str:
     return re.sub(r"^Error code: \d+(?: - |$)", "", str(error))
 
 
+def _timeout_shown(chain: list[BaseException]) -> str:
+    """`` (0.5 s)``: the connect timeout the failed request had (httpx keeps it with the
+    request), or nothing when no link of ``chain`` says."""
+    for link in chain:
+        try:
+            request = getattr(link, "request", None)  # (httpx raises when it has none)
+        except RuntimeError:
+            continue
+        timeout = getattr(request, "extensions", {}).get("timeout")
+        seconds = timeout.get("connect") if isinstance(timeout, dict) else None
+        if isinstance(seconds, int | float):
+            return f" ({seconds:g} s)"
+    return ""
+
+
 def _known_failure(error: BaseException) -> str | None:
     """One line for the network and protocol failures every user of a model server meets."""
     chain = _causes(error)
@@ -101,7 +116,13 @@ def _known_failure(error: BaseException) -> str | None:
             "cannot reach the model server (the connection was refused): check "
             "OPENAI_BASE_URL and that the server is running"
         )
-    if _named(chain, "ConnectError", "ConnectTimeout"):
+    if _named(chain, "ConnectTimeout"):  # (CHATBOT_TIMEOUT bounds the connection too)
+        return (
+            f"the model server did not answer within CHATBOT_TIMEOUT{_timeout_shown(chain)}: "
+            "no connection was made in that time; raise CHATBOT_TIMEOUT, or check "
+            "OPENAI_BASE_URL and the network"
+        )
+    if _named(chain, "ConnectError"):
         return "cannot reach the model server: check OPENAI_BASE_URL and the network"
     if _named(chain, "RemoteProtocolError", "ReadError", "ConnectionResetError"):
         return (

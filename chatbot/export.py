@@ -3,6 +3,7 @@ the checkpoint history) and the live messages. Nothing is hidden from the user."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -16,7 +17,6 @@ from chatbot.parts import read_parts
 from chatbot.records import message_record
 from chatbot.render import ROLE_NAMES
 from chatbot.sanitize import escape_json_controls, sanitize
-from chatbot.store import make_private_dirs
 from chatbot.timeline import Snapshot, lineage, summary_story
 
 Format = Literal["md", "json"]
@@ -147,14 +147,63 @@ def render(document: dict[str, Any], fmt: Format) -> str:
 
 
 def write_private(path: Path, text: str) -> Path:
-    """Write a file holding a conversation: created 0600, replaced whole."""
+    """Write a file holding a conversation, whole or not at all.
+
+    The text goes to a new file beside it (created 0600), is synced to the disk, then renamed
+    over it: a write that fails (a full disk) leaves the file that was there as it was, and
+    no part of a file. A symlink's file is the one replaced. A device or a pipe
+    (``/dev/stdout``) is written as it is. The folder must exist: a typo in it is not made
+    into folders.
+    """
+    from chatbot.threadids import quoted
+
+    def shown(place: Path) -> str:  # (a page pasted as a path is not echoed back whole)
+        return quoted(str(place), 300)
+
     path = path.expanduser()
+    folder = path.parent
+    existed = False
     try:
-        make_private_dirs(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
+        if path.is_dir():
+            raise ExportError(f"{shown(path)} is a folder: give a file name")
+        if not folder.is_dir():
+            if folder.exists():
+                raise ExportError(f"{shown(folder)} is a file, not a folder: nothing was written")
+            raise ExportError(
+                f"the folder {shown(folder)} does not exist: create it first (nothing was written)"
+            )
+        existed = path.is_file()
+        if path.exists() and not existed:  # a device or a pipe: nothing to replace
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            _replace_whole(Path(os.path.realpath(path)), text)
+    except OSError as error:
+        kept = "the file is as it was" if existed else "nothing was written"
+        raise ExportError(
+            f"cannot write {shown(path)}: {error.strerror or error} ({kept})"
+        ) from None
+    return path
+
+
+def _replace_whole(path: Path, text: str) -> None:
+    """``path`` holding ``text``: written beside it, synced, renamed over it (see
+    :func:`write_private`)."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
-    except OSError as error:
-        raise ExportError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
-    return path
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself on the disk (the text is there)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)

@@ -124,14 +124,30 @@ def url_passwords(url: str) -> list[str]:
 
 
 def check_env_file(env_file: str | Path | None) -> None:
-    """An env file named with --env-file must be a file (``.env`` may be missing)."""
+    """An env file named with --env-file must be a file, or ``/dev/null`` for none (``.env``
+    may be missing); one line saying what it is otherwise."""
     if env_file is None or env_file == ".env":
         return
-    path = Path(env_file)
-    if path.is_dir():
-        raise SettingsError(f"env file {str(env_file)!r} is a folder: give a file")
-    if not path.is_file():
-        raise SettingsError(f"env file {str(env_file)!r} does not exist: check --env-file")
+    import stat
+
+    try:
+        mode = Path(env_file).stat().st_mode
+    except OSError as error:
+        problem = (
+            "does not exist: check --env-file"
+            if isinstance(error, FileNotFoundError | NotADirectoryError)
+            else f"cannot be read: {error.strerror or error}"
+        )
+        raise SettingsError(f"env file {str(env_file)!r} {problem}") from None
+    if stat.S_ISREG(mode) or os.path.realpath(env_file) == os.devnull:  # (/dev/null: none)
+        return
+    if stat.S_ISDIR(mode):
+        what = "a folder"
+    elif stat.S_ISFIFO(mode):
+        what = "a pipe, not a file (settings are read from it more than once)"
+    else:
+        what = "a socket, not a file" if stat.S_ISSOCK(mode) else "a device, not a file"
+    raise SettingsError(f"env file {str(env_file)!r} is {what}: give a file")
 
 
 def prepare_threshold(value: str | None) -> int | None:

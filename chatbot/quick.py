@@ -190,12 +190,15 @@ def main() -> None:
 
         typer_main()
         return
-    from chatbot.clicore import set_up_process
+    from chatbot.clicore import exit_after, set_up_process
 
     # (`threads` on a SQLite file never logs: it sets logging up only for a server, in run)
     set_up_process(logging_too=invocation.command != "threads")
-    try:
-        code = run(invocation)
-    except KeyboardInterrupt:  # (Ctrl-C again before the first was reported: no traceback)
-        code = 130
-    sys.exit(code)  # (the streams are flushed at exit, as after the Typer app)
+
+    def run_it() -> int:
+        try:
+            return run(invocation)
+        except KeyboardInterrupt:  # (Ctrl-C again before the first was reported: no traceback)
+            return 130
+
+    exit_after(run_it)  # (stdout flushed and checked, as after the Typer app)

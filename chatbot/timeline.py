@@ -945,10 +945,16 @@ def find_checkpoint(history: Sequence[Snapshot], fragment: str) -> Snapshot:
         for s in history
         if s.checkpoint_id.lower().startswith(wanted) or s.checkpoint_id.lower().endswith(wanted)
     ]
+    from chatbot.threadids import quoted
+
     if not matches:
-        raise LookupError(f"no checkpoint {fragment!r} in this thread (its history lists them)")
+        raise LookupError(
+            f"no checkpoint {quoted(fragment)} in this thread (its history lists them)"
+        )
     if len(matches) > 1:
-        raise LookupError(f"{fragment!r} matches {len(matches)} checkpoints: give more of the id")
+        raise LookupError(
+            f"{quoted(fragment)} matches {len(matches)} checkpoints: give more of the id"
+        )
     return matches[0]
 
 

@@ -376,6 +376,7 @@ def test_export_to_files_by_extension_or_format_is_private(
     }
     (tmp_path / "a.md").write_text("an older, world-readable file")
     (tmp_path / "a.md").chmod(0o644)
+    (tmp_path / "nested").mkdir()  # (a folder that does not exist is not made)
     for name, options in outputs.items():
         result = cli("export", "t1", *options, "--db", str(summarized))
         assert result.exit_code == 0, result.output

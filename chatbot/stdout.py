@@ -1,0 +1,106 @@
+"""Standard output whose failures are known: a write that fails (a full disk, a reader gone)
+is raised once as its own error, and what follows is dropped.
+
+Python's own stdout keeps what it could not write in its buffer and tries again when the
+interpreter exits, where the failure is only printed ("Exception ignored ... OSError") and
+turns the exit code into 120; a failed write in the middle of a command surfaced as an
+``OSError`` like any other (a database file's, a socket's). :func:`install` puts fd 1 behind
+:class:`StdoutFile`, which tells the two apart and reports a failure once; the entry points
+end with :func:`flush`, so that output still buffered is written, or its failure reported,
+while the command can still say so.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import sys
+
+from chatbot.errors import FriendlyError
+
+
+class OutputFailed(FriendlyError):
+    """Writing to stdout failed (a full disk, an I/O error); one line for the user."""
+
+
+class OutputClosed(BrokenPipeError):
+    """The reader of stdout is gone (``| head``). A :class:`BrokenPipeError`, so that Rich's
+    console ends quietly on it as on its own; the command ends quietly too."""
+
+
+class StdoutFile(io.RawIOBase):
+    """File descriptor 1 as a raw file that remembers its first failed write and drops
+    everything written after it (already reported: trying again would only fail again).
+    Closing it leaves the descriptor open: it is the process's."""
+
+    def __init__(self, fd: int = 1) -> None:
+        super().__init__()
+        self._fd = fd
+        self.failure: OSError | None = None
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: bytes | bytearray | memoryview) -> int | None:  # type: ignore[override]
+        if self.failure is not None:
+            return len(data)
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:  # (a non-blocking stdout: the buffer waits, as io.FileIO's does)
+            return None
+        except OSError as error:
+            self.failure = error
+            raise failure_error(error) from None
+
+
+def failure_error(error: OSError) -> OSError | OutputFailed:
+    """The error a failed write to stdout raises: quiet for a reader gone, one line else."""
+    if error.errno == errno.EPIPE:
+        return OutputClosed(error.errno, error.strerror)
+    return OutputFailed(f"cannot write to stdout: {error.strerror or error}; the output is cut")
+
+
+def install() -> None:
+    """Put stdout behind :class:`StdoutFile`, as Python made it otherwise (encoding, line
+    buffering on a terminal, ``-u``); characters it cannot encode are written as ``?``."""
+    current = sys.stdout
+    if not isinstance(current, io.TextIOWrapper) or isinstance(_raw(current), StdoutFile):
+        return
+    try:
+        fd = current.fileno()
+    except (OSError, ValueError):
+        return
+    current.flush()
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(StdoutFile(fd)),
+        encoding=current.encoding,
+        errors="replace",
+        line_buffering=current.line_buffering,
+        write_through=current.write_through,
+    )
+
+
+def _raw(stream: object) -> object:
+    return getattr(getattr(stream, "buffer", None), "raw", None)
+
+
+def flush() -> OSError | None:
+    """Write what stdout still holds; the first write to it that failed, now or before (also
+    one a library caught and dropped), or None."""
+    stream = sys.stdout
+    if stream is None:
+        return None
+    try:
+        stream.flush()
+    except (OSError, OutputFailed) as error:
+        if not isinstance(_raw(stream), StdoutFile):
+            return error if isinstance(error, OSError) else None
+    raw = _raw(stream)
+    return raw.failure if isinstance(raw, StdoutFile) else None
