@@ -138,7 +138,8 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
 
 
 def summarize_conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
-    """Fold the older messages into ``summary`` and remove exactly those messages.
+    """Fold the older messages into ``summary`` and remove exactly those messages (and
+    condense a summary grown far past its limit).
 
     On a failed summary the state is left exactly as it was; the failure is logged and sent
     to ``stream_mode="custom"`` listeners, and the next turn tries again (this run does not:
@@ -160,7 +161,7 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     if reason == "overflow" and not folding.could_shrink(state, run, plan):
         alone = folding.context_tokens(messages[-1:], summary, run)
         raise _too_long(alone, run.policy.max_input_tokens, "your message")
-    if not plan:
+    if not plan and not folding.summary_oversized(summary, run):
         writer({"event": "nothing_to_fold", "reason": reason, "context": before})
         return {}
     replies: list[AIMessage] = []
@@ -217,7 +218,7 @@ def fold_first(
     reason = folding.fold_reason(state, run, compact=run.compact)
     if reason in ("compact", "overflow"):
         return "summarize_conversation"  # it explains when there is nothing to fold
-    if reason is not None and folding.plan_fold(state, run, reason):
+    if reason is not None and folding.worth_folding(state, run, reason):
         return "summarize_conversation"
     return "conversation" if folding.pending_reply(state["messages"]) else DONE
 
@@ -232,7 +233,7 @@ def should_continue(
         return "summarize_conversation"
     if state.get("fold_tried"):  # one fold a turn: a failed one waits for the next turn
         return DONE
-    if reason is not None and folding.plan_fold(state, run, reason):
+    if reason is not None and folding.worth_folding(state, run, reason):
         return "summarize_conversation"
     return DONE
 
