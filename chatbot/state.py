@@ -63,7 +63,7 @@ class RunState(State):
     ``fold_tried`` is set once the run has tried a fold (whatever came of it): a turn folds
     at most once, before the call or after the reply, never both (a failed summary is tried
     again by the next turn, not by this one). An untracked value: never checkpointed, so
-    each run starts without it.
+    each run starts without it (a run paused by an interrupt starts afresh when resumed).
     """
 
     fold_tried: NotRequired[Annotated[bool, UntrackedValue]]

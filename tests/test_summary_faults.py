@@ -1,5 +1,7 @@
-"""Faults around the summary and the graph: each test is a row of "Summaries and the graph" in
-docs/reliability.md, and failed before its fix.
+"""Faults around the summary and the graph: the rows of "Summaries and the graph" in
+docs/reliability.md. Each test failed before its fix, but the guards of cases that already
+held (an empty, whitespace or ``reasoning_content``-only summary reply over HTTP, an empty
+condensing reply).
 
 Over HTTP (``chatbot ask`` in-process against the local fake OpenAI server) where the user
 meets the fault; in-process on the graph where the caller is a program (Studio's state
