@@ -10,15 +10,22 @@ this module decides *whether*, *what* and does it. Four reasons, in order of pre
 - ``compact``: the run asks for it (``/compact``); the usual keep window stays.
 - ``trigger``: the summary trigger holds (after a reply; before a call, when it already held
   before the new message — a resumed thread, or a summary that failed last turn).
+
+A fold also condenses a summary grown far past ``CHATBOT_MAX_SUMMARY_TOKENS`` (one stored
+before that was checked, or edited in by hand): its text is folded in like the oldest
+message, into a new summary. A new summary that comes back without usable text, or far past
+the limit even after asking once to condense it, is a failed summary.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
 
 from chatbot import finish, policy, prompts
@@ -32,10 +39,14 @@ from chatbot.tokens import ESTIMATE, TokenCounter, tokenizer_for
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
 MIN_CHUNK_TOKENS = 256
 _MAX_HALVINGS = 3
+SUMMARY_SLACK = 2
+"""A summary may run to this many times ``CHATBOT_MAX_SUMMARY_TOKENS`` (models keep to a
+length loosely); past that it is too big to keep."""
 
 
 class SummaryFailed(RuntimeError):
-    """The summary model raised, timed out or returned nothing; the state was left untouched."""
+    """The summary model raised, timed out or returned no usable summary; the state was left
+    untouched."""
 
 
 def pending_reply(messages: Sequence[BaseMessage]) -> bool:
@@ -79,9 +90,27 @@ def fold_reason(state: Mapping[str, Any], run: RunSettings, *, compact: bool) ->
     return "trigger" if run.policy.automatic and held else None
 
 
+def summary_limit(run: RunSettings) -> int:
+    """The most tokens a summary may hold (:data:`SUMMARY_SLACK` times the setting)."""
+    return run.max_summary_tokens * SUMMARY_SLACK
+
+
+def summary_oversized(summary: str, run: RunSettings) -> bool:
+    """True for a summary past :func:`summary_limit`: the next fold condenses it."""
+    return bool(summary) and run.summary_counter.text(summary) > summary_limit(run)
+
+
+def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> bool:
+    """True when a fold for ``reason`` would change something: there are messages safe to
+    fold, or the summary is too big to keep."""
+    return bool(plan_fold(state, run, reason)) or summary_oversized(state.get("summary", ""), run)
+
+
 def _fixed_head(summary: str, run: RunSettings) -> int:
     """Tokens besides the kept messages once folded: system prompt and a grown summary."""
     system = prompts.conversation_input([], "", run.system_prompt, run.language)
+    if summary_oversized(summary, run):  # the fold condenses it: only the new one's room counts
+        summary = ""
     summary_message = prompts.conversation_input([], summary or "x", "", run.language)
     allowance = max(run.counter.messages(summary_message), run.max_summary_tokens)
     return run.counter.messages(system) + allowance
@@ -122,7 +151,10 @@ def could_shrink(state: Mapping[str, Any], run: RunSettings, plan: policy.Summar
     :data:`~chatbot.policy.MIN_SHRINK` even if the summary came out empty."""
     counts = run.counter.per_message(state["messages"])
     folded = sum(counts[i] for i in plan.fold)
-    return bool(plan) and folded >= refused_tokens(state, run) * policy.MIN_SHRINK
+    summary = state.get("summary", "")
+    if summary_oversized(summary, run):  # condensed by the fold: most of it goes too
+        folded += run.counter.text(summary)
+    return folded > 0 and folded >= refused_tokens(state, run) * policy.MIN_SHRINK
 
 
 @dataclass(frozen=True)
@@ -182,9 +214,14 @@ def summarize(
     Returns the new summary and the number of summary calls. Each chunk extends the running
     summary, so an input bigger than the model's budget is folded whole, never truncated; if
     the summary model itself says a chunk is too long, the rest is chunked at half the size
-    (up to three times). Raises :class:`SummaryFailed` if a call fails or returns no text.
+    (up to three times). A summary too big to keep (:func:`summary_oversized`) is folded in
+    as the oldest message, into a new one. Raises :class:`SummaryFailed` if a call fails or
+    its reply is no usable summary (:func:`summary_text`, :func:`_kept_to_limit`).
     """
     counter = run.summary_counter
+    if summary_oversized(summary, run):
+        folded = [prompts.summary_context_message(summary, run.language), *folded]
+        summary = ""
     instructions = prompts.summary_request([], "", language=run.language, focus=focus)
     overhead = counter.raw(instructions) + 200
     summary_room = max(counter.text(summary), run.max_summary_tokens)
@@ -222,10 +259,79 @@ def summarize(
                 continue
             raise SummaryFailed(describe_error(error)) from error
         calls += 1
-        ending = finish.finish_of(response)
-        if ending != "complete":  # a cut-off summary must never replace the real one
-            raise SummaryFailed(finish.incomplete(ending, "summary"))
-        text = response.text.strip()
-        summary = text
+        summary, condensing = yield from _kept_to_limit(summary_text(response), run, model)
+        calls += condensing
         done += 1
     return summary, calls
+
+
+_THINKING = re.compile(r"^\s*<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+"""Reasoning a model served as plain text puts before its answer."""
+_REASONING_BLOCKS = {"reasoning", "thinking", "redacted_thinking"}
+
+
+def _has_reasoning(message: AIMessage) -> bool:
+    if any(key in message.additional_kwargs for key in ("reasoning_content", "reasoning")):
+        return True
+    blocks = message.content if isinstance(message.content, list) else []
+    return any(isinstance(b, dict) and b.get("type") in _REASONING_BLOCKS for b in blocks)
+
+
+def summary_text(response: AIMessage) -> str:
+    """The summary a reply holds: its text, without reasoning a model put before it, stripped.
+
+    Raises :class:`SummaryFailed` when the reply did not finish, or holds no usable text
+    (only whitespace or invisible characters, only reasoning, or a tool call instead).
+    """
+    ending = finish.finish_of(response)
+    if ending not in ("complete", "empty"):  # a cut-off summary must never replace the real one
+        raise SummaryFailed(finish.incomplete(ending, "summary"))
+    text = str(response.text)
+    thinking = _THINKING.match(text)
+    if thinking:
+        text = text[thinking.end() :]
+    text = text.strip()
+    if any(char.isprintable() and not char.isspace() for char in text):
+        return text
+    if response.tool_calls or response.invalid_tool_calls:
+        raise SummaryFailed("the model answered the summary request with a tool call, no text")
+    if thinking or _has_reasoning(response):
+        raise SummaryFailed("the model returned only its reasoning, no summary")
+    raise SummaryFailed(finish.incomplete("empty", "summary"))
+
+
+def _kept_to_limit(
+    summary: str, run: RunSettings, model: Runnable[Any, Any]
+) -> Steps[tuple[str, int]]:
+    """The summary, if it is within :func:`summary_limit`; else condensed by one more call
+    (returns the calls it made). Raises :class:`SummaryFailed` when it is too big to send
+    back to be condensed, or still too big condensed: it is never stored."""
+    counter = run.summary_counter
+    tokens = counter.text(summary)
+    limit = summary_limit(run)
+    if tokens <= limit:
+        return summary, 0
+    refusal = (
+        f"the summary came back at about {tokens:,} tokens, far past "
+        f"CHATBOT_MAX_SUMMARY_TOKENS ({run.max_summary_tokens:,})"
+    )
+    request = prompts.summary_request(
+        [],
+        summary,
+        language=run.language,
+        max_summary_tokens=run.max_summary_tokens,
+        summary_tokens=tokens,
+        extend_prompt=run.extend_prompt,
+    )
+    if counter.raw(request) + run.max_summary_tokens > run.summary_input_tokens:
+        raise SummaryFailed(f"{refusal}; it was not stored")
+    try:
+        response = yield (model, request)
+    except Exception as error:
+        raise SummaryFailed(
+            f"{refusal}, and condensing it failed: {describe_error(error)}"
+        ) from error
+    condensed = summary_text(response)
+    if counter.text(condensed) > limit:
+        raise SummaryFailed(f"{refusal}, and still {counter.text(condensed):,} condensed")
+    return condensed, 1

@@ -8,16 +8,22 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 - ``fold_first`` (from START): fold before the call when the request would pass the model's
   input budget, when the trigger already held (a resumed thread, a failed summary), or when
   the run asks to compact; otherwise answer at once.
-- ``should_continue`` (after ``conversation``): the tutorial's trigger; or, when the provider
-  refused the request as too long, fold and try again once.
+- ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
+  a fold already (one fold a turn); or, when the provider refused the request as too long,
+  fold and try again once.
 - ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
+
+Nodes and routers are plain functions of the state and the run's settings
+(:class:`~chatbot.runsettings.RunSettings`: the run's context applied to the graph's defaults).
+:func:`build_graph` binds them to its settings; a router works with or without a runtime, so
+``update_state`` (Studio's state editor, forks) needs no ``as_node``.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
@@ -25,7 +31,7 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime, get_runtime
+from langgraph.runtime import get_runtime
 
 from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
@@ -38,7 +44,7 @@ from chatbot.errors import (
 from chatbot.logs import logger
 from chatbot.runsettings import RunResolver, RunSettings
 from chatbot.settings import Settings
-from chatbot.state import ChatGraph, Context, State
+from chatbot.state import ChatGraph, ChatInput, Context, RunState, State
 from chatbot.steps import Steps, adrive, drive, watched
 from chatbot.tokens import USAGE_KEY, model_name
 
@@ -84,17 +90,202 @@ def _paid(
     return {pricing.USAGE_KEY: record}
 
 
+def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
+    messages, summary = state["messages"], state.get("summary", "")
+    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    counted = run.counter.messages(sent)
+    limit = run.policy.max_input_tokens
+    if limit and folding.pending_reply(messages):
+        alone = folding.context_tokens(messages[-1:], summary, run)
+        if alone > limit:
+            raise _too_long(alone, limit, "your message (with the summary)")
+    try:
+        response = yield (run.chat_model, sent)
+    except Exception as error:
+        overflow = context_overflow(error)
+        if overflow is None or not folding.pending_reply(messages):
+            # LangGraph stores a failed task's error in the checkpoint database, and
+            # provider errors can quote the API key: store (and raise) only the redacted text.
+            raise ModelCallFailed(describe_error(error)) from None
+        if folding.overflow_of(state) is not None:  # folded once for it already: stop
+            raise ContextTooLong(
+                f"the model refused the request as too long again after folding the "
+                f"history (about {counted:,} tokens now): /compact, or lower "
+                "CHATBOT_SUMMARY_KEEP; your message is kept"
+            ) from None
+        log.info("context too long (%s tokens by our count): folding", counted)
+        return {
+            "context_overflow": {
+                "message_id": messages[-1].id,
+                "counted": counted,
+                "limit": overflow.limit,
+                "requested": overflow.requested,
+            }
+        }
+    ending = finish.finish_of(response)
+    if ending in ("cut", "filtered", "empty"):
+        # A fragment is not an answer: the turn fails and the message waits for /retry.
+        raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
+    if ending == "length":
+        response = finish.with_length_note(response)
+    response.response_metadata[USAGE_KEY] = run.counter.record(sent)
+    update: dict[str, Any] = {"messages": [response]}
+    update.update(_paid(state, "chat", run.chat_model, [response]))
+    if state.get("context_overflow"):
+        update["context_overflow"] = {}
+    return update
+
+
+def summarize_conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    """Fold the older messages into ``summary`` and remove exactly those messages (and
+    condense a summary grown far past its limit).
+
+    On a failed summary the state is left exactly as it was; the failure is logged and sent
+    to ``stream_mode="custom"`` listeners, and the next turn tries again (this run does not:
+    the update notes ``fold_tried``). After an overflow a failure, or a fold that cannot
+    shrink the request, ends the run with one clear error instead (the message is kept).
+    """
+    update = yield from _fold(state, run)
+    return {**update, "fold_tried": True}
+
+
+def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    writer = get_stream_writer()
+    messages, summary = state["messages"], state.get("summary", "")
+    reason = folding.fold_reason(state, run, compact=run.compact)
+    if reason is None:
+        return {}
+    before = folding.context_tokens(messages, summary, run)
+    plan = folding.plan_fold(state, run, reason)
+    if reason == "overflow" and not folding.could_shrink(state, run, plan):
+        alone = folding.context_tokens(messages[-1:], summary, run)
+        raise _too_long(alone, run.policy.max_input_tokens, "your message")
+    if not plan and not folding.summary_oversized(summary, run):
+        writer({"event": "nothing_to_fold", "reason": reason, "context": before})
+        return {}
+    replies: list[AIMessage] = []
+    try:
+        writer({"event": "folding", "reason": reason, "messages": len(plan.fold)})
+        done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
+    except folding.SummaryFailed as error:
+        if reason == "overflow":
+            raise ContextTooLong(
+                f"the request is too long for the model and folding the history failed: "
+                f"{error}; your message is kept, /retry tries again"
+            ) from None
+        log.warning("summary failed, nothing was removed: %s", error)
+        writer({"event": "summary_failed", "error": str(error), "reason": reason})
+        return _paid(state, "summary", run.summary_model, replies)  # the calls were made
+    kept = [m for i, m in enumerate(messages) if i not in set(plan.fold)]
+    after = folding.context_tokens(kept, done.summary, run)
+    refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
+    if reason == "overflow" and after > refused * (1 - policy.MIN_SHRINK):
+        raise ContextTooLong(
+            f"the request is too long for the model and folding the history only brings "
+            f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
+            "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
+        )
+    writer(
+        {
+            "event": "summarized",
+            "reason": reason,
+            "messages": len(done.folded),
+            "tokens_in": done.folded_tokens,
+            "tokens_out": run.counter.text(done.summary),
+            "calls": done.calls,
+            "extended": bool(summary),
+            "context_before": before,
+            "context_after": after,
+        }
+    )
+    update: dict[str, Any] = {
+        "summary": done.summary,
+        "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],
+    }
+    record = folding.fold_record(state, done.folded, run.counter)
+    if record is not None:
+        update["folded"] = record
+    update.update(_paid(state, "summary", run.summary_model, replies))
+    return update
+
+
+def fold_first(
+    state: RunState, run: RunSettings
+) -> Literal["summarize_conversation", "conversation", "__end__"]:
+    """From START: fold before answering when the request would not fit, when the trigger
+    already held before the new message, or when the run asks to; otherwise answer."""
+    reason = folding.fold_reason(state, run, compact=run.compact)
+    if reason in ("compact", "overflow"):
+        return "summarize_conversation"  # it explains when there is nothing to fold
+    if reason is not None and folding.worth_folding(state, run, reason):
+        return "summarize_conversation"
+    return "conversation" if folding.pending_reply(state["messages"]) else DONE
+
+
+def should_continue(
+    state: RunState, run: RunSettings
+) -> Literal["summarize_conversation", "__end__"]:
+    """The tutorial's edge: summarize when the trigger holds and there is something to fold,
+    unless this run tried a fold already; after an overflow, fold and try again."""
+    reason = folding.fold_reason(state, run, compact=False)
+    if reason == "overflow":
+        return "summarize_conversation"
+    if state.get("fold_tried"):  # one fold a turn: a failed one waits for the next turn
+        return DONE
+    if reason is not None and folding.worth_folding(state, run, reason):
+        return "summarize_conversation"
+    return DONE
+
+
+def after_summary(state: RunState) -> Literal["conversation", "__end__"]:
+    """A message still waiting for its reply is answered now."""
+    return "conversation" if folding.pending_reply(state["messages"]) else DONE
+
+
+# --- wiring ------------------------------------------------------------------------------
+
+
+def _run_settings(resolver: RunResolver, state: RunState) -> RunSettings:
+    """The run's settings: its context applied to the graph's defaults where there is a
+    runtime; the defaults alone where there is none (``update_state`` runs the routers
+    without one, as Studio's state editor does). The thread's own system prompt either way."""
+    try:
+        runtime = get_runtime(Context)
+    except RuntimeError:  # (called outside any run)
+        runtime = None
+    context = runtime.context if runtime is not None else None
+    return resolver(context, state.get("system_prompt", ""))
+
+
+Route = TypeVar("Route", bound=str)
+
+
+def _router(
+    decide: Callable[[RunState, RunSettings], Route], resolver: RunResolver
+) -> Callable[[RunState], Route]:
+    """``decide`` as LangGraph calls a router: with the state alone (a router that asked for
+    the ``Runtime`` would fail under ``update_state``, langgraph issue #6340)."""
+
+    def route(state: RunState) -> Route:
+        return decide(state, _run_settings(resolver, state))
+
+    route.__name__ = route.__qualname__ = decide.__name__
+    route.__doc__ = decide.__doc__
+    return route
+
+
 def _node(
-    steps: Callable[[State, Runtime[Context]], Steps[dict[str, Any]]],
-) -> RunnableLambda[State, dict[str, Any]]:
+    steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
+) -> RunnableLambda[RunState, dict[str, Any]]:
     """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
     with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request."""
 
-    def run(state: State) -> dict[str, Any]:
-        return drive(steps(state, get_runtime(Context)))
+    def run(state: RunState) -> dict[str, Any]:
+        return drive(steps(state, _run_settings(resolver, state)))
 
-    async def arun(state: State) -> dict[str, Any]:
-        return await adrive(steps(state, get_runtime(Context)))
+    async def arun(state: RunState) -> dict[str, Any]:
+        return await adrive(steps(state, _run_settings(resolver, state)))
 
     return RunnableLambda(run, afunc=arun, name=steps.__name__)
 
@@ -116,160 +307,17 @@ def build_graph(
         remember_secret(secret)
     resolver = RunResolver(settings, chat_model, summary_model or chat_model)
 
-    def run_settings(runtime: Runtime[Context], state: State) -> RunSettings:
-        """The run's settings, its system prompt the thread's own unless the context sets one."""
-        return resolver(runtime.context, state.get("system_prompt", ""))
-
-    def fold_first(
-        state: State, runtime: Runtime[Context]
-    ) -> Literal["summarize_conversation", "conversation", "__end__"]:
-        """Fold before answering when the request would not fit (or the run asks to)."""
-        run = run_settings(runtime, state)
-        reason = folding.fold_reason(state, run, compact=run.compact)
-        if reason in ("compact", "overflow"):
-            return "summarize_conversation"  # it explains when there is nothing to fold
-        if reason is not None and folding.plan_fold(state, run, reason):
-            return "summarize_conversation"
-        return "conversation" if folding.pending_reply(state["messages"]) else DONE
-
-    def conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
-        """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
-        run = run_settings(runtime, state)
-        messages, summary = state["messages"], state.get("summary", "")
-        sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
-        counted = run.counter.messages(sent)
-        limit = run.policy.max_input_tokens
-        if limit and folding.pending_reply(messages):
-            alone = folding.context_tokens(messages[-1:], summary, run)
-            if alone > limit:
-                raise _too_long(alone, limit, "your message (with the summary)")
-        try:
-            response = yield (run.chat_model, sent)
-        except Exception as error:
-            overflow = context_overflow(error)
-            if overflow is None or not folding.pending_reply(messages):
-                # LangGraph stores a failed task's error in the checkpoint database, and
-                # provider errors can quote the API key: store (and raise) only the redacted text.
-                raise ModelCallFailed(describe_error(error)) from None
-            if folding.overflow_of(state) is not None:  # folded once for it already: stop
-                raise ContextTooLong(
-                    f"the model refused the request as too long again after folding the "
-                    f"history (about {counted:,} tokens now): /compact, or lower "
-                    "CHATBOT_SUMMARY_KEEP; your message is kept"
-                ) from None
-            log.info("context too long (%s tokens by our count): folding", counted)
-            return {
-                "context_overflow": {
-                    "message_id": messages[-1].id,
-                    "counted": counted,
-                    "limit": overflow.limit,
-                    "requested": overflow.requested,
-                }
-            }
-        ending = finish.finish_of(response)
-        if ending in ("cut", "filtered", "empty"):
-            # A fragment is not an answer: the turn fails and the message waits for /retry.
-            raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
-        if ending == "length":
-            response = finish.with_length_note(response)
-        response.response_metadata[USAGE_KEY] = run.counter.record(sent)
-        update: dict[str, Any] = {"messages": [response]}
-        update.update(_paid(state, "chat", run.chat_model, [response]))
-        if state.get("context_overflow"):
-            update["context_overflow"] = {}
-        return update
-
-    def should_continue(
-        state: State, runtime: Runtime[Context]
-    ) -> Literal["summarize_conversation", "__end__"]:
-        """Summarize when a trigger holds and there is something safe to fold; after an
-        overflow, fold and try again."""
-        run = run_settings(runtime, state)
-        reason = folding.fold_reason(state, run, compact=False)
-        if reason == "overflow":
-            return "summarize_conversation"
-        if reason is not None and folding.plan_fold(state, run, reason):
-            return "summarize_conversation"
-        return DONE
-
-    def summarize_conversation(state: State, runtime: Runtime[Context]) -> Steps[dict[str, Any]]:
-        """Fold the older messages into ``summary`` and remove exactly those messages.
-
-        On a failed summary the state is left exactly as it was; the failure is logged and
-        sent to ``stream_mode="custom"`` listeners, and the next turn tries again. After an
-        overflow a failure, or a fold that cannot shrink the request, ends the run with one
-        clear error instead (the message is kept).
-        """
-        run = run_settings(runtime, state)
-        writer = get_stream_writer()
-        messages, summary = state["messages"], state.get("summary", "")
-        reason = folding.fold_reason(state, run, compact=run.compact)
-        if reason is None:
-            return {}
-        before = folding.context_tokens(messages, summary, run)
-        plan = folding.plan_fold(state, run, reason)
-        if reason == "overflow" and not folding.could_shrink(state, run, plan):
-            alone = folding.context_tokens(messages[-1:], summary, run)
-            raise _too_long(alone, run.policy.max_input_tokens, "your message")
-        if not plan:
-            writer({"event": "nothing_to_fold", "reason": reason, "context": before})
-            return {}
-        replies: list[AIMessage] = []
-        try:
-            writer({"event": "folding", "reason": reason, "messages": len(plan.fold)})
-            done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
-        except folding.SummaryFailed as error:
-            if reason == "overflow":
-                raise ContextTooLong(
-                    f"the request is too long for the model and folding the history failed: "
-                    f"{error}; your message is kept, /retry tries again"
-                ) from None
-            log.warning("summary failed, nothing was removed: %s", error)
-            writer({"event": "summary_failed", "error": str(error), "reason": reason})
-            return _paid(state, "summary", run.summary_model, replies)  # the calls were made
-        kept = [m for i, m in enumerate(messages) if i not in set(plan.fold)]
-        after = folding.context_tokens(kept, done.summary, run)
-        refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
-        if reason == "overflow" and after > refused * (1 - policy.MIN_SHRINK):
-            raise ContextTooLong(
-                f"the request is too long for the model and folding the history only brings "
-                f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
-                "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
-            )
-        writer(
-            {
-                "event": "summarized",
-                "reason": reason,
-                "messages": len(done.folded),
-                "tokens_in": done.folded_tokens,
-                "tokens_out": run.counter.text(done.summary),
-                "calls": done.calls,
-                "extended": bool(summary),
-                "context_before": before,
-                "context_after": after,
-            }
-        )
-        update: dict[str, Any] = {
-            "summary": done.summary,
-            "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],
-        }
-        record = folding.fold_record(state, done.folded, run.counter)
-        if record is not None:
-            update["folded"] = record
-        update.update(_paid(state, "summary", run.summary_model, replies))
-        return update
-
-    def after_summary(state: State) -> Literal["conversation", "__end__"]:
-        """A message still waiting for its reply is answered now."""
-        return "conversation" if folding.pending_reply(state["messages"]) else DONE
-
-    builder = StateGraph(State, context_schema=Context)
-    builder.add_node("conversation", _node(conversation))
-    builder.add_node("summarize_conversation", _node(summarize_conversation))
-    builder.add_conditional_edges(
-        START, fold_first, ["summarize_conversation", "conversation", END]
+    builder = StateGraph(
+        RunState, context_schema=Context, input_schema=ChatInput, output_schema=State
     )
-    builder.add_conditional_edges("conversation", should_continue, ["summarize_conversation", END])
+    builder.add_node("conversation", _node(conversation, resolver))
+    builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
+    builder.add_conditional_edges(
+        START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]
+    )
+    builder.add_conditional_edges(
+        "conversation", _router(should_continue, resolver), ["summarize_conversation", END]
+    )
     builder.add_conditional_edges("summarize_conversation", after_summary, ["conversation", END])
     graph = builder.compile(checkpointer=checkpointer, name="chatbot")
     _RESOLVERS[graph] = resolver

@@ -23,6 +23,7 @@ INSERT_MESSAGE = (
     "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO NOTHING"
 )
+DELETE_THREAD_MESSAGES = "DELETE FROM chatbot_messages WHERE thread_id = ?"
 INSERT_KEEPING_OLDEST = (
     "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
     "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
@@ -127,3 +128,8 @@ class MessageIndex:
         """Drop what is remembered of a thread (it was renamed or deleted)."""
         with self._lock:
             self._known.pop(thread_id, None)
+
+    def drop(self, thread_id: str) -> None:
+        """Delete a thread's rows (its checkpoints were deleted) and forget it."""
+        self._write((DELETE_THREAD_MESSAGES, (thread_id,)))
+        self.forget(thread_id)

@@ -21,7 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
-from chatbot.msgindex import INSERT_MESSAGE
+from chatbot.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
 
 if TYPE_CHECKING:
     from chatbot.msgindex import MessageIndex
@@ -100,7 +100,8 @@ class IndexesMessages(BaseCheckpointSaver[str]):
     """A saver that indexes, for search, the messages a checkpoint adds (:mod:`chatbot.search`):
     when a write changes the ``messages`` channel, the ids not yet indexed for that thread are
     added with this checkpoint as theirs. Turns, retries, undo, forks and ``db copy`` all write
-    through here. The rows go in the checkpoint's own transaction where the saver allows it
+    through here; deleting a thread here (as LangGraph's server does) deletes its rows too.
+    The rows go in the checkpoint's own transaction where the saver allows it
     (:class:`LocalSaver`), else in one of their own right after it."""
 
     message_index: MessageIndex | None = None
@@ -133,11 +134,27 @@ class IndexesMessages(BaseCheckpointSaver[str]):
         index.remember(thread_id, ids)
         return written
 
+    def delete_thread(self, thread_id: str) -> None:
+        index = self.message_index
+        if index is None:
+            return super().delete_thread(thread_id)
+        if self._rows_in_checkpoint_transaction:
+            self._pending.deleted = str(thread_id)
+            try:
+                super().delete_thread(thread_id)
+            finally:
+                self._pending.deleted = None
+            index.forget(str(thread_id))
+        else:
+            super().delete_thread(thread_id)
+            index.drop(str(thread_id))
+
 
 class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSaver):
     """LangGraph's ``SqliteSaver``, serving ``astream`` too (``AsyncSqliteSaver`` would add a
     second connection and a thread). A checkpoint's new messages are indexed in the same
-    transaction as the checkpoint: one commit, and never one without the other."""
+    transaction as the checkpoint, and a deleted thread's rows go in the same transaction as
+    its checkpoints: one commit, and never one without the other."""
 
     _rows_in_checkpoint_transaction = True
 
@@ -145,7 +162,13 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
         with super().cursor(transaction) as cur:
             yield cur
+            if not transaction:
+                return
             rows = getattr(self._pending, "rows", None)
-            if transaction and rows:  # put's checkpoint went in: its messages follow
+            if rows:  # put's checkpoint went in: its messages follow
                 self._pending.rows = None
                 cur.executemany(INSERT_MESSAGE, rows)
+            deleted = getattr(self._pending, "deleted", None)
+            if deleted is not None:  # delete_thread's checkpoints went: its rows follow
+                self._pending.deleted = None
+                cur.execute(DELETE_THREAD_MESSAGES, (deleted,))

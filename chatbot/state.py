@@ -1,12 +1,20 @@
-"""The graph's state and its per-run context (the settings Studio shows as a form)."""
+"""The graph's state and its per-run context (the settings Studio shows as a form).
+
+Three views of the state: :class:`ChatInput` is what a run takes (Studio's input form),
+:class:`State` what every checkpoint keeps and a run returns, :class:`RunState` what the nodes
+and routers see while a run goes on (the state and the run's own notes, never stored).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from langgraph.graph import MessagesState
+from langchain_core.messages import AnyMessage
+from langgraph.channels import UntrackedValue
+from langgraph.graph import MessagesState, add_messages
 from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict
 
 
 class State(MessagesState):
@@ -35,6 +43,30 @@ class State(MessagesState):
     system_prompt: str
     system_role: str
     usage: dict[str, Any]
+
+
+class ChatInput(TypedDict):
+    """What a run takes: new messages, and optionally a summary or system prompt to set.
+
+    The rest of :class:`State` is the graph's bookkeeping (what the summary holds, its cost,
+    a refused request), written by the nodes only.
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    summary: NotRequired[str]
+    system_prompt: NotRequired[str]
+
+
+class RunState(State):
+    """The state as the nodes and routers see it during one run.
+
+    ``fold_tried`` is set once the run has tried a fold (whatever came of it): a turn folds
+    at most once, before the call or after the reply, never both (a failed summary is tried
+    again by the next turn, not by this one). An untracked value: never checkpointed, so
+    each run starts without it (a run paused by an interrupt starts afresh when resumed).
+    """
+
+    fold_tried: NotRequired[Annotated[bool, UntrackedValue]]
 
 
 @dataclass(kw_only=True)
@@ -92,5 +124,5 @@ class Context:
     )
 
 
-ChatGraph = CompiledStateGraph[State, Context, State, State]
+ChatGraph = CompiledStateGraph[RunState, Context, ChatInput, State]
 """The compiled chatbot graph, as :func:`chatbot.graph.build_graph` returns it."""

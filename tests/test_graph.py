@@ -67,6 +67,33 @@ def test_graph_has_the_tutorial_shape_with_a_guard_in_front(chat: ScriptedChatMo
     }
 
 
+def test_input_is_what_a_user_gives_and_output_is_the_whole_state(chat: ScriptedChatModel) -> None:
+    graph = build_graph(chat, settings=settings())
+    inputs = graph.get_input_jsonschema()
+    assert set(inputs["properties"]) == {"messages", "summary", "system_prompt"}
+    assert inputs["required"] == ["messages"]
+    outputs = graph.get_output_jsonschema()["properties"]
+    assert set(outputs) == {
+        "messages",
+        "summary",
+        "context_overflow",
+        "folded",
+        "system_prompt",
+        "system_role",
+        "usage",
+    }
+
+
+def test_a_fresh_thread_can_be_edited_before_its_first_run(chat: ScriptedChatModel) -> None:
+    """``update_state`` with no checkpoint yet runs ``fold_first`` as from START, without a
+    runtime: the message then waits for its reply."""
+    graph = build_graph(chat, settings=settings(), checkpointer=InMemorySaver())
+    graph.update_state(config(), {"messages": [HumanMessage("typed in Studio")]})
+    assert graph.get_state(config()).next == ("conversation",)
+    state = graph.invoke(None, config())
+    assert [m.text for m in state["messages"]] == ["typed in Studio", "reply 1"]
+
+
 def test_tutorial_walkthrough_summarizes_after_the_fourth_turn(
     chat: ScriptedChatModel, summarizer: ScriptedChatModel
 ) -> None:

@@ -211,3 +211,53 @@ def test_remote_compact_and_retry_after_it(dev_server: DevServer) -> None:
     )
     assert after["summary"] == shown["summary"], "/retry keeps the compaction"
     assert [m["content"] for m in after["messages"]] == kept
+
+
+def test_studio_input_form_takes_what_a_user_gives_and_output_is_the_whole_state(
+    client: Any,
+) -> None:
+    (assistant,) = client.assistants.search(graph_id="chatbot", limit=5)
+    schemas = client.assistants.get_schemas(assistant["assistant_id"])
+    assert set(schemas["input_schema"]["properties"]) == {"messages", "summary", "system_prompt"}
+    output = set(schemas["output_schema"]["properties"])
+    assert {"messages", "summary", "folded", "usage", "system_role", "context_overflow"} <= output
+    assert "fold_tried" not in output, "the run's own note is not part of the state"
+
+
+def test_state_edits_without_as_node_after_a_turn_while_paused_and_from_an_old_checkpoint(
+    client: Any,
+) -> None:
+    """What Studio's state editor sends: ``update_state`` with no ``as_node``."""
+    thread = client.threads.create()["thread_id"]
+    run_turn(client, thread, "hi, I'm Ada")
+    client.threads.update_state(thread, {"summary": "The user is called Grace."})
+    state = client.threads.get_state(thread)
+    assert state["values"]["summary"] == "The user is called Grace." and state["next"] == []
+
+    first = state["values"]["messages"][0]
+    client.threads.update_state(
+        thread, {"messages": [{"type": "human", "content": "hi, I'm Grace", "id": first["id"]}]}
+    )
+    edited = client.threads.get_state(thread)["values"]["messages"]
+    assert edited[0]["content"] == "hi, I'm Grace"
+
+    paused = client.threads.create()["thread_id"]
+    run_turn(client, paused, "first", interrupt_before=["conversation"])
+    assert client.threads.get_state(paused)["next"] == ["conversation"]
+    client.threads.update_state(paused, {"summary": "Edited while paused."})
+    assert client.threads.get_state(paused)["next"] == ["conversation"]
+    list(client.runs.stream(paused, "chatbot", input=None, stream_mode="updates"))
+    resumed = client.threads.get_state(paused)["values"]
+    assert resumed["summary"] == "Edited while paused."
+    assert [m["type"] for m in resumed["messages"]] == ["human", "ai"]
+
+    history = client.threads.get_history(thread, limit=50)
+    old = next(h for h in history if len(h["values"].get("messages", [])) == 2)
+    forked = client.threads.update_state(
+        thread, {"summary": "a fork"}, checkpoint_id=old["checkpoint"]["checkpoint_id"]
+    )
+    fork_state = client.threads.get_state(
+        thread, checkpoint_id=forked["checkpoint"]["checkpoint_id"]
+    )
+    assert fork_state["values"]["summary"] == "a fork"
+    assert fork_state["parent_checkpoint"]["checkpoint_id"] == old["checkpoint"]["checkpoint_id"]
