@@ -22,6 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
 from chatbot.msgindex import INSERT_MESSAGE
+from chatbot.store import reporting_damage
 
 if TYPE_CHECKING:
     from chatbot.msgindex import MessageIndex
@@ -140,10 +141,12 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
     transaction as the checkpoint: one commit, and never one without the other."""
 
     _rows_in_checkpoint_transaction = True
+    path = ""
+    """The database file, as errors name it."""
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
-        with super().cursor(transaction) as cur:
+        with reporting_damage(self.path), super().cursor(transaction) as cur:
             yield cur
             rows = getattr(self._pending, "rows", None)
             if transaction and rows:  # put's checkpoint went in: its messages follow
