@@ -64,10 +64,6 @@ def _thread(thread_id: str) -> Any:
     return {"configurable": {"thread_id": thread_id}}
 
 
-def _sqlite_bytes(path: Path) -> bytes:
-    return path.read_bytes()
-
-
 def _postgres_contents(url: str) -> dict[str, Any]:
     """Every table of the database's schema with its rows (as text), and the schema's indexes:
     enough to see that nothing was added, changed or removed."""
@@ -92,10 +88,6 @@ def _postgres_contents(url: str) -> dict[str, Any]:
             )
         )
     return contents
-
-
-def _invoke(cli: Cli, *args: str, stdin: str | None = None, **env: str) -> Result:
-    return cli.invoke(*args, stdin=stdin, **env)
 
 
 def _damage_page_of(db: Path, table: str) -> None:
@@ -260,12 +252,12 @@ def test_a_langgraph_sqlite_database_is_refused_and_left_untouched(
 ) -> None:
     db = tmp_path / "orders.sqlite"
     _langgraph_sqlite(db)
-    before = _sqlite_bytes(db)
+    before = db.read_bytes()
     for command in _COMMANDS_THAT_TOOK_IT_OVER:
-        result = _invoke(cli, *command, "--db", str(db))
+        result = cli.invoke(*command, "--db", str(db))
         _refused(result, str(db))
         assert "1 thread in its tables checkpoints, writes" in result.stderr
-    assert _sqlite_bytes(db) == before
+    assert db.read_bytes() == before
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA application_id").fetchone() == (0,)
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
@@ -278,7 +270,7 @@ def test_a_langgraph_postgresql_database_is_refused_and_left_untouched(
     _langgraph_postgres(postgres_url)
     before = _postgres_contents(postgres_url)
     for command in _COMMANDS_THAT_TOOK_IT_OVER:
-        _refused(_invoke(cli, *command, "--db", postgres_url), postgres_url)
+        _refused(cli.invoke(*command, "--db", postgres_url), postgres_url)
     assert _postgres_contents(postgres_url) == before
 
 
@@ -289,24 +281,24 @@ def test_an_empty_sqlite_file_with_another_programs_user_version_is_refused(
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA user_version = 7")
     conn.close()
-    before = _sqlite_bytes(db)
+    before = db.read_bytes()
     for command in (("threads",), ("ask", "hi"), ("db", "adopt", "--yes")):
-        line = one_error(_invoke(cli, *command, "--db", str(db)), 2)
+        line = one_error(cli.invoke(*command, "--db", str(db)), 2)
         assert "another program's" in line and "user version 7" in line
-    assert _sqlite_bytes(db) == before
+    assert db.read_bytes() == before
 
 
 def test_a_postgresql_database_of_another_program_is_refused(cli: Cli, postgres_url: str) -> None:
     with psycopg.connect(postgres_url) as conn:
         conn.execute("CREATE TABLE invoices (id serial PRIMARY KEY, total numeric)")
     before = _postgres_contents(postgres_url)
-    line = one_error(_invoke(cli, "ask", "hi", "--db", postgres_url), 2)
+    line = one_error(cli.invoke("ask", "hi", "--db", postgres_url), 2)
     assert line == (
         f"error: {postgres_url!r} is another program's PostgreSQL database (table invoices, no "
         "chatbot mark), so chatbot leaves it untouched: choose another --db (a new file, or a "
         "chatbot database)"
     )
-    one_error(_invoke(cli, "db", "adopt", "--yes", "--db", postgres_url), 2)
+    one_error(cli.invoke("db", "adopt", "--yes", "--db", postgres_url), 2)
     assert _postgres_contents(postgres_url) == before
 
 
@@ -315,28 +307,28 @@ def test_db_adopt_asks_then_takes_a_langgraph_sqlite_database_on_purpose(
 ) -> None:
     db = tmp_path / "orders.sqlite"
     _langgraph_sqlite(db)
-    before = _sqlite_bytes(db)
-    line = one_error(_invoke(cli, "db", "adopt", "--db", str(db)), 2)  # no terminal to ask on
+    before = db.read_bytes()
+    line = one_error(cli.invoke("db", "adopt", "--db", str(db)), 2)  # no terminal to ask on
     assert (
         line
         == f"error: adopting {str(db)!r} needs confirmation: add --yes (or run it in a terminal)"
     )
-    assert _sqlite_bytes(db) == before
+    assert db.read_bytes() == before
 
-    result = ok(_invoke(cli, "db", "adopt", "--yes", "--db", str(db)))
+    result = ok(cli.invoke("db", "adopt", "--yes", "--db", str(db)))
     said = result.stderr.strip().splitlines()
     assert said[0].startswith(f"{db} is another LangGraph program's database: 1 thread in its")
     assert said[-1] == f"adopted {db}: 'chatbot threads --db {db}' lists them"
-    listed = ok(_invoke(cli, "threads", "--json", "--db", str(db)))
+    listed = ok(cli.invoke("threads", "--json", "--db", str(db)))
     assert '"thread_id": "orders-42"' in listed.stdout
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
     conn.close()
-    again = ok(_invoke(cli, "db", "adopt", "--db", str(db)))
+    again = ok(cli.invoke("db", "adopt", "--db", str(db)))
     assert again.stderr.strip() == f"{db} is already a chatbot database: nothing to do"
     cli.server.responder = echo_or_summary
-    ok(_invoke(cli, "ask", "and order 43?", "--thread", "orders-42", "--db", str(db)))
-    shown = ok(_invoke(cli, "show", "orders-42", "--json", "--db", str(db)))
+    ok(cli.invoke("ask", "and order 43?", "--thread", "orders-42", "--db", str(db)))
+    shown = ok(cli.invoke("show", "orders-42", "--json", "--db", str(db)))
     said = [m["content"] for m in json.loads(shown.stdout)["messages"]]
     assert said == [
         "where is order 42?",
@@ -348,15 +340,15 @@ def test_db_adopt_asks_then_takes_a_langgraph_sqlite_database_on_purpose(
 
 def test_db_adopt_takes_a_langgraph_postgresql_database(cli: Cli, postgres_url: str) -> None:
     _langgraph_postgres(postgres_url)
-    ok(_invoke(cli, "db", "adopt", "--yes", "--db", postgres_url))
-    listed = ok(_invoke(cli, "threads", "--json", "--db", postgres_url))
+    ok(cli.invoke("db", "adopt", "--yes", "--db", postgres_url))
+    listed = ok(cli.invoke("threads", "--json", "--db", postgres_url))
     assert '"thread_id": "orders-42"' in listed.stdout
 
 
 def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: Path) -> None:
     db = tmp_path / "orders.sqlite"
     _langgraph_sqlite(db)
-    before = _sqlite_bytes(db)
+    before = db.read_bytes()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
     for answer, code in (("n", 1), ("y", 0)):
         child = pexpect.spawn(
@@ -373,7 +365,7 @@ def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: P
         child.close()
         assert child.exitstatus == code, child.before
         if answer == "n":
-            assert "left " in (child.before or "") and _sqlite_bytes(db) == before
+            assert "left " in (child.before or "") and db.read_bytes() == before
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
     conn.close()
@@ -395,13 +387,13 @@ def test_reading_a_damaged_database_is_one_line_and_writes_nothing(
 ) -> None:
     _damage_page_of(chatbot_db, "chatbot_threads")
     _damage_page_of(chatbot_db, "checkpoints")
-    before = _sqlite_bytes(chatbot_db)
-    line = _damaged_line(_invoke(cli, "threads", "--db", str(chatbot_db)), chatbot_db)
+    before = chatbot_db.read_bytes()
+    line = _damaged_line(cli.invoke("threads", "--db", str(chatbot_db)), chatbot_db)
     assert "(database disk image is malformed)" in line
     for command in (("threads", "--json"), ("show", "t1"), ("history", "t1"), ("export", "t1")):
-        _damaged_line(_invoke(cli, *command, "--db", str(chatbot_db)), chatbot_db)
-    assert _sqlite_bytes(chatbot_db) == before
-    _damaged_line(_invoke(cli, "ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
+        _damaged_line(cli.invoke(*command, "--db", str(chatbot_db)), chatbot_db)
+    assert chatbot_db.read_bytes() == before
+    _damaged_line(cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
 
 
 def test_reading_commands_never_write_to_a_database_whose_migrations_page_is_damaged(
@@ -410,16 +402,16 @@ def test_reading_commands_never_write_to_a_database_whose_migrations_page_is_dam
     # chatbot_migrations read back short from the damaged page: on main, `threads` took the
     # database for an old one and "migrated" it, writing into the damaged file.
     _damage_page_of(chatbot_db, "chatbot_migrations")
-    before = _sqlite_bytes(chatbot_db)
+    before = chatbot_db.read_bytes()
     for command in (("threads",), ("show", "t1"), ("history", "t1"), ("db", "stats")):
-        result = _invoke(cli, *command, "--db", str(chatbot_db))
+        result = cli.invoke(*command, "--db", str(chatbot_db))
         assert result.exit_code in (0, 2) and "Traceback" not in result.output, result.output
-        assert _sqlite_bytes(chatbot_db) == before, command
+        assert chatbot_db.read_bytes() == before, command
     line = _damaged_line(
-        _invoke(cli, "ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db
+        cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db
     )
     assert "On tree page" in line  # SQLite's quick_check, before any schema change
-    assert _sqlite_bytes(chatbot_db) == before
+    assert chatbot_db.read_bytes() == before
 
 
 def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
@@ -430,10 +422,10 @@ def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
             pytest.skip("as root, only chattr makes a file read-only, and it is not available")
     try:
         db = str(chatbot_db)
-        assert '"thread_id": "t1"' in ok(_invoke(cli, "threads", "--json", "--db", db)).stdout
+        assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", db)).stdout
         for command in (("show", "t1"), ("history", "t1"), ("export", "t1"), ("db", "stats")):
-            ok(_invoke(cli, *command, "--db", db))
-        line = one_error(_invoke(cli, "ask", "hi", "--db", db), 2)
+            ok(cli.invoke(*command, "--db", db))
+        line = one_error(cli.invoke("ask", "hi", "--db", db), 2)
         assert "is read-only: check its permissions" in line
     finally:
         subprocess.run(["chattr", "-i", str(chatbot_db)], capture_output=True, check=False)
@@ -460,11 +452,11 @@ def test_a_database_setting_that_is_no_path_is_refused_and_creates_nothing(
 ) -> None:
     before = sorted(p.name for p in tmp_path.iterdir())
     for command in (("threads",), ("ask", "hi"), ("show", "t1")):
-        line = one_error(_invoke(cli, *command, CHATBOT_DB=value), 2)
+        line = one_error(cli.invoke(*command, CHATBOT_DB=value), 2)
         assert line == f"error: CHATBOT_DB={value!r} is not valid: {reason}"
-    line = one_error(_invoke(cli, "threads", "--db", value), 2)
+    line = one_error(cli.invoke("threads", "--db", value), 2)
     assert line == f"error: CHATBOT_DB={value!r} is not valid: {reason}"
-    one_error(_invoke(cli, "db", "copy", str(tmp_path / "missing.sqlite"), value), 2)
+    one_error(cli.invoke("db", "copy", str(tmp_path / "missing.sqlite"), value), 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     with pytest.raises(StoreError, match=re.escape(f"cannot use {value!r} as the database: ")):
         open_store(value)
@@ -505,13 +497,46 @@ def test_a_newer_chatbots_database_is_read_with_a_note_and_not_written(
         f"{db!r} was written by a newer chatbot (its schema is at version {newer}; this one "
         f"knows up to {known})"
     )
-    listed = ok(_invoke(cli, "threads", "--json", "--db", db))
+    listed = ok(cli.invoke("threads", "--json", "--db", db))
     assert '"thread_id": "t1"' in listed.stdout
     assert listed.stderr.strip() == f"note: {said}: reading only; upgrade chatbot to write to it"
-    line = one_error(_invoke(cli, "ask", "more", "--thread", "t1", "--db", db), 2)
+    line = one_error(cli.invoke("ask", "more", "--thread", "t1", "--db", db), 2)
     assert line == (
         f"error: {said}, so this one does not write to it: upgrade chatbot (reading commands "
         "still work)"
     )
-    shown = ok(_invoke(cli, "show", "t1", "--json", "--db", db))
+    shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
     assert '"more"' not in shown.stdout
+
+
+# --- the campaign script ---------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_the_campaign_counts_every_round(tmp_path: Path) -> None:
+    report = tmp_path / "campaign.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parent.parent / "benchmarks" / "campaign.py"),
+            *("--kills", "3", "--starts", "1", "--processes", "3", "--only", "sqlite"),
+            *("--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("kill -9 of chatbot ask, SQLite: 3 of 3 intact (")
+    assert lines[2:] == [
+        "3 processes starting together on a new database, SQLite: 1 of 1 all up",
+        "3 processes starting after kill -9 mid-set-up, SQLite: 1 of 1 all up",
+    ]
+    counts = json.loads(report.read_text())["counts"]
+    assert [(c["rounds"], c["held"], c["failures"]) for c in counts] == [
+        (3, 3, []),
+        (1, 1, []),
+        (1, 1, []),
+    ]
