@@ -508,6 +508,7 @@ def export(
         write_private,
     )
 
+    app_state(ctx).read_only = True
     backend = open_thread(ctx, thread_id, db, url)
     try:
         chosen = export_format(output, fmt)

@@ -41,10 +41,13 @@ db_app = typer.Typer(
 app.add_typer(db_app)
 
 
-def _local_store(ctx: typer.Context, db: str | None, what: str) -> SqlStore | None:
+def _local_store(
+    ctx: typer.Context, db: str | None, what: str, *, read_only: bool = False
+) -> SqlStore | None:
     """The local database for a maintenance command; ``None`` (said on stderr) if it does not
     exist yet. On a server the command is refused."""
     state = app_state(ctx, db)
+    state.read_only = read_only
     if state.remote:
         fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
     if state.db_missing:
@@ -67,7 +70,7 @@ def _size(count: int) -> str:
 @guarded
 def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Threads, checkpoints and bytes on disk of the database."""
-    store = _local_store(ctx, db, "db stats")
+    store = _local_store(ctx, db, "db stats", read_only=True)
     if store is None:
         return
     stats = store.stats()
@@ -117,7 +120,7 @@ def db_copy(
 
     if not is_postgres_url(source) and not Path(source).expanduser().is_file():
         fail(f"no database {source!r}: give a SQLite file or a postgresql:// URL", 2)
-    with open_store(source) as src, open_store(target) as dst:
+    with open_store(source, read_only=True) as src, open_store(target) as dst:
         if src.path == dst.path:
             fail("SRC and DST are the same database: give two", 2)
         plan = plan_copy(src, dst, threads or [])
@@ -142,6 +145,53 @@ def db_copy(
             f"{escape(src.path)} to {escape(dst.path)}"
             + (f"; {same} already there with the same history" if same else "")
         )
+
+
+@db_app.command("adopt", cls=Command)
+@guarded
+def db_adopt(
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Take over another LangGraph program's database on purpose: chatbot adds its own tables
+    and mark, then lists that program's threads, can write to them, and prune may delete
+    them. Asks first; other programs' databases are refused."""
+    from chatbot.pgstore import database_owner, open_store
+
+    state = app_state(ctx, db)
+    if state.remote:
+        fail(f"db adopt works on local databases only (this session uses {state.places.url})", 2)
+    where = state.where
+    if state.db_missing:
+        fail(f"no database {where!r}: nothing to adopt (chatbot makes a new one when used)", 2)
+    owner, threads = database_owner(state.places.db, state.places.pg_prepare_threshold)
+    if owner.kind in ("chatbot", "unmarked chatbot"):
+        err.print(f"{escape(where)} is already a chatbot database: nothing to do")
+        return
+    if owner.kind == "new":
+        err.print(f"{escape(where)} is empty: chatbot sets it up when first used, nothing to adopt")
+        return
+    if owner.kind != "langgraph":
+        fail(
+            f"{where!r} is another program's database ({owner.what}, no chatbot mark): only a "
+            "LangGraph program's database can be adopted; choose another --db",
+            2,
+        )
+    if not yes and not sys.stdin.isatty():
+        fail(f"adopting {where!r} needs confirmation: add --yes (or run it in a terminal)", 2)
+    err.print(
+        f"{escape(where)} is another LangGraph program's database: "
+        f"{counted(threads, 'thread')} in its {escape(owner.what)}. Adopting it adds "
+        "chatbot's tables (chatbot_threads, chatbot_leases, chatbot_messages, chatbot_marks, "
+        "chatbot_migrations) and its mark; chatbot then lists those threads, can write to them, "
+        "and 'chatbot prune' may delete them. Their checkpoints stay as they are."
+    )
+    if not yes and not typer.confirm("Adopt it?", default=False):
+        err.print(f"left {escape(where)} untouched")
+        raise typer.Exit(1)
+    open_store(state.places.db, state.places.pg_prepare_threshold, adopt=True).close()
+    err.print(f"adopted {escape(where)}: {escape(state.threads_hint)}")
 
 
 @app.command(cls=Command)

@@ -13,6 +13,7 @@ def run_threads(state: AppState, as_json: bool) -> None:
     """``chatbot threads``: the thread listing, as a table or JSON."""
     from chatbot.clicore import err, escape, print_json
 
+    state.read_only = True
     if state.db_missing:
         listing = []
     elif state.remote:
@@ -36,6 +37,7 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
     """``chatbot show``: a thread's summary and messages, now or at a past checkpoint."""
     from chatbot.clicore import out, print_json, thread_backend
 
+    state.read_only = True
     backend = thread_backend(state, thread_id)
     if checkpoint:
         from chatbot.timeline import find_checkpoint
@@ -69,6 +71,7 @@ def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_jso
     from chatbot.clicore import out, print_json, thread_backend
     from chatbot.timeline import history_rows, turn_entries
 
+    state.read_only = True
     backend = thread_backend(state, thread_id)
     history = backend.history(thread_id)  # the index: only the rows shown read their states
     if every:

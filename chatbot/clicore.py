@@ -110,6 +110,9 @@ class AppState:
         self._store: SqlStore | None = None
         self._models: Models | None = None
         self._graph: Any = None
+        self.read_only = False
+        """Set by a command that only reads: the database is opened read-only (nothing is
+        written to a SQLite file, not even to a damaged one)."""
 
     @property
     def settings(self) -> Settings:
@@ -150,7 +153,11 @@ class AppState:
         if self._store is None:
             from chatbot.pgstore import open_store
 
-            self._store = open_store(self.places.db, self.places.pg_prepare_threshold)
+            self._store = open_store(
+                self.places.db, self.places.pg_prepare_threshold, read_only=self.read_only
+            )
+            if self._store.notice:
+                err.print(f"[yellow]note:[/] {escape(self._store.notice)}")
         return self._store
 
     @property

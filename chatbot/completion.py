@@ -51,7 +51,9 @@ def _thread_ids(ctx: typer.Context) -> list[str]:
         return []  # completing never creates the database
     from chatbot.pgstore import open_store
 
-    store = open_store(places.db, places.pg_prepare_threshold, connect_timeout=DATABASE_TIMEOUT)
+    store = open_store(
+        places.db, places.pg_prepare_threshold, connect_timeout=DATABASE_TIMEOUT, read_only=True
+    )
     try:
         return [t.thread_id for t in store.list_threads()]
     finally:

@@ -97,13 +97,16 @@ def without_password(url: str) -> str:
     except ValueError:  # too broken to parse: hide whatever sits between // and @
         url = re.sub(r"(//[^/@]*?:)[^/]*@", r"\1***@", url)
         return re.sub(rf"(?i)\b({'|'.join(_SECRET_PARAMETERS)})=[^&#]*", r"\1=***", url)
+    hidden = parts
     if password is not None:
         host = parts.netloc.rsplit("@", 1)[-1]
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+        hidden = hidden._replace(netloc=f"{parts.username or ''}:***@{host}")
     if parts.query:
         names = "|".join(_SECRET_PARAMETERS)
-        parts = parts._replace(query=re.sub(rf"(?i)(^|&)({names})=[^&]*", r"\1\2=***", parts.query))
-    return urlunsplit(parts)
+        hidden = hidden._replace(
+            query=re.sub(rf"(?i)(^|&)({names})=[^&]*", r"\1\2=***", parts.query)
+        )
+    return url if hidden == parts else urlunsplit(hidden)  # (as written when nothing is hidden)
 
 
 def url_passwords(url: str) -> list[str]:
@@ -148,6 +151,30 @@ def check_env_file(env_file: str | Path | None) -> None:
     else:
         what = "a socket, not a file" if stat.S_ISSOCK(mode) else "a device, not a file"
     raise SettingsError(f"env file {str(env_file)!r} is {what}: give a file")
+
+
+def check_db(value: str) -> str:
+    """``CHATBOT_DB`` as chatbot can use it: a SQLite file's path or a ``postgresql://`` URL.
+    Anything else that looks like an address (``mysql://h/db``, SQLAlchemy's ``sqlite:///x``,
+    SQLite's ``file:x?mode=ro``) is a ValueError saying what to give: taken as a path, it
+    would quietly become folders named ``mysql:`` or an empty file named ``file:x?mode=ro``."""
+    import re
+
+    text = value.strip()
+    if text.lower().startswith(("postgresql://", "postgres://")):
+        return value
+    sqlite_address = re.match(r"(?i)(sqlite:///?|file:(?://)?)([^?#]*)", text)
+    if sqlite_address:
+        kind = "a URL" if sqlite_address[1].lower().startswith("sqlite") else "a file: URI"
+        path = sqlite_address[2] or "chat.sqlite"
+        raise ValueError(f"give the SQLite file's path itself ({path!r}), not {kind}")
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", text)
+    if scheme:
+        raise ValueError(
+            f"chatbot keeps threads in a SQLite file or in PostgreSQL, not in {scheme[1]}://: "
+            "give a file's path or a postgresql:// URL"
+        )
+    return value
 
 
 def prepare_threshold(value: str | None) -> int | None:
@@ -263,6 +290,11 @@ def read_places(
     chosen_db = setting("db", db)
     if chosen_db is None or not chosen_db.strip():
         chosen_db = str(default_db_path())
+    try:
+        check_db(chosen_db)
+    except ValueError as error:
+        shown = without_password(chosen_db)
+        raise SettingsError(f"CHATBOT_DB={shown!r} is not valid: {error}") from None
     chosen_url = setting("url", url)
     if chosen_url is not None and not chosen_url.strip():
         chosen_url = None

@@ -22,6 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
 from chatbot.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
+from chatbot.store import reporting_damage
 
 if TYPE_CHECKING:
     from chatbot.msgindex import MessageIndex
@@ -157,10 +158,12 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
     its checkpoints: one commit, and never one without the other."""
 
     _rows_in_checkpoint_transaction = True
+    path = ""
+    """The database file, as errors name it."""
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
-        with super().cursor(transaction) as cur:
+        with reporting_damage(self.path), super().cursor(transaction) as cur:
             yield cur
             if not transaction:
                 return

@@ -19,6 +19,7 @@ from chatbot.places import (
     ConfigFile,
     SettingsError,
     SettingSources,
+    check_db,
     check_env_file,
     check_http_url,
     default_db_path,
@@ -131,7 +132,9 @@ class Settings(BaseSettings):
     @field_validator("db", mode="before")
     @classmethod
     def _blank_db_is_default(cls, value: Any) -> Any:
-        return str(default_db_path()) if isinstance(value, str) and not value.strip() else value
+        if isinstance(value, str):
+            return check_db(value) if value.strip() else str(default_db_path())
+        return value
 
     @field_validator("pg_prepare_threshold")
     @classmethod

@@ -21,7 +21,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
@@ -324,15 +324,42 @@ def _refuse_other_files(path: Path) -> None:
         )
 
 
-def _refuse_foreign_database(conn: sqlite3.Connection, path: str) -> bool:
-    """Refuse another program's database; True if this one still needs chatbot's mark.
+LANGGRAPH_SQLITE_TABLES = frozenset({"checkpoints", "writes"})
+"""What LangGraph's ``SqliteSaver`` makes: a database holding only these is another LangGraph
+program's (chatbot's own always have ``chatbot_threads`` too, since its first version)."""
 
-    Reads only. A database is chatbot's if it carries the mark, or has no mark and no tables
-    but chatbot's (LangGraph's ``checkpoints`` and ``writes``, and ``chatbot_threads``).
-    """
+
+class Owner(NamedTuple):
+    """Whose a database is, read before anything is written to it."""
+
+    kind: str
+    """``chatbot`` (marked), ``unmarked chatbot`` (made before the mark), ``new`` (nothing in
+    it yet), ``langgraph`` (another LangGraph program's) or ``other``."""
+    what: str = ""
+    """For ``langgraph`` and ``other``: what was found (``tables users, orders``)."""
+
+
+def tables_named(tables: Sequence[str]) -> str:
+    shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+    return f"{'table' if len(tables) == 1 else 'tables'} {shown}"
+
+
+def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
+    """Whose the open SQLite database is (reads only).
+
+    Marked with :data:`APPLICATION_ID`: chatbot's. Unmarked, with no other mark
+    (``user_version`` is what SQLite programs number their schema with): empty is new; only
+    chatbot's tables, ``chatbot_threads`` among them, is chatbot's from before the mark; only
+    LangGraph's ``checkpoints`` and ``writes`` is another LangGraph program's; anything else is
+    another program's."""
     (application_id,) = conn.execute("PRAGMA application_id").fetchone()
     if application_id == APPLICATION_ID:
-        return False
+        return Owner("chatbot")
+    if application_id != 0:
+        return Owner("other", f"application id {application_id}")
+    (user_version,) = conn.execute("PRAGMA user_version").fetchone()
+    if user_version != 0:
+        return Owner("other", f"user version {user_version}")
     tables = sorted(
         name
         for (name,) in conn.execute(
@@ -341,19 +368,128 @@ def _refuse_foreign_database(conn: sqlite3.Connection, path: str) -> bool:
         if not name.startswith("sqlite_")
     )
     foreign = [name for name in tables if name not in _OWN_TABLES]
-    if application_id == 0 and not foreign:
-        return True
-    if not foreign:
-        what = f"application id {application_id}"
-    else:
-        shown = ", ".join(foreign[:5]) + (
-            f" and {len(foreign) - 5} more" if len(foreign) > 5 else ""
+    if foreign:
+        return Owner("other", tables_named(foreign))
+    if not tables:
+        return Owner("new")
+    if "chatbot_threads" in tables:
+        return Owner("unmarked chatbot")
+    if set(tables) <= LANGGRAPH_SQLITE_TABLES:
+        return Owner("langgraph", tables_named(tables))
+    return Owner("other", tables_named(tables))
+
+
+def sqlite_owner(db: str) -> tuple[Owner, int]:
+    """Whose an existing SQLite file is, and how many threads a LangGraph database holds:
+    read from the file opened read-only (``chatbot db adopt`` asks before writing)."""
+    path = Path(db).expanduser()
+    _refuse_other_files(path)
+    conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    try:
+        owner = _sqlite_owner(conn)
+        threads = 0
+        if owner.kind == "langgraph":
+            ((threads,),) = conn.execute(
+                "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
+            ).fetchall()
+        return owner, int(threads)
+    except sqlite3.Error as error:
+        raise damage(error, str(path)) or StoreError(
+            f"cannot open the database {str(path)!r}: {error}"
+        ) from None
+    finally:
+        conn.close()
+
+
+class ForeignDatabase(StoreError):
+    """Another program's database: refused, and left untouched."""
+
+
+class LangGraphDatabase(ForeignDatabase):
+    """Another LangGraph program's database, which ``chatbot db adopt`` can take on purpose."""
+
+    def __init__(self, message: str, threads: int, tables: str) -> None:
+        super().__init__(message)
+        self.threads = threads
+        self.tables = tables
+
+
+def refuse_foreign(owner: Owner, path: str, kind: str, threads: Callable[[], int]) -> None:
+    """Raise :class:`ForeignDatabase` unless ``owner`` says the database may be opened.
+    ``kind`` names the database for people (``SQLite``, ``PostgreSQL``); ``threads`` counts
+    a LangGraph database's threads (asked only for one)."""
+    if owner.kind == "other":
+        raise ForeignDatabase(
+            f"{path!r} is another program's {kind} database ({owner.what}, no chatbot mark), "
+            "so chatbot leaves it untouched: choose another --db (a new file, or a chatbot "
+            "database)"
         )
-        what = f"{'table' if len(foreign) == 1 else 'tables'} {shown}"
-    raise StoreError(
-        f"{path!r} is another program's SQLite database ({what}, no chatbot mark), so chatbot "
-        "leaves it untouched: choose another --db (a new file, or a chatbot database)"
+    if owner.kind == "langgraph":
+        from chatbot.plural import counted
+
+        count = threads()
+        raise LangGraphDatabase(
+            f"{path!r} is another LangGraph program's {kind} database ({counted(count, 'thread')} "
+            f"in its {owner.what}, no chatbot mark), so chatbot leaves it untouched: choose "
+            f"another --db, or take it over on purpose with 'chatbot db adopt --db {path}'",
+            count,
+            owner.what,
+        )
+
+
+def check_schema_version(applied: Iterable[int], path: str, read_only: bool) -> str | None:
+    """A database whose ``chatbot_migrations`` records a migration this chatbot does not know
+    was written by a newer chatbot: writing to it is refused (:class:`StoreError`); reading
+    it is allowed, with the note returned."""
+    newest, known = max(applied, default=0), len(MIGRATIONS)
+    if newest <= known:
+        return None
+    said = (
+        f"{path!r} was written by a newer chatbot (its schema is at version {newest}; this "
+        f"one knows up to {known})"
     )
+    if read_only:
+        return f"{said}: reading only; upgrade chatbot to write to it"
+    raise StoreError(
+        f"{said}, so this one does not write to it: upgrade chatbot (reading commands still work)"
+    )
+
+
+_CORRUPT, _NOT_A_DATABASE = 11, 26  # SQLite's primary result codes SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+class DamagedDatabase(StoreError):
+    """A SQLite file SQLite finds damaged: one line saying how to recover what it holds."""
+
+    def __init__(self, path: str, reason: object) -> None:
+        from shlex import quote
+
+        super().__init__(
+            f"the database {path!r} is damaged ({' '.join(str(reason).split())}): recover what "
+            f"it holds with 'sqlite3 {quote(path)} .recover | sqlite3 recovered.sqlite' and use "
+            "--db recovered.sqlite, or copy your threads from a backup with 'chatbot db copy "
+            "BACKUP NEW.sqlite'"
+        )
+
+
+def damage(error: sqlite3.Error, path: str) -> DamagedDatabase | None:
+    """:class:`DamagedDatabase` if ``error`` says the file is damaged; None for any other."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None or code & 0xFF not in (_CORRUPT, _NOT_A_DATABASE):
+        return None
+    return DamagedDatabase(path, error)
+
+
+@contextlib.contextmanager
+def reporting_damage(path: str) -> Iterator[None]:
+    """Statements run in this block that find the file damaged raise :func:`damage`'s line."""
+    try:
+        yield
+    except sqlite3.DatabaseError as error:
+        damaged = damage(error, path)
+        if damaged is None:
+            raise
+        raise damaged from None
 
 
 def _retry_locked(action: Any, attempts: int = 20) -> Any:
@@ -377,6 +513,8 @@ class SqlStore:
     """Where the threads live, as shown to people (a URL's password is never in it)."""
     checkpoint_tables: tuple[str, ...]
     """LangGraph's tables keyed by thread id (renaming and deleting move them all)."""
+    notice: str | None = None
+    """Something to tell whoever opened it (a newer chatbot's database, opened to read)."""
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
@@ -653,7 +791,13 @@ class Store(SqlStore):
     whose checkpoint tables LangGraph creates).
     """
 
-    def __init__(self, db: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, db: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
+    ) -> None:
+        """Open (or create) the database ``db``. ``read_only``: for a command that only reads,
+        which then writes nothing to the file, unless it has no tables yet or lacks some of
+        what reading needs (a database made by an older chatbot: set up once). ``adopt``:
+        take over another LangGraph program's database (``chatbot db adopt``)."""
         self.path = str(db)
         self.lock = threading.RLock()
         """One lock for the connection: LangGraph's reads and writes, ours, and every read of
@@ -662,25 +806,32 @@ class Store(SqlStore):
         process's commit (SQLite answers "database is locked" at once, as the snapshot it
         reads is stale), and a turn would fail. Reentrant: a write may read."""
         self._saver: LocalSaver | None = None
+        self.read_only = read_only and self.path != ":memory:"
         try:
             if self.path != ":memory:":
+                from chatbot.places import check_db
+
+                try:
+                    check_db(self.path)
+                except ValueError as error:
+                    raise StoreError(f"cannot use {self.path!r} as the database: {error}") from None
                 self.path = str(Path(self.path).expanduser())
                 _refuse_other_files(Path(self.path))
-                _create_private_file(Path(self.path))
-            self.conn = sqlite3.connect(
-                self.path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
-            )
-            try:
-                self._set_up()
-            except BaseException:
+            if self.read_only and not self._open(read_only=True, adopt=False):
                 self.conn.close()
-                raise
+                self.read_only = False  # nothing to read yet, or an older chatbot's schema
+            if not self.read_only:
+                if self.path != ":memory:":
+                    _create_private_file(Path(self.path))
+                self._open(read_only=False, adopt=adopt)
         except (NotADirectoryError, FileExistsError):
             raise StoreError(
                 f"cannot open the database {self.path!r}: a file stands where a folder of its "
                 "path should be; choose another --db"
             ) from None
         except (sqlite3.Error, OSError) as error:
+            if isinstance(error, sqlite3.Error) and (damaged := damage(error, self.path)):
+                raise damaged from None
             if "readonly" in str(error):
                 raise StoreError(
                     f"the database {self.path!r} is read-only: check its permissions, or use "
@@ -688,27 +839,80 @@ class Store(SqlStore):
                 ) from None
             raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
 
-    def _set_up(self) -> None:
-        """Check the file is chatbot's, then make the schema and the mark (idempotent)."""
+    def _open(self, *, read_only: bool, adopt: bool) -> bool:
+        """Connect and set up; with ``read_only``, False (connection open) when the database
+        cannot be read as it is, and must be set up first."""
+        if read_only:
+            if not Path(self.path).is_file():
+                raise StoreError(f"no database {self.path!r}: check --db or CHATBOT_DB")
+            target, uri = Path(self.path).absolute().as_uri() + "?mode=ro", True
+        else:
+            target, uri = self.path, False
+        self.conn = sqlite3.connect(
+            target, uri=uri, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
+        )
+        try:
+            return self._set_up(read_only, adopt)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _set_up(self, read_only: bool, adopt: bool) -> bool:
+        """Check the file is chatbot's, then make the schema and the mark (idempotent). Read
+        only, nothing is written: False if what reading needs is not there yet."""
         self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        needs_mark = _retry_locked(lambda: _refuse_foreign_database(self.conn, self.path))
+        owner = _retry_locked(lambda: _sqlite_owner(self.conn))
+        if not (adopt and owner.kind == "langgraph"):
+            refuse_foreign(owner, self.path, "SQLite", self._count_threads)
+        applied = self._applied_migrations()
+        self.notice = check_schema_version(applied or (), self.path, read_only)
+        if read_only:
+            (journal,) = self.conn.execute("PRAGMA journal_mode").fetchone()
+            tables = {name for (name,) in self.conn.execute("SELECT name FROM sqlite_master")}
+            return journal == "wal" and {"checkpoints", "writes", "chatbot_threads"} <= tables
+        if owner.kind == "new":  # the mark first: a set-up cut short is still chatbot's
+            self._mark()
         if self.path != ":memory:":
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
+        upgrading = owner.kind != "new"
         if not self._has_checkpoint_tables():
+            if upgrading:
+                self._check_intact()
+                upgrading = False
             _ = self.saver  # LangGraph creates its tables
-        if self._migrations_missing():  # (checked without the write lock: opening to read
-            _retry_locked(self._migrate)  # never waits for another process's long write)
-        if needs_mark:
-            _retry_locked(lambda: self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}"))
+        if applied is None or not applied >= set(range(1, len(MIGRATIONS) + 1)):
+            if upgrading:  # (checked without the write lock: opening to read never waits
+                self._check_intact()  # for another process's long write)
+            _retry_locked(self._migrate)
+        if owner.kind != "chatbot":
+            self._mark()
         self._check_writable()
+        return True
 
-    def _migrations_missing(self) -> bool:
-        """True when some migration has not been applied (read without taking any lock)."""
+    def _mark(self) -> None:
+        _retry_locked(lambda: self.conn.execute(f"PRAGMA application_id = {APPLICATION_ID}"))
+
+    def _count_threads(self) -> int:
+        ((count,),) = self.conn.execute(
+            "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
+        ).fetchall()
+        return int(count)
+
+    def _check_intact(self) -> None:
+        """Before changing the schema of a database that holds threads: SQLite's quick check,
+        so that a damaged file is reported rather than written into."""
+        ((found,),) = self.conn.execute("PRAGMA quick_check(1)").fetchall()
+        if found != "ok":
+            raise DamagedDatabase(self.path, found.replace("*** in database main ***", ""))
+
+    def _applied_migrations(self) -> set[int] | None:
+        """The migrations applied (read without taking any lock); None with no such table."""
         try:
-            applied = {v for (v,) in self.conn.execute("SELECT version FROM chatbot_migrations")}
-        except sqlite3.OperationalError:  # no such table yet
-            return True
-        return not applied >= set(range(1, len(MIGRATIONS) + 1))
+            return {v for (v,) in self.conn.execute("SELECT version FROM chatbot_migrations")}
+        except sqlite3.OperationalError as error:
+            if "no such table" not in str(error):
+                raise
+            return None
 
     def _migrate(self) -> None:
         """Apply the migrations this database lacks, under SQLite's write lock."""
@@ -750,6 +954,7 @@ class Store(SqlStore):
             from chatbot.saver import LocalSaver
 
             saver = LocalSaver(self.conn)
+            saver.path = self.path
             # one lock for the connection, LangGraph's and ours (an RLock does all a Lock does)
             saver.lock = self.lock  # type: ignore[assignment]
             saver.message_index = self.message_index
@@ -798,12 +1003,12 @@ class Store(SqlStore):
             self.lock.release()
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self.lock:
+        with self.lock, reporting_damage(self.path):
             return self.conn.execute(sql, tuple(params)).fetchall()
 
     def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
-        with self.lock, self.conn:
+        with self.lock, reporting_damage(self.path), self.conn:
             for sql, params in statements:
                 count = self.conn.execute(sql, tuple(params)).rowcount
         return count

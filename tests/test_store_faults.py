@@ -1,0 +1,542 @@
+"""Faults around opening a database (docs/reliability.md, "Opening a database").
+
+Each test runs what a user runs (the CLI in-process, or ``python -m chatbot`` processes when
+several start at once) against a real SQLite file or the real PostgreSQL server, and checks
+the exit code, the one line on stderr and what is kept in the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pexpect
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, MessagesState, StateGraph
+from typer.testing import Result
+
+from chatbot.pgstore import PgStore, open_store
+from chatbot.store import APPLICATION_ID, MIGRATIONS, StoreError
+from tests.helpers import Cli, echo_or_summary, ok, one_error
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _other_apps_graph(checkpointer: Any) -> Any:
+    """Another program's LangGraph app: a plain StateGraph over messages, its own saver."""
+
+    def answer(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [("ai", "order 42 ships tomorrow")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("answer", answer)
+    graph.add_edge(START, "answer")
+    return graph.compile(checkpointer=checkpointer)
+
+
+def _langgraph_sqlite(path: Path) -> None:
+    """A database made by ``SqliteSaver`` for another app, with its thread ``orders-42``."""
+    conn = sqlite3.connect(path, check_same_thread=False)
+    app = _other_apps_graph(SqliteSaver(conn))
+    app.invoke({"messages": [("user", "where is order 42?")]}, _thread("orders-42"))
+    conn.close()
+
+
+def _langgraph_postgres(url: str) -> None:
+    """A database made by ``PostgresSaver`` for another app, with its thread ``orders-42``."""
+    with PostgresSaver.from_conn_string(url) as saver:
+        saver.setup()
+        app = _other_apps_graph(saver)
+        app.invoke({"messages": [("user", "where is order 42?")]}, _thread("orders-42"))
+
+
+def _thread(thread_id: str) -> Any:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _postgres_contents(url: str) -> dict[str, Any]:
+    """Every table of the database's schema with its rows (as text), and the schema's indexes:
+    enough to see that nothing was added, changed or removed."""
+    with psycopg.connect(url) as conn:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1"
+            )
+        ]
+        contents: dict[str, Any] = {
+            table: sorted(
+                str(row)
+                for row in conn.execute(f"SELECT * FROM {table}")  # type: ignore[arg-type]
+            )
+            for table in tables
+        }
+        contents[" indexes"] = sorted(
+            row[0]
+            for row in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+            )
+        )
+    return contents
+
+
+def _damage_page_of(db: Path, table: str) -> None:
+    """Overwrite the cell pointers of ``table``'s first b-tree page: SQLite then finds the
+    page damaged when it reads the table (the rest of the file is intact)."""
+    with sqlite3.connect(db) as conn:
+        ((root,),) = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,))
+        ((page_size,),) = conn.execute("PRAGMA page_size")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with db.open("r+b") as file:
+        file.seek((root - 1) * page_size + 8)
+        file.write(b"\xde\xad\xbe\xef" * 64)
+
+
+@pytest.fixture
+def chatbot_db(cli: Cli) -> Path:
+    """A chatbot SQLite database with two threads, t1 and t2, one turn each."""
+    cli.server.responder = echo_or_summary
+    ok(cli.ask("first thread", thread="t1"))
+    ok(cli.ask("second thread", thread="t2"))
+    return cli.db
+
+
+# --- 1. PostgreSQL: processes starting together on a new database ----------------------------
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    return subprocess.Popen(
+        [sys.executable, "-m", "chatbot", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "CHATBOT_MODEL": "offline"},
+    )
+
+
+def _finish_all(processes: list[subprocess.Popen[str]], timeout: float) -> list[tuple[int, str]]:
+    """Each process's exit code and stderr; the ones still running after ``timeout`` seconds
+    (all counted from now) are killed and reported with code None."""
+    deadline = time.monotonic() + timeout
+    results: list[tuple[int, str]] = []
+    for process in processes:
+        try:
+            _, stderr = process.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+            results.append((-999, "still running at the deadline: " + stderr[-300:]))
+            continue
+        results.append((process.returncode, stderr))
+    return results
+
+
+def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come_up(
+    postgres_url: str,
+) -> None:
+    # On main all of them hung for ever: one held the set-up lock on one connection while its
+    # other connection built an index CONCURRENTLY, which waited for the others' lock waits.
+    processes = [_start("threads", "--db", postgres_url) for _ in range(8)]
+    results = _finish_all(processes, timeout=300)
+    assert [code for code, _ in results] == [0] * 8, results
+    with psycopg.connect(postgres_url) as conn:
+        invalid = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()
+        versions = conn.execute("SELECT count(*) FROM chatbot_migrations").fetchone()
+    assert invalid == (0,) and versions == (len(MIGRATIONS),)
+    processes = [
+        _start("ask", f"hello from {n}", "--thread", f"p{n}", "--db", postgres_url)
+        for n in range(8)
+    ]
+    assert [code for code, _ in _finish_all(processes, timeout=300)] == [0] * 8
+
+
+def test_waiting_for_another_process_setting_up_gives_up_saying_for_what(
+    postgres_url: str,
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", (0x43686174,))  # chatbot's set-up lock
+        (pid,) = other.execute("SELECT pg_backend_pid()").fetchone() or (0,)
+        with pytest.raises(StoreError) as gave_up:
+            PgStore(postgres_url, setup_wait=1)
+    message = str(gave_up.value)
+    assert message.startswith(
+        "gave up after 1 s waiting for another process to finish setting up the PostgreSQL "
+        f"database {postgres_url} (its server process {pid} holds the set-up lock, idle"
+    )
+    assert f"SELECT pg_terminate_backend({pid})" in message
+    open_store(postgres_url).close()  # the lock gone, it opens
+
+
+def test_a_set_up_statement_waiting_for_another_session_gives_up_saying_so(
+    postgres_url: str,
+) -> None:
+    # An index built CONCURRENTLY waits for every open transaction of the database to end.
+    with psycopg.connect(postgres_url) as idle:
+        idle.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        idle.execute("SELECT 1").fetchall()  # idle in a transaction that holds a snapshot
+        with pytest.raises(StoreError) as gave_up:
+            PgStore(postgres_url, setup_wait=1)
+        idle.rollback()
+    assert str(gave_up.value) == (
+        f"setting up the PostgreSQL database {postgres_url} waited more than 1 s for other "
+        "sessions (to make LangGraph's tables and indexes): one holds a lock or a transaction "
+        "open (look for 'idle in transaction' in pg_stat_activity); try again once it ends"
+    )
+    with open_store(postgres_url) as store:  # the next start finishes the set-up
+        assert store.list_threads() == []
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone() == (0,)
+
+
+def test_an_index_build_cut_short_is_built_again_at_the_next_start(postgres_url: str) -> None:
+    open_store(postgres_url).close()
+    statement = (
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS checkpoints_thread_id_idx "
+        "ON checkpoints(thread_id)"
+    )
+    with (
+        psycopg.connect(postgres_url, autocommit=True) as builder,
+        psycopg.connect(postgres_url) as idle,
+    ):
+        builder.execute("DROP INDEX checkpoints_thread_id_idx")
+        idle.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        idle.execute("SELECT 1").fetchall()
+        builder.execute("SET lock_timeout = 500")
+        with pytest.raises(psycopg.errors.LockNotAvailable):  # as a killed round leaves it
+            builder.execute(statement)  # type: ignore[arg-type]
+        idle.rollback()
+        valid = (
+            "SELECT indisvalid FROM pg_index "
+            "WHERE indexrelid = 'checkpoints_thread_id_idx'::regclass"
+        )
+        assert builder.execute(valid).fetchone() == (False,)  # type: ignore[arg-type]
+        with open_store(postgres_url) as store:
+            assert store.list_threads() == []
+        assert builder.execute(valid).fetchone() == (True,)  # type: ignore[arg-type]
+
+
+# --- 2. another LangGraph program's database -------------------------------------------------
+
+
+_COMMANDS_THAT_TOOK_IT_OVER = (
+    ("threads",),
+    ("ask", "ship it", "--thread", "orders-42"),
+    ("prune", "--inactive-days", "0", "--yes"),
+    ("show", "orders-42"),
+    ("history", "orders-42"),
+    ("db", "stats"),
+)
+
+
+def _refused(result: Result, where: str) -> None:
+    line = one_error(result, 2)
+    assert line.startswith(f"error: {where!r} is another LangGraph program's ")
+    assert f"'chatbot db adopt --db {where}'" in line
+
+
+def test_a_langgraph_sqlite_database_is_refused_and_left_untouched(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "orders.sqlite"
+    _langgraph_sqlite(db)
+    before = db.read_bytes()
+    for command in _COMMANDS_THAT_TOOK_IT_OVER:
+        result = cli.invoke(*command, "--db", str(db))
+        _refused(result, str(db))
+        assert "1 thread in its tables checkpoints, writes" in result.stderr
+    assert db.read_bytes() == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone() == (0,)
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert not {name for name in tables if name.startswith("chatbot")}
+
+
+def test_a_langgraph_postgresql_database_is_refused_and_left_untouched(
+    cli: Cli, postgres_url: str
+) -> None:
+    _langgraph_postgres(postgres_url)
+    before = _postgres_contents(postgres_url)
+    for command in _COMMANDS_THAT_TOOK_IT_OVER:
+        _refused(cli.invoke(*command, "--db", postgres_url), postgres_url)
+    assert _postgres_contents(postgres_url) == before
+
+
+def test_an_empty_sqlite_file_with_another_programs_user_version_is_refused(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "other.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    before = db.read_bytes()
+    for command in (("threads",), ("ask", "hi"), ("db", "adopt", "--yes")):
+        line = one_error(cli.invoke(*command, "--db", str(db)), 2)
+        assert "another program's" in line and "user version 7" in line
+    assert db.read_bytes() == before
+
+
+def test_a_postgresql_database_of_another_program_is_refused(cli: Cli, postgres_url: str) -> None:
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE TABLE invoices (id serial PRIMARY KEY, total numeric)")
+    before = _postgres_contents(postgres_url)
+    line = one_error(cli.invoke("ask", "hi", "--db", postgres_url), 2)
+    assert line == (
+        f"error: {postgres_url!r} is another program's PostgreSQL database (table invoices, no "
+        "chatbot mark), so chatbot leaves it untouched: choose another --db (a new file, or a "
+        "chatbot database)"
+    )
+    one_error(cli.invoke("db", "adopt", "--yes", "--db", postgres_url), 2)
+    assert _postgres_contents(postgres_url) == before
+
+
+def test_db_adopt_asks_then_takes_a_langgraph_sqlite_database_on_purpose(
+    cli: Cli, tmp_path: Path
+) -> None:
+    db = tmp_path / "orders.sqlite"
+    _langgraph_sqlite(db)
+    before = db.read_bytes()
+    line = one_error(cli.invoke("db", "adopt", "--db", str(db)), 2)  # no terminal to ask on
+    assert (
+        line
+        == f"error: adopting {str(db)!r} needs confirmation: add --yes (or run it in a terminal)"
+    )
+    assert db.read_bytes() == before
+
+    result = ok(cli.invoke("db", "adopt", "--yes", "--db", str(db)))
+    said = result.stderr.strip().splitlines()
+    assert said[0].startswith(f"{db} is another LangGraph program's database: 1 thread in its")
+    assert said[-1] == f"adopted {db}: 'chatbot threads --db {db}' lists them"
+    listed = ok(cli.invoke("threads", "--json", "--db", str(db)))
+    assert '"thread_id": "orders-42"' in listed.stdout
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    conn.close()
+    again = ok(cli.invoke("db", "adopt", "--db", str(db)))
+    assert again.stderr.strip() == f"{db} is already a chatbot database: nothing to do"
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "and order 43?", "--thread", "orders-42", "--db", str(db)))
+    shown = ok(cli.invoke("show", "orders-42", "--json", "--db", str(db)))
+    said = [m["content"] for m in json.loads(shown.stdout)["messages"]]
+    assert said == [
+        "where is order 42?",
+        "order 42 ships tomorrow",
+        "and order 43?",
+        "echo: and order 43?",
+    ]
+
+
+def test_db_adopt_takes_a_langgraph_postgresql_database(cli: Cli, postgres_url: str) -> None:
+    _langgraph_postgres(postgres_url)
+    ok(cli.invoke("db", "adopt", "--yes", "--db", postgres_url))
+    listed = ok(cli.invoke("threads", "--json", "--db", postgres_url))
+    assert '"thread_id": "orders-42"' in listed.stdout
+
+
+def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "orders.sqlite"
+    _langgraph_sqlite(db)
+    before = db.read_bytes()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    for answer, code in (("n", 1), ("y", 0)):
+        child = pexpect.spawn(
+            sys.executable,
+            ["-m", "chatbot", "db", "adopt", "--db", str(db)],
+            env=env,
+            encoding="utf-8",
+            timeout=60,
+        )
+        child.expect(r"Adopt it\? \[y/N\]: ")
+        assert "chatbot's tables (chatbot_threads" in (child.before or "")
+        child.sendline(answer)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == code, child.before
+        if answer == "n":
+            assert "left " in (child.before or "") and db.read_bytes() == before
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    conn.close()
+
+
+# --- 5. a damaged SQLite file ----------------------------------------------------------------
+
+
+def _damaged_line(result: Result, db: Path) -> str:
+    line = one_error(result, 2)
+    assert line.startswith(f"error: the database {str(db)!r} is damaged (")
+    assert f"'sqlite3 {db} .recover | sqlite3 recovered.sqlite'" in line
+    assert "'chatbot db copy BACKUP NEW.sqlite'" in line
+    return line
+
+
+def test_reading_a_damaged_database_is_one_line_and_writes_nothing(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    _damage_page_of(chatbot_db, "chatbot_threads")
+    _damage_page_of(chatbot_db, "checkpoints")
+    before = chatbot_db.read_bytes()
+    line = _damaged_line(cli.invoke("threads", "--db", str(chatbot_db)), chatbot_db)
+    assert "(database disk image is malformed)" in line
+    for command in (("threads", "--json"), ("show", "t1"), ("history", "t1"), ("export", "t1")):
+        _damaged_line(cli.invoke(*command, "--db", str(chatbot_db)), chatbot_db)
+    assert chatbot_db.read_bytes() == before
+    _damaged_line(cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
+
+
+def test_reading_commands_never_write_to_a_database_whose_migrations_page_is_damaged(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    # chatbot_migrations read back short from the damaged page: on main, `threads` took the
+    # database for an old one and "migrated" it, writing into the damaged file.
+    _damage_page_of(chatbot_db, "chatbot_migrations")
+    before = chatbot_db.read_bytes()
+    for command in (("threads",), ("show", "t1"), ("history", "t1"), ("db", "stats")):
+        result = cli.invoke(*command, "--db", str(chatbot_db))
+        assert result.exit_code in (0, 2) and "Traceback" not in result.output, result.output
+        assert chatbot_db.read_bytes() == before, command
+    line = _damaged_line(
+        cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db
+    )
+    assert "On tree page" in line  # SQLite's quick_check, before any schema change
+    assert chatbot_db.read_bytes() == before
+
+
+def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
+    immutable = subprocess.run(["chattr", "+i", str(chatbot_db)], capture_output=True, check=False)
+    if immutable.returncode != 0:
+        os.chmod(chatbot_db, 0o400)
+        if os.geteuid() == 0:
+            pytest.skip("as root, only chattr makes a file read-only, and it is not available")
+    try:
+        db = str(chatbot_db)
+        assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", db)).stdout
+        for command in (("show", "t1"), ("history", "t1"), ("export", "t1"), ("db", "stats")):
+            ok(cli.invoke(*command, "--db", db))
+        line = one_error(cli.invoke("ask", "hi", "--db", db), 2)
+        assert "is read-only: check its permissions" in line
+    finally:
+        subprocess.run(["chattr", "-i", str(chatbot_db)], capture_output=True, check=False)
+        os.chmod(chatbot_db, 0o600)
+
+
+# --- 13. settings that are no database, a newer chatbot's database -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (
+            "mysql://x",
+            "chatbot keeps threads in a SQLite file or in PostgreSQL, not in mysql://: give a "
+            "file's path or a postgresql:// URL",
+        ),
+        ("sqlite:///x", "give the SQLite file's path itself ('x'), not a URL"),
+        ("file:x?mode=ro", "give the SQLite file's path itself ('x'), not a file: URI"),
+    ],
+)
+def test_a_database_setting_that_is_no_path_is_refused_and_creates_nothing(
+    cli: Cli, tmp_path: Path, value: str, reason: str
+) -> None:
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for command in (("threads",), ("ask", "hi"), ("show", "t1")):
+        line = one_error(cli.invoke(*command, CHATBOT_DB=value), 2)
+        assert line == f"error: CHATBOT_DB={value!r} is not valid: {reason}"
+    line = one_error(cli.invoke("threads", "--db", value), 2)
+    assert line == f"error: CHATBOT_DB={value!r} is not valid: {reason}"
+    one_error(cli.invoke("db", "copy", str(tmp_path / "missing.sqlite"), value), 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    with pytest.raises(StoreError, match=re.escape(f"cannot use {value!r} as the database: ")):
+        open_store(value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def _newer_migration(db: str) -> None:
+    """What a newer chatbot leaves: a migration this one does not know, recorded."""
+    newer = len(MIGRATIONS) + 3
+    if db.startswith("postgresql://"):
+        with psycopg.connect(db) as conn:
+            conn.execute(
+                "INSERT INTO chatbot_migrations (version, applied_at) VALUES (%s, 'later')",
+                (newer,),
+            )
+        return
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "INSERT INTO chatbot_migrations (version, applied_at) VALUES (?, 'later')", (newer,)
+        )
+    conn.close()
+
+
+@pytest.fixture
+def any_chatbot_db(cli: Cli, any_db: str) -> str:
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "hello", "--thread", "t1", "--db", any_db))
+    return any_db
+
+
+def test_a_newer_chatbots_database_is_read_with_a_note_and_not_written(
+    cli: Cli, any_chatbot_db: str
+) -> None:
+    db = any_chatbot_db
+    _newer_migration(db)
+    newer, known = len(MIGRATIONS) + 3, len(MIGRATIONS)
+    said = (
+        f"{db!r} was written by a newer chatbot (its schema is at version {newer}; this one "
+        f"knows up to {known})"
+    )
+    listed = ok(cli.invoke("threads", "--json", "--db", db))
+    assert '"thread_id": "t1"' in listed.stdout
+    assert listed.stderr.strip() == f"note: {said}: reading only; upgrade chatbot to write to it"
+    line = one_error(cli.invoke("ask", "more", "--thread", "t1", "--db", db), 2)
+    assert line == (
+        f"error: {said}, so this one does not write to it: upgrade chatbot (reading commands "
+        "still work)"
+    )
+    shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
+    assert '"more"' not in shown.stdout
+
+
+# --- the campaign script ---------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_the_campaign_counts_every_round(tmp_path: Path) -> None:
+    report = tmp_path / "campaign.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve().parent.parent / "benchmarks" / "campaign.py"),
+            *("--kills", "3", "--starts", "1", "--processes", "3", "--only", "sqlite"),
+            *("--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("kill -9 of chatbot ask, SQLite: 3 of 3 intact (")
+    assert lines[2:] == [
+        "3 processes starting together on a new database, SQLite: 1 of 1 all up",
+        "3 processes starting after kill -9 mid-set-up, SQLite: 1 of 1 all up",
+    ]
+    counts = json.loads(report.read_text())["counts"]
+    assert [(c["rounds"], c["held"], c["failures"]) for c in counts] == [
+        (3, 3, []),
+        (1, 1, []),
+        (1, 1, []),
+    ]
