@@ -419,10 +419,15 @@ def refuse_foreign(owner: Owner, path: str, kind: str, threads: Callable[[], int
     ``kind`` names the database for people (``SQLite``, ``PostgreSQL``); ``threads`` counts
     a LangGraph database's threads (asked only for one)."""
     if owner.kind == "other":
+        elsewhere = (
+            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+            "then add ?options=-csearch_path%3Dchatbot to the URL)"
+            if kind == "PostgreSQL"
+            else "a new file, or a chatbot database"
+        )
         raise ForeignDatabase(
             f"{path!r} is another program's {kind} database ({owner.what}, no chatbot mark), "
-            "so chatbot leaves it untouched: choose another --db (a new file, or a chatbot "
-            "database)"
+            f"so chatbot leaves it untouched: choose another --db ({elsewhere})"
         )
     if owner.kind == "langgraph":
         from chatbot.plural import counted

@@ -27,6 +27,7 @@ from typer.testing import Result
 
 from chatbot.pgstore import PgStore, open_store
 from chatbot.store import APPLICATION_ID, MIGRATIONS, StoreError
+from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, echo_or_summary, ok, one_error
 
 # --- helpers -------------------------------------------------------------------------------
@@ -295,11 +296,39 @@ def test_a_postgresql_database_of_another_program_is_refused(cli: Cli, postgres_
     line = one_error(cli.invoke("ask", "hi", "--db", postgres_url), 2)
     assert line == (
         f"error: {postgres_url!r} is another program's PostgreSQL database (table invoices, no "
-        "chatbot mark), so chatbot leaves it untouched: choose another --db (a new file, or a "
-        "chatbot database)"
+        "chatbot mark), so chatbot leaves it untouched: choose another --db (a database of its "
+        "own, or a schema of its own in this one (CREATE SCHEMA chatbot, then add "
+        "?options=-csearch_path%3Dchatbot to the URL))"
     )
     one_error(cli.invoke("db", "adopt", "--yes", "--db", postgres_url), 2)
     assert _postgres_contents(postgres_url) == before
+
+
+def test_a_shared_postgresql_database_takes_chatbot_in_a_schema_of_its_own(
+    cli: Cli, openai_server: FakeOpenAI, postgres_url: str
+) -> None:
+    """What the refusal suggests works: chatbot's and LangGraph's tables go in the schema the
+    URL's search_path names, and the other program's tables are left as they were."""
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE TABLE invoices (id serial PRIMARY KEY, total numeric)")
+        conn.execute("INSERT INTO invoices (total) VALUES (42)")
+        conn.execute("CREATE SCHEMA chatbot")
+    in_schema = f"{postgres_url}?options=-csearch_path%3Dchatbot"
+    openai_server.script("hello to you")
+    assert cli.invoke("ask", "hello", "--thread", "t1", "--db", in_schema).exit_code == 0
+    listed = cli.invoke("threads", "--db", in_schema)
+    assert listed.exit_code == 0 and "t1" in listed.stdout
+    with psycopg.connect(postgres_url) as conn:
+        tables = {
+            (schema, name)
+            for schema, name in conn.execute(
+                "SELECT table_schema, table_name FROM information_schema.tables "
+                "WHERE table_schema IN ('public', 'chatbot')"
+            )
+        }
+        assert ("public", "invoices") in tables and ("chatbot", "checkpoints") in tables
+        assert {name for schema, name in tables if schema == "public"} == {"invoices"}
+        assert conn.execute("SELECT total FROM invoices").fetchall() == [(42,)]
 
 
 def test_db_adopt_asks_then_takes_a_langgraph_sqlite_database_on_purpose(
