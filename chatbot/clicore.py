@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from chatbot.errors import describe_error, redact, remember_secret
 from chatbot.sanitize import escape_json_controls, sanitize
+from chatbot.sanitize import valid_text as valid_unicode
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from rich.console import Console
@@ -59,8 +59,6 @@ def escape(text: str) -> str:
 err: Console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)  # type: ignore[assignment]
 out: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 def valid_text(text: str) -> str:
     """Text as valid Unicode, so that a turn is never stored half broken.
@@ -72,7 +70,7 @@ def valid_text(text: str) -> str:
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:  # a lone surrogate that never was a byte
-        return _SURROGATE.sub("\ufffd", text)
+        return valid_unicode(text)
 
 
 def valid_text_option(value: str | None) -> str | None:

@@ -18,6 +18,7 @@ from chatbot.attachments import Content
 from chatbot.backend import BackendError
 from chatbot.places import without_password
 from chatbot.runsettings import RunSettings
+from chatbot.sanitize import valid_text
 from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
 from chatbot.store import ThreadInfo
 from chatbot.timeline import (
@@ -83,7 +84,7 @@ def events_from_parts(parts: Any) -> Iterator[Event]:
                 and isinstance(chunk.get("content"), str)
                 and chunk["content"]
             ):
-                yield Token(chunk["content"])
+                yield Token(valid_text(chunk["content"]))
         elif kind == "custom":
             event = custom_event(data)
             if event is not None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, AIMessageChunk
 
+from chatbot.sanitize import valid_text
+
 if TYPE_CHECKING:  # langgraph.types pulls in LangGraph's runtime: not needed to read threads
     from langgraph.types import StreamMode
 
@@ -167,7 +169,7 @@ def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
         if mode == "messages":
             message, metadata = payload
             if is_reply_chunk(message, metadata) and message.text:
-                yield Token(message.text)
+                yield Token(valid_text(message.text))  # as the stored reply is (chatbot.steps)
         elif mode == "custom":
             event = custom_event(payload)
             if event is not None:
