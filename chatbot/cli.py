@@ -207,6 +207,8 @@ def ask(
     outcome = _run_turn(backend.send(thread, content), view)
     if view.streamed:
         out.print(view.safe.flush(), markup=False)
+    for warning in outcome.warnings:
+        err.print(f"[yellow]warning:[/] {escape(sanitize(warning))}")
     if outcome.interrupted:
         _leaving_after_ctrl_c()
         fail(f"interrupted: your message stays in thread {thread!r} without a reply", 130)

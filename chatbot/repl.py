@@ -572,6 +572,8 @@ class Repl:
                 outcome = self.runner.run(turn, view)
             finally:
                 view.finish()
+        for warning in outcome.warnings:
+            self.print(f"[yellow]warning:[/] {escape(sanitize(warning))}")
         if outcome.interrupted:
             self.print(
                 "[yellow]interrupted[/] [dim]- the reply is saved; the summary is made next turn[/]"

@@ -5,7 +5,9 @@ connection closes at once: the provider stops generating, nothing arrives late t
 and no thread is left running. The user's message was checkpointed before the model was
 called, so the thread stays usable and ``/retry`` regenerates the reply.
 
-The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`.
+The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
+each turn the call log's lines are written (:func:`chatbot.calllog.settle`), and what could not
+be written is told once, in the outcome's ``warnings``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import sys
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +43,8 @@ class TurnOutcome:
 
     interrupted: bool = False
     error: Exception | None = None
+    warnings: tuple[str, ...] = ()
+    """Problems beside the turn, each told once (call-log lines that could not be written)."""
 
 
 _session: TurnRunner | None = None
@@ -68,6 +73,11 @@ class TurnRunner:
         """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``."""
         if self._runner is None:
             self._runner = asyncio.Runner()
+        outcome = self._run(turn, display)
+        return TurnOutcome(outcome.interrupted, outcome.error, tuple(_call_log_news()))
+
+    def _run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
+        assert self._runner is not None
         try:
             # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
             # raises KeyboardInterrupt once the task has unwound (closing the HTTP request).
@@ -115,3 +125,10 @@ class TurnRunner:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+
+
+def _call_log_news() -> list[str]:
+    """The call log's lines written, and what could not be, said once (nothing to do when no
+    call log was ever opened: the module is not even imported then)."""
+    calllog = sys.modules.get("chatbot.calllog")
+    return calllog.settle() if calllog is not None else []

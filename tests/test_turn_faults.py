@@ -11,21 +11,31 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
+from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
 from tests.fake_openai import FakeOpenAI, RecordedRequest
 from tests.helpers import (
     CHAT_MODEL,
     SECRET,
     Cli,
+    DevServer,
     is_summary_request,
+    wait_until,
 )
 
 CHATBOT = [sys.executable, "-m", "chatbot"]
@@ -124,6 +134,107 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
 
+# --- a small disk that fills up ----------------------------------------------------------------
+
+
+@dataclass
+class SmallDisk:
+    """A tmpfs of a few megabytes: :meth:`fill` leaves no byte free, :meth:`free` undoes it."""
+
+    path: Path
+
+    def fill(self) -> None:
+        filler = self.path / "filler"
+        with open(filler, "ab", buffering=0) as file:
+            try:
+                while True:
+                    file.write(b"\0" * 65536)
+            except OSError:
+                pass
+            try:  # the last pages, a block at a time
+                while True:
+                    file.write(b"\0" * 512)
+            except OSError:
+                pass
+
+    def free(self) -> None:
+        (self.path / "filler").unlink(missing_ok=True)
+
+
+@contextmanager
+def mounted_small_disk(megabytes: int) -> Iterator[SmallDisk]:
+    """A fresh tmpfs of ``megabytes`` (skips the test where mounting is not allowed)."""
+    path = Path(tempfile.mkdtemp(prefix="chatbot-small-disk-"))
+    path.chmod(0o755)  # (the PostgreSQL server's user reaches its tablespace through it)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        path.rmdir()
+        pytest.skip(f"a small disk needs 'mount -t tmpfs' (root): {mounted.stderr.strip()}")
+    try:
+        yield SmallDisk(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+        path.rmdir()
+
+
+@pytest.fixture
+def small_disk() -> Iterator[SmallDisk]:
+    with mounted_small_disk(4) as disk:
+        yield disk
+
+
+@pytest.fixture
+def postgres_on_small_disk() -> Iterator[tuple[str, SmallDisk]]:
+    """A fresh PostgreSQL database whose tables live on a small disk (a tablespace on a
+    tmpfs; the server's write-ahead log stays on its own disk), and that disk."""
+    _postgres_or_skip()
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("no 'postgres' user to own a tablespace")
+    with mounted_small_disk(64) as disk:
+        space = disk.path / "tablespace"
+        space.mkdir()
+        os.chown(space, owner.pw_uid, owner.pw_gid)
+        name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"CREATE TABLESPACE {name} LOCATION '{space}'")  # type: ignore[arg-type]
+            admin.execute(f"CREATE DATABASE {name} TABLESPACE {name}")  # type: ignore[arg-type]
+        try:
+            yield f"postgresql://postgres@127.0.0.1:5432/{name}", disk
+        finally:
+            disk.free()
+            with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+                admin.execute(f"DROP TABLESPACE IF EXISTS {name}")  # type: ignore[arg-type]
+
+
+# --- a full disk --------------------------------------------------------------------------------
+
+
+def test_call_log_lines_dropped_on_a_full_disk_are_said_once(
+    cli: Cli, openai_server: FakeOpenAI, small_disk: SmallDisk
+) -> None:
+    openai_server.responder = echo
+    log = small_disk.path / "calls.jsonl"
+    small_disk.fill()  # (a new file needs no block: the log opens, its lines cannot be written)
+    result = cli.invoke(
+        "chat", "-t", "t1", "--db", str(cli.db), stdin="one\ntwo\n", CHATBOT_LOG=str(log)
+    )
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: CHATBOT_LOG={str(log)!r} cannot be written (no space left on device): the "
+        "call log's lines are dropped until it can"
+    ]
+    assert "echo: one" in result.output and "echo: two" in result.output, "the turns go on"
+    assert log.read_bytes() == b""
+
+
 # --- text that is not valid Unicode ---------------------------------------------------------------
 
 LONE = "lone\ud800surrogate END"
@@ -155,3 +266,41 @@ def test_in_the_repl_a_streamed_reply_with_a_lone_surrogate_shows_what_is_stored
     assert chat.returncode == 0, err
     assert MADE_VALID in out and "lone?surrogate" not in out
     assert messages(db, "t1") == [("human", "hello"), ("ai", MADE_VALID)]
+
+
+# --- the call log -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/dev/full", "/proc/version"])
+def test_a_call_log_that_refuses_every_write_is_refused_at_start(cli: Cli, path: str) -> None:
+    result = cli.ask("hello", CHATBOT_LOG=path)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: CHATBOT_LOG={path!r} cannot be written: ")
+    assert line.endswith("; give a file path in a folder you can write to, or unset it")
+    assert not cli.db.exists(), "nothing was sent or saved"
+
+
+def log_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.integration
+def test_the_call_log_is_written_under_langgraph_dev(tmp_path: Path) -> None:
+    """The dev server forbids blocking I/O on its event loop, where model calls end: every
+    line was refused (BlockingError) and the log stayed empty."""
+    log = tmp_path / "calls.jsonl"
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    server = DevServer(workdir, env={"CHATBOT_LOG": str(log)})
+    try:
+        env = process_env(None, str(tmp_path / "unused.sqlite"))
+        for n in range(2):
+            asked = run(["ask", f"hello {n}", "--url", server.url, "-t", "logged"], env)
+            assert asked.returncode == 0, asked.stderr
+        wait_until(lambda: len(log_lines(log)) >= 2, 30, "two lines in the call log")
+        chats = [line for line in log_lines(log) if line["role"] == "chat"]
+        assert len(chats) == 2 and all(line["model"] == "offline" for line in chats)
+        assert "BlockingError" not in "".join(server.output)
+    finally:
+        server.stop()
