@@ -590,6 +590,9 @@ def main() -> None:
     # Starting allocates much and frees little: collecting garbage meanwhile only costs time.
     # The REPL collects again once its loading has ended; every other command once its
     # arguments are parsed (see main_options).
+    from chatbot import interrupts
+
+    interrupts.install()  # (done already when called from chatbot.quick)
     gc.disable()
     set_up_process()
     app(prog_name="chatbot")  # also under `python -m chatbot`: completion calls `chatbot`

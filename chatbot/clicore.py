@@ -319,6 +319,27 @@ def read_text(text: str | None) -> str:
     return text
 
 
+_interruption_said = False
+
+
+def say_interrupted() -> None:
+    """Say ``interrupted``, once, and ignore any further Ctrl-C: the process is leaving."""
+    global _interruption_said
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
+    if not _interruption_said:
+        _interruption_said = True
+        err.print("[dim]interrupted[/]")
+
+
+def interruption_said() -> bool:
+    """True once :func:`say_interrupted` said it."""
+    return _interruption_said
+
+
 def exit_code(error: BaseException) -> int | None:
     """The exit code of a command that failed with ``error``, its line printed on stderr; None
     for what is not a command's failure (the caller lets it through)."""
@@ -335,13 +356,12 @@ def exit_code(error: BaseException) -> int | None:
     if isinstance(error, FriendlyError | LookupError):
         _error_line(str(error))
         return 1
-    if isinstance(error, KeyboardInterrupt):
-        import signal
-        import threading
+    from chatbot import interrupts
 
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
-        err.print("[dim]interrupted[/]")
+    if isinstance(error, KeyboardInterrupt) or (
+        isinstance(error, Exception) and interrupts.pressed()  # what a library made of Ctrl-C
+    ):
+        say_interrupted()
         return 130
     if isinstance(error, Exception):  # a model or network error: one line, never a traceback
         from chatbot.logs import logger

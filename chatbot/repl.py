@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from rich.console import Console
 from rich.markup import escape
 
+from chatbot import interrupts
 from chatbot.logs import logger
 from chatbot.places import SettingsError
 from chatbot.plural import counted
@@ -310,6 +311,7 @@ class Repl:
     def _loop(self) -> None:
         self.greet()
         while True:
+            interrupts.forget()  # (a Ctrl-C that stopped a command is handled)
             self._settle()
             try:
                 line = self.reader.read(self.prompt(), self.toolbar)

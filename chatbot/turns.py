@@ -5,6 +5,9 @@ connection closes at once: the provider stops generating, nothing arrives late t
 and no thread is left running. The user's message was checkpointed before the model was
 called, so the thread stays usable and ``/retry`` regenerates the reply.
 
+SIGTERM and SIGHUP (a closed terminal) cancel the turn the same way, so that it gives its
+thread's lease back, then end the process (:mod:`chatbot.interrupts`).
+
 The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
 each turn the call log's lines are written (:func:`chatbot.calllog.settle`), and what could not
 be written is told once, in the outcome's ``warnings``.
@@ -19,6 +22,8 @@ import sys
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from chatbot import interrupts
 
 if TYPE_CHECKING:
     from chatbot.session import Event
@@ -68,15 +73,21 @@ class TurnRunner:
     def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
         self.tick_seconds = tick_seconds
         self._runner: asyncio.Runner | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
-        """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``."""
+        """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
+        or SIGHUP cancel it too, then raise :class:`~chatbot.interrupts.Terminated`."""
         if self._runner is None:
             self._runner = asyncio.Runner()
-        outcome = self._run(turn, display)
+        ended: list[int] = []
+        with interrupts.during_turn(lambda signum: self._stop(signum, ended)):
+            outcome = self._run(turn, display, ended)
+        if ended:
+            raise interrupts.Terminated(ended[0])
         return TurnOutcome(outcome.interrupted, outcome.error, tuple(_call_log_news()))
 
-    def _run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
+    def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
         assert self._runner is not None
         try:
             # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
@@ -85,17 +96,31 @@ class TurnRunner:
         except KeyboardInterrupt:
             self._unwind()
             return TurnOutcome(interrupted=True)
+        except asyncio.CancelledError:
+            if not ended:
+                raise
+            return TurnOutcome(interrupted=True)  # (by SIGTERM or SIGHUP: see run)
         except Exception as error:  # a model, network or server error: the caller says it
             return TurnOutcome(error=error)
         return TurnOutcome()
 
+    def _stop(self, signum: int, ended: list[int]) -> None:
+        """SIGTERM or SIGHUP during a turn: cancel it, as asyncio does for Ctrl-C."""
+        ended.append(signum)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            task.get_loop().call_soon_threadsafe(lambda: None)  # (wake the loop)
+
     async def _consume(self, turn: AsyncIterable[Event], display: Display) -> None:
+        self._task = asyncio.current_task()
         ticker = asyncio.create_task(self._tick(display))
         events = turn.__aiter__()
         try:
             async for event in events:
                 display.show(event)
         finally:
+            self._task = None
             ticker.cancel()
             aclose = getattr(events, "aclose", None)
             if aclose is not None:

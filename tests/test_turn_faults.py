@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -304,3 +305,104 @@ def test_the_call_log_is_written_under_langgraph_dev(tmp_path: Path) -> None:
         assert "BlockingError" not in "".join(server.output)
     finally:
         server.stop()
+
+
+# --- Ctrl-C during start-up ---------------------------------------------------------------------
+
+ASK_START = (
+    "chatbot.interrupts",
+    "typer",
+    "chatbot.cli",
+    "pydantic",
+    "chatbot.settings",
+    "langchain_core",
+    "chatbot.models",
+    "langgraph",
+    "chatbot.backend",
+    "chatbot.graph",
+)
+HISTORY_START = ("chatbot.interrupts", "chatbot.clicore", "chatbot.store", "chatbot.timeline")
+
+
+def interrupted_once(args: list[str], env: dict[str, str], marker: str) -> tuple[int, str, str]:
+    """Run ``chatbot ARGS`` and press Ctrl-C as soon as it has imported ``marker`` (Python's
+    import-time report says when, as it happens; the first marker is imported by chatbot's
+    entry point itself: before it, Python is still starting); its exit code, stdout and
+    stderr (without the report)."""
+    process = start(args, {**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert process.stderr is not None
+    seen: list[str] = []
+    for line in process.stderr:
+        seen.append(line)
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == marker:
+            process.send_signal(signal.SIGINT)
+            break
+    out, rest = process.communicate(timeout=120)
+    lines = "".join([*seen, rest]).splitlines()
+    err = "\n".join(line for line in lines if not line.startswith("import time:"))
+    return process.returncode, out, err
+
+
+@pytest.mark.parametrize(
+    ("args", "markers"),
+    [(["ask", "hi", "-t", "t1"], ASK_START), (["history", "t1"], HISTORY_START)],
+    ids=["ask", "history"],
+)
+def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
+    args: list[str], markers: tuple[str, ...], tmp_path: Path
+) -> None:
+    env = process_env(None, str(tmp_path / "chat.sqlite"))
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    interrupted = 0
+    for marker in markers:
+        code, out, err = interrupted_once(args, env, marker)
+        assert "Traceback" not in err and "Exception ignored" not in err, (marker, err)
+        said = [line for line in err.splitlines() if line and not line.startswith("note:")]
+        if code == 130:
+            interrupted += 1
+            assert said and said[-1].split(":")[0] in ("interrupted", "error"), (marker, err)
+            assert "interrupted" in said[-1], (marker, err)
+        else:  # it had finished before the signal arrived
+            assert code == 0 and out.strip(), (marker, code, err)
+    assert interrupted >= len(markers) // 2, "most signals land during start-up"
+
+
+# --- another window, and a process ended mid-turn -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "ending"),
+    [("ask", signal.SIGTERM), ("ask", signal.SIGHUP), ("chat", signal.SIGHUP)],
+    ids=["ask-SIGTERM", "ask-SIGHUP", "chat-SIGHUP"],
+)
+def test_a_process_ended_mid_turn_gives_the_thread_back_and_keeps_the_message(
+    any_db: str, openai_server: FakeOpenAI, command: str, ending: signal.Signals
+) -> None:
+    gate = Gate()
+    openai_server.responder = gate
+    env = process_env(openai_server, any_db)
+    if command == "ask":
+        process = start(["ask", "one", "-t", "t1"], env)
+    else:  # the REPL, reading its lines from a pipe
+        process = start(["chat", "-t", "t1"], env, stdin=subprocess.PIPE)
+        assert process.stdin is not None
+        process.stdin.write("one\n")
+        process.stdin.flush()
+    try:
+        assert gate.asked.wait(60), "the chat call"
+        process.send_signal(ending)
+        _, err = process.communicate(timeout=60)
+    finally:
+        openai_server.responder = echo
+        gate.opened.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + ending, err
+    assert "Traceback" not in err
+    assert lease_holders(any_db, "t1") == [], "the lease was given back"
+
+    following = run(["ask", "two", "-t", "t1"], env)
+    assert following.returncode == 0, following.stderr
+    assert "waiting" not in following.stderr, "nothing to wait for"
+    assert "the previous turn in this thread never got a reply" in following.stderr
+    assert messages(any_db, "t1") == [("human", "one"), ("human", "two"), ("ai", "echo: two")]
