@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import secrets
 import signal
 import sqlite3
 import subprocess
@@ -29,7 +30,7 @@ import psycopg
 import pytest
 
 from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
-from tests.fake_openai import FakeOpenAI, RecordedRequest
+from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply
 from tests.helpers import (
     CHAT_MODEL,
     SECRET,
@@ -216,6 +217,95 @@ def postgres_on_small_disk() -> Iterator[tuple[str, SmallDisk]]:
 
 # --- a full disk --------------------------------------------------------------------------------
 
+KEPT_AGAIN = "'chatbot chat -t t1' then /retry asks again"
+
+
+def test_a_disk_that_fills_while_the_model_answers_keeps_the_message_and_says_so(
+    small_disk: SmallDisk, openai_server: FakeOpenAI
+) -> None:
+    db = str(small_disk.path / "chat.sqlite")
+    env = process_env(openai_server, db)
+    openai_server.responder = echo
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    gate = Gate("the second reply")
+    openai_server.responder = gate
+    asking = start(["ask", "second", "-t", "t1"], env)
+    try:
+        assert gate.asked.wait(60), "the chat call"
+        wait_until(lambda: ("human", "second") in messages(db, "t1"), 60, "the message saved")
+        small_disk.fill()
+    finally:
+        gate.opened.set()
+    out, err = asking.communicate(timeout=120)
+    small_disk.free()
+
+    assert asking.returncode == 1, err
+    assert out.strip() == "the second reply", "the reply stays on the screen"
+    assert error_lines(err) == [
+        "error: the disk is full (free some space) - this reply was not saved; your message "
+        f"is kept in thread 't1': {KEPT_AGAIN}"
+    ]
+    assert "Traceback" not in err
+    assert messages(db, "t1") == [("human", "first"), ("ai", "echo: first"), ("human", "second")]
+
+
+def test_a_full_disk_before_the_turn_says_the_message_was_not_saved(
+    small_disk: SmallDisk, openai_server: FakeOpenAI
+) -> None:
+    """The last message of the thread is waiting for its reply (a turn that failed): the
+    line once said "your message is kept" about it, of the new one that was never saved."""
+    db = str(small_disk.path / "chat.sqlite")
+    env = process_env(openai_server, db)
+    openai_server.script(Reply(status=500))
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 1
+    with sqlite3.connect(db) as held:  # (its WAL and shared-memory files stay, as a REPL's)
+        held.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        small_disk.fill()
+        asked = len(openai_server.requests)
+        result = run(["ask", "second", "-t", "t1"], env)
+        small_disk.free()
+
+    assert result.returncode == 1, result.stderr
+    assert error_lines(result.stderr) == [
+        "error: the disk is full (free some space) - your message was not saved"
+    ]
+    assert "Traceback" not in result.stderr
+    assert len(openai_server.requests) == asked, "the model was not asked"
+    assert messages(db, "t1") == [("human", "first")]
+
+
+def test_on_postgresql_a_disk_that_fills_while_the_model_answers(
+    postgres_on_small_disk: tuple[str, SmallDisk], openai_server: FakeOpenAI
+) -> None:
+    url, disk = postgres_on_small_disk
+    env = process_env(openai_server, url)
+    openai_server.responder = echo
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    reply = secrets.token_hex(100_000)  # (it does not compress: its rows need new pages)
+    gate = Gate(reply)
+    openai_server.responder = gate
+    asking = start(["ask", "second", "-t", "t1"], env)
+    try:
+        assert gate.asked.wait(60), "the chat call"
+        wait_until(lambda: ("human", "second") in messages(url, "t1"), 60, "the message saved")
+        disk.fill()
+    finally:
+        gate.opened.set()
+    out, err = asking.communicate(timeout=120)
+
+    assert asking.returncode == 1, err
+    assert out.strip() == reply, "the reply stays on the screen"
+    assert error_lines(err) == [
+        "error: the disk is full (free some space) - this reply was not saved; your message "
+        f"is kept in thread 't1': {KEPT_AGAIN}"
+    ]
+    assert lease_holders(url, "t1") == [], "the lease is given back (it needs no new page)"
+    disk.free()
+    assert messages(url, "t1") == [("human", "first"), ("ai", "echo: first"), ("human", "second")]
+    openai_server.responder = echo
+    following = run(["ask", "third", "-t", "t1"], env)
+    assert following.returncode == 0 and "waiting" not in following.stderr, following.stderr
+
 
 def test_call_log_lines_dropped_on_a_full_disk_are_said_once(
     cli: Cli, openai_server: FakeOpenAI, small_disk: SmallDisk
@@ -368,6 +458,42 @@ def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
 
 
 # --- another window, and a process ended mid-turn -----------------------------------------------
+
+
+def test_a_turn_waiting_for_another_window_never_says_the_previous_turn_got_no_reply(
+    any_db: str, openai_server: FakeOpenAI
+) -> None:
+    gate = Gate("answered")
+    openai_server.responder = gate
+    env = process_env(openai_server, any_db)
+    first = start(["ask", "one", "-t", "shared"], env)
+    second = None
+    try:
+        assert gate.asked.wait(60), "the first window's chat call"
+        second = start(["ask", "two", "-t", "shared"], env)
+        assert second.stderr is not None
+        said: list[str] = []
+        while not said or "answering in another window" not in said[-1]:
+            said.append(second.stderr.readline())
+            assert said[-1], f"ask ended without saying it waits: {said}"
+        gate.opened.set()
+        _, rest = second.communicate(timeout=120)
+        _, first_err = first.communicate(timeout=120)
+    finally:
+        gate.opened.set()
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+    err = "".join(said) + rest
+    assert first.returncode == 0, first_err
+    assert second.returncode == 0, err
+    assert "never got a reply" not in err, "the first window's turn was running, not dead"
+    assert messages(any_db, "shared") == [
+        ("human", "one"),
+        ("ai", "answered"),
+        ("human", "two"),
+        ("ai", "answered"),
+    ]
 
 
 @pytest.mark.parametrize(
