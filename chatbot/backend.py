@@ -116,32 +116,60 @@ class LocalBackend:
         context: dict[str, Any] | None,
         title_hint: Content = "",
         prepare: Callable[[], None] = lambda: None,
+        message_id: str | None = None,
     ) -> TurnStream:
         """A run of the graph as events, holding the thread's lease (one turn at a time per
         thread, across processes: a busy thread is waited for, with a :class:`Waiting` event).
-        ``prepare`` runs once the lease is held, before the graph. The thread's row is updated
-        and the lease given back however the run ends."""
-        from chatbot.session import STREAM_MODES, TurnStream, Waiting, events_from_stream
+        ``prepare`` runs once the lease is held, before the graph. A turn that sends the
+        message ``message_id`` says first when the thread's last message never got its reply
+        (:class:`Unanswered`: read under the lease, so never while another window answers it).
+        The thread's row is updated and the lease given back however the run ends."""
+        from chatbot.session import (
+            STREAM_MODES,
+            TurnStream,
+            Unanswered,
+            Waiting,
+            events_from_stream,
+        )
+
+        def begin() -> tuple[RunnableConfig, list[Event]]:
+            """Under the lease: the run's config, and what to say before it runs."""
+            prepare()
+            now = self.current(thread_id)
+            turn.started_from = now.checkpoint_id if now is not None else None
+            unanswered = message_id is not None and now is not None and now.awaiting_reply
+            return self._spent_so_far(now, config), [Unanswered(thread_id)] if unanswered else []
+
+        def end(lease: Lease, failing: bool) -> None:
+            """The thread's row, then the lease back. A row that cannot be written (a full
+            disk) is the error only when the turn itself did not fail."""
+            try:
+                self._record(thread_id, title_hint)
+            except Exception:
+                if not failing:
+                    raise
+            finally:
+                lease.release()
 
         def blocking() -> Iterator[Event]:
             lease = self._lease(thread_id)
             if not lease.try_acquire():
                 yield Waiting(thread_id)
                 lease.acquire()
+            failing = True
             try:
-                prepare()
+                run_config, said = begin()
+                yield from said
                 stream = self.graph.stream(
                     payload,
-                    self._spent_so_far(thread_id, config),
+                    run_config,
                     context=_as_context(context),
                     stream_mode=STREAM_MODES,
                 )
                 yield from events_from_stream(stream)
+                failing = False
             finally:
-                try:
-                    self._record(thread_id, title_hint)
-                finally:
-                    lease.release()
+                end(lease, failing)
 
         async def cancellable() -> AsyncIterator[Event]:
             lease = self._lease(thread_id)
@@ -149,27 +177,36 @@ class LocalBackend:
                 yield Waiting(thread_id)
                 await lease.aacquire()
             stream: Any = None
+            failing = True
             try:
-                prepare()
+                run_config, said = begin()
+                for event in said:
+                    yield event
                 stream = self.graph.astream(
                     payload,
-                    self._spent_so_far(thread_id, config),
+                    run_config,
                     context=_as_context(context),
                     stream_mode=STREAM_MODES,
                 )
                 async for part in stream:
                     for event in events_from_stream([part]):
                         yield event
+                failing = False
             finally:
                 try:
                     aclose = getattr(stream, "aclose", None)  # an async generator's
                     if aclose is not None:
                         await aclose()
-                    self._record(thread_id, title_hint)
                 finally:
-                    lease.release()
+                    end(lease, failing)
 
-        return TurnStream(blocking, cancellable)
+        turn = TurnStream(
+            blocking,
+            cancellable,
+            message_id=message_id,
+            current=lambda: self.current(thread_id),
+        )
+        return turn
 
     def _lease(self, thread_id: str) -> Lease:
         """The thread's lease (:mod:`chatbot.leases`), for a turn or a change of its state."""
@@ -177,13 +214,13 @@ class LocalBackend:
 
         return Lease(self.store, thread_id, self.lease_seconds)
 
-    def _spent_so_far(self, thread_id: str, config: RunnableConfig) -> RunnableConfig:
-        """The run's config with the thread's spend so far, the floor of the run's usage
-        record: a run from an older checkpoint (/retry) or after /undo keeps what the calls
-        it went back past cost (see :mod:`chatbot.pricing`)."""
+    def _spent_so_far(self, now: Snapshot | None, config: RunnableConfig) -> RunnableConfig:
+        """The run's config with the thread's spend so far (``now``: its latest checkpoint),
+        the floor of the run's usage record: a run from an older checkpoint (/retry) or after
+        /undo keeps what the calls it went back past cost (see :mod:`chatbot.pricing`)."""
         from chatbot.pricing import SPENT_KEY, spent
 
-        record = spent(self.current(thread_id))
+        record = spent(now)
         if record is None:
             return config
         return {**config, "configurable": {**config.get("configurable", {}), SPENT_KEY: record}}
@@ -193,8 +230,13 @@ class LocalBackend:
     ) -> TurnStream:
         """Run one turn: stream the reply, then report a summary if one was made. ``content``:
         the message's text, or its content blocks (text, attached files)."""
-        payload = {"messages": [HumanMessage(content=content)]}
-        return self._turn(thread_id, payload, thread_config(thread_id), context, content)
+        import uuid
+
+        message = HumanMessage(content=content, id=str(uuid.uuid4()))
+        payload = {"messages": [message]}
+        return self._turn(
+            thread_id, payload, thread_config(thread_id), context, content, message_id=message.id
+        )
 
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None

@@ -9,15 +9,22 @@ and ``cancelled``. Never the API key, never what was said.
 It is a LangChain callback handler attached where the models are made
 (:func:`chatbot.models.make_model`), so every call is logged: replies, summaries, the fold
 before a call, ``/compact``, retries. The file is created 0600 (its folder 0700 when this
-makes it) and appended to under a lock, a line at a time: the terminal loads and runs turns
-on different threads. With ``--url`` the server makes the calls: the log is written by the
-server started with ``CHATBOT_LOG``.
+makes it); a path that cannot be written (a folder that is a file, ``/dev/full``, a file of
+``/proc``) is refused when the models are made. With ``--url`` the server makes the calls: the
+log is written by the server started with ``CHATBOT_LOG``.
+
+A call ends on an event loop (the terminal's, or the LangGraph server's, which forbids blocking
+I/O there), so the handler only queues the line: one writer thread per file appends it, a
+whole line per write. A turn waits for its lines to be written (:func:`settle`), and so does
+the process's exit. Lines that cannot be written (a full disk) are dropped, and said once.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import stat
 import threading
 import time
@@ -30,23 +37,33 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.outputs import LLMResult
 
 from chatbot.errors import redact
+from chatbot.logs import logger
 from chatbot.places import SettingsError
+
+log = logger("calllog")
 
 Role = Literal["chat", "summary"]
 _MAX_ERROR_CHARS = 500
 
 
 class LogFile:
-    """An append-only JSON-lines file shared by every handler writing to it."""
+    """An append-only JSON-lines file shared by every handler writing to it, written by a
+    thread of its own."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
+        self._lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self._pending = 0  # lines queued and not yet written (or dropped)
+        self._idle = threading.Condition()
+        self.problem = ""
+        """Why lines were dropped (empty while every line was written)."""
+        self.told = False
+        """True once :attr:`problem` was handed to someone to say (:func:`settle`)."""
 
     def open(self) -> None:
         """Create the file (0600; the folders it makes 0700) or check it can be appended to,
-        making one that others could read 0600; a path that cannot be is one
-        :class:`SettingsError` line."""
+        making one that others could read 0600, and start its writer; a path that cannot be
+        written is one :class:`SettingsError` line."""
         from chatbot.store import make_private_dirs
 
         try:
@@ -56,6 +73,7 @@ class LogFile:
                 mode = os.fstat(fd).st_mode
                 if stat.S_ISREG(mode) and mode & 0o077:  # (not /dev/stderr, a pipe…)
                     os.fchmod(fd, 0o600)  # a file made earlier, by hand or another program
+                os.write(fd, b"")  # /dev/full and /proc's files refuse even this; files never
             finally:
                 os.close(fd)
         except OSError as error:
@@ -64,20 +82,52 @@ class LogFile:
                 f"CHATBOT_LOG={str(self.path)!r} cannot be written: {reason.lower()}; "
                 "give a file path in a folder you can write to, or unset it"
             ) from None
+        threading.Thread(target=self._write_lines, name="chatbot-calllog", daemon=True).start()
 
     def write(self, entry: dict[str, Any]) -> None:
-        """Append one line (a whole line per write, under the lock)."""
-        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8")
-        with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        """Queue one line for the writer (never blocks: callers run on event loops)."""
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "replace")
+        with self._idle:
+            self._pending += 1
+        self._lines.put(line)
+
+    def flush(self, timeout: float) -> None:
+        """Wait until every queued line is written or dropped, at most ``timeout`` seconds."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+    def _write_lines(self) -> None:
+        while True:
+            line = self._lines.get()
             try:
-                os.write(fd, line)
+                self._append(line)
+            except OSError as error:
+                if not self.problem:
+                    reason = (error.strerror or type(error).__name__).lower()
+                    self.problem = (
+                        f"CHATBOT_LOG={str(self.path)!r} cannot be written ({reason}): "
+                        "the call log's lines are dropped until it can"
+                    )
+                    log.warning("%s", self.problem)  # (a server's log says it too)
             finally:
-                os.close(fd)
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _append(self, line: bytes) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            written = os.write(fd, line)
+            if written < len(line):  # (a short write: the rest, else an error)
+                os.write(fd, line[written:])
+        finally:
+            os.close(fd)
 
 
 _FILES: dict[Path, LogFile] = {}
 _FILES_LOCK = threading.Lock()
+EXIT_WAIT_SECONDS = 2.0
+"""How long the process's exit waits for call-log lines still queued."""
 
 
 def log_file(path: str) -> LogFile:
@@ -87,8 +137,25 @@ def log_file(path: str) -> LogFile:
         if resolved not in _FILES:
             opened = LogFile(resolved)
             opened.open()
+            if not _FILES:
+                atexit.register(settle, EXIT_WAIT_SECONDS)
             _FILES[resolved] = opened
         return _FILES[resolved]
+
+
+def settle(timeout: float = 1.0) -> list[str]:
+    """Wait (at most ``timeout`` seconds) for every call log's queued lines to be written, and
+    return what went wrong with them that was not said yet: each problem is said once."""
+    with _FILES_LOCK:
+        files = list(_FILES.values())
+    deadline = time.monotonic() + timeout
+    news = []
+    for file in files:
+        file.flush(max(0.0, deadline - time.monotonic()))
+        if file.problem and not file.told:
+            file.told = True
+            news.append(file.problem)
+    return news
 
 
 def one_line_error(error: BaseException) -> str:

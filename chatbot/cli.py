@@ -16,7 +16,7 @@ from chatbot.sanitize import StreamSanitizer, sanitize
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from chatbot.attachments import Attachment, Content
     from chatbot.backend import Backend
-    from chatbot.session import Event, TurnStream
+    from chatbot.session import Event, Kept, TurnStream
     from chatbot.turns import Display, TurnOutcome
 
 
@@ -182,6 +182,7 @@ def ask(
     ] = None,
 ) -> None:
     """Send one message to a thread and print the reply."""
+    from chatbot.render import failed_turn
     from chatbot.settings import SettingsError
     from chatbot.threadids import check_thread_id
 
@@ -195,37 +196,36 @@ def ask(
     backend = state.backend(runs=True)
     show_notice(state)
     content = _attach(message, files or [], backend)
-    current = backend.current(thread)
-    if current is not None and current.awaiting_reply:
-        err.print(
-            "[yellow]note:[/] the previous turn in this thread never got a reply; "
-            "it stays in the conversation"
-        )
     if prompt is not None:
         _check_prompt_fits(prompt[0], backend)
         backend.set_system_prompt(thread, *prompt)
     view = _AskView(interactive=out.is_terminal)
-    outcome = _run_turn(backend.send(thread, content), view)
+    turn = backend.send(thread, content)
+    outcome = _run_turn(turn, view)
     if view.streamed:
         out.print(view.safe.flush(), markup=False)
+    for warning in outcome.warnings:
+        err.print(f"[yellow]warning:[/] {escape(sanitize(warning))}")
     if outcome.interrupted:
         _leaving_after_ctrl_c()
-        fail(f"interrupted: your message stays in thread {thread!r} without a reply", 130)
+        fail(_interrupted(thread, turn.kept()), 130)
     failure = outcome.error
     if failure is not None:
         if isinstance(failure, CliError | SettingsError):
             raise failure
-        try:
-            kept = backend.current(thread)
-        except Exception:
-            kept = None
-        if kept is None or not kept.awaiting_reply:
-            raise failure
-        fail(
-            f"{describe_error(failure)} - your message is kept in thread {thread!r}: "
-            f"'chatbot chat -t {thread}' then /retry asks again",
-            1,
-        )
+        again = f" in thread {thread!r}: 'chatbot chat -t {thread}' then /retry asks again"
+        fail(failed_turn(describe_error(failure), turn.kept(), view.replied, again), 1)
+
+
+def _interrupted(thread: str, kept: Kept | None) -> str:
+    """What ``ask`` stopped with Ctrl-C says, with what the thread holds of the turn."""
+    if kept is None:
+        return "interrupted"
+    if kept.reply:
+        return "interrupted: your message and the reply are saved"
+    if kept.message:
+        return f"interrupted: your message stays in thread {thread!r} without a reply"
+    return "interrupted: your message was not saved"
 
 
 def _text_with_files(text: str | None) -> str:
@@ -284,14 +284,19 @@ class _AskView:
     def __init__(self, interactive: bool) -> None:
         self.interactive = interactive
         self.streamed = ""
+        self.replied = False  # a whole reply was shown
         self.safe = StreamSanitizer()  # an escape code split across two tokens never gets through
 
     def show(self, event: Event) -> None:
         from chatbot.render import describe_summary
-        from chatbot.session import Reply, Summarized, SummaryFailed, Token, Waiting
+        from chatbot.session import Reply, Summarized, SummaryFailed, Token, Unanswered, Waiting
 
+        if isinstance(event, Reply):
+            self.replied = True
         if isinstance(event, Waiting):
             err.print(f"[dim]{escape(sanitize(event.words))}[/]")
+        elif isinstance(event, Unanswered):
+            err.print(f"[yellow]note:[/] {escape(event.words)}")
         elif isinstance(event, Token) and self.interactive:
             out.print(self.safe.feed(event.text), end="", markup=False)
             self.streamed += event.text
@@ -590,6 +595,9 @@ def main() -> None:
     # Starting allocates much and frees little: collecting garbage meanwhile only costs time.
     # The REPL collects again once its loading has ended; every other command once its
     # arguments are parsed (see main_options).
+    from chatbot import interrupts
+
+    interrupts.install()  # (done already when called from chatbot.quick)
     gc.disable()
     set_up_process()
     # (`prog_name` also under `python -m chatbot`: completion calls `chatbot`)

@@ -68,6 +68,12 @@ class OneLineErrors(TyperGroup):
         _flags_take_no_value(self.get_params(ctx))
         super().format_help(ctx, formatter)
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        return _one_line(lambda: super(OneLineErrors, self).make_context(*args, **kwargs))
+
+    def invoke(self, ctx: Any) -> Any:
+        return _one_line(lambda: super(OneLineErrors, self).invoke(ctx))
+
     def main(
         self,
         args: Sequence[str] | None = None,
@@ -91,6 +97,21 @@ class OneLineErrors(TyperGroup):
             err.print("aborted")
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(step: Callable[[], Any]) -> Any:
+    """Parsing the command line and running the group's callback, as :func:`guarded` runs a
+    command: Ctrl-C is ``interrupted`` (Typer would end with code 130 in silence), and any
+    error that is not Click's one line on stderr, never a traceback."""
+    try:
+        return step()
+    except (typer.Exit, typer.Abort, typer.TyperException):
+        raise
+    except BaseException as error:
+        code = exit_code(error)
+        if code is None:
+            raise
+        raise typer.Exit(code) from None
 
 
 def usage_error_line(error: typer.TyperException) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from chatbot.errors import describe_error, redact, remember_secret
 from chatbot.sanitize import escape_json_controls, sanitize
+from chatbot.sanitize import valid_text as valid_unicode
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from rich.console import Console
@@ -59,8 +59,6 @@ def escape(text: str) -> str:
 err: Console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)  # type: ignore[assignment]
 out: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
 
 def valid_text(text: str) -> str:
     """Text as valid Unicode, so that a turn is never stored half broken.
@@ -72,7 +70,7 @@ def valid_text(text: str) -> str:
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:  # a lone surrogate that never was a byte
-        return _SURROGATE.sub("\ufffd", text)
+        return valid_unicode(text)
 
 
 def valid_text_option(value: str | None) -> str | None:
@@ -347,6 +345,27 @@ def read_text(text: str | None) -> str:
     return text
 
 
+_interruption_said = False
+
+
+def say_interrupted() -> None:
+    """Say ``interrupted``, once, and ignore any further Ctrl-C: the process is leaving."""
+    global _interruption_said
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
+    if not _interruption_said:
+        _interruption_said = True
+        err.print("[dim]interrupted[/]")
+
+
+def interruption_said() -> bool:
+    """True once :func:`say_interrupted` said it."""
+    return _interruption_said
+
+
 def exit_code(error: BaseException) -> int | None:
     """The exit code of a command that failed with ``error``, its line printed on stderr; None
     for what is not a command's failure (the caller lets it through)."""
@@ -366,13 +385,12 @@ def exit_code(error: BaseException) -> int | None:
     if isinstance(error, FriendlyError | LookupError):
         _error_line(str(error))
         return 1
-    if isinstance(error, KeyboardInterrupt):
-        import signal
-        import threading
+    from chatbot import interrupts
 
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
-        err.print("[dim]interrupted[/]")
+    if isinstance(error, KeyboardInterrupt) or (
+        isinstance(error, Exception) and interrupts.pressed()  # what a library made of Ctrl-C
+    ):
+        say_interrupted()
         return 130
     if isinstance(error, Exception):  # a model or network error: one line, never a traceback
         from chatbot.logs import logger

@@ -96,8 +96,31 @@ def _timeout_shown(chain: list[BaseException]) -> str:
     return ""
 
 
+_SQLITE_FULL = 13
+_PG_DISK_FULL = "53100"
+_NO_SPACE = (28, 122)  # ENOSPC, EDQUOT
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """True when ``error`` (or what caused it) says the disk is full: SQLite's "database or
+    disk is full", PostgreSQL's ``disk_full``, or an OS write without space or quota left."""
+    for link in _causes(error):
+        if getattr(link, "sqlite_errorcode", None) == _SQLITE_FULL:
+            return True
+        if getattr(link, "sqlstate", None) == _PG_DISK_FULL:
+            return True
+        if isinstance(link, OSError) and link.errno in _NO_SPACE:
+            return True
+        if type(link).__name__ == "OperationalError" and "database or disk is full" in str(link):
+            return True
+    return False
+
+
 def _known_failure(error: BaseException) -> str | None:
-    """One line for the network and protocol failures every user of a model server meets."""
+    """One line for the failures every user meets: a full disk, and the network and protocol
+    failures of a model server."""
+    if is_disk_full(error):
+        return "the disk is full (free some space)"
     chain = _causes(error)
     if _named(chain, "JSONDecodeError"):
         return f"the model server sent data that is not valid JSON: {_NOT_AN_API}"

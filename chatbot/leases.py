@@ -16,6 +16,7 @@ on a side branch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import threading
@@ -84,9 +85,12 @@ class Lease:
         self._renewer.start()
 
     def release(self) -> None:
-        """Give the lease back (and stop renewing it)."""
+        """Give the lease back (and stop renewing it). A store that cannot be written any more
+        (a full disk, a closed connection) leaves it to expire by itself, in at most
+        :attr:`seconds`: the error that stopped the turn is the one to tell."""
         self._stop.set()
-        self.store.release_lease(self.thread_id, HOLDER)
+        with contextlib.suppress(Exception):
+            self.store.release_lease(self.thread_id, HOLDER)
 
     def __enter__(self) -> Lease:
         self.acquire()

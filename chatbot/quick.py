@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 _GLOBAL_VALUES = {
     "--db": "db",
@@ -173,7 +173,35 @@ def run(invocation: Invocation) -> int:
 
 def main() -> None:
     """Console-script entry point: the commonest invocations here, the rest in the Typer app
-    (:func:`chatbot.cli.main`)."""
+    (:func:`chatbot.cli.main`). Ctrl-C at any moment says ``interrupted`` (exit code 130), and
+    once the command is over, a Ctrl-C while the process exits is ignored."""
+    try:
+        from chatbot import interrupts
+
+        interrupts.install()  # first: Ctrl-C while the rest is imported is an interruption too
+        _main()
+    except KeyboardInterrupt:  # (at start-up, or again before the first was said)
+        _leave_interrupted()
+    finally:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _leave_interrupted() -> NoReturn:
+    import contextlib
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    clicore = sys.modules.get("chatbot.clicore")  # (it may be half imported, or not at all)
+    said = getattr(clicore, "interruption_said", None)
+    if not (callable(said) and said()):
+        with contextlib.suppress(Exception):
+            sys.stderr.write("interrupted\n")
+    sys.exit(130)
+
+
+def _main() -> None:
     import gc
     import os
 
@@ -194,11 +222,4 @@ def main() -> None:
 
     # (`threads` on a SQLite file never logs: it sets logging up only for a server, in run)
     set_up_process(logging_too=invocation.command != "threads")
-
-    def run_it() -> int:
-        try:
-            return run(invocation)
-        except KeyboardInterrupt:  # (Ctrl-C again before the first was reported: no traceback)
-            return 130
-
-    exit_after(run_it)  # (stdout flushed and checked, as after the Typer app)
+    exit_after(lambda: run(invocation))  # (stdout flushed and checked, as after the Typer app)

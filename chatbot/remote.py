@@ -18,7 +18,16 @@ from chatbot.attachments import Content
 from chatbot.backend import BackendError
 from chatbot.places import without_password
 from chatbot.runsettings import RunSettings
-from chatbot.session import Event, Reply, Token, TurnStream, custom_event, make_title
+from chatbot.sanitize import valid_text
+from chatbot.session import (
+    Event,
+    Reply,
+    Token,
+    TurnStream,
+    Unanswered,
+    custom_event,
+    make_title,
+)
 from chatbot.store import ThreadInfo
 from chatbot.timeline import (
     ACTION_KEY,
@@ -83,7 +92,7 @@ def events_from_parts(parts: Any) -> Iterator[Event]:
                 and isinstance(chunk.get("content"), str)
                 and chunk["content"]
             ):
-                yield Token(chunk["content"])
+                yield Token(valid_text(chunk["content"]))
         elif kind == "custom":
             event = custom_event(data)
             if event is not None:
@@ -213,12 +222,20 @@ class RemoteBackend:
 
     # --- turns ------------------------------------------------------------------------------
 
-    def _run(self, server_id: str, **arguments: Any) -> TurnStream:
-        """A run on the server as events. The stream asks the server to cancel the run when
-        the client goes away, so Ctrl-C (which closes the stream) stops the run too."""
+    def _run(
+        self,
+        server_id: str,
+        first: tuple[Event, ...] = (),
+        sent: tuple[str, str] | None = None,
+        **arguments: Any,
+    ) -> TurnStream:
+        """A run on the server as events (``first`` before them). The stream asks the server
+        to cancel the run when the client goes away, so Ctrl-C (which closes the stream) stops
+        the run too. ``sent``: the thread's name and the id of the message the run sends."""
         arguments = {"stream_mode": STREAM_MODES, "on_disconnect": "cancel", **arguments}
 
         def blocking() -> Iterator[Event]:
+            yield from first
             parts = self._call(
                 lambda: self.client.runs.stream(server_id, self.assistant, **arguments)
             )
@@ -228,6 +245,8 @@ class RemoteBackend:
             import httpx
             from langgraph_sdk import errors
 
+            for event in first:
+                yield event
             try:
                 async for part in self._async_client().runs.stream(
                     server_id, self.assistant, **arguments
@@ -239,7 +258,12 @@ class RemoteBackend:
             except (httpx.HTTPStatusError, errors.APIStatusError) as error:
                 raise self._refused(error) from None
 
-        return TurnStream(blocking, cancellable)
+        if sent is None:
+            return TurnStream(blocking, cancellable)
+        name, message_id = sent
+        return TurnStream(
+            blocking, cancellable, message_id=message_id, current=lambda: self.current(name)
+        )
 
     def _async_client(self) -> Any:
         if self._aclient is None:
@@ -254,13 +278,20 @@ class RemoteBackend:
         """Run one turn on the server, streaming the reply (``content``: text or blocks)."""
         title = make_title(content)
         server_id = self._find(thread_id)
+        first: tuple[Event, ...] = ()
         if server_id is None:
             server_id = self._create(thread_id, {"title": title})
         else:
             self._title(server_id, title)
+            now = self.current(thread_id)
+            if now is not None and now.awaiting_reply:
+                first = (Unanswered(thread_id),)
+        message_id = str(uuid.uuid4())
         return self._run(
             server_id,
-            input={"messages": [{"role": "user", "content": content}]},
+            first,
+            (thread_id, message_id),
+            input={"messages": [{"role": "user", "content": content, "id": message_id}]},
             context=context or None,
         )
 

@@ -31,7 +31,7 @@ from chatbot.store import ThreadInfo
 from chatbot.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
 
 if TYPE_CHECKING:
-    from chatbot.session import NothingToFold, Summarized
+    from chatbot.session import Kept, NothingToFold, Summarized
 
 
 class Markdown(RichMarkdown):
@@ -129,6 +129,23 @@ def describe_nothing_to_fold(event: NothingToFold) -> str:
         f"nothing to fold: the kept window holds the whole conversation "
         f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size"
     )
+
+
+def failed_turn(problem: str, kept: Kept | None, shown: bool, again: str) -> str:
+    """The line a failed or stopped turn ends with: ``problem``, then exactly what the thread
+    holds of the turn (``kept``; ``None``: it could not be read, so nothing is claimed).
+    ``shown``: a whole reply was on the screen; ``again``: how to ask again, said when the
+    message is kept (``" in thread 't1': ..."``, ``"; /retry tries again"``)."""
+    if kept is None:
+        return problem
+    if kept.message and kept.reply:
+        return f"{problem} - your message and the reply are saved"
+    if kept.message:
+        lost = "this reply was not saved; " if shown else ""
+        return f"{problem} - {lost}your message is kept{again}"
+    if shown:
+        return f"{problem} - your message and this reply were not saved"
+    return f"{problem} - your message was not saved"
 
 
 def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:

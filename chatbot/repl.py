@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from rich.console import Console
 from rich.markup import escape
 
+from chatbot import interrupts
 from chatbot.logs import logger
 from chatbot.places import SettingsError
 from chatbot.plural import counted
@@ -33,8 +34,9 @@ from chatbot.turns import TICK_SECONDS, TurnRunner, session_runner
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
     from chatbot.attachments import Attachment
     from chatbot.backend import Backend
+    from chatbot.display import ReplyView
     from chatbot.runsettings import RunSettings
-    from chatbot.session import TurnStream
+    from chatbot.session import Kept, TurnStream
     from chatbot.settings import Settings
     from chatbot.store import SqlStore, ThreadInfo
     from chatbot.timeline import Snapshot
@@ -310,6 +312,7 @@ class Repl:
     def _loop(self) -> None:
         self.greet()
         while True:
+            interrupts.forget()  # (a Ctrl-C that stopped a command is handled)
             self._settle()
             try:
                 line = self.reader.read(self.prompt(), self.toolbar)
@@ -564,6 +567,8 @@ class Repl:
         Ctrl-C stops the turn at once (see :mod:`chatbot.turns`)."""
         from chatbot.display import THINKING, ReplyView
         from chatbot.errors import describe_error
+        from chatbot.render import failed_turn
+        from chatbot.session import Kept
 
         view = ReplyView(self.console, live=self.console.is_terminal)
         view.start(waiting_for or THINKING)
@@ -572,18 +577,17 @@ class Repl:
                 outcome = self.runner.run(turn, view)
             finally:
                 view.finish()
+        for warning in outcome.warnings:
+            self.print(f"[yellow]warning:[/] {escape(sanitize(warning))}")
+        kept = turn.kept() if outcome.interrupted or outcome.error is not None else None
         if outcome.interrupted:
-            self.print(
-                "[yellow]interrupted[/] [dim]- the reply is saved; the summary is made next turn[/]"
-                if view.replied
-                else "[yellow]interrupted[/] "
-                "[dim]- your message is kept; /retry regenerates the reply[/]"
-            )
-        elif outcome.error is not None:  # a provider error: one line, the thread stays whole
+            self.print(f"[yellow]interrupted[/] [dim]- {escape(_after_ctrl_c(kept, view))}[/]")
+        elif outcome.error is not None:  # one line, saying exactly what the thread holds
             log.debug("turn failed", exc_info=outcome.error)
-            self.problem(
-                f"{describe_error(outcome.error)} - your message is kept; /retry tries again"
-            )
+            if kept is None:  # (a /retry, /compact: the message was saved before)
+                kept = Kept(message=True, reply=False)
+            again = "; /retry tries again"
+            self.problem(failed_turn(describe_error(outcome.error), kept, view.replied, again))
         else:
             for note in view.notes:
                 self.print(note)
@@ -594,6 +598,20 @@ class Repl:
             return self.backend.current(self.thread_id)
         except Exception:  # measuring is best effort after a failure
             return None
+
+
+def _after_ctrl_c(kept: Kept | None, view: ReplyView) -> str:
+    """What a turn stopped with Ctrl-C leaves (``kept``: None for a turn without a message
+    of its own, a /retry: what was on the screen tells)."""
+    from chatbot.session import Kept
+
+    if kept is None:
+        kept = Kept(message=True, reply=view.replied)
+    if kept.reply:
+        return "the reply is saved; the summary is made next turn"
+    if kept.message:
+        return "your message is kept; /retry regenerates the reply"
+    return "your message was not saved"
 
 
 @contextlib.contextmanager

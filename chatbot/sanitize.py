@@ -45,11 +45,17 @@ and tab: a streamed reply re-rendered as it grows is safe at every moment.
 :class:`StreamSanitizer` serves output that cannot be taken back (text printed piece by
 piece): it holds back the end of a piece that may be the start of a sequence, and a joiner
 until the character after it comes.
+
+Unlike escape codes, text that is not valid Unicode is made valid where it enters, once
+(:func:`valid_text`): a lone surrogate (JSON can spell one, ``"\\ud800"``; bytes that were
+not UTF-8 reach Python as one) can be neither encoded, stored nor printed, so it becomes
+U+FFFD before anything keeps or shows it, and what is stored is what was shown.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _CONTROL = r"\x00-\x1f\x7f-\x9f"
 _STRING_START = r"(?:\x1b[P\]X^_]|[\x90\x98\x9d\x9e\x9f])"
@@ -142,6 +148,36 @@ class StreamSanitizer:
         if text[0] in _JOINERS and _SHOWN_BEFORE_A_JOINER.fullmatch(before):
             return sanitize(before + text)[1:]
         return sanitize(text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, code point for code point (so a
+    text made valid in pieces is the pieces made valid, joined); valid text comes back as is."""
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def valid_data(data: Any) -> Any:
+    """``data`` (text, or lists and dicts holding text: a message's content blocks, its
+    metadata) with :func:`valid_text` applied to every string in it; ``data`` itself when
+    nothing needed it."""
+    if isinstance(data, str):
+        return valid_text(data)
+    if type(data) is list or type(data) is tuple:  # (not a NamedTuple's fields)
+        items = [valid_data(item) for item in data]
+        changed = any(new is not old for new, old in zip(items, data, strict=True))
+        return type(data)(items) if changed else data
+    if type(data) is dict:
+        pairs: dict[Any, Any] = {}
+        changed = False
+        for key, value in data.items():
+            new_key, new_value = valid_data(key), valid_data(value)
+            changed = changed or new_key is not key or new_value is not value
+            pairs[new_key] = new_value
+        return pairs if changed else data
+    return data
 
 
 _JSON_UNESCAPED_CONTROL = re.compile(rf"[\x7f-\x9f{_HIDDEN}]")

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langchain_core.messages import AIMessage, AIMessageChunk
 
+from chatbot.sanitize import valid_text
+
 if TYPE_CHECKING:  # langgraph.types pulls in LangGraph's runtime: not needed to read threads
     from langgraph.types import StreamMode
+
+    from chatbot.timeline import Snapshot
 
 SUMMARY_TAG = "chatbot:summary"
 """The tag of the summary model's calls: their tokens are not the reply's."""
@@ -92,26 +96,84 @@ class Waiting:
         return f"thread {self.thread_id} is answering in another window — waiting, Ctrl-C to stop"
 
 
-Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold | Waiting
+@dataclass(frozen=True)
+class Unanswered:
+    """The thread's last message never got its reply (its turn failed, was stopped, or its
+    process died) and stays before this turn's message. Said once the turn holds the thread,
+    so never about a turn that another window is still answering."""
+
+    thread_id: str
+
+    @property
+    def words(self) -> str:
+        return "the previous turn in this thread never got a reply; it stays in the conversation"
+
+
+Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold | Waiting | Unanswered
+
+
+class Kept(NamedTuple):
+    """What the thread holds of a turn that failed or was stopped: its message, its reply."""
+
+    message: bool
+    reply: bool
+
+
+def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -> Kept:
+    """What ``after`` (the thread's latest checkpoint, read after the turn) holds of the
+    message ``message_id`` and its reply. ``started_from``: the checkpoint the turn started
+    from (``None`` for a new thread, or when the turn never got to start)."""
+    if after is None:
+        return Kept(message=False, reply=False)
+    messages = after.messages
+    for at, message in enumerate(messages):
+        if message.id == message_id:
+            return Kept(message=True, reply=any(m.type == "ai" for m in messages[at + 1 :]))
+    # Not among the messages: never written, or written with its reply and then folded into
+    # the summary (only a message that has its reply is ever folded).
+    written = started_from is not None and after.checkpoint_id != started_from
+    return Kept(message=written, reply=written)
 
 
 class TurnStream:
     """A turn's events, two ways: iterate it for blocking calls (tests, scripts), or
-    ``async for`` it in a task, which Ctrl-C cancels (closing the model's HTTP request)."""
+    ``async for`` it in a task, which Ctrl-C cancels (closing the model's HTTP request).
+
+    A turn that sends a message knows its id (``message_id``), and once it holds the thread,
+    the checkpoint it started from, so that :meth:`kept` can say what the thread holds of it
+    when it failed or was stopped."""
 
     def __init__(
         self,
         blocking: Callable[[], Iterator[Event]],
         cancellable: Callable[[], AsyncIterator[Event]],
+        *,
+        message_id: str | None = None,
+        current: Callable[[], Snapshot | None] | None = None,
     ) -> None:
         self._blocking = blocking
         self._cancellable = cancellable
+        self.message_id = message_id
+        self._current = current
+        self.started_from: str | None = None
+        """The thread's latest checkpoint when the turn began to run (None: not yet, or none)."""
 
     def __iter__(self) -> Iterator[Event]:
         return self._blocking()
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._cancellable()
+
+    def kept(self) -> Kept | None:
+        """What the thread holds of this turn's message and reply, read now; ``None`` for a
+        turn without a message of its own, or when the thread cannot be read."""
+        if self.message_id is None or self._current is None:
+            return None
+        try:
+            after = self._current()
+        except Exception:  # (the store that just failed may fail again: then nothing is said)
+            return None
+        return kept_of(after, self.message_id, self.started_from)
 
 
 def make_title(text: Any) -> str:
@@ -167,7 +229,7 @@ def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
         if mode == "messages":
             message, metadata = payload
             if is_reply_chunk(message, metadata) and message.text:
-                yield Token(message.text)
+                yield Token(valid_text(message.text))  # as the stored reply is (chatbot.steps)
         elif mode == "custom":
             event = custom_event(payload)
             if event is not None:

@@ -4,6 +4,10 @@ calls it needs and gets their replies back, and :func:`drive` / :func:`adrive` m
 The synchronous driver serves ``graph.invoke`` and ``graph.stream`` (tests, embedding, the
 benchmarks); the asynchronous one serves ``astream`` (the terminal and LangGraph's server),
 where cancelling the task closes the HTTP request at once.
+
+This is where a model's reply enters chatbot: the drivers hand the steps a reply made valid
+text (:func:`chatbot.sanitize.valid_text`), so a lone surrogate in what a provider sent is
+U+FFFD in the reply, the summary, the store and the terminal alike.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
+
+from chatbot.sanitize import valid_data
 
 Result = TypeVar("Result")
 Call = tuple[Runnable[Any, Any], list[BaseMessage]]
@@ -31,7 +37,7 @@ def drive(steps: Steps[Result]) -> Result:
             except Exception as error:  # the steps decide what a failed call means
                 model, request = steps.throw(error)
             else:
-                model, request = steps.send(reply)
+                model, request = steps.send(valid_reply(reply))
     except StopIteration as done:
         return done.value
 
@@ -46,11 +52,24 @@ async def adrive(steps: Steps[Result]) -> Result:
             except Exception as error:
                 model, request = steps.throw(error)
             else:
-                model, request = steps.send(reply)
+                model, request = steps.send(valid_reply(reply))
     except StopIteration as done:
         return done.value
     finally:
         steps.close()
+
+
+def valid_reply(reply: AIMessage) -> AIMessage:
+    """The reply with its text valid (content, tool call arguments, metadata): the reply
+    itself when it already was."""
+    fields = ("content", "additional_kwargs", "response_metadata", "tool_calls")
+    changed = {}
+    for name in fields:
+        value = getattr(reply, name, None)
+        valid = valid_data(value)
+        if valid is not value:
+            changed[name] = valid
+    return reply.model_copy(update=changed) if changed else reply
 
 
 def watched(steps: Steps[Result], seen: Callable[[AIMessage], None]) -> Steps[Result]:

@@ -5,7 +5,12 @@ connection closes at once: the provider stops generating, nothing arrives late t
 and no thread is left running. The user's message was checkpointed before the model was
 called, so the thread stays usable and ``/retry`` regenerates the reply.
 
-The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`.
+SIGTERM and SIGHUP (a closed terminal) cancel the turn the same way, so that it gives its
+thread's lease back, then end the process (:mod:`chatbot.interrupts`).
+
+The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
+each turn the call log's lines are written (:func:`chatbot.calllog.settle`), and what could not
+be written is told once, in the outcome's ``warnings``.
 """
 
 from __future__ import annotations
@@ -13,9 +18,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import sys
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from chatbot import interrupts
 
 if TYPE_CHECKING:
     from chatbot.session import Event
@@ -40,6 +48,8 @@ class TurnOutcome:
 
     interrupted: bool = False
     error: Exception | None = None
+    warnings: tuple[str, ...] = ()
+    """Problems beside the turn, each told once (call-log lines that could not be written)."""
 
 
 _session: TurnRunner | None = None
@@ -63,11 +73,22 @@ class TurnRunner:
     def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
         self.tick_seconds = tick_seconds
         self._runner: asyncio.Runner | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
-        """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``."""
+        """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
+        or SIGHUP cancel it too, then raise :class:`~chatbot.interrupts.Terminated`."""
         if self._runner is None:
             self._runner = asyncio.Runner()
+        ended: list[int] = []
+        with interrupts.during_turn(lambda signum: self._stop(signum, ended)):
+            outcome = self._run(turn, display, ended)
+        if ended:
+            raise interrupts.Terminated(ended[0])
+        return TurnOutcome(outcome.interrupted, outcome.error, tuple(_call_log_news()))
+
+    def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
+        assert self._runner is not None
         try:
             # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
             # raises KeyboardInterrupt once the task has unwound (closing the HTTP request).
@@ -75,17 +96,31 @@ class TurnRunner:
         except KeyboardInterrupt:
             self._unwind()
             return TurnOutcome(interrupted=True)
+        except asyncio.CancelledError:
+            if not ended:
+                raise
+            return TurnOutcome(interrupted=True)  # (by SIGTERM or SIGHUP: see run)
         except Exception as error:  # a model, network or server error: the caller says it
             return TurnOutcome(error=error)
         return TurnOutcome()
 
+    def _stop(self, signum: int, ended: list[int]) -> None:
+        """SIGTERM or SIGHUP during a turn: cancel it, as asyncio does for Ctrl-C."""
+        ended.append(signum)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            task.get_loop().call_soon_threadsafe(lambda: None)  # (wake the loop)
+
     async def _consume(self, turn: AsyncIterable[Event], display: Display) -> None:
+        self._task = asyncio.current_task()
         ticker = asyncio.create_task(self._tick(display))
         events = turn.__aiter__()
         try:
             async for event in events:
                 display.show(event)
         finally:
+            self._task = None
             ticker.cancel()
             aclose = getattr(events, "aclose", None)
             if aclose is not None:
@@ -115,3 +150,10 @@ class TurnRunner:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+
+
+def _call_log_news() -> list[str]:
+    """The call log's lines written, and what could not be, said once (nothing to do when no
+    call log was ever opened: the module is not even imported then)."""
+    calllog = sys.modules.get("chatbot.calllog")
+    return calllog.settle() if calllog is not None else []

@@ -160,7 +160,8 @@ class DevServer:
 
     START_TIMEOUT = 90.0
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, env: dict[str, str] | None = None) -> None:
+        """Start it in ``workdir``; ``env``: settings of its own (``CHATBOT_LOG``...)."""
         config = json.loads((ROOT / "langgraph.json").read_text())
         config.pop("env", None)
         config["dependencies"] = [str(ROOT)]
@@ -169,6 +170,7 @@ class DevServer:
         }
         (workdir / "langgraph.json").write_text(json.dumps(config))
         self.requested_port = free_port()
+        extra = env or {}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
         env.update(
             LANGGRAPH_CLI_NO_ANALYTICS="1",
@@ -178,6 +180,7 @@ class DevServer:
             CHATBOT_SUMMARY_KEEP="messages:2",
             PYTHONUNBUFFERED="1",
         )
+        env.update(extra)
         self.output: list[str] = []
         self.process = subprocess.Popen(
             [

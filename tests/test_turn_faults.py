@@ -1,0 +1,534 @@
+"""Faults during a turn: a full disk, text that is not valid Unicode, a call log that cannot be
+written (or must not block a server's event loop), Ctrl-C during start-up, another window's
+turn, and a process ended by SIGTERM or SIGHUP.
+
+docs/reliability.md ("During a turn") publishes what each row of these tests pins. The CLI runs
+as a real process wherever signals, leases or a full disk are involved; the model is the local
+fake OpenAI server (or the offline model); the stores are SQLite and the real PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
+from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply
+from tests.helpers import (
+    CHAT_MODEL,
+    SECRET,
+    Cli,
+    DevServer,
+    is_summary_request,
+    wait_until,
+)
+
+CHATBOT = [sys.executable, "-m", "chatbot"]
+
+
+# --- the pieces the tests share ---------------------------------------------------------------
+
+
+class Gate:
+    """A fake model whose chat replies wait until the test lets them through: ``asked`` is
+    set when a chat call arrives; the reply (``text``) goes out once ``opened`` is set.
+    Summary calls are answered at once."""
+
+    def __init__(self, text: str = "the reply") -> None:
+        self.text = text
+        self.asked = threading.Event()
+        self.opened = threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        if is_summary_request(body):
+            return "SUMMARY: what was said."
+        self.asked.set()
+        self.opened.wait(120)
+        return self.text
+
+
+def echo(body: dict[str, Any]) -> str:
+    if is_summary_request(body):
+        return "SUMMARY: what was said."
+    return "echo: " + RecordedRequest("", None, body).last_user_text
+
+
+def process_env(server: FakeOpenAI | None, db: str, **extra: str) -> dict[str, str]:
+    """The environment of a ``chatbot`` process: the fake server (or the offline model) and
+    the database, nothing from the machine running the tests."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    env["CHATBOT_DB"] = db
+    if server is not None:
+        env.update(
+            OPENAI_API_KEY=SECRET,
+            OPENAI_BASE_URL=server.base_url,
+            CHATBOT_MODEL=CHAT_MODEL,
+            CHATBOT_MAX_RETRIES="0",
+        )
+    env.update(extra)
+    return env
+
+
+def start(args: list[str], env: dict[str, str], **options: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*CHATBOT, *args],
+        stdin=options.pop("stdin", subprocess.DEVNULL),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+        **options,
+    )
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CHATBOT, *args],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        text=True,
+        timeout=120,
+    )
+
+
+def messages(db: str, thread: str) -> list[tuple[str, str]]:
+    """The thread's messages as ``(type, text)``, read by ``chatbot show --json``."""
+    shown = run(["show", thread, "--json", "--db", db], process_env(None, db))
+    assert shown.returncode == 0, shown.stderr
+    return [(m["type"], m["content"]) for m in json.loads(shown.stdout)["messages"]]
+
+
+def lease_holders(db: str, thread: str) -> list[str]:
+    """Who holds the thread's lease, as the table says (an expired row counts: it still
+    makes the next turn wait until its time is up)."""
+    if db.startswith("postgresql://"):
+        with psycopg.connect(db) as connection:
+            rows = connection.execute(
+                "SELECT holder FROM chatbot_leases WHERE thread_id = %s", (thread,)
+            ).fetchall()
+    else:
+        with sqlite3.connect(db) as connection:
+            rows = connection.execute(
+                "SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread,)
+            ).fetchall()
+    return [row[0] for row in rows]
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+# --- a small disk that fills up ----------------------------------------------------------------
+
+
+@dataclass
+class SmallDisk:
+    """A tmpfs of a few megabytes: :meth:`fill` leaves no byte free, :meth:`free` undoes it."""
+
+    path: Path
+
+    def fill(self) -> None:
+        filler = self.path / "filler"
+        with open(filler, "ab", buffering=0) as file:
+            try:
+                while True:
+                    file.write(b"\0" * 65536)
+            except OSError:
+                pass
+            try:  # the last pages, a block at a time
+                while True:
+                    file.write(b"\0" * 512)
+            except OSError:
+                pass
+
+    def free(self) -> None:
+        (self.path / "filler").unlink(missing_ok=True)
+
+
+@contextmanager
+def mounted_small_disk(megabytes: int) -> Iterator[SmallDisk]:
+    """A fresh tmpfs of ``megabytes`` (skips the test where mounting is not allowed)."""
+    path = Path(tempfile.mkdtemp(prefix="chatbot-small-disk-"))
+    path.chmod(0o755)  # (the PostgreSQL server's user reaches its tablespace through it)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        path.rmdir()
+        pytest.skip(f"a small disk needs 'mount -t tmpfs' (root): {mounted.stderr.strip()}")
+    try:
+        yield SmallDisk(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+        path.rmdir()
+
+
+@pytest.fixture
+def small_disk() -> Iterator[SmallDisk]:
+    with mounted_small_disk(4) as disk:
+        yield disk
+
+
+@pytest.fixture
+def postgres_on_small_disk() -> Iterator[tuple[str, SmallDisk]]:
+    """A fresh PostgreSQL database whose tables live on a small disk (a tablespace on a
+    tmpfs; the server's write-ahead log stays on its own disk), and that disk."""
+    _postgres_or_skip()
+    try:
+        owner = pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("no 'postgres' user to own a tablespace")
+    with mounted_small_disk(64) as disk:
+        space = disk.path / "tablespace"
+        space.mkdir()
+        os.chown(space, owner.pw_uid, owner.pw_gid)
+        name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f"CREATE TABLESPACE {name} LOCATION '{space}'")  # type: ignore[arg-type]
+            admin.execute(f"CREATE DATABASE {name} TABLESPACE {name}")  # type: ignore[arg-type]
+        try:
+            yield f"postgresql://postgres@127.0.0.1:5432/{name}", disk
+        finally:
+            disk.free()
+            with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+                admin.execute(f"DROP TABLESPACE IF EXISTS {name}")  # type: ignore[arg-type]
+
+
+# --- a full disk --------------------------------------------------------------------------------
+
+KEPT_AGAIN = "'chatbot chat -t t1' then /retry asks again"
+
+
+def test_a_disk_that_fills_while_the_model_answers_keeps_the_message_and_says_so(
+    small_disk: SmallDisk, openai_server: FakeOpenAI
+) -> None:
+    db = str(small_disk.path / "chat.sqlite")
+    env = process_env(openai_server, db)
+    openai_server.responder = echo
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    gate = Gate("the second reply")
+    openai_server.responder = gate
+    asking = start(["ask", "second", "-t", "t1"], env)
+    try:
+        assert gate.asked.wait(60), "the chat call"
+        wait_until(lambda: ("human", "second") in messages(db, "t1"), 60, "the message saved")
+        small_disk.fill()
+    finally:
+        gate.opened.set()
+    out, err = asking.communicate(timeout=120)
+    small_disk.free()
+
+    assert asking.returncode == 1, err
+    assert out.strip() == "the second reply", "the reply stays on the screen"
+    assert error_lines(err) == [
+        "error: the disk is full (free some space) - this reply was not saved; your message "
+        f"is kept in thread 't1': {KEPT_AGAIN}"
+    ]
+    assert "Traceback" not in err
+    assert messages(db, "t1") == [("human", "first"), ("ai", "echo: first"), ("human", "second")]
+
+
+def test_a_full_disk_before_the_turn_says_the_message_was_not_saved(
+    small_disk: SmallDisk, openai_server: FakeOpenAI
+) -> None:
+    """The last message of the thread is waiting for its reply (a turn that failed): the
+    line once said "your message is kept" about it, of the new one that was never saved."""
+    db = str(small_disk.path / "chat.sqlite")
+    env = process_env(openai_server, db)
+    openai_server.script(Reply(status=500))
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 1
+    with sqlite3.connect(db) as held:  # (its WAL and shared-memory files stay, as a REPL's)
+        held.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        small_disk.fill()
+        asked = len(openai_server.requests)
+        result = run(["ask", "second", "-t", "t1"], env)
+        small_disk.free()
+
+    assert result.returncode == 1, result.stderr
+    assert error_lines(result.stderr) == [
+        "error: the disk is full (free some space) - your message was not saved"
+    ]
+    assert "Traceback" not in result.stderr
+    assert len(openai_server.requests) == asked, "the model was not asked"
+    assert messages(db, "t1") == [("human", "first")]
+
+
+def test_on_postgresql_a_disk_that_fills_while_the_model_answers(
+    postgres_on_small_disk: tuple[str, SmallDisk], openai_server: FakeOpenAI
+) -> None:
+    url, disk = postgres_on_small_disk
+    env = process_env(openai_server, url)
+    openai_server.responder = echo
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    reply = secrets.token_hex(100_000)  # (it does not compress: its rows need new pages)
+    gate = Gate(reply)
+    openai_server.responder = gate
+    asking = start(["ask", "second", "-t", "t1"], env)
+    try:
+        assert gate.asked.wait(60), "the chat call"
+        wait_until(lambda: ("human", "second") in messages(url, "t1"), 60, "the message saved")
+        disk.fill()
+    finally:
+        gate.opened.set()
+    out, err = asking.communicate(timeout=120)
+
+    assert asking.returncode == 1, err
+    assert out.strip() == reply, "the reply stays on the screen"
+    assert error_lines(err) == [
+        "error: the disk is full (free some space) - this reply was not saved; your message "
+        f"is kept in thread 't1': {KEPT_AGAIN}"
+    ]
+    assert lease_holders(url, "t1") == [], "the lease is given back (it needs no new page)"
+    disk.free()
+    assert messages(url, "t1") == [("human", "first"), ("ai", "echo: first"), ("human", "second")]
+    openai_server.responder = echo
+    following = run(["ask", "third", "-t", "t1"], env)
+    assert following.returncode == 0 and "waiting" not in following.stderr, following.stderr
+
+
+def test_call_log_lines_dropped_on_a_full_disk_are_said_once(
+    cli: Cli, openai_server: FakeOpenAI, small_disk: SmallDisk
+) -> None:
+    openai_server.responder = echo
+    log = small_disk.path / "calls.jsonl"
+    small_disk.fill()  # (a new file needs no block: the log opens, its lines cannot be written)
+    result = cli.invoke(
+        "chat", "-t", "t1", "--db", str(cli.db), stdin="one\ntwo\n", CHATBOT_LOG=str(log)
+    )
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: CHATBOT_LOG={str(log)!r} cannot be written (no space left on device): the "
+        "call log's lines are dropped until it can"
+    ]
+    assert "echo: one" in result.output and "echo: two" in result.output, "the turns go on"
+    assert log.read_bytes() == b""
+
+
+# --- text that is not valid Unicode ---------------------------------------------------------------
+
+LONE = "lone\ud800surrogate END"
+MADE_VALID = "lone\ufffdsurrogate END"
+
+
+def test_a_reply_with_a_lone_surrogate_is_stored_and_shown_as_made_valid(
+    cli: Cli, openai_server: FakeOpenAI, any_db: str
+) -> None:
+    openai_server.script(LONE)
+    result = cli.invoke("ask", "hello", "-t", "t1", "--db", any_db)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == MADE_VALID
+    assert result.stderr == ""
+    shown = cli.invoke("show", "t1", "--json", "--db", any_db)
+    stored = [m["content"] for m in json.loads(shown.stdout)["messages"]]
+    assert stored == ["hello", MADE_VALID], "what is stored is what was shown"
+
+
+def test_in_the_repl_a_streamed_reply_with_a_lone_surrogate_shows_what_is_stored(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The REPL on a console Rich takes for a terminal (FORCE_COLOR): the reply as it streams."""
+    openai_server.script(LONE)
+    db = str(tmp_path / "chat.sqlite")
+    env = process_env(openai_server, db, FORCE_COLOR="1", NO_COLOR="", TERM="dumb")
+    chat = start(["chat", "-t", "t1"], env, stdin=subprocess.PIPE)
+    out, err = chat.communicate("hello\n", timeout=120)
+    assert chat.returncode == 0, err
+    assert MADE_VALID in out and "lone?surrogate" not in out
+    assert messages(db, "t1") == [("human", "hello"), ("ai", MADE_VALID)]
+
+
+# --- the call log -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/dev/full", "/proc/version"])
+def test_a_call_log_that_refuses_every_write_is_refused_at_start(cli: Cli, path: str) -> None:
+    result = cli.ask("hello", CHATBOT_LOG=path)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: CHATBOT_LOG={path!r} cannot be written: ")
+    assert line.endswith("; give a file path in a folder you can write to, or unset it")
+    assert not cli.db.exists(), "nothing was sent or saved"
+
+
+def log_lines(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.integration
+def test_the_call_log_is_written_under_langgraph_dev(tmp_path: Path) -> None:
+    """The dev server forbids blocking I/O on its event loop, where model calls end: every
+    line was refused (BlockingError) and the log stayed empty."""
+    log = tmp_path / "calls.jsonl"
+    workdir = tmp_path / "server"
+    workdir.mkdir()
+    server = DevServer(workdir, env={"CHATBOT_LOG": str(log)})
+    try:
+        env = process_env(None, str(tmp_path / "unused.sqlite"))
+        for n in range(2):
+            asked = run(["ask", f"hello {n}", "--url", server.url, "-t", "logged"], env)
+            assert asked.returncode == 0, asked.stderr
+        wait_until(lambda: len(log_lines(log)) >= 2, 30, "two lines in the call log")
+        chats = [line for line in log_lines(log) if line["role"] == "chat"]
+        assert len(chats) == 2 and all(line["model"] == "offline" for line in chats)
+        assert "BlockingError" not in "".join(server.output)
+    finally:
+        server.stop()
+
+
+# --- Ctrl-C during start-up ---------------------------------------------------------------------
+
+ASK_START = (
+    "chatbot.interrupts",
+    "typer",
+    "chatbot.cli",
+    "pydantic",
+    "chatbot.settings",
+    "langchain_core",
+    "chatbot.models",
+    "langgraph",
+    "chatbot.backend",
+    "chatbot.graph",
+)
+HISTORY_START = ("chatbot.interrupts", "chatbot.clicore", "chatbot.store", "chatbot.timeline")
+
+
+def interrupted_once(args: list[str], env: dict[str, str], marker: str) -> tuple[int, str, str]:
+    """Run ``chatbot ARGS`` and press Ctrl-C as soon as it has imported ``marker`` (Python's
+    import-time report says when, as it happens; the first marker is imported by chatbot's
+    entry point itself: before it, Python is still starting); its exit code, stdout and
+    stderr (without the report)."""
+    process = start(args, {**env, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert process.stderr is not None
+    seen: list[str] = []
+    for line in process.stderr:
+        seen.append(line)
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == marker:
+            process.send_signal(signal.SIGINT)
+            break
+    out, rest = process.communicate(timeout=120)
+    lines = "".join([*seen, rest]).splitlines()
+    err = "\n".join(line for line in lines if not line.startswith("import time:"))
+    return process.returncode, out, err
+
+
+@pytest.mark.parametrize(
+    ("args", "markers"),
+    [(["ask", "hi", "-t", "t1"], ASK_START), (["history", "t1"], HISTORY_START)],
+    ids=["ask", "history"],
+)
+def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
+    args: list[str], markers: tuple[str, ...], tmp_path: Path
+) -> None:
+    env = process_env(None, str(tmp_path / "chat.sqlite"))
+    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    interrupted = 0
+    for marker in markers:
+        code, out, err = interrupted_once(args, env, marker)
+        assert "Traceback" not in err and "Exception ignored" not in err, (marker, err)
+        said = [line for line in err.splitlines() if line and not line.startswith("note:")]
+        if code == 130:
+            interrupted += 1
+            assert said and said[-1].split(":")[0] in ("interrupted", "error"), (marker, err)
+            assert "interrupted" in said[-1], (marker, err)
+        else:  # it had finished before the signal arrived
+            assert code == 0 and out.strip(), (marker, code, err)
+    assert interrupted >= len(markers) // 2, "most signals land during start-up"
+
+
+# --- another window, and a process ended mid-turn -----------------------------------------------
+
+
+def test_a_turn_waiting_for_another_window_never_says_the_previous_turn_got_no_reply(
+    any_db: str, openai_server: FakeOpenAI
+) -> None:
+    gate = Gate("answered")
+    openai_server.responder = gate
+    env = process_env(openai_server, any_db)
+    first = start(["ask", "one", "-t", "shared"], env)
+    second = None
+    try:
+        assert gate.asked.wait(60), "the first window's chat call"
+        second = start(["ask", "two", "-t", "shared"], env)
+        assert second.stderr is not None
+        said: list[str] = []
+        while not said or "answering in another window" not in said[-1]:
+            said.append(second.stderr.readline())
+            assert said[-1], f"ask ended without saying it waits: {said}"
+        gate.opened.set()
+        _, rest = second.communicate(timeout=120)
+        _, first_err = first.communicate(timeout=120)
+    finally:
+        gate.opened.set()
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+    err = "".join(said) + rest
+    assert first.returncode == 0, first_err
+    assert second.returncode == 0, err
+    assert "never got a reply" not in err, "the first window's turn was running, not dead"
+    assert messages(any_db, "shared") == [
+        ("human", "one"),
+        ("ai", "answered"),
+        ("human", "two"),
+        ("ai", "answered"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "ending"),
+    [("ask", signal.SIGTERM), ("ask", signal.SIGHUP), ("chat", signal.SIGHUP)],
+    ids=["ask-SIGTERM", "ask-SIGHUP", "chat-SIGHUP"],
+)
+def test_a_process_ended_mid_turn_gives_the_thread_back_and_keeps_the_message(
+    any_db: str, openai_server: FakeOpenAI, command: str, ending: signal.Signals
+) -> None:
+    gate = Gate()
+    openai_server.responder = gate
+    env = process_env(openai_server, any_db)
+    if command == "ask":
+        process = start(["ask", "one", "-t", "t1"], env)
+    else:  # the REPL, reading its lines from a pipe
+        process = start(["chat", "-t", "t1"], env, stdin=subprocess.PIPE)
+        assert process.stdin is not None
+        process.stdin.write("one\n")
+        process.stdin.flush()
+    try:
+        assert gate.asked.wait(60), "the chat call"
+        process.send_signal(ending)
+        _, err = process.communicate(timeout=60)
+    finally:
+        openai_server.responder = echo
+        gate.opened.set()
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + ending, err
+    assert "Traceback" not in err
+    assert lease_holders(any_db, "t1") == [], "the lease was given back"
+
+    following = run(["ask", "two", "-t", "t1"], env)
+    assert following.returncode == 0, following.stderr
+    assert "waiting" not in following.stderr, "nothing to wait for"
+    assert "the previous turn in this thread never got a reply" in following.stderr
+    assert messages(any_db, "t1") == [("human", "one"), ("human", "two"), ("ai", "echo: two")]
