@@ -184,6 +184,7 @@ def ask(
     """Send one message to a thread and print the reply."""
     from chatbot.render import failed_turn
     from chatbot.settings import SettingsError
+    from chatbot.store import StoreError
     from chatbot.threadids import check_thread_id
 
     try:
@@ -211,8 +212,8 @@ def ask(
         fail(_interrupted(thread, turn.kept()), 130)
     failure = outcome.error
     if failure is not None:
-        if isinstance(failure, CliError | SettingsError):
-            raise failure
+        if isinstance(failure, CliError | SettingsError | StoreError):
+            raise failure  # (a damaged database met mid-turn: one line, as when opening it)
         again = f" in thread {thread!r}: 'chatbot chat -t {thread}' then /retry asks again"
         fail(failed_turn(describe_error(failure), turn.kept(), view.replied, again), 1)
 

@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
+from chatbot.errors import FriendlyError
+
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -179,7 +181,7 @@ LEASE_SECONDS = 30.0
 blocks the thread at most this long. A running turn renews it every third of that."""
 
 
-class StoreError(RuntimeError):
+class StoreError(FriendlyError, RuntimeError):
     """The database cannot be opened or used; the message is one line for the user."""
 
 
