@@ -21,11 +21,11 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
-from langchain_core.runnables import RunnableLambda
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime, get_runtime
+from langgraph.runtime import Runtime
 
 from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
@@ -86,17 +86,22 @@ def _paid(
 
 def _node(
     steps: Callable[[State, Runtime[Context]], Steps[dict[str, Any]]],
-) -> RunnableLambda[State, dict[str, Any]]:
+) -> RunnableCallable:
     """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
-    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request."""
+    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request.
 
-    def run(state: State) -> dict[str, Any]:
-        return drive(steps(state, get_runtime(Context)))
+    LangGraph's own wrapper of function nodes (what ``add_node`` makes of a plain function),
+    given both functions: it reads their signature once and passes the runtime in, where
+    langchain-core's ``RunnableLambda`` inspects the signature and opens a nested run at
+    every call."""
 
-    async def arun(state: State) -> dict[str, Any]:
-        return await adrive(steps(state, get_runtime(Context)))
+    def run(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        return drive(steps(state, runtime))
 
-    return RunnableLambda(run, afunc=arun, name=steps.__name__)
+    async def arun(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        return await adrive(steps(state, runtime))
+
+    return RunnableCallable(run, arun, name=steps.__name__, trace=False)
 
 
 def build_graph(
