@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import fields
 from typing import Any
 from uuid import UUID
 
@@ -13,9 +14,11 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from chatbot.graph import build_graph
+from chatbot.graph import build_graph, run_resolver
 from chatbot.models import OfflineChatModel
+from chatbot.runsettings import CONTEXT_FIELDS
 from chatbot.settings import Settings
+from chatbot.state import Context
 from tests.scripted import ScriptedChatModel
 
 
@@ -23,6 +26,43 @@ def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"model": "offline", "summary_trigger": "messages:6"}
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+# --- the run's settings, once per run --------------------------------------------------------
+
+
+def test_the_resolver_reads_every_field_of_the_context() -> None:
+    """A field added to the context must be one the resolver keys its answers by."""
+    assert set(CONTEXT_FIELDS) == {f.name for f in fields(Context)}
+
+
+def test_settings_follow_a_context_changed_between_runs() -> None:
+    graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), settings())
+    resolve = run_resolver(graph)
+    context: dict[str, Any] = {"summary_trigger": "messages:2"}
+    assert resolve(context).policy.trigger[0].value == 2
+    context["summary_trigger"] = "messages:9"  # (the REPL's context is one dict it changes)
+    assert resolve(context).policy.trigger[0].value == 9
+    context["language"] = "zh"
+    assert resolve(context).language == "zh"
+    assert resolve(Context(summary_trigger="messages:4")).policy.trigger[0].value == 4
+    assert resolve(None, "be brief").system_prompt == "be brief"
+    assert resolve(None, "be kind").system_prompt == "be kind"
+    assert resolve(None).policy.trigger[0].value == 6
+
+
+def test_a_run_folds_by_its_own_context_and_the_next_by_its_own() -> None:
+    chat, summarizer = ScriptedChatModel(), ScriptedChatModel(default="the summary")
+    graph = build_graph(chat, summarizer, settings(), InMemorySaver())
+    thread = {"configurable": {"thread_id": "t"}}
+    tight = {"summary_trigger": "messages:1", "summary_keep": "messages:1"}
+    state = graph.invoke({"messages": [HumanMessage("one")]}, thread, context=tight)
+    assert state["summary"] == "the summary"
+    summaries = len(summarizer.calls)
+    for text in ("two", "three"):  # the default trigger (6 messages) holds again
+        state = graph.invoke({"messages": [HumanMessage(text)]}, thread)
+    assert len(summarizer.calls) == summaries
+    assert len(state["messages"]) == 5
 
 
 # --- a node is one run --------------------------------------------------------------------
