@@ -11,7 +11,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.graph import build_graph, run_resolver
@@ -19,6 +19,14 @@ from chatbot.models import OfflineChatModel
 from chatbot.runsettings import CONTEXT_FIELDS
 from chatbot.settings import Settings
 from chatbot.state import Context
+from chatbot.tokens import (
+    ESTIMATE,
+    MESSAGE_OVERHEAD,
+    MESSAGES_REMEMBERED,
+    TokenCounter,
+    counter_for,
+    estimate_tokens,
+)
 from tests.scripted import ScriptedChatModel
 
 
@@ -26,6 +34,49 @@ def settings(**overrides: Any) -> Settings:
     values: dict[str, Any] = {"model": "offline", "summary_trigger": "messages:6"}
     values.update(overrides)
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+# --- each message counted once -------------------------------------------------------------
+
+
+def test_a_message_edited_in_place_is_counted_again() -> None:
+    counter = TokenCounter(ESTIMATE)
+    message = HumanMessage("short", id="m1")
+    assert counter.raw_message(message) == MESSAGE_OVERHEAD + estimate_tokens("short")
+    longer = "a much longer message now, with many more words than it had before " * 3
+    message.content = longer
+    assert counter.raw_message(message) == MESSAGE_OVERHEAD + estimate_tokens(longer)
+    message.name = "lance"
+    assert counter.raw_message(message) == (
+        MESSAGE_OVERHEAD + estimate_tokens(longer) + estimate_tokens("lance")
+    )
+
+
+def test_another_message_under_a_known_id_gets_its_own_count() -> None:
+    counter = TokenCounter(ESTIMATE)
+    assert counter.raw([HumanMessage("one two three", id="same")]) == MESSAGE_OVERHEAD + 3
+    reply = AIMessage("four", id="same")
+    assert counter.raw_message(reply) == MESSAGE_OVERHEAD + 1
+    calling = AIMessage(
+        "four", id="same", tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "c1"}]
+    )
+    assert counter.raw_message(calling) > counter.raw_message(reply)
+
+
+def test_each_tokenizer_keeps_its_own_counts() -> None:
+    message = HumanMessage("The quick brown fox jumps over the lazy dog", id="m-tok")
+    estimated = TokenCounter(ESTIMATE).raw_message(message)
+    exact = counter_for("gpt-4o").raw_message(message)
+    assert estimated == MESSAGE_OVERHEAD + estimate_tokens(message.text)
+    assert exact == MESSAGE_OVERHEAD + counter_for("gpt-4o").text(message.text)
+    assert TokenCounter(ESTIMATE).raw_message(message) == estimated
+
+
+def test_the_counts_kept_are_bounded() -> None:
+    counter = TokenCounter(ESTIMATE)
+    for number in range(MESSAGES_REMEMBERED + 10):
+        counter.raw_message(HumanMessage(f"message {number}", id=f"bounded-{number}"))
+    assert len(ESTIMATE.counted) <= MESSAGES_REMEMBERED
 
 
 # --- the run's settings, once per run --------------------------------------------------------
