@@ -5,8 +5,12 @@ measures them)."""
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import threading
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -14,11 +18,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from chatbot.checkpoints import read_checkpoint
 from chatbot.graph import build_graph, run_resolver
 from chatbot.models import OfflineChatModel
 from chatbot.runsettings import CONTEXT_FIELDS
 from chatbot.settings import Settings
 from chatbot.state import Context
+from chatbot.store import Store
 from chatbot.tokens import (
     ESTIMATE,
     MESSAGE_OVERHEAD,
@@ -27,6 +33,7 @@ from chatbot.tokens import (
     counter_for,
     estimate_tokens,
 )
+from tests.helpers import ROOT
 from tests.scripted import ScriptedChatModel
 
 
@@ -157,3 +164,33 @@ def test_the_offline_model_streams_asynchronously_without_a_thread() -> None:
     assert pieces == blocking
     assert "".join(pieces) == model.invoke(said).text
     assert threads == 0, "each piece of the reply went through a worker thread"
+
+
+# --- the database waits for the disk only where it must -------------------------------------
+
+_TURN_THEN_KILLED = """
+import os, signal, sys
+from langchain_core.messages import HumanMessage
+from chatbot.graph import build_graph
+from chatbot.models import OfflineChatModel
+from chatbot.settings import Settings
+from chatbot.store import Store, thread_config
+store = Store(sys.argv[1])
+graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"),
+                    Settings(_env_file=None, model="offline"), store.saver)
+graph.invoke({"messages": [HumanMessage("remember the blue door")]}, thread_config("t"))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_turn_survives_chatbot_being_killed_right_after_it(tmp_path: Path) -> None:
+    """Commits reach the write-ahead log without waiting for the disk (SQLite's
+    ``synchronous=NORMAL``): a crash of the process loses nothing, only a power cut could."""
+    path = tmp_path / "chat.sqlite"
+    killed = subprocess.run([sys.executable, "-c", _TURN_THEN_KILLED, str(path)], cwd=ROOT)
+    assert killed.returncode == -signal.SIGKILL
+    with Store(path) as store:
+        assert store.conn.execute("PRAGMA synchronous").fetchone() == (1,)
+        snapshot = read_checkpoint(store, "t")
+    assert snapshot.messages[0].text == "remember the blue door"
+    assert len(snapshot.messages) == 2
