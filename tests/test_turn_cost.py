@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.checkpoints import read_checkpoint
 from chatbot.graph import build_graph, run_resolver
+from chatbot.leases import Lease
 from chatbot.models import OfflineChatModel
 from chatbot.runsettings import CONTEXT_FIELDS
 from chatbot.settings import Settings
@@ -33,7 +35,7 @@ from chatbot.tokens import (
     counter_for,
     estimate_tokens,
 )
-from tests.helpers import ROOT
+from tests.helpers import ROOT, wait_until
 from tests.scripted import ScriptedChatModel
 
 
@@ -194,3 +196,35 @@ def test_a_turn_survives_chatbot_being_killed_right_after_it(tmp_path: Path) -> 
         snapshot = read_checkpoint(store, "t")
     assert snapshot.messages[0].text == "remember the blue door"
     assert len(snapshot.messages) == 2
+
+
+# --- the lease: renewed by one thread for the whole process ------------------------------
+
+
+def _lease_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "chatbot-lease" and t.is_alive()]
+
+
+def _expiry(store: Store, thread_id: str) -> float | None:
+    rows = store.conn.execute(
+        "SELECT expires_at FROM chatbot_leases WHERE thread_id = ?", (thread_id,)
+    ).fetchall()
+    return rows[0][0] if rows else None
+
+
+def test_held_leases_are_renewed_by_one_thread_and_never_after_release(tmp_path: Path) -> None:
+    with Store(tmp_path / "leases.sqlite") as store:
+        first, second = Lease(store, "a", seconds=0.6), Lease(store, "b", seconds=0.6)
+        assert first.try_acquire() and second.try_acquire()
+        threads = _lease_threads()
+        for _ in range(5):  # a turn after another takes no thread of its own
+            turn = Lease(store, "c", seconds=0.6)
+            assert turn.try_acquire()
+            turn.release()
+        assert _lease_threads() == threads and len(threads) == 1
+        taken = {name: _expiry(store, name) or 0.0 for name in ("a", "b")}
+        wait_until(lambda: all((_expiry(store, n) or 0) > taken[n] for n in taken), 30)
+        first.release()
+        time.sleep(0.6)  # three renewal periods: a renewal after the release would show
+        assert _expiry(store, "a") is None
+        second.release()
