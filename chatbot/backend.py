@@ -180,10 +180,19 @@ class LocalBackend:
     def _spent_so_far(self, thread_id: str, config: RunnableConfig) -> RunnableConfig:
         """The run's config with the thread's spend so far, the floor of the run's usage
         record: a run from an older checkpoint (/retry) or after /undo keeps what the calls
-        it went back past cost (see :mod:`chatbot.pricing`)."""
-        from chatbot.pricing import SPENT_KEY, spent
+        it went back past cost (see :mod:`chatbot.pricing`).
 
-        record = spent(self.current(thread_id))
+        A run from the newest checkpoint reads that checkpoint's own record in its state:
+        only what an /undo left in the checkpoint's metadata is read here (not the whole
+        checkpoint, which the run reads again)."""
+        from chatbot.pricing import SPENT_KEY, spent, spent_left
+
+        if config.get("configurable", {}).get("checkpoint_id"):
+            record = spent(self.current(thread_id))
+        else:
+            newest = self.store.latest_checkpoint_id(thread_id)
+            metadata = self.store.checkpoint_metadata(thread_id, [newest]) if newest else {}
+            record = spent_left(metadata.get(newest or "", {}))
         if record is None:
             return config
         return {**config, "configurable": {**config.get("configurable", {}), SPENT_KEY: record}}
