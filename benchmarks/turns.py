@@ -140,9 +140,7 @@ class TutorialSummarizer(Counted):
 
     def _reply(self, messages: list[BaseMessage]) -> str:
         folded = "".join(
-            f'<message type="user">{html.escape(m.text)}</message>'
-            for m in messages[:-1]
-            if m.type == "human"
+            f"<user>{html.escape(m.text)}</user>" for m in messages[:-1] if m.type == "human"
         )
         request = f"{messages[-1].text}\n<conversation>{folded}</conversation>"
         return extractive_summary(request, self.max_summary_tokens)

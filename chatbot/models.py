@@ -27,7 +27,7 @@ OFFLINE_MAX_INPUT_TOKENS = 32_000
 OFFLINE_SUMMARY_HEADER = "Offline extractive summary (no LLM was asked) - what the user said:"
 _MAX_BULLET_CHARS = 300
 _MAX_BULLETS = 60
-_USER_MESSAGE = re.compile(r'<message type="user">(.*?)</message>', re.DOTALL)
+_USER_MESSAGE = re.compile(r"<user>(.*?)</user>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
 
 
