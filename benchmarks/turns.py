@@ -1,7 +1,7 @@
 """Benchmark: what a turn costs, in CPU and tokens, against LangGraph's summarization tutorial.
 
     uv run --group dev python benchmarks/turns.py [--turns 1000] [--windows 291-300,991-1000]
-        [--runs 1] [--dir DIR] [--json PATH] [--profile ARM]
+        [--runs 1] [--dir DIR] [--json PATH] [--profile ARM] [--full-sync]
 
 Four threads advance side by side, one turn each in turn (interleaved, the order rotating every
 turn, so the machine's drift falls on all alike), each on its own new SQLite file:
@@ -21,6 +21,10 @@ turn, so the machine's drift falls on all alike), each on its own new SQLite fil
   ``LocalBackend.send`` (the thread's lease, the spend so far, three stream modes, events, the
   listing row) consumed by the session's ``TurnRunner`` on its event loop, with a display
   that draws nothing (drawing is the terminal's cost, not the turn's).
+
+chatbot's store commits with SQLite's ``synchronous=NORMAL`` (it waits for the disk at WAL
+checkpoints, not at every commit); the tutorial's plain connection waits at every commit
+(``FULL``, the default). ``--full-sync`` runs chatbot's store with ``FULL`` too.
 
 Both sides use chatbot's offline model and make their summary calls at the same turns (the
 4th, then every 3rd: 333 in 1,000 turns). The offline summary model is extractive (one bullet
@@ -241,8 +245,9 @@ def settings_for_chatbot() -> Settings:
     )
 
 
-def make_arms(folder: Path) -> list[Arm]:
-    """The four arms, each on a new SQLite file in ``folder``."""
+def make_arms(folder: Path, full_sync: bool = False) -> list[Arm]:
+    """The four arms, each on a new SQLite file in ``folder``; with ``full_sync`` chatbot's
+    store waits for the disk at every commit, as the tutorial's plain connection does."""
     settings = settings_for_chatbot()
     TALLIES.clear()
     arms: list[Arm] = []
@@ -258,6 +263,9 @@ def make_arms(folder: Path) -> list[Arm]:
             arms.append(Arm(name, tutorial_turn(graph, path), conn.close))
         else:
             store = Store(folder / f"{arm}.sqlite")
+            if full_sync:
+                with store.lock:
+                    store.conn.execute("PRAGMA synchronous = FULL")
             graph = build_graph(chat, summary, settings, store.saver)
             arms.append(Arm(name, chatbot_turn(graph, store, path), store.close))
     return arms
@@ -329,13 +337,17 @@ def windows_of(text: str, turns: int) -> list[tuple[int, int]]:
 
 
 def run_once(
-    texts: dict[str, list[str]], folder: Path, profile: str | None, last_window: tuple[int, int]
+    texts: dict[str, list[str]],
+    folder: Path,
+    profile: str | None,
+    last_window: tuple[int, int],
+    full_sync: bool = False,
 ) -> tuple[list[Arm], dict[str, Tally], str]:
     """All the turns on every arm, interleaved; the arms with their CPU per turn. The graph
     path's two arms send ``texts["graph"]``, the CLI path's ``texts["CLI"]``: the same
     messages on both sides of a comparison, others across them, so that no count chatbot's
     graph arm cached serves its CLI arm."""
-    arms = make_arms(folder)
+    arms = make_arms(folder, full_sync)
     profiler = cProfile.Profile(time.thread_time) if profile else None
     in_threads: list[cProfile.Profile] = []
 
@@ -403,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where the databases go (kept)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     parser.add_argument("--profile", choices=ARMS, default=None, help="cProfile one arm")
+    parser.add_argument(
+        "--full-sync",
+        action="store_true",
+        help="chatbot's SQLite waits for the disk at every commit too (synchronous=FULL)",
+    )
     args = parser.parse_args(argv)
     windows = windows_of(args.windows, args.turns)
     for name in list(os.environ):  # offline, default settings
@@ -416,7 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{args.turns} turns × 4 arms, interleaved; trigger messages:{TRIGGER}, keep "
-        f"messages:{KEEP} (the tutorial's), offline model; {args.runs} run(s)"
+        f"messages:{KEEP} (the tutorial's), offline model; {args.runs} run(s); SQLite waits "
+        f"for the disk at {'every commit' if args.full_sync else 'WAL checkpoints only'} for "
+        "chatbot (synchronous=" + ("FULL" if args.full_sync else "NORMAL") + "), at every "
+        "commit for the tutorial (FULL, a plain connection's default)"
     )
     cpu: dict[str, dict[tuple[int, int], list[float]]] = {a: {w: [] for w in windows} for a in ARMS}
     tallies: dict[str, Tally] = {}
@@ -427,7 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         for old in folder.glob("*.sqlite*"):
             old.unlink()
         try:
-            arms, tallies, profiled = run_once(texts, folder, args.profile, windows[-1])
+            arms, tallies, profiled = run_once(
+                texts, folder, args.profile, windows[-1], args.full_sync
+            )
         finally:
             if args.dir is None:
                 shutil.rmtree(folder, ignore_errors=True)
