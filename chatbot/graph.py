@@ -27,11 +27,11 @@ from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
-from langchain_core.runnables import RunnableLambda
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime, get_runtime
 
 from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
@@ -277,17 +277,23 @@ def _router(
 
 def _node(
     steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
-) -> RunnableLambda[RunState, dict[str, Any]]:
+) -> RunnableCallable:
     """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
-    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request."""
+    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request.
 
-    def run(state: RunState) -> dict[str, Any]:
-        return drive(steps(state, _run_settings(resolver, state)))
+    LangGraph's own wrapper of function nodes (what ``add_node`` makes of a plain function),
+    given both functions: it reads their signature once and passes the runtime in, where
+    langchain-core's ``RunnableLambda`` inspects the signature and opens a nested run at
+    every call."""
 
-    async def arun(state: RunState) -> dict[str, Any]:
-        return await adrive(steps(state, _run_settings(resolver, state)))
+    def run(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+        return drive(steps(state, resolver(runtime.context, state.get("system_prompt", ""))))
 
-    return RunnableLambda(run, afunc=arun, name=steps.__name__)
+    async def arun(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = resolver(runtime.context, state.get("system_prompt", ""))
+        return await adrive(steps(state, settings))
+
+    return RunnableCallable(run, arun, name=steps.__name__, trace=False)
 
 
 def build_graph(

@@ -35,6 +35,48 @@ HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 rewrites the state, then runs) renews its own lease instead of waiting for itself."""
 
 
+class _Renewer:
+    """Renews every lease this process holds, on one daemon thread started at the first lease
+    and kept: a thread of its own for each turn cost more than the turn's other writes."""
+
+    def __init__(self) -> None:
+        self._due: dict[Lease, float] = {}
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        with self._changed:
+            self._due[lease] = time.monotonic() + lease.seconds / 3
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="chatbot-lease", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def drop(self, lease: Lease) -> None:
+        with self._changed:
+            self._due.pop(lease, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                due = [lease for lease, when in self._due.items() if when <= now]
+                if not due:
+                    soonest = min(self._due.values(), default=None)
+                    self._changed.wait(None if soonest is None else soonest - now)
+                    continue
+                for lease in due:
+                    self._due[lease] = now + lease.seconds / 3
+            for lease in due:
+                if not lease.renew():  # a closed store at exit: the lease expires by itself
+                    self.drop(lease)
+
+
+_renewer = _Renewer()
+os.register_at_fork(after_in_child=lambda: globals().update(_renewer=_Renewer()))
+"""(A forked child has no renewer thread, and holds none of its parent's leases.)"""
+
+
 class Lease:
     """A thread's lease, taken with :meth:`acquire` or :meth:`aacquire`, renewed in the
     background while held, given back on :meth:`release` (or leaving the ``with`` block)."""
@@ -43,8 +85,9 @@ class Lease:
         self.store = store
         self.thread_id = thread_id
         self.seconds = seconds
-        self._stop = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._held = False
+        self._renewing = threading.Lock()
+        """Held while the lease is renewed or given back, so no renewal follows the release."""
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free (or ours); False without waiting if not."""
@@ -74,23 +117,30 @@ class Lease:
         self._start_renewing()
 
     def _start_renewing(self) -> None:
-        def renew() -> None:
-            while not self._stop.wait(self.seconds / 3):
-                try:
-                    self.store.try_lease(self.thread_id, HOLDER, self.seconds)
-                except Exception:  # a closed store at exit: the lease expires by itself
-                    return
+        self._held = True
+        _renewer.hold(self)
 
-        self._renewer = threading.Thread(target=renew, name="chatbot-lease", daemon=True)
-        self._renewer.start()
+    def renew(self) -> bool:
+        """Renew the lease if it is still held (the background renewer calls this); False
+        when the store cannot be reached."""
+        with self._renewing:
+            if not self._held:
+                return True
+            try:
+                self.store.try_lease(self.thread_id, HOLDER, self.seconds)
+            except Exception:
+                return False
+            return True
 
     def release(self) -> None:
         """Give the lease back (and stop renewing it). A store that cannot be written any more
         (a full disk, a closed connection) leaves it to expire by itself, in at most
         :attr:`seconds`: the error that stopped the turn is the one to tell."""
-        self._stop.set()
-        with contextlib.suppress(Exception):
-            self.store.release_lease(self.thread_id, HOLDER)
+        _renewer.drop(self)
+        with self._renewing:
+            self._held = False
+            with contextlib.suppress(Exception):
+                self.store.release_lease(self.thread_id, HOLDER)
 
     def __enter__(self) -> Lease:
         self.acquire()

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
@@ -27,7 +27,7 @@ OFFLINE_MAX_INPUT_TOKENS = 32_000
 OFFLINE_SUMMARY_HEADER = "Offline extractive summary (no LLM was asked) - what the user said:"
 _MAX_BULLET_CHARS = 300
 _MAX_BULLETS = 60
-_USER_MESSAGE = re.compile(r'<message type="user">(.*?)</message>', re.DOTALL)
+_USER_MESSAGE = re.compile(r"<user>(.*?)</user>", re.DOTALL)
 _CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
 
 
@@ -75,13 +75,7 @@ class OfflineChatModel(BaseChatModel):
             "total_tokens": input_tokens + output_tokens,
         }
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
         text = self._reply(messages)
         message = AIMessage(
             content=text,
@@ -90,19 +84,10 @@ class OfflineChatModel(BaseChatModel):
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _stream(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> Iterator[ChatGenerationChunk]:
+    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
         text = self._reply(messages)
         for piece in re.findall(r"\S+\s*|\s+", text):
-            chunk = ChatGenerationChunk(message=AIMessageChunk(content=piece))
-            if run_manager:
-                run_manager.on_llm_new_token(piece, chunk=chunk)
-            yield chunk
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
@@ -111,6 +96,50 @@ class OfflineChatModel(BaseChatModel):
                 chunk_position="last",
             )
         )
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._result(messages)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager and chunk.text:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    # Native async (LangChain's default runs the sync methods in a thread, one hop per piece
+    # of the reply): the REPL and ``chatbot ask`` stream turns with ``astream``.
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._result(messages)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager and chunk.text:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
 
 
 def extractive_summary(request: str, max_tokens: int = 1000) -> str:

@@ -313,18 +313,23 @@ def run_record(state: Mapping[str, Any], floor: Any) -> Any:
     return merged(state.get(USAGE_KEY), floor) or state.get(USAGE_KEY)
 
 
-def spent(snapshot: Any) -> dict[str, Any] | None:
-    """What a thread had spent at a checkpoint (a :class:`~chatbot.timeline.Snapshot` or
-    ``None``): its state's record, or the newer one an /undo left in its metadata."""
-    if snapshot is None:
-        return None
-    left = snapshot.metadata.get(SPENT_KEY)
+def spent_left(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record an /undo (or the change after one) left in a checkpoint's metadata, if any."""
+    left = metadata.get(SPENT_KEY)
     if isinstance(left, str):  # (LangGraph keeps only plain values in metadata: JSON text)
         try:
             left = json.loads(left)
         except ValueError:
             left = None
-    return merged(snapshot.state.usage, left)
+    return merged(left)
+
+
+def spent(snapshot: Any) -> dict[str, Any] | None:
+    """What a thread had spent at a checkpoint (a :class:`~chatbot.timeline.Snapshot` or
+    ``None``): its state's record, or the newer one an /undo left in its metadata."""
+    if snapshot is None:
+        return None
+    return merged(snapshot.state.usage, spent_left(snapshot.metadata))
 
 
 def spent_metadata(snapshot: Any) -> dict[str, str]:

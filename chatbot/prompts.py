@@ -6,6 +6,7 @@ replaced by ``CHATBOT_SUMMARY_CREATE_PROMPT`` / ``CHATBOT_SUMMARY_EXTEND_PROMPT`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -41,57 +42,34 @@ PROMPTS: dict[str, PromptSet] = {
             "Extend the summary by taking into account the new messages above:"
         ),
         instructions=(
-            "You maintain the running memory of a conversation between a user and an "
-            "assistant. The conversation to fold in is given as <message> elements. Write a "
-            "summary that lets the assistant carry on as if it had read everything. Use these "
-            "sections, in this order, each a list of short bullet points:\n"
-            "## User: who the user is: name, role, location, preferences, personal details.\n"
-            "## Facts: key details with their exact values: numbers, dates, names, amounts, "
-            "file names, links, identifiers.\n"
-            "## Decisions: what was decided or agreed, and why.\n"
-            "## Open tasks: questions still open, tasks promised or pending.\n"
-            "## Context: what the conversation is about and where it stands now.\n"
-            "Write 'none' under a section with nothing in it. Never invent anything; leave out "
-            "greetings and small talk. Write in the language the user writes in. Reply with "
-            "the summary only, no preamble."
+            "Summarize the <conversation> in terse bullets under ## User, ## Facts (exact "
+            "values), ## Decisions, ## Open tasks, ## Context; skip empty ones. Invent "
+            "nothing. Use the user's language. Output only the summary."
         ),
-        extend_rules=(
-            " When extending, keep every section and every point of the summary so far; when "
-            "a newer message corrects or updates a point, write only the newest value."
-        ),
+        extend_rules=" Keep earlier points; newer values win.",
         condense=(
             "The summary has grown past about {limit} tokens: rewrite it condensed to under "
             "{limit} tokens, merging repeated points but keeping every section and every "
             "name, number, preference, decision and open task."
         ),
         focus="For this summary, pay special attention to: {focus}",
-        limit=" Keep it under about {limit} tokens.",
+        limit=" At most {limit} tokens.",
     ),
     "zh": PromptSet(
         summary_context="此前对话的摘要：{summary}",
         create="请为以上对话生成摘要：",
         extend="这是截至目前的对话摘要：{summary}\n\n请结合以上新消息扩展这份摘要：",
         instructions=(
-            "你负责维护用户与助手之间对话的持续记忆。需要并入摘要的对话以 <message> 元素给出。"
-            "请写一份摘要，使助手在只读摘要的情况下也能继续对话。按以下顺序使用这些小节，"
-            "每节用简短的要点列出：\n"
-            "## 用户：用户是谁：姓名、身份、所在地、偏好、个人信息。\n"
-            "## 事实：关键细节及其确切取值：数字、日期、名称、金额、文件名、链接、标识符。\n"
-            "## 决定：已做出或已商定的决定及原因。\n"
-            "## 待办：尚未解决的问题，承诺或待办的任务。\n"
-            "## 背景：对话的主题以及目前的进展。\n"
-            "没有内容的小节写“无”。不要编造任何内容；省略寒暄。使用用户所用的语言。"
-            "只输出摘要本身，不要前言。"
+            "用简短要点总结 <conversation>，分列于 ## 用户、## 事实（确切的值）、## 决定、"
+            "## 待办、## 背景之下；没有内容的标题省略。不要编造。使用用户的语言。只输出摘要。"
         ),
-        extend_rules=(
-            "扩展时保留现有摘要的每个小节和每个要点；若新消息更正或更新了某个要点，只写最新的值。"
-        ),
+        extend_rules="保留之前的要点；新值取代旧值。",
         condense=(
             "摘要已超过约 {limit} 个 token：请将其精简到 {limit} 个 token 以内，"
             "合并重复内容，但保留每个小节以及所有姓名、数字、偏好、决定和待办任务。"
         ),
         focus="本次摘要请特别注意：{focus}",
-        limit="摘要保持在约 {limit} 个 token 以内。",
+        limit="最多 {limit} 个 token。",
     ),
 }
 
@@ -132,7 +110,13 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
     blocks themselves.
     """
     readable = [text_only(message) for message in messages]
-    return get_buffer_string(readable, human_prefix="user", ai_prefix="assistant", format="xml")
+    xml = get_buffer_string(readable, human_prefix="user", ai_prefix="assistant", format="xml")
+    # <user>...</user> for LangChain's <message type="user">...</message>: half the tokens a
+    # message's tags take, and as safe (the content is escaped, so no tag is the content's)
+    return _ELEMENT.sub(r"<\1>\2</\1>", xml)
+
+
+_ELEMENT = re.compile(r'<message type="([\w-]+)">(.*?)</message>', re.DOTALL)
 
 
 def summary_request(

@@ -8,6 +8,7 @@ in a run's context is one clear ``SettingsError``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -131,17 +132,60 @@ def resolve_run(
     )
 
 
+CONTEXT_FIELDS = (
+    "chat_model",
+    "summary_model",
+    "summary_trigger",
+    "summary_keep",
+    "system_prompt",
+    "compact",
+    "compact_focus",
+    "language",
+)
+"""The fields of a run's context that :func:`resolve_run` reads."""
+
+
+def _context_key(context: Any) -> tuple[Any, ...] | None:
+    """What :func:`resolve_run` reads of a context, as a hashable key (None if unhashable)."""
+    if context is None:
+        values: tuple[Any, ...] = (None,) * len(CONTEXT_FIELDS)
+    elif isinstance(context, dict):
+        values = tuple(context.get(name) for name in CONTEXT_FIELDS)
+    else:
+        values = tuple(getattr(context, name, None) for name in CONTEXT_FIELDS)
+    try:
+        hash(values)
+    except TypeError:
+        return None
+    return values
+
+
 class RunResolver:
     """:func:`resolve_run` bound to a graph's settings and default models.
 
     Call it with a run's context (a ``Context``, a dict or None) and the thread's own system
     prompt to get the :class:`RunSettings` that run uses; models named in contexts are made
     once and shared by every caller.
+
+    Every router and node of a run asks, and so do the terminal's status line and /tokens:
+    the answers are kept by what the context says (its values, not the object: a run's
+    context is made anew for each run, and a dict can be changed between runs) and the
+    thread's prompt, for the last :data:`REMEMBERED` of them.
     """
+
+    REMEMBERED = 64
 
     def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
         self.settings = settings
         self.models = ModelCache(settings, chat, summary)
+        self._resolved = functools.lru_cache(maxsize=self.REMEMBERED)(self._resolve)
 
     def __call__(self, context: Any, thread_prompt: str = "") -> RunSettings:
+        key = _context_key(context)
+        if key is None:
+            return resolve_run(self.settings, self.models, context, thread_prompt)
+        return self._resolved(key, thread_prompt)
+
+    def _resolve(self, key: tuple[Any, ...], thread_prompt: str) -> RunSettings:
+        context = dict(zip(CONTEXT_FIELDS, key, strict=True))
         return resolve_run(self.settings, self.models, context, thread_prompt)

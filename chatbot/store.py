@@ -881,6 +881,10 @@ class Store(SqlStore):
             self._mark()
         if self.path != ":memory:":
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
+        # SQLite's advice for WAL: a commit reaches the log without waiting for the disk, so a
+        # crash of chatbot loses nothing and a power cut may lose the last turns, never the
+        # file (FULL waits for the disk at every checkpoint: most of a turn's system time).
+        self.conn.execute("PRAGMA synchronous = NORMAL")
         upgrading = owner.kind != "new"
         if not self._has_checkpoint_tables():
             if upgrading:

@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,12 +63,19 @@ def encoding_for_model(model: str) -> str | None:
 # --- tokenizers ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+MESSAGES_REMEMBERED = 8_192
+"""Messages whose count a tokenizer keeps (:meth:`TokenCounter.raw_message`)."""
+
+
+@dataclass(frozen=True, eq=False)
 class Tokenizer:
-    """A named way of counting the tokens of a text."""
+    """A named way of counting the tokens of a text. Each one is made once (the estimate, and
+    each vocabulary, by :func:`bpe_tokenizer`), so tokenizers compare as objects."""
 
     name: str
     count_text: Callable[[str], int]
+    counted: dict[str, tuple[str, str | None, int]] = field(default_factory=dict, repr=False)
+    """Messages' counts by message id, with the content and name they were counted for."""
 
     def count(self, text: str) -> int:
         """Tokens in ``text`` (0 for an empty text)."""
@@ -82,6 +89,14 @@ def _cached_count(tokenizer: Tokenizer, text: str) -> int:
 
 
 @functools.cache
+def _ascii_chunks() -> re.Pattern[str]:
+    """ASCII text in pieces of one token each, as :func:`estimate_tokens` counts it: a word
+    in chunks of up to 9 letters, digits and punctuation in chunks of up to 3, a line break
+    or a run of blanks whole."""
+    return re.compile(r"[A-Za-z]{1,9}|\d{1,3}|[ \t]*\n\s*|[ \t]{2,}|[^\w\s]{1,3}")
+
+
+@functools.cache
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """CJK, Hangul and the pieces the rest is counted by: compiled at the first count, not at
     import: compiling these Unicode classes takes 2–3 ms, which `show` and `threads` never need."""
@@ -91,7 +106,8 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
             "\uf900-\ufaff\U00020000-\U0002fa1f]"
         ),
         re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]"),
-        re.compile(r"[A-Za-z]+|[^\W\d_]+|\d+|[ \t]*\n\s*|[ \t]{2,}|[ \t]|[^\w\s]+"),
+        # (a single blank joins the next word: it is no piece, and counts nothing)
+        re.compile(r"[A-Za-z]+|[^\W\d_]+|\d+|[ \t]*\n\s*|[ \t]{2,}|[^\w\s]+"),
     )
 
 
@@ -105,21 +121,19 @@ def estimate_tokens(text: str) -> int:
     """
     if not text:
         return 0
+    if text.isascii():  # (whole tokens only: counted by the regex engine, not piece by piece)
+        return max(1, len(_ascii_chunks().findall(text)))
     cjk_pattern, hangul_pattern, piece_pattern = _patterns()
     rest, cjk = cjk_pattern.subn(" ", text)
     rest, hangul = hangul_pattern.subn(" ", rest)
     total = cjk * 0.7 + hangul * 0.6
     for piece in piece_pattern.findall(rest):
         first = piece[0]
-        if first.isascii() and first.isalpha():
-            total += 1 + (len(piece) - 1) // 9
-        elif first.isalpha():
-            total += math.ceil(len(piece) / 4)
+        if first.isalpha():
+            total += 1 + (len(piece) - 1) // 9 if first.isascii() else math.ceil(len(piece) / 4)
         elif first.isdigit():
             total += math.ceil(len(piece) / 3)
-        elif first in " \t":
-            total += 0 if len(piece) == 1 else 1
-        elif first.isspace():
+        elif first.isspace():  # a line break, or a run of blanks
             total += 1
         else:
             ascii_marks = sum(1 for char in piece if char.isascii())
@@ -231,7 +245,26 @@ class TokenCounter:
         return self.tokenizer.count(text)
 
     def raw_message(self, message: BaseMessage) -> int:
-        """One message's tokens before usage scaling."""
+        """One message's tokens before usage scaling.
+
+        Every router and node of a turn counts the whole conversation again: a message with
+        an id and text content is counted once, and its count kept with the content (and
+        name) it was counted for, so a message changed in place under the same id is counted
+        again. Messages with tool calls or content blocks are counted each time."""
+        content, key = message.content, message.id
+        if key is None or not isinstance(content, str) or getattr(message, "tool_calls", None):
+            return self._raw_message(message)
+        counted = self.tokenizer.counted
+        known = counted.get(key)
+        if known is not None and known[0] == content and known[1] == message.name:
+            return known[2]
+        tokens = self._raw_message(message)
+        if len(counted) >= MESSAGES_REMEMBERED:
+            counted.clear()  # (bounded; thread-safe where evicting one at a time is not)
+        counted[key] = (content, message.name, tokens)
+        return tokens
+
+    def _raw_message(self, message: BaseMessage) -> int:
         tokens = MESSAGE_OVERHEAD + content_tokens(message.content, self.tokenizer)
         if isinstance(message, AIMessage):
             for call in message.tool_calls:

@@ -86,3 +86,35 @@ def test_search_benchmark_prints_every_row(tmp_path: Path) -> None:
         assert f"| {measure} |" in result.stdout
     first_search = document["rows"][-1]
     assert "12 messages from 12 checkpoints" in first_search["note"]
+
+
+def test_turns_benchmark_runs_both_graphs_side_by_side(tmp_path: Path) -> None:
+    report = tmp_path / "turns.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "turns.py"),
+            *("--turns", "12", "--windows", "4-6,10-12"),
+            *("--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    document = json.loads(report.read_text())
+    measures = [row["measure"] for row in document["rows"]]
+    assert measures == [
+        "CPU per turn, graph path, turns 4-6",
+        "CPU per turn, graph path, turns 10-12",
+        "CPU per turn, CLI path, turns 4-6",
+        "CPU per turn, CLI path, turns 10-12",
+        "tokens over 12 turns, summary calls included (graph path's messages)",
+        "tokens over 12 turns, summary calls included (CLI path's messages)",
+    ]
+    for measure in measures:
+        assert f"| {measure} |" in result.stdout
+    for path in ("graph", "CLI"):
+        for side in ("chatbot", "tutorial"):
+            # the tutorial's trigger and keep on both sides: a summary at turns 4, 7 and 10
+            assert document["tokens"][path][side]["calls"] == {"chat": 12, "summary": 3}

@@ -153,12 +153,12 @@ def test_undo_keeps_what_the_undone_turn_cost_and_a_fork_starts_with_its_origins
     assert row(three, "cost").startswith(f"{format_usd(price([requests[0], requests[2]]))}, 2 chat")
 
 
-@pytest.mark.parametrize("after", ["/system be brief", "/retry", "/compact"])
+@pytest.mark.parametrize("after", ["/system be brief", "/retry", "/compact", "three"])
 def test_what_an_undone_turn_cost_stays_counted_through_the_next_change(
     after: str, make_world: Callable[..., World]
 ) -> None:
     # /undo keeps the undone turn's spend in its checkpoint's metadata; the next checkpoint
-    # (a system prompt set, a retry's removed reply, a compaction) must carry it on.
+    # (a system prompt set, a retry's removed reply, a compaction, a new turn) must carry it on.
     world = make_world(summary_trigger="off")
     transcript = world.run(["one", "two", "/undo", after, "/tokens"])
     assert row(transcript, "cost").startswith(f"{format_usd(price(world.server.requests))}, ")

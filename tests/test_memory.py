@@ -401,9 +401,8 @@ def test_the_summary_prompts_ask_for_sections_and_extending_keeps_them() -> None
     first, second = summary_calls(summarizer)[:2]
     for heading in ("## User", "## Facts", "## Decisions", "## Open tasks", "## Context"):
         assert heading in first[0].text
-    assert "keep every section and every point" not in first[0].text
-    assert "keep every section and every point" in second[0].text
-    assert "newest value" in second[0].text
+    assert "Keep earlier points" not in first[0].text
+    assert "Keep earlier points; newer values win." in second[0].text
 
 
 FACT = re.compile(r"my (\w+) is ([\w.-]+)", re.IGNORECASE)

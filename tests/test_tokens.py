@@ -6,10 +6,14 @@ The reference is OpenAI's own tiktoken (``tests/reference_tokenizer.py``), never
 
 from __future__ import annotations
 
+import math
+import re
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from chatbot.tokens import (
@@ -148,6 +152,64 @@ def test_estimate_of_nothing_is_zero_and_of_anything_at_least_one() -> None:
     assert ESTIMATE.count("") == 0
     assert estimate_tokens("a") == 1
     assert estimate_tokens("。") == 1
+
+
+def _estimate_as_specified(text: str) -> int:
+    """The estimate's rules, one piece at a time, as its docstring states them (written
+    plainly: the estimate itself skips the pieces that count nothing)."""
+    if not text:
+        return 0
+    rest, cjk = re.subn(
+        "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+        "\uf900-\ufaff\U00020000-\U0002fa1f]",
+        " ",
+        text,
+    )
+    rest, hangul = re.subn("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]", " ", rest)
+    total = cjk * 0.7 + hangul * 0.6
+    pieces = r"[A-Za-z]+|[^\W\d_]+|\d+|[ \t]*\n\s*|[ \t]{2,}|[ \t]|[^\w\s]+"
+    for piece in re.findall(pieces, rest):
+        first = piece[0]
+        if first.isascii() and first.isalpha():
+            total += 1 + (len(piece) - 1) // 9
+        elif first.isalpha():
+            total += math.ceil(len(piece) / 4)
+        elif first.isdigit():
+            total += math.ceil(len(piece) / 3)
+        elif first in " \t":
+            total += 0 if len(piece) == 1 else 1
+        elif first.isspace():
+            total += 1
+        else:
+            ascii_marks = sum(1 for char in piece if char.isascii())
+            total += math.ceil(ascii_marks / 3) + (len(piece) - ascii_marks)
+    return max(1, math.ceil(total))
+
+
+_MIXED = st.text(
+    alphabet=st.sampled_from(
+        list("abcXYZ éüßжщ中文字한국어 \t\n\r\x0b\u3000.,!?;:“”—…😀12３４_-'\"()½²ⅫÀ")
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.one_of(
+        _MIXED,
+        st.text(alphabet=st.characters(max_codepoint=127), max_size=80),
+        st.text(max_size=80),
+    )
+)
+def test_estimate_counts_as_its_rules_say(text: str) -> None:
+    assert estimate_tokens(text) == _estimate_as_specified(text)
+
+
+@pytest.mark.parametrize("name", [*SAMPLES, *MORE_SAMPLES])
+def test_estimate_of_the_samples_counts_as_its_rules_say(name: str) -> None:
+    text = {**SAMPLES, **MORE_SAMPLES}[name]
+    assert estimate_tokens(text) == _estimate_as_specified(text)
 
 
 # --- messages ------------------------------------------------------------------------------------
