@@ -6,6 +6,7 @@ replaced by ``CHATBOT_SUMMARY_CREATE_PROMPT`` / ``CHATBOT_SUMMARY_EXTEND_PROMPT`
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,12 +87,18 @@ def conversation_input(
     language: Language = "en",
 ) -> list[BaseMessage]:
     """What the chat model sees: system prompt, then the summary, then the messages."""
+    return [*_head(summary, system_prompt, language), *messages]
+
+
+@functools.lru_cache(maxsize=8)
+def _head(summary: str, system_prompt: str, language: Language) -> tuple[BaseMessage, ...]:
+    # The same two messages are asked for by every router and node of a turn: made once.
     head: list[BaseMessage] = []
     if system_prompt.strip():
         head.append(SystemMessage(content=system_prompt))
     if summary:
         head.append(summary_context_message(summary, language))
-    return [*head, *messages]
+    return tuple(head)
 
 
 def text_only(message: BaseMessage) -> BaseMessage:
