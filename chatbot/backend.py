@@ -296,6 +296,18 @@ class LocalBackend:
             origin=origin,
         )
 
+    def list_unlisted(self) -> int:
+        """Give the listing a row for each thread that has checkpoints and none (the threads
+        of a LangGraph program's database, adopted): its title and counts, read from its
+        latest checkpoint. Returns how many were listed."""
+        unlisted = [info.thread_id for info in self.store.list_threads() if info.title == ""]
+        listed = 0
+        for thread_id in unlisted:
+            if self.store.thread_row(thread_id) is None:
+                self._record(thread_id)
+                listed += 1
+        return listed
+
     # --- reading -----------------------------------------------------------------------
 
     def current(self, thread_id: str) -> Snapshot | None:

@@ -190,8 +190,14 @@ def db_adopt(
     if not yes and not typer.confirm("Adopt it?", default=False):
         err.print(f"left {escape(where)} untouched")
         raise typer.Exit(1)
-    open_store(state.places.db, state.places.pg_prepare_threshold, adopt=True).close()
-    err.print(f"adopted {escape(where)}: {escape(state.threads_hint)}")
+    from chatbot.backend import LocalBackend
+
+    with open_store(state.places.db, state.places.pg_prepare_threshold, adopt=True) as store:
+        listed = LocalBackend(None, store).list_unlisted()
+    err.print(
+        f"adopted {escape(where)} ({counted(listed, 'thread')} listed): "
+        f"{escape(state.threads_hint)}"
+    )
 
 
 @app.command(cls=Command)

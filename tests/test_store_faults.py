@@ -347,9 +347,11 @@ def test_db_adopt_asks_then_takes_a_langgraph_sqlite_database_on_purpose(
     result = ok(cli.invoke("db", "adopt", "--yes", "--db", str(db)))
     said = result.stderr.strip().splitlines()
     assert said[0].startswith(f"{db} is another LangGraph program's database: 1 thread in its")
-    assert said[-1] == f"adopted {db}: 'chatbot threads --db {db}' lists them"
+    assert said[-1] == f"adopted {db} (1 thread listed): 'chatbot threads --db {db}' lists them"
     listed = ok(cli.invoke("threads", "--json", "--db", str(db)))
-    assert '"thread_id": "orders-42"' in listed.stdout
+    (row,) = json.loads(listed.stdout)
+    assert row["thread_id"] == "orders-42"
+    assert (row["title"], row["messages"]) == ("where is order 42?", 2), "listed as chatbot's"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
     conn.close()
@@ -371,7 +373,12 @@ def test_db_adopt_takes_a_langgraph_postgresql_database(cli: Cli, postgres_url: 
     _langgraph_postgres(postgres_url)
     ok(cli.invoke("db", "adopt", "--yes", "--db", postgres_url))
     listed = ok(cli.invoke("threads", "--json", "--db", postgres_url))
-    assert '"thread_id": "orders-42"' in listed.stdout
+    (row,) = json.loads(listed.stdout)
+    assert (row["thread_id"], row["title"], row["messages"]) == (
+        "orders-42",
+        "where is order 42?",
+        2,
+    )
 
 
 def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: Path) -> None:
