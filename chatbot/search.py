@@ -242,7 +242,7 @@ def search(
     columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content, m.id"
     where: list[str] = []
     params: list[Any] = []
-    match = None
+    long: list[str] = []  # (SQLite: the terms its FTS5 index finds)
     if isinstance(store, Store):
         long = [term for term in terms if len(term) >= MIN_TRIGRAM]
         for term in (term for term in terms if len(term) < MIN_TRIGRAM):
@@ -255,8 +255,6 @@ def search(
             else:
                 where.append("m.content LIKE ? ESCAPE '\\'")
                 params.append(_like(term))
-        if long:
-            match = " AND ".join(_fts_phrase(term) for term in long)
     else:
         for term in terms:
             where.append("m.content ILIKE ? ESCAPE '\\'")
@@ -265,14 +263,14 @@ def search(
         where.append("m.thread_id = ?")
         params.append(thread_id)
     newest = "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?"
-    if match is None:  # (every row of the table is read: the unindexed ones too)
+    if not long:  # (every row of the table is read: the unindexed ones too)
         rows = store._query(
             f"SELECT {columns} FROM chatbot_messages AS m "
             f"WHERE {' AND '.join(where) or 'TRUE'} {newest}",
             (*params, limit),
         )
     else:
-        rows = _matching(cast("Store", store), match, columns, where, params, newest, limit)
+        rows = _matching(cast("Store", store), long, columns, where, params, newest, limit)
     return [
         Hit(
             thread_id=row[0],
@@ -293,18 +291,18 @@ the same one."""
 
 def _matching(
     store: Store,
-    match: str,
+    terms: list[str],
     columns: str,
     where: list[str],
     params: list[Any],
     newest: str,
     limit: int,
 ) -> list[tuple[Any, ...]]:
-    """The newest ``limit`` rows the FTS5 query ``match`` finds and ``where`` keeps: those in
-    the index, and those still waiting for it (at most 63, see migration 5), read in the same
-    statement (one snapshot: a batch indexed meanwhile is found once) and matched by FTS5
-    itself, in a table of their own in memory, so that they are found exactly as they will
-    be once indexed (its case folding is not Python's)."""
+    """The newest ``limit`` rows holding every one of ``terms`` (of :data:`MIN_TRIGRAM`
+    characters or more) that ``where`` keeps: those the FTS5 index finds, and those still
+    waiting for it (at most 63, see migration 5), read in the same statement (one snapshot: a
+    batch indexed meanwhile is found once) and matched by :func:`matched_as_indexed`."""
+    match = " AND ".join(_fts_phrase(term) for term in terms)
     indexed = (
         f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
         "JOIN chatbot_messages AS m ON m.id = f.rowid "
@@ -319,25 +317,51 @@ def _matching(
         (match, *params, limit, *params),
     )
     found = [row[1:] for row in rows if not row[0]]
-    waiting = [row[1:] for row in rows if row[0]]
+    waiting = {row[6]: row[1:] for row in rows if row[0]}
     if waiting:
-        with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
-            scratch.execute(
-                f"CREATE VIRTUAL TABLE waiting USING fts5(content, tokenize={FTS5_TOKENIZER!r})"
-            )
-            scratch.executemany(
-                "INSERT INTO waiting (rowid, content) VALUES (?, ?)",
-                ((row[5], row[4]) for row in waiting),
-            )
-            hits = {
-                rowid
-                for (rowid,) in scratch.execute(
-                    "SELECT rowid FROM waiting WHERE waiting MATCH ?", (match,)
-                )
-            }
-        found.extend(row for row in waiting if row[5] in hits)
+        hits = matched_as_indexed({id_: row[4] for id_, row in waiting.items()}, terms)
+        found.extend(waiting[id_] for id_ in hits)
         found.sort(key=lambda row: (row[2], row[5]), reverse=True)
     return found[:limit]
+
+
+def matched_as_indexed(texts: dict[int, str], terms: Sequence[str]) -> set[int]:
+    """The keys of the ``texts`` holding every term (of :data:`MIN_TRIGRAM` characters or
+    more) exactly as ``chatbot_messages_fts`` would match them once indexed: FTS5 itself
+    decides, in a table of its own in memory (its case folding is not Python's: ``ΟΔΟΣ``
+    holds ``δοσ``, ``ſtr`` holds ``str``). Only the texts whose :func:`coarse_fold` holds
+    every term's go in: a text FTS5 matches always does (a character's coarse fold is that of
+    the character FTS5 folds it to, which tests/test_search_batches.py checks for every
+    character up to U+1FFFF, where all cased ones are), and most texts hold none."""
+    folded = [coarse_fold(term) for term in terms]
+    maybe = []
+    for key, text in texts.items():
+        haystack = coarse_fold(text)
+        if all(term in haystack for term in folded):
+            maybe.append((key, text))
+    if not maybe:
+        return set()
+    with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
+        scratch.execute(
+            f"CREATE VIRTUAL TABLE waiting USING fts5(content, tokenize={FTS5_TOKENIZER!r})"
+        )
+        scratch.executemany("INSERT INTO waiting (rowid, content) VALUES (?, ?)", maybe)
+        return {
+            key
+            for (key,) in scratch.execute(
+                "SELECT rowid FROM waiting WHERE waiting MATCH ?",
+                (" AND ".join(_fts_phrase(term) for term in terms),),
+            )
+        }
+
+
+def coarse_fold(text: str) -> str:
+    """``text`` case-folded at least as coarsely as FTS5 folds it, character by character
+    (see :func:`matched_as_indexed`): Python's full case folding, after U+FFFE and U+FFFF
+    are made U+FFFD, as SQLite reads them."""
+    if "\ufffe" in text or "\uffff" in text:
+        text = text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
+    return text.casefold()
 
 
 def _has_unindexed(store: Store) -> bool:

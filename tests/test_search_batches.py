@@ -19,7 +19,7 @@ from chatbot.copying import plan_copy, run_copy
 from chatbot.graph import build_graph
 from chatbot.msgindex import MessageIndex
 from chatbot.saver import LocalSaver
-from chatbot.search import search
+from chatbot.search import coarse_fold, search
 from chatbot.store import (
     APPLICATION_ID,
     MIGRATIONS,
@@ -30,6 +30,7 @@ from chatbot.store import (
     thread_config,
 )
 from tests.scripted import ScriptedChatModel
+from tests.test_cli import invoke
 from tests.test_search import Chat, _settings
 
 BATCH = 64
@@ -142,6 +143,7 @@ GREEK_AND_MORE = [
     "ÉCOLE élève",
     "Он сказал ДА",
     "東京タワーに行きました",
+    "an odd \ufffe char",  # (SQLite reads U+FFFE as U+FFFD)
 ]
 QUERIES = [
     "δοσ",  # FTS5 folds the final sigma ΟΔΟΣ's lower case ends with: Python's lower() does not
@@ -157,6 +159,8 @@ QUERIES = [
     "сказал да",
     "タワー",
     "ΝΕΡΟ δα",
+    '"d \ufffd c"',
+    '"d \ufffe c"',
 ]
 
 
@@ -166,12 +170,38 @@ def test_waiting_rows_are_matched_exactly_as_the_index_matches_them(chat: Chat) 
     while_waiting = {query: _found(chat, query) for query in QUERIES}
     assert while_waiting["δοσ"] == ["ΟΔΟΣ ΚΑΙ ΝΕΡΟ"] and while_waiting["i̇stanbul"] == []
     assert while_waiting["ſtr"] == ["ſtrange long s", "Straße und STRASSE"]
+    assert while_waiting['"d \ufffd c"'] == while_waiting['"d \ufffe c"'] == [GREEK_AND_MORE[-1]]
 
     one_turn_from_a_batch(chat)
     chat.say("u", "one more")
     assert waiting(chat.store) == set()
     assert {query: _found(chat, query) for query in QUERIES} == while_waiting
     assert_index_exact(chat.store.path)
+
+
+def test_a_character_folds_coarsely_as_fts5_folds_it() -> None:
+    """Waiting rows are filtered with :func:`coarse_fold` before FTS5 decides: no row FTS5
+    would match may be filtered out, so every character FTS5 can fold (SQLite folds nothing
+    beyond U+1FFFF, and Python's case folding changes nothing there) must fold coarsely to
+    what the character FTS5 folds it to does."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE w USING fts5(content, tokenize='trigram')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(w, 'instance')")
+    characters = [cp for cp in range(1, 0x20000) if not 0xD800 <= cp < 0xE000]  # (surrogates)
+    conn.executemany(  # each character three times: its one trigram is FTS5's fold of it
+        "INSERT INTO w (rowid, content) VALUES (?, ?)", ((cp, chr(cp) * 3) for cp in characters)
+    )
+    folds = {doc: term for term, doc in conn.execute("SELECT term, doc FROM v")}
+    conn.close()
+    assert len(folds) == len(characters)
+    assert sum(folds[cp] != chr(cp) * 3 for cp in characters) > 1000, "FTS5 folds these"
+    wrong = [
+        (hex(cp), folds[cp])
+        for cp in characters
+        if coarse_fold(chr(cp) * 3) != coarse_fold(folds[cp])
+    ]
+    assert wrong == []
+    assert all(chr(cp).casefold() == chr(cp) for cp in range(0x20000, 0x110000))
 
 
 def test_a_thread_deleted_and_made_again_reuses_row_ids_and_the_index_stays_exact(
@@ -189,13 +219,29 @@ def test_a_thread_deleted_and_made_again_reuses_row_ids_and_the_index_stays_exac
     chat.say("u", "a gamma particle")  # the batch: u's rows, the newest ids, are indexed
     assert waiting(chat.store) == set() and in_index(chat.store, "gamma") == 1
     indexed = row_ids(chat.store, "u")
-    chat.backend.delete("u")  # FTS5 is told to delete them
+    chat.store.saver.delete_thread("u")  # as LangGraph's server deletes: FTS5 deletes them
     assert_index_exact(chat.store.path)
     chat.say("u", "a delta particle")
     assert row_ids(chat.store, "u") == indexed, "the indexed rows' ids given again"
     assert waiting(chat.store) == indexed
     assert _found(chat, "particle") == ["a delta particle", "a beta particle"]
     assert chat.find("gamma") == []
+    assert_index_exact(chat.store.path)
+
+
+def test_prune_deletes_indexed_and_waiting_rows_alike(chat: Chat) -> None:
+    chat.say("t", "an ibis wades")
+    one_turn_from_a_batch(chat)
+    chat.say("u", "an ibis flies")  # the batch: t's rows and u's are indexed
+    chat.say("w", "an ibis lands")  # waits
+    assert in_index(chat.store, "ibis") == 2 and len(waiting(chat.store)) == 2
+
+    result = invoke("prune", "--inactive-days", "0", "--yes", "--db", chat.store.path)
+    assert result.exit_code == 0, result.output
+    assert chat.find("ibis") == [] and waiting(chat.store) == set()
+    assert_index_exact(chat.store.path)
+    chat.say("t", "the ibis is back")
+    assert _found(chat, "ibis") == ["the ibis is back"]
     assert_index_exact(chat.store.path)
 
 
