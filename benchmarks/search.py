@@ -389,9 +389,10 @@ def main() -> None:
     with Store(old) as store:  # as a version before search left it
         store._write(
             ("DROP TABLE chatbot_messages_fts", ()),
+            ("DROP TABLE chatbot_messages_unindexed", ()),
             ("DROP TABLE chatbot_messages", ()),
             ("DROP TABLE chatbot_marks", ()),
-            ("DELETE FROM chatbot_migrations WHERE version = 3", ()),
+            ("DELETE FROM chatbot_migrations WHERE version >= 3", ()),
         )
     with Store(old) as store:
         started = time.perf_counter()

@@ -9,9 +9,12 @@ first checkpoint, role and text. A search reads only that table:
 - **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text (kept in step by
   triggers). Trigrams match any substring of three characters or more, case-insensitively,
   which is what Chinese and Japanese need (they are written without spaces, and the default
-  ``unicode61`` tokenizer would take a whole sentence for one word). A term of one or two
-  characters (``北京``) is matched with ``LIKE`` instead, on the rows the longer terms left, or
-  by reading the table when there is no longer term.
+  ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 64
+  at a time (FTS5's cost is per transaction more than per row); until then they wait in
+  ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory, so a message
+  is found as soon as its turn is saved. A term of one or two characters (``北京``) is matched
+  with ``LIKE`` instead, on the rows the longer terms left, or by reading the table when there
+  is no longer term.
 - **PostgreSQL**: ``ILIKE`` per term, which a ``pg_trgm`` GIN index answers when the extension
   could be created (else the table is read).
 
@@ -22,11 +25,13 @@ search (:func:`index_existing`), and marked done in ``chatbot_marks``.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from chatbot.errors import FriendlyError
 from chatbot.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
@@ -233,19 +238,14 @@ def search(
 ) -> list[Hit]:
     """The messages holding every term of ``query``, newest first (in one thread, or all)."""
     terms = parse_query(query)
-    columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content"
+    limit = min(max(1, limit), MAX_LIMIT)
+    columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content, m.id"
     where: list[str] = []
     params: list[Any] = []
+    long: list[str] = []  # (SQLite: the terms its FTS5 index finds)
     if isinstance(store, Store):
         long = [term for term in terms if len(term) >= MIN_TRIGRAM]
-        short = [term for term in terms if len(term) < MIN_TRIGRAM]
-        if long:
-            source = "chatbot_messages_fts AS f JOIN chatbot_messages AS m ON m.id = f.rowid"
-            where.append("chatbot_messages_fts MATCH ?")
-            params.append(" AND ".join(_fts_phrase(term) for term in long))
-        else:
-            source = "chatbot_messages AS m"
-        for term in short:
+        for term in (term for term in terms if len(term) < MIN_TRIGRAM):
             if _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
                 store.conn.create_function(
                     "chatbot_contains", 2, _contains_folded, deterministic=True
@@ -256,18 +256,21 @@ def search(
                 where.append("m.content LIKE ? ESCAPE '\\'")
                 params.append(_like(term))
     else:
-        source = "chatbot_messages AS m"
         for term in terms:
             where.append("m.content ILIKE ? ESCAPE '\\'")
             params.append(_like(term))
     if thread_id is not None:
         where.append("m.thread_id = ?")
         params.append(thread_id)
-    rows = store._query(
-        f"SELECT {columns} FROM {source} WHERE {' AND '.join(where)} "
-        "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?",
-        (*params, min(max(1, limit), MAX_LIMIT)),
-    )
+    newest = "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?"
+    if not long:  # (every row of the table is read: the unindexed ones too)
+        rows = store._query(
+            f"SELECT {columns} FROM chatbot_messages AS m "
+            f"WHERE {' AND '.join(where) or 'TRUE'} {newest}",
+            (*params, limit),
+        )
+    else:
+        rows = _matching(cast("Store", store), long, columns, where, params, newest, limit)
     return [
         Hit(
             thread_id=row[0],
@@ -279,6 +282,95 @@ def search(
         )
         for row in rows
     ]
+
+
+FTS5_TOKENIZER = "trigram"
+"""``chatbot_messages_fts``'s tokenizer (migration 3): rows not indexed yet are matched with
+the same one."""
+
+
+def _matching(
+    store: Store,
+    terms: list[str],
+    columns: str,
+    where: list[str],
+    params: list[Any],
+    newest: str,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The newest ``limit`` rows holding every one of ``terms`` (of :data:`MIN_TRIGRAM`
+    characters or more) that ``where`` keeps: those the FTS5 index finds, and those still
+    waiting for it (at most 63, see migration 5), read in the same statement (one snapshot: a
+    batch indexed meanwhile is found once) and matched by :func:`matched_as_indexed`."""
+    match = " AND ".join(_fts_phrase(term) for term in terms)
+    indexed = (
+        f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
+        "JOIN chatbot_messages AS m ON m.id = f.rowid "
+        f"WHERE {' AND '.join(['chatbot_messages_fts MATCH ?', *where])} {newest}"
+    )
+    if not _has_unindexed(store):  # (a database migration 5 has not reached: read-only)
+        return [row[1:] for row in store._query(indexed, (match, *params, limit))]
+    rows = store._query(
+        f"SELECT * FROM ({indexed}) UNION ALL "
+        f"SELECT 1, {columns} FROM chatbot_messages_unindexed AS u "
+        f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
+        (match, *params, limit, *params),
+    )
+    found = [row[1:] for row in rows if not row[0]]
+    waiting = {row[6]: row[1:] for row in rows if row[0]}
+    if waiting:
+        hits = matched_as_indexed({id_: row[4] for id_, row in waiting.items()}, terms)
+        found.extend(waiting[id_] for id_ in hits)
+        found.sort(key=lambda row: (row[2], row[5]), reverse=True)
+    return found[:limit]
+
+
+def matched_as_indexed(texts: dict[int, str], terms: Sequence[str]) -> set[int]:
+    """The keys of the ``texts`` holding every term (of :data:`MIN_TRIGRAM` characters or
+    more) exactly as ``chatbot_messages_fts`` would match them once indexed: FTS5 itself
+    decides, in a table of its own in memory (its case folding is not Python's: ``ΟΔΟΣ``
+    holds ``δοσ``, ``ſtr`` holds ``str``). Only the texts whose :func:`coarse_fold` holds
+    every term's go in: a text FTS5 matches always does (a character's coarse fold is that of
+    the character FTS5 folds it to, which tests/test_search_batches.py checks for every
+    character up to U+1FFFF, where all cased ones are), and most texts hold none."""
+    folded = [coarse_fold(term) for term in terms]
+    maybe = []
+    for key, text in texts.items():
+        haystack = coarse_fold(text)
+        if all(term in haystack for term in folded):
+            maybe.append((key, text))
+    if not maybe:
+        return set()
+    with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
+        scratch.execute(
+            f"CREATE VIRTUAL TABLE waiting USING fts5(content, tokenize={FTS5_TOKENIZER!r})"
+        )
+        scratch.executemany("INSERT INTO waiting (rowid, content) VALUES (?, ?)", maybe)
+        return {
+            key
+            for (key,) in scratch.execute(
+                "SELECT rowid FROM waiting WHERE waiting MATCH ?",
+                (" AND ".join(_fts_phrase(term) for term in terms),),
+            )
+        }
+
+
+def coarse_fold(text: str) -> str:
+    """``text`` case-folded at least as coarsely as FTS5 folds it, character by character
+    (see :func:`matched_as_indexed`): Python's full case folding, after U+FFFE and U+FFFF
+    are made U+FFFD, as SQLite reads them."""
+    if "\ufffe" in text or "\uffff" in text:
+        text = text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
+    return text.casefold()
+
+
+def _has_unindexed(store: Store) -> bool:
+    return bool(
+        store._query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+            ("chatbot_messages_unindexed",),
+        )
+    )
 
 
 # --- showing hits ----------------------------------------------------------------------------

@@ -42,7 +42,7 @@ APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
 _OWN_TABLES = frozenset(  # LangGraph's and ours
     {"checkpoints", "writes", "chatbot_threads", "chatbot_migrations", "chatbot_leases"}
 ) | frozenset(  # the search index (chatbot.search): its table, FTS5's and their shadow tables
-    {"chatbot_messages", "chatbot_marks"}
+    {"chatbot_messages", "chatbot_messages_unindexed", "chatbot_marks"}
     | {f"chatbot_messages_fts{part}" for part in ("", "_data", "_idx", "_docsize", "_config")}
 )
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -165,6 +165,48 @@ BEGIN
 END
 $$""",
         ),
+    ),
+    # 5: SQLite's FTS5 index takes new messages 64 at a time, not one turn's at a time: FTS5
+    # writes a segment (and merges them) per transaction, most of a turn's index cost. A new
+    # row's id waits in chatbot_messages_unindexed (search matches those rows itself, see
+    # chatbot.search) until the 64th, whose insert indexes them all. Ids, not a high-water
+    # mark: SQLite gives a deleted row's id to the next. FTS5 is told to delete only a row
+    # it indexed (a 'delete' of one it never saw corrupts it).
+    PerDatabase(
+        sqlite=(
+            "CREATE TABLE IF NOT EXISTS chatbot_messages_unindexed (id INTEGER PRIMARY KEY)",
+            "DROP TRIGGER IF EXISTS chatbot_messages_added",
+            "DROP TRIGGER IF EXISTS chatbot_messages_deleted",
+            "DROP TRIGGER IF EXISTS chatbot_messages_changed",
+            """CREATE TRIGGER chatbot_messages_added AFTER INSERT ON chatbot_messages
+BEGIN
+    INSERT OR IGNORE INTO chatbot_messages_unindexed (id) VALUES (new.id);
+END""",
+            """CREATE TRIGGER chatbot_messages_deleted AFTER DELETE ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
+    SELECT 'delete', old.id, old.content
+    WHERE NOT EXISTS (SELECT 1 FROM chatbot_messages_unindexed WHERE id = old.id);
+    DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
+END""",
+            """CREATE TRIGGER chatbot_messages_changed AFTER UPDATE OF content ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
+    SELECT 'delete', old.id, old.content
+    WHERE NOT EXISTS (SELECT 1 FROM chatbot_messages_unindexed WHERE id = old.id);
+    DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
+    INSERT OR IGNORE INTO chatbot_messages_unindexed (id) VALUES (new.id);
+END""",
+            """CREATE TRIGGER chatbot_messages_batch AFTER INSERT ON chatbot_messages_unindexed
+WHEN (SELECT COUNT(*) FROM chatbot_messages_unindexed) >= 64
+BEGIN
+    INSERT INTO chatbot_messages_fts (rowid, content)
+    SELECT m.id, m.content FROM chatbot_messages_unindexed AS u
+    JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
+    DELETE FROM chatbot_messages_unindexed;
+END""",
+        ),
+        postgresql=(),
     ),
 )
 """chatbot's own tables, for SQLite and PostgreSQL alike: numbered by position, each applied
