@@ -81,13 +81,20 @@ def fold_reason(state: Mapping[str, Any], run: RunSettings, *, compact: bool) ->
             return "fit"
         if compact:
             return "compact"
-        earlier = messages[:-1]
-        held = policy.trigger_fired(run.policy, len(earlier), context_tokens(earlier, summary, run))
-        return "trigger" if run.policy.automatic and held else None
+        return "trigger" if _trigger_holds(messages[:-1], summary, run) else None
     if compact:
         return "compact"
-    held = policy.trigger_fired(run.policy, len(messages), context_tokens(messages, summary, run))
-    return "trigger" if run.policy.automatic and held else None
+    return "trigger" if _trigger_holds(messages, summary, run) else None
+
+
+def _trigger_holds(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> bool:
+    """True when the automatic trigger holds for these messages; their tokens are counted only
+    for a trigger that counts tokens (``messages:N`` alone never needs them)."""
+    if not run.policy.automatic:
+        return False
+    counted = run.policy.trigger_tokens() is not None
+    tokens = context_tokens(messages, summary, run) if counted else 0
+    return policy.trigger_fired(run.policy, len(messages), tokens)
 
 
 def summary_limit(run: RunSettings) -> int:
