@@ -247,13 +247,44 @@ class LocalBackend:
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Fold the older messages into the summary now (a run with no message, not a turn)."""
+        """Fold the older messages into the summary now (a run with no message, not a turn).
+        With nothing to fold, nothing is run: a run would leave a checkpoint that changes
+        nothing, a row in the thread's history at every try."""
+        run_context = {**(context or {}), "compact": True, "compact_focus": focus}
+        unchanged = self._nothing_to_compact(thread_id, run_context)
+        if unchanged is not None:
+            return unchanged
         return self._turn(
             thread_id,
             {"messages": []},
             thread_config(thread_id, metadata={ACTION_KEY: "compact"}),
-            {**(context or {}), "compact": True, "compact_focus": focus},
+            run_context,
         )
+
+    def _nothing_to_compact(self, thread_id: str, context: dict[str, Any]) -> TurnStream | None:
+        """The events of a compaction that has nothing to fold (the graph's own rule), or None
+        when it has something (or its last message waits for a reply: the graph says so)."""
+        from chatbot import folding
+        from chatbot.session import NothingToFold, TurnStream
+
+        now = self.current(thread_id)
+        if now is None or now.awaiting_reply:
+            return None
+        run = self.run_settings(context, now.state.system_prompt)
+        if run is None:
+            return None
+        messages, summary = now.state.messages, now.state.summary
+        if folding.worth_folding({"messages": messages, "summary": summary}, run, "compact"):
+            return None
+        event = NothingToFold(context=folding.context_tokens(messages, summary, run))
+
+        def blocking() -> Iterator[Event]:
+            yield event
+
+        async def cancellable() -> AsyncIterator[Event]:
+            yield event
+
+        return TurnStream(blocking, cancellable)
 
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included).

@@ -211,9 +211,15 @@ def test_compact_from_the_shell_folds_now_with_a_focus_and_prints_before_and_aft
         "echo: file3.py holds the 3th helper",
     ]
 
-    again = ok(cli.invoke("compact", "t1", "--db", str(cli.db), **env))
-    assert again.stdout.startswith("nothing to fold: the kept window holds the whole conversation")
+    history = ok(cli.invoke("history", "t1", "--json", "--db", str(cli.db))).stdout
+    for _ in range(2):
+        again = ok(cli.invoke("compact", "t1", "--db", str(cli.db), **env))
+        assert again.stdout.startswith(
+            "nothing to fold: the kept window holds the whole conversation"
+        )
     assert len(summary_requests(cli.server)) == 1
+    after = ok(cli.invoke("history", "t1", "--json", "--db", str(cli.db))).stdout
+    assert after == history, "a compaction that folds nothing leaves no row in the history"
 
 
 def test_compact_refuses_a_missing_thread_and_a_turn_without_a_reply(cli: Cli) -> None:
