@@ -93,6 +93,8 @@ TRIGGER, KEEP = 6, 2
 """The tutorial's: summarize past 6 messages, keep the last 2."""
 ARMS = ("tutorial graph", "chatbot graph", "tutorial CLI", "chatbot CLI")
 GOALS = {"graph": 1.05, "CLI": 1.25, "tokens": 1.0}
+PROFILE_OUT: Path | None = None
+"""Where ``--profile-out`` saves the profile (pstats), for ``python -m pstats`` or a diff."""
 
 # --- the models ---------------------------------------------------------------------------
 
@@ -388,6 +390,8 @@ def run_once(
         stats = pstats.Stats(profiler, stream=out)
         for in_thread in in_threads:
             stats.add(in_thread)
+        if PROFILE_OUT is not None:
+            stats.dump_stats(PROFILE_OUT)
         stats.sort_stats("tottime").print_stats(60)
         report = out.getvalue()
     return arms, {name: TALLIES[name] for name in TALLIES}, report
@@ -415,12 +419,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where the databases go (kept)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
     parser.add_argument("--profile", choices=ARMS, default=None, help="cProfile one arm")
+    parser.add_argument("--profile-out", type=Path, default=None, help="also save its pstats")
     parser.add_argument(
         "--full-sync",
         action="store_true",
         help="chatbot's SQLite waits for the disk at every commit too (synchronous=FULL)",
     )
     args = parser.parse_args(argv)
+    global PROFILE_OUT
+    PROFILE_OUT = args.profile_out
     windows = windows_of(args.windows, args.turns)
     for name in list(os.environ):  # offline, default settings
         if name.upper().startswith(LEAKY_PREFIXES):

@@ -27,11 +27,13 @@ from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_RUNTIME
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime, get_runtime
+from langgraph.runtime import Runtime
 
 from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
@@ -246,33 +248,27 @@ def after_summary(state: RunState) -> Literal["conversation", "__end__"]:
 # --- wiring ------------------------------------------------------------------------------
 
 
-def _run_settings(resolver: RunResolver, state: RunState) -> RunSettings:
-    """The run's settings: its context applied to the graph's defaults where there is a
-    runtime; the defaults alone where there is none (``update_state`` runs the routers
-    without one, as Studio's state editor does). The thread's own system prompt either way."""
-    try:
-        runtime = get_runtime(Context)
-    except RuntimeError:  # (called outside any run)
-        runtime = None
-    context = runtime.context if runtime is not None else None
-    return resolver(context, state.get("system_prompt", ""))
-
-
 Route = TypeVar("Route", bound=str)
 
 
 def _router(
     decide: Callable[[RunState, RunSettings], Route], resolver: RunResolver
-) -> Callable[[RunState], Route]:
-    """``decide`` as LangGraph calls a router: with the state alone (a router that asked for
-    the ``Runtime`` would fail under ``update_state``, langgraph issue #6340)."""
+) -> RunnableCallable:
+    """``decide`` as LangGraph calls a router, given the state and the run's config: the run's
+    context where the config holds a runtime, the defaults where it holds none (a router that
+    asked for the ``Runtime`` itself would fail under ``update_state``, langgraph issue #6340).
 
-    def route(state: RunState) -> Route:
-        return decide(state, _run_settings(resolver, state))
+    Untraced, as the nodes are: a traced router opens a nested run at every call (the
+    tutorial's one router does too; this graph has two a turn)."""
+
+    def route(state: RunState, config: RunnableConfig) -> Route:
+        runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+        context = runtime.context if isinstance(runtime, Runtime) else None
+        return decide(state, resolver(context, state.get("system_prompt", "")))
 
     route.__name__ = route.__qualname__ = decide.__name__
     route.__doc__ = decide.__doc__
-    return route
+    return RunnableCallable(route, name=decide.__name__, trace=False)
 
 
 def _node(

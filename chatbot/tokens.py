@@ -111,22 +111,74 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     )
 
 
-def estimate_tokens(text: str) -> int:
+def estimate_tokens(text: str, lines: LineCounts | None = None) -> int:
     """A script-aware estimate of a modern BPE tokenizer's count (calibrated on o200k_base).
 
     CJK ideographs and kana ~0.7 tokens each, Hangul ~0.6; an ASCII word 1 token per 9
     letters (rounded up), other letters 1 per 4; digits in groups of 3; a run of punctuation
     1 per 3 ASCII marks plus 1 per symbol or emoji; a single space joins the next word, longer
     runs of blanks and line breaks are 1 each.
+
+    With ``lines`` (a cache the caller keeps), a long text is counted line by line, each line
+    looked up there first: no piece spans a line break, so the count is the same, and a
+    summary counted once costs nothing when it comes back behind a heading or extended by a
+    few lines.
     """
     if not text:
         return 0
+    if lines is None or len(text) < _LINE_SPLIT_FROM or "\n" not in text:
+        cjk, hangul, whole = _pieces(text, False, False)
+    else:
+        parts = _line_breaks().split(text)
+        last = len(parts) - 1
+        cjk = hangul = 0
+        whole = last  # each run of line breaks is one token
+        for index, line in enumerate(parts):
+            if not line:
+                continue
+            key = (line, index > 0, index < last)
+            known = lines.get(key)
+            if known is None:
+                if len(lines) >= _LINES_REMEMBERED:
+                    lines.clear()  # (bounded; thread-safe where evicting one at a time is not)
+                known = lines[key] = _pieces(line, index > 0, index < last)
+            cjk, hangul, whole = cjk + known[0], hangul + known[1], whole + known[2]
+    return max(1, math.ceil(cjk * 0.7 + hangul * 0.6 + whole))
+
+
+_LINE_SPLIT_FROM = 512
+"""Texts from this many characters up are counted line by line when a line cache is given."""
+_LINES_REMEMBERED = 16_384
+
+
+@functools.cache
+def _line_breaks() -> re.Pattern[str]:
+    """A run of line breaks, with the blanks around it: one piece, as the estimate counts."""
+    return re.compile(r"[ \t]*\n\s*")
+
+
+LineCounts = dict[tuple[str, bool, bool], tuple[int, int, int]]
+"""Lines' counts for :func:`estimate_tokens`: CJK characters, Hangul syllables, other tokens."""
+
+
+def _pieces(text: str, after_break: bool, before_break: bool) -> tuple[int, int, int]:
+    """The CJK characters, Hangul syllables and other tokens of ``text``.
+
+    ``after_break``/``before_break``: ``text`` is a line, and the line break at that end
+    absorbs the blanks a CJK character or Hangul syllable leaves there, as the break's own
+    piece does in the whole text."""
     if text.isascii():  # (whole tokens only: counted by the regex engine, not piece by piece)
-        return max(1, len(_ascii_chunks().findall(text)))
+        return 0, 0, len(_ascii_chunks().findall(text))
     cjk_pattern, hangul_pattern, piece_pattern = _patterns()
     rest, cjk = cjk_pattern.subn(" ", text)
     rest, hangul = hangul_pattern.subn(" ", rest)
-    total = cjk * 0.7 + hangul * 0.6
+    total = 0
+    if after_break:
+        rest = rest.lstrip()
+        if not rest and before_break:  # (the breaks on both sides are one piece)
+            return cjk, hangul, -1
+    if before_break:
+        rest = rest.rstrip(" \t")
     for piece in piece_pattern.findall(rest):
         first = piece[0]
         if first.isalpha():
@@ -138,10 +190,13 @@ def estimate_tokens(text: str) -> int:
         else:
             ascii_marks = sum(1 for char in piece if char.isascii())
             total += math.ceil(ascii_marks / 3) + (len(piece) - ascii_marks)
-    return max(1, math.ceil(total))
+    return cjk, hangul, total
 
 
-ESTIMATE = Tokenizer("estimate", estimate_tokens)
+_ESTIMATE_LINES: LineCounts = {}
+"""The estimate tokenizer's cache of lines (:func:`estimate_tokens`)."""
+
+ESTIMATE = Tokenizer("estimate", functools.partial(estimate_tokens, lines=_ESTIMATE_LINES))
 
 _load_lock = threading.Lock()
 

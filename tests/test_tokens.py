@@ -21,6 +21,7 @@ from chatbot.tokens import (
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD,
     USAGE_KEY,
+    LineCounts,
     TokenCounter,
     bpe_tokenizer,
     counter_for,
@@ -299,3 +300,26 @@ def test_replies_without_our_record_or_without_usage_do_not_scale() -> None:
     assert counter.scale([unreported]) == 1.0
     assert counter.messages([]) == 0
     assert counter.per_message([]) == []
+
+
+_LINE = st.text(
+    alphabet=st.sampled_from(list("abcXYZ éüß中文字한국어 \t\r\u3000.,!?“”—…😀12３_")), max_size=40
+)
+_BREAK = st.sampled_from(["\n", "\n\n", " \n", "\n ", "\t\n\u3000", "\n\r\n", "中\n", "\n한"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.tuples(_LINE, _BREAK), min_size=1, max_size=60), tail=_LINE)
+def test_a_long_text_counted_line_by_line_counts_as_the_whole(
+    lines: list[tuple[str, str]], tail: str
+) -> None:
+    """The estimate counts a long text line by line from a cache of lines: the same count as
+    the whole text, whether the lines were seen before or not."""
+    text = "".join(line + brk for line, brk in lines) + tail
+    text = (text + "\n") * (1 + 600 // max(1, len(text)))  # long enough to go line by line
+    cache: LineCounts = {}
+    assert estimate_tokens(text, cache) == _estimate_as_specified(text)
+    assert cache or text.isspace()  # it went line by line
+    assert estimate_tokens(text, cache) == _estimate_as_specified(text)  # from the cache
+    headed = "Summary of conversation earlier: " + text
+    assert estimate_tokens(headed, cache) == _estimate_as_specified(headed)
