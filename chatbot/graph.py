@@ -96,7 +96,6 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
     messages, summary = state["messages"], state.get("summary", "")
     sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
-    counted = run.counter.messages(sent)
     limit = run.policy.max_input_tokens
     if limit and folding.pending_reply(messages):
         alone = folding.context_tokens(messages[-1:], summary, run)
@@ -110,6 +109,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
             # LangGraph stores a failed task's error in the checkpoint database, and
             # provider errors can quote the API key: store (and raise) only the redacted text.
             raise ModelCallFailed(describe_error(error)) from None
+        counted = run.counter.messages(sent)
         if folding.overflow_of(state) is not None:  # folded once for it already: stop
             raise ContextTooLong(
                 f"the model refused the request as too long again after folding the "
