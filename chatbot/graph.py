@@ -258,8 +258,9 @@ def _router(
     context where the config holds a runtime, the defaults where it holds none (a router that
     asked for the ``Runtime`` itself would fail under ``update_state``, langgraph issue #6340).
 
-    Untraced, as the nodes are: a traced router opens a nested run at every call (the
-    tutorial's one router does too; this graph has two a turn)."""
+    Untraced, as the nodes and ``after_summary`` are: a traced router opens a nested run at
+    every call (the tutorial's one router does too; this graph has two a turn, three when it
+    folds)."""
 
     def route(state: RunState, config: RunnableConfig) -> Route:
         runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
@@ -320,7 +321,11 @@ def build_graph(
     builder.add_conditional_edges(
         "conversation", _router(should_continue, resolver), ["summarize_conversation", END]
     )
-    builder.add_conditional_edges("summarize_conversation", after_summary, ["conversation", END])
+    builder.add_conditional_edges(
+        "summarize_conversation",
+        RunnableCallable(after_summary, name="after_summary", trace=False),
+        ["conversation", END],
+    )
     graph = builder.compile(checkpointer=checkpointer, name="chatbot")
     _RESOLVERS[graph] = resolver
     return graph
