@@ -28,6 +28,7 @@ from chatbot.store import (
     LEASE_SECONDS,
     MIGRATIONS,
     MIGRATIONS_TABLE,
+    EmptyDatabase,
     Owner,
     SqlStore,
     Store,
@@ -203,7 +204,8 @@ class PgStore(SqlStore):
     def _set_up(self, *, read_only: bool, adopt: bool, wait: float) -> None:
         """Check the database is chatbot's, then make what it lacks, on one connection.
 
-        A database that is set up is only read (no lock). Otherwise the set-up runs under an
+        A database that is set up is only read (no lock); an empty one opened to read is
+        left empty (:class:`chatbot.store.EmptyDatabase`). Otherwise the set-up runs under an
         advisory lock, all of it on the connection holding the lock: LangGraph's migrations
         build indexes ``CONCURRENTLY``, which waits for every transaction in the database to
         end, so the lock is waited for by polling ``pg_try_advisory_lock`` (a waiter holds no
@@ -214,6 +216,8 @@ class PgStore(SqlStore):
             schema = _read_schema(conn)
             if not (adopt and schema.owner.kind == "langgraph"):
                 refuse_foreign(schema.owner, self.path, "PostgreSQL", lambda: _threads(conn))
+            if read_only and schema.owner.kind == "new":
+                raise EmptyDatabase(self.path)
             self.notice = check_schema_version(schema.applied or (), self.path, read_only)
             if schema.complete:
                 return

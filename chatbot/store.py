@@ -449,6 +449,15 @@ class ForeignDatabase(StoreError):
     """Another program's database: refused, and left untouched."""
 
 
+class EmptyDatabase(StoreError):
+    """A database with nothing in it yet (an empty file, a PostgreSQL database without
+    tables), opened to read: nothing is made in it. A reading command reads it as it reads a
+    file that does not exist yet."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the database {path!r} is empty: it has no threads to read yet")
+
+
 class LangGraphDatabase(ForeignDatabase):
     """Another LangGraph program's database, which ``chatbot db adopt`` can take on purpose."""
 
@@ -844,8 +853,9 @@ class Store(SqlStore):
         self, db: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
     ) -> None:
         """Open (or create) the database ``db``. ``read_only``: for a command that only reads,
-        which then writes nothing to the file, unless it has no tables yet or lacks some of
-        what reading needs (a database made by an older chatbot: set up once). ``adopt``:
+        which then writes nothing to the file (an empty one is :class:`EmptyDatabase`),
+        unless it lacks some of what reading needs (a database made by an older chatbot: set
+        up once). ``adopt``:
         take over another LangGraph program's database (``chatbot db adopt``)."""
         self.path = str(db)
         self.lock = threading.RLock()
@@ -913,6 +923,8 @@ class Store(SqlStore):
         owner = _retry_locked(lambda: _sqlite_owner(self.conn))
         if not (adopt and owner.kind == "langgraph"):
             refuse_foreign(owner, self.path, "SQLite", self._count_threads)
+        if read_only and owner.kind == "new":
+            raise EmptyDatabase(self.path)
         applied = self._applied_migrations()
         self.notice = check_schema_version(applied or (), self.path, read_only)
         if read_only:

@@ -150,7 +150,7 @@ def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come
 ) -> None:
     # On main all of them hung for ever: one held the set-up lock on one connection while its
     # other connection built an index CONCURRENTLY, which waited for the others' lock waits.
-    processes = [_start("threads", "--db", postgres_url) for _ in range(8)]
+    processes = [_start("db", "vacuum", "--db", postgres_url) for _ in range(8)]
     results = _finish_all(processes, timeout=300)
     assert [code for code, _ in results] == [0] * 8, results
     with psycopg.connect(postgres_url) as conn:
@@ -543,6 +543,56 @@ def test_a_newer_chatbots_database_is_read_with_a_note_and_not_written(
     )
     shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
     assert '"more"' not in shown.stdout
+
+
+# --- 14. reading a database that holds nothing yet --------------------------------------------
+
+
+def _postgres_relations(url: str) -> list[tuple[str, str]]:
+    """Every table, view, sequence and index outside PostgreSQL's own schemas, and every
+    extension but plpgsql: what a set-up would have made."""
+    with psycopg.connect(url) as conn:
+        relations = conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
+            "AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1, 2"
+        ).fetchall()
+        extensions = conn.execute(
+            "SELECT 'extension', extname FROM pg_extension WHERE extname <> 'plpgsql'"
+        ).fetchall()
+    return [*relations, *extensions]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database that holds nothing: an empty SQLite file, a PostgreSQL database just made
+    (``CREATE DATABASE``, no table), its URL with a password (trust auth ignores it)."""
+    if request.param == "sqlite":
+        (tmp_path / "empty.sqlite").touch()
+        return str(tmp_path / "empty.sqlite")
+    url: str = request.getfixturevalue("postgres_url")
+    return url.replace("postgres@", "postgres:hunter2@")
+
+
+def test_reading_commands_on_an_empty_database_create_nothing(cli: Cli, empty_db: str) -> None:
+    # On main they set it up: nine tables and pg_trgm on PostgreSQL, the schema in the file.
+    shown = empty_db.replace(":hunter2@", ":***@")
+    listed = ok(cli.invoke("threads", "--db", empty_db))
+    assert listed.stderr.strip() == f"no threads in {shown}"
+    assert ok(cli.invoke("threads", "--json", "--db", empty_db)).stdout.strip() == "[]"
+    for command in (("history", "t1"), ("show", "t1"), ("export", "t1")):
+        line = one_error(cli.invoke(*command, "--db", empty_db))
+        assert line == f"error: no thread 't1': {shown} is empty", command
+    stats = ok(cli.invoke("db", "stats", "--db", empty_db))
+    assert stats.stderr.strip() == f"{shown} is empty: nothing to do"
+    if empty_db.startswith("postgresql://"):
+        assert _postgres_relations(empty_db) == []
+    else:
+        assert sorted(p.name for p in Path(empty_db).parent.iterdir()) == ["empty.sqlite"]
+        assert Path(empty_db).stat().st_size == 0
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "hello", "--thread", "t1", "--db", empty_db))  # writing sets it up
+    assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", empty_db)).stdout
 
 
 # --- the campaign script ---------------------------------------------------------------------
