@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from chatbot.errors import remember_secret
 from chatbot.store import (
+    INDEX_MIGRATION,
+    INDEXED_MARK,
     LEASE_SECONDS,
+    MARK_INDEXED,
     MIGRATIONS,
     MIGRATIONS_TABLE,
     EmptyDatabase,
@@ -454,7 +457,8 @@ def _lock_holder(conn: Connection[Any]) -> str:
 
 def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
     """chatbot's mark, LangGraph's migrations (and its indexes a cut-short build left
-    INVALID), then chatbot's migrations, on ``conn`` under the set-up lock. A statement that
+    INVALID), then chatbot's migrations (with the search index's mark when it is made before
+    the first checkpoint), on ``conn`` under the set-up lock. A statement that
     waits ``wait`` seconds for a lock gives up; the server cancels the set-up of a process
     that died (``client_connection_check_interval``), freeing the lock."""
     import psycopg
@@ -476,6 +480,10 @@ def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
         with conn.transaction():
             rows = conn.execute("SELECT version FROM chatbot_migrations").fetchall()
             applied = {row["version"] for row in rows}
+            unindexed = None
+            if INDEX_MIGRATION not in applied:  # (no checkpoint written until this commits)
+                conn.execute("LOCK TABLE checkpoints IN SHARE MODE")
+                unindexed = conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
             for version, migration in enumerate(MIGRATIONS, start=1):
                 if version not in applied:
                     for statement in migration_statements(migration, "postgresql"):
@@ -484,6 +492,8 @@ def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
                         "INSERT INTO chatbot_migrations (version, applied_at) VALUES (%s, %s)",
                         (version, _now()),
                     )
+            if INDEX_MIGRATION not in applied and unindexed is None:
+                conn.execute(MARK_INDEXED.replace("?", "%s"), (INDEXED_MARK, _now()))
     except psycopg.errors.LockNotAvailable:
         raise StoreError(
             f"setting up the PostgreSQL database {path} waited more than {wait:g} s for other "

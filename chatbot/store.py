@@ -213,6 +213,16 @@ END""",
 once (``chatbot_migrations`` records them) under the database's write lock. Append, never
 edit: a database made by an older version gets the ones it lacks."""
 
+INDEX_MIGRATION = 3
+"""The migration that makes the search index (``chatbot_messages``)."""
+INDEXED_MARK = "messages_indexed"
+"""The ``chatbot_marks`` row saying every message of the database's checkpoints is indexed:
+recorded with the index when the database holds no checkpoint yet (a new one), else once the
+checkpoints written before the index are indexed (:func:`chatbot.search.index_existing`)."""
+MARK_INDEXED = (
+    "INSERT INTO chatbot_marks (name, done_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+)
+
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_migrations (
     version INTEGER PRIMARY KEY,
     applied_at TEXT NOT NULL
@@ -980,7 +990,8 @@ class Store(SqlStore):
             return None
 
     def _migrate(self) -> None:
-        """Apply the migrations this database lacks, under SQLite's write lock."""
+        """Apply the migrations this database lacks, under SQLite's write lock (a search index
+        made before the first checkpoint is marked complete: there is nothing to catch up)."""
         with self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -996,6 +1007,11 @@ class Store(SqlStore):
                             "INSERT INTO chatbot_migrations (version, applied_at) VALUES (?, ?)",
                             (version, _now()),
                         )
+                if (
+                    INDEX_MIGRATION not in applied
+                    and not self.conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
+                ):  # an index made before the first checkpoint holds every message
+                    self.conn.execute(MARK_INDEXED, (INDEXED_MARK, _now()))
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK")

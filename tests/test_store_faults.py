@@ -7,6 +7,7 @@ the exit code, the one line on stderr and what is kept in the database.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from typer.testing import Result
 
 from chatbot.pgstore import PgStore, open_store
-from chatbot.store import APPLICATION_ID, MIGRATIONS, StoreError
+from chatbot.store import APPLICATION_ID, INDEXED_MARK, MIGRATIONS, StoreError
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, echo_or_summary, ok, one_error
 
@@ -461,6 +462,8 @@ def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
         assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", db)).stdout
         for command in (("show", "t1"), ("history", "t1"), ("export", "t1"), ("db", "stats")):
             ok(cli.invoke(*command, "--db", db))
+        found = ok(cli.invoke("search", "first", "--json", "--db", db))
+        assert [hit["thread_id"] for hit in json.loads(found.stdout)] == ["t1", "t1"]
         line = one_error(cli.invoke("ask", "hi", "--db", db), 2)
         assert "is read-only: check its permissions" in line
     finally:
@@ -585,6 +588,8 @@ def test_reading_commands_on_an_empty_database_create_nothing(cli: Cli, empty_db
         assert line == f"error: no thread 't1': {shown} is empty", command
     stats = ok(cli.invoke("db", "stats", "--db", empty_db))
     assert stats.stderr.strip() == f"{shown} is empty: nothing to do"
+    found = ok(cli.invoke("search", "anything", "--db", empty_db))
+    assert found.stderr.strip() == f"nothing found for 'anything' in {shown}"
     if empty_db.startswith("postgresql://"):
         assert _postgres_relations(empty_db) == []
     else:
@@ -593,6 +598,36 @@ def test_reading_commands_on_an_empty_database_create_nothing(cli: Cli, empty_db
     cli.server.responder = echo_or_summary
     ok(cli.invoke("ask", "hello", "--thread", "t1", "--db", empty_db))  # writing sets it up
     assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", empty_db)).stdout
+
+
+def _contents(db: str) -> Any:
+    """What a database holds: on PostgreSQL every table's rows and the indexes, a SQLite
+    file's bytes and its write-ahead log's (the time it was last changed aside)."""
+    if db.startswith("postgresql://"):
+        return _postgres_contents(db)
+    wal = Path(db + "-wal")
+    return [
+        hashlib.sha256(Path(db).read_bytes()).hexdigest(),
+        hashlib.sha256(wal.read_bytes() if wal.exists() else b"").hexdigest(),
+    ]
+
+
+def test_search_writes_nothing_and_a_new_database_is_indexed_from_the_start(
+    cli: Cli, any_db: str
+) -> None:
+    # On main a new database's index was not marked complete, so the first `chatbot search`
+    # read every checkpoint and wrote the mark; and search opened SQLite for writing.
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "the okapi sleeps", "--thread", "t1", "--db", any_db))
+    with open_store(any_db) as store:
+        assert store._query("SELECT name FROM chatbot_marks") == [(INDEXED_MARK,)]
+    before = _contents(any_db)
+    for _ in range(2):
+        found = ok(cli.invoke("search", "okapi", "--json", "--db", any_db))
+        hits = [(hit["role"], hit["snippet"]) for hit in json.loads(found.stdout)]
+        assert hits == [("assistant", "echo: the okapi sleeps"), ("user", "the okapi sleeps")]
+        assert found.stderr == ""
+        assert _contents(any_db) == before
 
 
 # --- the campaign script ---------------------------------------------------------------------
