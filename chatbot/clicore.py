@@ -119,7 +119,7 @@ class AppState:
             from chatbot.settings import load_settings
 
             overrides: dict[str, Any] = {}
-            if self.db:
+            if self.db is not None:
                 overrides["db"] = self.db
             if self.model:
                 overrides["model"] = self.model
@@ -143,7 +143,7 @@ class AppState:
                     pg_prepare_threshold=prepare_threshold(self._settings.pg_prepare_threshold),
                 )
             else:
-                self._places = read_places(self.env_file, db=self.db or None, url=self.url or None)
+                self._places = read_places(self.env_file, db=self.db, url=self.url or None)
         return self._places
 
     @property
@@ -250,7 +250,7 @@ class AppState:
 
     def narrow(self, db: str | None, url: str | None) -> AppState:
         """The state with a command's own ``--db`` / ``--url``, which beat the global ones."""
-        if db:
+        if db is not None:
             self.db = db
         if url:
             self.url = url

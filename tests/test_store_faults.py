@@ -502,6 +502,47 @@ def test_a_database_setting_that_is_no_path_is_refused_and_creates_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("", "it is blank"),
+        (" ", "it is blank"),
+        ("chat\nlog.sqlite", "it holds a control character (U+000A)"),
+        ("\x1b[31mred.sqlite", "it holds a control character (U+001B)"),
+        ("postgresql://postgres@127.0.0.1/db\n", "it holds a control character (U+000A)"),
+    ],
+)
+def test_a_blank_database_path_or_one_with_control_characters_is_refused(
+    cli: Cli, tmp_path: Path, value: str, reason: str
+) -> None:
+    # On main a blank --db or CHATBOT_DB was the default database, and `ask` wrote its turn
+    # there; a newline or an escape became part of a file's name.
+    expected = f"error: CHATBOT_DB={value!r} is not valid: {reason}"
+    for command in (("threads",), ("ask", "hi"), ("show", "t1"), ("search", "hi"), ("db", "stats")):
+        assert one_error(cli.invoke(*command, "--db", value), 2).startswith(expected), command
+        assert one_error(cli.invoke(*command, CHATBOT_DB=value), 2).startswith(expected), command
+    assert one_error(cli.invoke("--db", value, "threads"), 2).startswith(expected)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    for args, extra in ((["threads", "--db", value], {}), (["threads"], {"CHATBOT_DB": value})):
+        done = subprocess.run(  # (`chatbot threads` runs without Typer: chatbot.quick)
+            [sys.executable, "-m", "chatbot", *args],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr.startswith(expected)) == (2, True), done.stderr
+    assert list(tmp_path.iterdir()) == [], "nothing made, in the default place (data/) either"
+
+
+def test_a_blank_database_line_in_a_settings_file_is_still_unset(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("CHATBOT_DB=\n", encoding="utf-8")
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "hi", "--thread", "t1"))
+    assert (tmp_path / "data" / "chatbot" / "chatbot.sqlite").is_file()
+
+
 def _newer_migration(db: str) -> None:
     """What a newer chatbot leaves: a migration this one does not know, recorded."""
     newer = len(MIGRATIONS) + 3
