@@ -114,6 +114,8 @@ def database_owner(
             prepare_threshold=prepare_threshold,
         ) as conn:
             owner = _read_schema(conn).owner
+            if owner.kind == "new":
+                _check_search_path(conn, shown)
             return owner, _threads(conn) if owner.kind == "langgraph" else 0
     except psycopg.Error as error:
         raise StoreError(f"cannot use the PostgreSQL database {shown}: {_reason(error)}") from None
@@ -217,8 +219,16 @@ class PgStore(SqlStore):
         after ``wait`` seconds, saying what it waited for."""
         with self.pool.connection() as conn:
             schema = _read_schema(conn)
+            if schema.owner.kind == "new":
+                _check_search_path(conn, self.path)
             if not (adopt and schema.owner.kind == "langgraph"):
-                refuse_foreign(schema.owner, self.path, "PostgreSQL", lambda: _threads(conn))
+                refuse_foreign(
+                    schema.owner,
+                    self.path,
+                    "PostgreSQL",
+                    lambda: _threads(conn),
+                    elsewhere=_schema_of_its_own(self.path),
+                )
             if read_only and schema.owner.kind == "new":
                 raise EmptyDatabase(self.path)
             self.notice = check_schema_version(schema.applied or (), self.path, read_only)
@@ -323,6 +333,72 @@ class PgStore(SqlStore):
 
 _LANGGRAPH_PG_TABLES = frozenset({*_LANGGRAPH_TABLES, "checkpoint_migrations"})
 _INDEX_BUILD = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.IGNORECASE)
+
+
+_IN_SCHEMA = "options=-csearch_path%3Dchatbot"
+
+
+def _schema_of_its_own(shown: str) -> str:
+    """Where else chatbot's tables could go, for the refusal of a database holding another
+    program's tables: a database of its own, or a schema of its own, with the URL that uses
+    it (``shown``, the URL without its password, with the option added after its query)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        query = urlsplit(shown).query
+    except ValueError:
+        query = ""
+    if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
+        return (
+            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+            "then put -csearch_path=chatbot in the URL's options)"
+        )
+    base, _, fragment = shown.partition("#")
+    joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
+    in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
+    return (
+        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
+        f"then --db {in_schema}"
+    )
+
+
+def _check_search_path(conn: Connection[Any], path: str) -> None:
+    """For a database that looks empty: no schema of the connection's ``search_path`` (the
+    URL's ``options=-csearch_path=...``, else the server's) may exist, and then nothing can be
+    made (PostgreSQL's "no schema has been selected to create in"): one line saying which
+    schema to create. ``$user`` is skipped, as PostgreSQL skips it."""
+    from psycopg.rows import tuple_row
+
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute("SELECT current_schema() IS NULL, current_setting('search_path')")
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        return
+    names = [_unquoted(name) for name in _split_path(row[1])]
+    first = next((name for name in names if name and name != "$user"), "chatbot")
+    raise StoreError(
+        f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
+        f"database {path}: create it (CREATE SCHEMA {_quoted(first)}), or name another in the "
+        "URL's options"
+    )
+
+
+def _split_path(text: str) -> list[str]:
+    """``search_path``'s entries, commas inside double quotes kept."""
+    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
+
+
+def _unquoted(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name
+
+
+def _quoted(name: str) -> str:
+    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _langgraph_migrations() -> list[str]:

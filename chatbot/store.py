@@ -477,17 +477,15 @@ class LangGraphDatabase(ForeignDatabase):
         self.tables = tables
 
 
-def refuse_foreign(owner: Owner, path: str, kind: str, threads: Callable[[], int]) -> None:
+def refuse_foreign(
+    owner: Owner, path: str, kind: str, threads: Callable[[], int], elsewhere: str = ""
+) -> None:
     """Raise :class:`ForeignDatabase` unless ``owner`` says the database may be opened.
     ``kind`` names the database for people (``SQLite``, ``PostgreSQL``); ``threads`` counts
-    a LangGraph database's threads (asked only for one)."""
+    a LangGraph database's threads (asked only for one); ``elsewhere`` says where else
+    chatbot's tables could go (default: a new file, or a chatbot database)."""
     if owner.kind == "other":
-        elsewhere = (
-            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
-            "then add ?options=-csearch_path%3Dchatbot to the URL)"
-            if kind == "PostgreSQL"
-            else "a new file, or a chatbot database"
-        )
+        elsewhere = elsewhere or "a new file, or a chatbot database"
         raise ForeignDatabase(
             f"{path!r} is another program's {kind} database ({owner.what}, no chatbot mark), "
             f"so chatbot leaves it untouched: choose another --db ({elsewhere})"

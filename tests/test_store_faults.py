@@ -298,11 +298,51 @@ def test_a_postgresql_database_of_another_program_is_refused(cli: Cli, postgres_
     assert line == (
         f"error: {postgres_url!r} is another program's PostgreSQL database (table invoices, no "
         "chatbot mark), so chatbot leaves it untouched: choose another --db (a database of its "
-        "own, or a schema of its own in this one (CREATE SCHEMA chatbot, then add "
-        "?options=-csearch_path%3Dchatbot to the URL))"
+        "own, or a schema of its own in this one: CREATE SCHEMA chatbot, then --db "
+        f"{postgres_url}?options=-csearch_path%3Dchatbot)"
     )
     one_error(cli.invoke("db", "adopt", "--yes", "--db", postgres_url), 2)
     assert _postgres_contents(postgres_url) == before
+
+
+def test_the_schema_advice_adds_to_the_urls_own_query_and_works(
+    cli: Cli, openai_server: FakeOpenAI, postgres_url: str
+) -> None:
+    # On main the advice said '?options=...' whatever the URL: appended to a URL that had a
+    # query already, it became part of the last parameter's value.
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE TABLE invoices (id serial PRIMARY KEY, total numeric)")
+    url = postgres_url.replace("postgres@", "postgres:hunter2@") + "?sslmode=disable"
+    shown = url.replace(":hunter2@", ":***@")
+    line = one_error(cli.invoke("threads", "--db", url), 2)
+    assert line.endswith(
+        f"(a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
+        f"then --db {shown}&options=-csearch_path%3Dchatbot)"
+    )
+    assert "hunter2" not in line
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE SCHEMA chatbot")
+    in_schema = url + "&options=-csearch_path%3Dchatbot"  # what it said, with the password
+    openai_server.script("hello to you")
+    ok(cli.invoke("ask", "hello", "--thread", "t1", "--db", in_schema))
+    listed = ok(cli.invoke("threads", "--json", "--db", in_schema))
+    assert [row["thread_id"] for row in json.loads(listed.stdout)] == ["t1"]
+
+
+def test_a_url_naming_a_schema_that_does_not_exist_says_how_to_make_it(
+    cli: Cli, postgres_url: str
+) -> None:
+    # On main: "cannot use the PostgreSQL database …: no schema has been selected to create
+    # in", PostgreSQL's own words, for writing commands.
+    url = f"{postgres_url}?options=-csearch_path%3Dchatbot"
+    expected = (
+        "error: the schema 'chatbot' that the search_path names does not exist in the "
+        f"PostgreSQL database {url}: create it (CREATE SCHEMA chatbot), or name another in the "
+        "URL's options"
+    )
+    for command in (("ask", "hi"), ("threads",), ("db", "adopt", "--yes")):
+        assert one_error(cli.invoke(*command, "--db", url), 2) == expected, command
+    assert _postgres_relations(postgres_url) == []
 
 
 def test_a_shared_postgresql_database_takes_chatbot_in_a_schema_of_its_own(
