@@ -320,6 +320,11 @@ def test_the_schema_advice_adds_to_the_urls_own_query_and_works(
         f"then --db {shown}&options=-csearch_path%3Dchatbot)"
     )
     assert "hunter2" not in line
+    with_options = f"{postgres_url}?options=-cstatement_timeout%3D0"  # (options of its own)
+    assert one_error(cli.invoke("threads", "--db", with_options), 2).endswith(
+        "(a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+        "then put -csearch_path=chatbot in the URL's options))"
+    )
     with psycopg.connect(postgres_url) as conn:
         conn.execute("CREATE SCHEMA chatbot")
     in_schema = url + "&options=-csearch_path%3Dchatbot"  # what it said, with the password
