@@ -448,6 +448,8 @@ def sqlite_owner(db: str) -> tuple[Owner, int]:
             ).fetchall()
         return owner, int(threads)
     except sqlite3.Error as error:
+        if _in_read_only_place(error, str(path)):  # (adopting writes: it cannot be adopted)
+            raise _read_only(str(path)) from None
         raise damage(error, str(path)) or StoreError(
             f"cannot open the database {str(path)!r}: {error}"
         ) from None
@@ -848,6 +850,24 @@ def _metadata(value: Any) -> dict[str, Any]:
     return json.loads(value) if value else {}
 
 
+def _read_only(path: str) -> StoreError:
+    return StoreError(
+        f"the database {path!r} is read-only: check its permissions, or use --db for another file"
+    )
+
+
+def _in_read_only_place(error: BaseException, path: str) -> bool:
+    """True when SQLite could not open an existing database because its folder (where the
+    write-ahead log goes) or the file cannot be written."""
+    if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
+        return False
+    if not os.path.isfile(path):
+        return False
+    return not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) or not os.access(
+        path, os.W_OK
+    )
+
+
 class Store(SqlStore):
     """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus thread rows.
 
@@ -899,11 +919,8 @@ class Store(SqlStore):
         except (sqlite3.Error, OSError) as error:
             if isinstance(error, sqlite3.Error) and (damaged := damage(error, self.path)):
                 raise damaged from None
-            if "readonly" in str(error):
-                raise StoreError(
-                    f"the database {self.path!r} is read-only: check its permissions, or use "
-                    "--db for another file"
-                ) from None
+            if "readonly" in str(error) or _in_read_only_place(error, self.path):
+                raise _read_only(self.path) from None
             raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
 
     def _open(self, *, read_only: bool, adopt: bool) -> bool:
@@ -920,9 +937,37 @@ class Store(SqlStore):
         )
         try:
             return self._set_up(read_only, adopt)
+        except sqlite3.OperationalError as error:
+            self.conn.close()
+            if not (read_only and self._unshareable(error)):
+                raise
         except BaseException:
             self.conn.close()
             raise
+        # A read-only place: SQLite's readers of a WAL database share its -shm file, which
+        # cannot be made there, so no writer can be either. Read it as the unchanging file
+        # it is, as SQLite's documentation advises (immutable=1).
+        self.immutable = True
+        self.conn = sqlite3.connect(
+            target + "&immutable=1", uri=True, check_same_thread=False, timeout=0
+        )
+        try:
+            return self._set_up(read_only, adopt)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    immutable = False
+    """Opened read-only with ``immutable=1``: the file is in a place no one can write."""
+
+    def _unshareable(self, error: sqlite3.OperationalError) -> bool:
+        """True when a read-only open failed because SQLite cannot make the files a WAL
+        database's readers share (``-shm``, ``-wal``) in the file's folder, and nothing waits
+        in a write-ahead log (which ``immutable=1`` would not read)."""
+        wal = Path(self.path + "-wal")
+        return _in_read_only_place(error, self.path) and (
+            not wal.exists() or wal.stat().st_size == 0
+        )
 
     def _set_up(self, read_only: bool, adopt: bool) -> bool:
         """Check the file is chatbot's, then make the schema and the mark (idempotent). Read
@@ -938,7 +983,8 @@ class Store(SqlStore):
         if read_only:
             (journal,) = self.conn.execute("PRAGMA journal_mode").fetchone()
             tables = {name for (name,) in self.conn.execute("SELECT name FROM sqlite_master")}
-            return journal == "wal" and {"checkpoints", "writes", "chatbot_threads"} <= tables
+            wal = journal == "wal" or self.immutable  # (which reports "delete")
+            return wal and {"checkpoints", "writes", "chatbot_threads"} <= tables
         if owner.kind == "new":  # the mark first: a set-up cut short is still chatbot's
             self._mark()
         if self.path != ":memory:":

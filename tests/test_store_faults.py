@@ -516,6 +516,42 @@ def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
         os.chmod(chatbot_db, 0o600)
 
 
+def test_a_database_in_a_read_only_folder_is_read_and_writing_says_it_is_read_only(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    # On main every command failed: "cannot open the database …: unable to open database
+    # file", SQLite unable to make the -shm file a WAL database's readers share.
+    folder = chatbot_db.parent
+    assert sorted(p.name for p in folder.iterdir()) == ["chatbot.sqlite"], "no -wal, no -shm"
+    before = chatbot_db.read_bytes()
+    immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False)
+    if immutable.returncode != 0:
+        os.chmod(folder, 0o500)
+        if os.geteuid() == 0:
+            pytest.skip("as root, only chattr makes a folder read-only, and it is not available")
+    try:
+        db = str(chatbot_db)
+        listed = ok(cli.invoke("threads", "--json", "--db", db))
+        assert {row["thread_id"] for row in json.loads(listed.stdout)} == {"t1", "t2"}
+        shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
+        assert "first thread" in [m["content"] for m in json.loads(shown.stdout)["messages"]]
+        for command in (("history", "t1"), ("export", "t1"), ("db", "stats")):
+            ok(cli.invoke(*command, "--db", db))
+        found = ok(cli.invoke("search", "second", "--json", "--db", db))
+        assert {hit["thread_id"] for hit in json.loads(found.stdout)} == {"t2"}
+        writing = (("ask", "hi", "--thread", "t1"), ("delete", "t2", "--yes"), ("db", "adopt"))
+        for command in writing:
+            line = one_error(cli.invoke(*command, "--db", db), 2)
+            assert line == f"error: the database {db!r} is read-only: check its permissions, " + (
+                "or use --db for another file"
+            )
+        assert sorted(p.name for p in folder.iterdir()) == ["chatbot.sqlite"]
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True, check=False)
+        os.chmod(folder, 0o700)
+    assert chatbot_db.read_bytes() == before
+
+
 # --- 13. settings that are no database, a newer chatbot's database -----------------------------
 
 
