@@ -19,9 +19,10 @@ is summarised, so a thread's state holds every message), and checks the database
 - **start together**: ``--processes`` processes ``chatbot ask`` (each on its own thread) start
   at once on a new database (a new file; a new PostgreSQL database): all must exit 0 within
   three minutes and their turns be there (on main, PostgreSQL hung in every such round).
-- **start after kill -9**: the same, after a first wave of ``chatbot threads`` on the new
-  database was killed at a random moment of its start (a set-up cut short; on PostgreSQL it
-  can leave an index half built).
+- **start after kill -9**: the same, after a first wave of ``chatbot ask`` (threads of their
+  own) on the new database was killed at a random moment of its start (a set-up cut short; on
+  PostgreSQL it can leave an index half built). (Not ``chatbot threads``: reading commands
+  make nothing in an empty database.)
 
 PostgreSQL runs on scratch databases made on the server ``--pg-url`` names (default: the local
 one) and dropped afterwards; without a server that answers, only SQLite runs (one line says
@@ -244,19 +245,10 @@ def kill_rounds(db: str, kind: str, rounds: int, rng: random.Random, env: dict[s
 def start_wave(
     db: str, processes: int, env: dict[str, str], rng: random.Random, killed_first: bool
 ) -> str | None:
-    """``processes`` asks starting together on ``db`` (after a killed wave of ``threads``
-    with ``killed_first``); None if all came up with their turns there, else what failed."""
+    """``processes`` asks starting together on ``db`` (after a killed wave of asks with
+    ``killed_first``); None if all came up with their turns there, else what failed."""
     if killed_first:
-        first = [
-            subprocess.Popen(
-                [*chatbot_command(), "threads", "--db", db],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            for _ in range(processes)
-        ]
+        first = [ask(db, f"k{n}", "killed as it starts", env) for n in range(processes)]
         time.sleep(rng.uniform(0.2, 2.0))
         for started in first:
             with contextlib.suppress(ProcessLookupError):

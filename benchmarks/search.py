@@ -22,7 +22,7 @@
   index on and off, in turns on fresh files (SQLite's usual durability); the difference per
   turn.
 - **A database made before search**: its index dropped, then :func:`index_existing` timed, as
-  the first search does it once.
+  the first `/search` in the REPL does it once (`chatbot search` only reads).
 """
 
 from __future__ import annotations

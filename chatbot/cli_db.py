@@ -51,7 +51,7 @@ def _local_store(
     if state.remote:
         fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
     if state.db_missing:
-        err.print(f"[dim]{escape(state.places.db)} does not exist yet: nothing to do[/]")
+        err.print(f"[dim]{escape(state.missing_said)}: nothing to do[/]")
         return None
     return state.store
 

@@ -47,7 +47,13 @@ def search(
     """Search every message ever written in local threads, including those folded into a
     summary: newest first, with the checkpoint to show or fork."""
     from chatbot.cliapp import valid_text
-    from chatbot.search import SearchError, ensure_indexed, hit_record, hits_view, parse_query
+    from chatbot.search import (
+        SearchError,
+        hit_record,
+        hits_view,
+        lacks_past_messages,
+        parse_query,
+    )
     from chatbot.search import search as run_search
 
     text = valid_text(text)
@@ -56,6 +62,7 @@ def search(
     except SearchError as error:
         fail(str(error), 2)
     state = app_state(ctx, db, url)
+    state.read_only = True
     if state.remote:
         fail(
             "search works on local threads only "
@@ -70,7 +77,11 @@ def search(
             from chatbot.threadids import quoted
 
             fail(f"no thread {quoted(thread)} in {state.where} ({state.threads_hint})")
-        ensure_indexed(store, err)
+        if lacks_past_messages(store):
+            err.print(
+                "[yellow]note:[/] messages saved before this database had its search index are "
+                "not searched until '/search' in 'chatbot chat' indexes them (once)"
+            )
         hits = run_search(store, text, thread_id=thread, limit=limit + 1)
     more = len(hits) > limit
     hits = hits[:limit]

@@ -108,6 +108,7 @@ class AppState:
         self._store: SqlStore | None = None
         self._models: Models | None = None
         self._graph: Any = None
+        self._empty = False
         self.read_only = False
         """Set by a command that only reads: the database is opened read-only (nothing is
         written to a SQLite file, not even to a damaged one)."""
@@ -118,7 +119,7 @@ class AppState:
             from chatbot.settings import load_settings
 
             overrides: dict[str, Any] = {}
-            if self.db:
+            if self.db is not None:
                 overrides["db"] = self.db
             if self.model:
                 overrides["model"] = self.model
@@ -142,7 +143,7 @@ class AppState:
                     pg_prepare_threshold=prepare_threshold(self._settings.pg_prepare_threshold),
                 )
             else:
-                self._places = read_places(self.env_file, db=self.db or None, url=self.url or None)
+                self._places = read_places(self.env_file, db=self.db, url=self.url or None)
         return self._places
 
     @property
@@ -202,13 +203,36 @@ class AppState:
 
     @property
     def db_missing(self) -> bool:
-        """True when the local database file does not exist yet (reading must not create it)."""
+        """True when there is no local database to read: its file does not exist yet, or (for
+        a command that only reads) the file or the PostgreSQL database is empty. Reading
+        creates neither a file nor a table (see :class:`chatbot.store.EmptyDatabase`)."""
+        from chatbot.store import EmptyDatabase
+
+        if self.remote or self.places.db == ":memory:":
+            return False
+        if self._no_file() or self._empty:
+            return True
+        if not self.read_only:
+            return False
+        try:
+            _ = self.store
+        except EmptyDatabase:
+            self._empty = True
+        return self._empty
+
+    @property
+    def missing_said(self) -> str:
+        """Why :attr:`db_missing` holds, for a message: ``X does not exist yet``, ``X is
+        empty``."""
+        if self._no_file():
+            return f"{self.places.db} does not exist yet"
+        return f"{self.where} is empty"
+
+    def _no_file(self) -> bool:
         from chatbot.store import is_postgres_url
 
         db = self.places.db
-        if self.remote or db == ":memory:" or is_postgres_url(db):
-            return False
-        return not Path(db).expanduser().exists()
+        return not is_postgres_url(db) and not Path(db).expanduser().exists()
 
     def backend(self, runs: bool = False) -> Backend:
         """The threads' backend. Locally its graph (and the models) is built at the first run:
@@ -226,7 +250,7 @@ class AppState:
 
     def narrow(self, db: str | None, url: str | None) -> AppState:
         """The state with a command's own ``--db`` / ``--url``, which beat the global ones."""
-        if db:
+        if db is not None:
             self.db = db
         if url:
             self.url = url
@@ -411,7 +435,7 @@ def thread_backend(
     from chatbot.threadids import quoted
 
     if state.db_missing:
-        fail(f"no thread {quoted(thread_id)}: {state.places.db} does not exist yet")
+        fail(f"no thread {quoted(thread_id)}: {state.missing_said}")
     backend = state.backend(runs)
     if local_only and backend.local_only_note:
         fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)

@@ -25,9 +25,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from chatbot.errors import remember_secret
 from chatbot.store import (
+    INDEX_MIGRATION,
+    INDEXED_MARK,
     LEASE_SECONDS,
+    MARK_INDEXED,
     MIGRATIONS,
     MIGRATIONS_TABLE,
+    EmptyDatabase,
     Owner,
     SqlStore,
     Store,
@@ -110,6 +114,8 @@ def database_owner(
             prepare_threshold=prepare_threshold,
         ) as conn:
             owner = _read_schema(conn).owner
+            if owner.kind == "new":
+                _check_search_path(conn, shown)
             return owner, _threads(conn) if owner.kind == "langgraph" else 0
     except psycopg.Error as error:
         raise StoreError(f"cannot use the PostgreSQL database {shown}: {_reason(error)}") from None
@@ -203,7 +209,8 @@ class PgStore(SqlStore):
     def _set_up(self, *, read_only: bool, adopt: bool, wait: float) -> None:
         """Check the database is chatbot's, then make what it lacks, on one connection.
 
-        A database that is set up is only read (no lock). Otherwise the set-up runs under an
+        A database that is set up is only read (no lock); an empty one opened to read is
+        left empty (:class:`chatbot.store.EmptyDatabase`). Otherwise the set-up runs under an
         advisory lock, all of it on the connection holding the lock: LangGraph's migrations
         build indexes ``CONCURRENTLY``, which waits for every transaction in the database to
         end, so the lock is waited for by polling ``pg_try_advisory_lock`` (a waiter holds no
@@ -212,8 +219,18 @@ class PgStore(SqlStore):
         after ``wait`` seconds, saying what it waited for."""
         with self.pool.connection() as conn:
             schema = _read_schema(conn)
+            if schema.owner.kind == "new":
+                _check_search_path(conn, self.path)
             if not (adopt and schema.owner.kind == "langgraph"):
-                refuse_foreign(schema.owner, self.path, "PostgreSQL", lambda: _threads(conn))
+                refuse_foreign(
+                    schema.owner,
+                    self.path,
+                    "PostgreSQL",
+                    lambda: _threads(conn),
+                    elsewhere=_schema_of_its_own(self.path),
+                )
+            if read_only and schema.owner.kind == "new":
+                raise EmptyDatabase(self.path)
             self.notice = check_schema_version(schema.applied or (), self.path, read_only)
             if schema.complete:
                 return
@@ -316,6 +333,72 @@ class PgStore(SqlStore):
 
 _LANGGRAPH_PG_TABLES = frozenset({*_LANGGRAPH_TABLES, "checkpoint_migrations"})
 _INDEX_BUILD = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.IGNORECASE)
+
+
+_IN_SCHEMA = "options=-csearch_path%3Dchatbot"
+
+
+def _schema_of_its_own(shown: str) -> str:
+    """Where else chatbot's tables could go, for the refusal of a database holding another
+    program's tables: a database of its own, or a schema of its own, with the URL that uses
+    it (``shown``, the URL without its password, with the option added after its query)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        query = urlsplit(shown).query
+    except ValueError:
+        query = ""
+    if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
+        return (
+            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+            "then put -csearch_path=chatbot in the URL's options)"
+        )
+    base, _, fragment = shown.partition("#")
+    joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
+    in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
+    return (
+        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
+        f"then --db {in_schema}"
+    )
+
+
+def _check_search_path(conn: Connection[Any], path: str) -> None:
+    """For a database that looks empty: no schema of the connection's ``search_path`` (the
+    URL's ``options=-csearch_path=...``, else the server's) may exist, and then nothing can be
+    made (PostgreSQL's "no schema has been selected to create in"): one line saying which
+    schema to create. ``$user`` is skipped, as PostgreSQL skips it."""
+    from psycopg.rows import tuple_row
+
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute("SELECT current_schema() IS NULL, current_setting('search_path')")
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        return
+    names = [_unquoted(name) for name in _split_path(row[1])]
+    first = next((name for name in names if name and name != "$user"), "chatbot")
+    raise StoreError(
+        f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
+        f"database {path}: create it (CREATE SCHEMA {_quoted(first)}), or name another in the "
+        "URL's options"
+    )
+
+
+def _split_path(text: str) -> list[str]:
+    """``search_path``'s entries, commas inside double quotes kept."""
+    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
+
+
+def _unquoted(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name
+
+
+def _quoted(name: str) -> str:
+    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _langgraph_migrations() -> list[str]:
@@ -450,7 +533,8 @@ def _lock_holder(conn: Connection[Any]) -> str:
 
 def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
     """chatbot's mark, LangGraph's migrations (and its indexes a cut-short build left
-    INVALID), then chatbot's migrations, on ``conn`` under the set-up lock. A statement that
+    INVALID), then chatbot's migrations (with the search index's mark when it is made before
+    the first checkpoint), on ``conn`` under the set-up lock. A statement that
     waits ``wait`` seconds for a lock gives up; the server cancels the set-up of a process
     that died (``client_connection_check_interval``), freeing the lock."""
     import psycopg
@@ -472,6 +556,10 @@ def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
         with conn.transaction():
             rows = conn.execute("SELECT version FROM chatbot_migrations").fetchall()
             applied = {row["version"] for row in rows}
+            unindexed = None
+            if INDEX_MIGRATION not in applied:  # (no checkpoint written until this commits)
+                conn.execute("LOCK TABLE checkpoints IN SHARE MODE")
+                unindexed = conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
             for version, migration in enumerate(MIGRATIONS, start=1):
                 if version not in applied:
                     for statement in migration_statements(migration, "postgresql"):
@@ -480,6 +568,8 @@ def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
                         "INSERT INTO chatbot_migrations (version, applied_at) VALUES (%s, %s)",
                         (version, _now()),
                     )
+            if INDEX_MIGRATION not in applied and unindexed is None:
+                conn.execute(MARK_INDEXED.replace("?", "%s"), (INDEXED_MARK, _now()))
     except psycopg.errors.LockNotAvailable:
         raise StoreError(
             f"setting up the PostgreSQL database {path} waited more than {wait:g} s for other "

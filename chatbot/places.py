@@ -6,7 +6,8 @@ them here takes the standard library and python-dotenv (the parser pydantic-sett
 for ``.env``), not pydantic, which costs a fifth of a second to import. The rules are the
 settings' own (a test holds the two to the same answers): an option beats the environment,
 which beats the ``.env`` file, which beats the user's config file (``config.env`` in
-:func:`config_dir`), which beats the default; names are not case-sensitive; blank means unset.
+:func:`config_dir`), which beats the default; names are not case-sensitive; blank means unset
+(but a blank ``--db`` or ``CHATBOT_DB`` variable is refused: :func:`refuse_blank_db`).
 """
 
 from __future__ import annotations
@@ -153,14 +154,30 @@ def check_env_file(env_file: str | Path | None) -> None:
     raise SettingsError(f"env file {str(env_file)!r} is {what}: give a file")
 
 
+BLANK_DB = (
+    "it is blank: give a SQLite file's path or a postgresql:// URL, or leave it out for the "
+    "default database"
+)
+
+
 def check_db(value: str) -> str:
     """``CHATBOT_DB`` as chatbot can use it: a SQLite file's path or a ``postgresql://`` URL.
     Anything else that looks like an address (``mysql://h/db``, SQLAlchemy's ``sqlite:///x``,
     SQLite's ``file:x?mode=ro``) is a ValueError saying what to give: taken as a path, it
-    would quietly become folders named ``mysql:`` or an empty file named ``file:x?mode=ro``."""
+    would quietly become folders named ``mysql:`` or an empty file named ``file:x?mode=ro``.
+    So is a blank value (``''`` is the current folder to SQLite's caller) and one holding a
+    control character (a newline, an escape: a file no one can type)."""
     import re
+    import unicodedata
 
     text = value.strip()
+    if not text:
+        raise ValueError(BLANK_DB)
+    control = next((c for c in value if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        raise ValueError(
+            f"it holds a control character (U+{ord(control):04X}): give the path or URL without it"
+        )
     if text.lower().startswith(("postgresql://", "postgres://")):
         return value
     sqlite_address = re.match(r"(?i)(sqlite:///?|file:(?://)?)([^?#]*)", text)
@@ -175,6 +192,18 @@ def check_db(value: str) -> str:
             "give a file's path or a postgresql:// URL"
         )
     return value
+
+
+def refuse_blank_db(option: str | None) -> None:
+    """A blank ``--db`` (``option``), or a blank ``CHATBOT_DB`` in the environment when there
+    is no option, is a :class:`SettingsError`: a path lost on the way (``--db "$UNSET"``),
+    which must not quietly become the default database. (A blank line of a settings file is
+    unset, as every setting's.)"""
+    value = option
+    if value is None:
+        value = next((v for k, v in os.environ.items() if k.lower() == "chatbot_db"), None)
+    if value is not None and not value.strip():
+        raise SettingsError(f"CHATBOT_DB={value!r} is not valid: {BLANK_DB}")
 
 
 def prepare_threshold(value: str | None) -> int | None:
@@ -287,8 +316,9 @@ def read_places(
         found = sources.find(f"chatbot_{name}")
         return None if found is None else found.value
 
+    refuse_blank_db(db)
     chosen_db = setting("db", db)
-    if chosen_db is None or not chosen_db.strip():
+    if chosen_db is None or not chosen_db.strip():  # (a blank line of a file: unset)
         chosen_db = str(default_db_path())
     try:
         check_db(chosen_db)

@@ -19,8 +19,11 @@ first checkpoint, role and text. A search reads only that table:
   could be created (else the table is read).
 
 A query is words, each of which must appear (``"a phrase"`` in double quotes stays one
-term); hits come newest first. A database made before the index is indexed once, on its first
-search (:func:`index_existing`), and marked done in ``chatbot_marks``.
+term); hits come newest first. Searching only reads. A new database's index is marked complete
+in ``chatbot_marks`` as it is made; one made before the index (or adopted) is indexed once by
+``/search`` in the REPL, a writing session (:func:`index_existing`), and until then
+``chatbot search`` finds what is indexed and says what may be missing
+(:func:`lacks_past_messages`).
 """
 
 from __future__ import annotations
@@ -36,15 +39,19 @@ from typing import TYPE_CHECKING, Any, cast
 from chatbot.errors import FriendlyError
 from chatbot.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
 from chatbot.sanitize import sanitize
-from chatbot.store import Store, checkpoint_time, thread_config
+from chatbot.store import (
+    INDEXED_MARK,
+    MARK_INDEXED,
+    Store,
+    checkpoint_time,
+    thread_config,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from chatbot.store import SqlStore
 
-INDEXED_MARK = "messages_indexed"
-"""The ``chatbot_marks`` row saying the checkpoints written before the index are indexed."""
 MIN_TRIGRAM = 3
 """Terms shorter than this (in characters) cannot use the trigram index."""
 SNIPPET_WIDTH = 160
@@ -62,8 +69,19 @@ class SearchError(FriendlyError, ValueError):
 
 
 def is_indexed(store: SqlStore) -> bool:
-    """True once the checkpoints written before the index existed have been indexed."""
+    """True once the checkpoints written before the index existed have been indexed (a
+    database made with the index is from the start)."""
+    if isinstance(store, Store) and not _has_table(store, "chatbot_marks"):
+        return False  # (an older chatbot's file, opened read-only: no index yet)
     return bool(store._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (INDEXED_MARK,)))
+
+
+def lacks_past_messages(store: SqlStore) -> bool:
+    """True when the index may lack messages: it is not marked complete, and the database
+    holds checkpoints (those written before the index are not in it). Reads only."""
+    return not is_indexed(store) and bool(
+        store._query("SELECT 1 FROM checkpoints WHERE checkpoint_ns = '' LIMIT 1")
+    )
 
 
 def checkpoints_to_index(store: SqlStore) -> int:
@@ -105,10 +123,7 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
         found += len(rows)
         progress(read)
     store._write(
-        (
-            "INSERT INTO chatbot_marks (name, done_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-            (INDEXED_MARK, datetime.now().astimezone().isoformat(timespec="seconds")),
-        )
+        (MARK_INDEXED, (INDEXED_MARK, datetime.now().astimezone().isoformat(timespec="seconds")))
     )
     return found
 
@@ -238,6 +253,8 @@ def search(
 ) -> list[Hit]:
     """The messages holding every term of ``query``, newest first (in one thread, or all)."""
     terms = parse_query(query)
+    if isinstance(store, Store) and not _has_table(store, "chatbot_messages"):
+        return []  # (an older chatbot's file, opened read-only: no index yet)
     limit = min(max(1, limit), MAX_LIMIT)
     columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content, m.id"
     where: list[str] = []
@@ -308,7 +325,7 @@ def _matching(
         "JOIN chatbot_messages AS m ON m.id = f.rowid "
         f"WHERE {' AND '.join(['chatbot_messages_fts MATCH ?', *where])} {newest}"
     )
-    if not _has_unindexed(store):  # (a database migration 5 has not reached: read-only)
+    if not _has_table(store, "chatbot_messages_unindexed"):  # (before migration 5: read-only)
         return [row[1:] for row in store._query(indexed, (match, *params, limit))]
     rows = store._query(
         f"SELECT * FROM ({indexed}) UNION ALL "
@@ -364,12 +381,9 @@ def coarse_fold(text: str) -> str:
     return text.casefold()
 
 
-def _has_unindexed(store: Store) -> bool:
+def _has_table(store: Store, name: str) -> bool:
     return bool(
-        store._query(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-            ("chatbot_messages_unindexed",),
-        )
+        store._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
     )
 
 

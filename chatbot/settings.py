@@ -24,6 +24,7 @@ from chatbot.places import (
     check_http_url,
     default_db_path,
     prepare_threshold,
+    refuse_blank_db,
     resolve_config_file,
     url_passwords,
     without_password,
@@ -216,6 +217,7 @@ def load_settings(
     (the user's ``config.env`` unless told); raise :class:`SettingsError` with one line on the
     first problem."""
     check_env_file(env_file)
+    refuse_blank_db(overrides.get("db"))
     config = resolve_config_file(config_file)
     # pydantic-settings reads a tuple of env files with the LATER ones taking priority.
     files = tuple(str(f) for f in (config, env_file) if f is not None)

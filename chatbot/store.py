@@ -213,6 +213,16 @@ END""",
 once (``chatbot_migrations`` records them) under the database's write lock. Append, never
 edit: a database made by an older version gets the ones it lacks."""
 
+INDEX_MIGRATION = 3
+"""The migration that makes the search index (``chatbot_messages``)."""
+INDEXED_MARK = "messages_indexed"
+"""The ``chatbot_marks`` row saying every message of the database's checkpoints is indexed:
+recorded with the index when the database holds no checkpoint yet (a new one), else once the
+checkpoints written before the index are indexed (:func:`chatbot.search.index_existing`)."""
+MARK_INDEXED = (
+    "INSERT INTO chatbot_marks (name, done_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING"
+)
+
 MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_migrations (
     version INTEGER PRIMARY KEY,
     applied_at TEXT NOT NULL
@@ -438,6 +448,8 @@ def sqlite_owner(db: str) -> tuple[Owner, int]:
             ).fetchall()
         return owner, int(threads)
     except sqlite3.Error as error:
+        if _in_read_only_place(error, str(path)):  # (adopting writes: it cannot be adopted)
+            raise _read_only(str(path)) from None
         raise damage(error, str(path)) or StoreError(
             f"cannot open the database {str(path)!r}: {error}"
         ) from None
@@ -449,6 +461,15 @@ class ForeignDatabase(StoreError):
     """Another program's database: refused, and left untouched."""
 
 
+class EmptyDatabase(StoreError):
+    """A database with nothing in it yet (an empty file, a PostgreSQL database without
+    tables), opened to read: nothing is made in it. A reading command reads it as it reads a
+    file that does not exist yet."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"the database {path!r} is empty: it has no threads to read yet")
+
+
 class LangGraphDatabase(ForeignDatabase):
     """Another LangGraph program's database, which ``chatbot db adopt`` can take on purpose."""
 
@@ -458,17 +479,15 @@ class LangGraphDatabase(ForeignDatabase):
         self.tables = tables
 
 
-def refuse_foreign(owner: Owner, path: str, kind: str, threads: Callable[[], int]) -> None:
+def refuse_foreign(
+    owner: Owner, path: str, kind: str, threads: Callable[[], int], elsewhere: str = ""
+) -> None:
     """Raise :class:`ForeignDatabase` unless ``owner`` says the database may be opened.
     ``kind`` names the database for people (``SQLite``, ``PostgreSQL``); ``threads`` counts
-    a LangGraph database's threads (asked only for one)."""
+    a LangGraph database's threads (asked only for one); ``elsewhere`` says where else
+    chatbot's tables could go (default: a new file, or a chatbot database)."""
     if owner.kind == "other":
-        elsewhere = (
-            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
-            "then add ?options=-csearch_path%3Dchatbot to the URL)"
-            if kind == "PostgreSQL"
-            else "a new file, or a chatbot database"
-        )
+        elsewhere = elsewhere or "a new file, or a chatbot database"
         raise ForeignDatabase(
             f"{path!r} is another program's {kind} database ({owner.what}, no chatbot mark), "
             f"so chatbot leaves it untouched: choose another --db ({elsewhere})"
@@ -831,6 +850,24 @@ def _metadata(value: Any) -> dict[str, Any]:
     return json.loads(value) if value else {}
 
 
+def _read_only(path: str) -> StoreError:
+    return StoreError(
+        f"the database {path!r} is read-only: check its permissions, or use --db for another file"
+    )
+
+
+def _in_read_only_place(error: BaseException, path: str) -> bool:
+    """True when SQLite could not open an existing database because its folder (where the
+    write-ahead log goes) or the file cannot be written."""
+    if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
+        return False
+    if not os.path.isfile(path):
+        return False
+    return not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) or not os.access(
+        path, os.W_OK
+    )
+
+
 class Store(SqlStore):
     """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus thread rows.
 
@@ -844,8 +881,9 @@ class Store(SqlStore):
         self, db: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
     ) -> None:
         """Open (or create) the database ``db``. ``read_only``: for a command that only reads,
-        which then writes nothing to the file, unless it has no tables yet or lacks some of
-        what reading needs (a database made by an older chatbot: set up once). ``adopt``:
+        which then writes nothing to the file (an empty one is :class:`EmptyDatabase`),
+        unless it lacks some of what reading needs (a database made by an older chatbot: set
+        up once). ``adopt``:
         take over another LangGraph program's database (``chatbot db adopt``)."""
         self.path = str(db)
         self.lock = threading.RLock()
@@ -881,11 +919,8 @@ class Store(SqlStore):
         except (sqlite3.Error, OSError) as error:
             if isinstance(error, sqlite3.Error) and (damaged := damage(error, self.path)):
                 raise damaged from None
-            if "readonly" in str(error):
-                raise StoreError(
-                    f"the database {self.path!r} is read-only: check its permissions, or use "
-                    "--db for another file"
-                ) from None
+            if "readonly" in str(error) or _in_read_only_place(error, self.path):
+                raise _read_only(self.path) from None
             raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
 
     def _open(self, *, read_only: bool, adopt: bool) -> bool:
@@ -902,9 +937,37 @@ class Store(SqlStore):
         )
         try:
             return self._set_up(read_only, adopt)
+        except sqlite3.OperationalError as error:
+            self.conn.close()
+            if not (read_only and self._unshareable(error)):
+                raise
         except BaseException:
             self.conn.close()
             raise
+        # A read-only place: SQLite's readers of a WAL database share its -shm file, which
+        # cannot be made there, so no writer can be either. Read it as the unchanging file
+        # it is, as SQLite's documentation advises (immutable=1).
+        self.immutable = True
+        self.conn = sqlite3.connect(
+            target + "&immutable=1", uri=True, check_same_thread=False, timeout=0
+        )
+        try:
+            return self._set_up(read_only, adopt)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    immutable = False
+    """Opened read-only with ``immutable=1``: the file is in a place no one can write."""
+
+    def _unshareable(self, error: sqlite3.OperationalError) -> bool:
+        """True when a read-only open failed because SQLite cannot make the files a WAL
+        database's readers share (``-shm``, ``-wal``) in the file's folder, and nothing waits
+        in a write-ahead log (which ``immutable=1`` would not read)."""
+        wal = Path(self.path + "-wal")
+        return _in_read_only_place(error, self.path) and (
+            not wal.exists() or wal.stat().st_size == 0
+        )
 
     def _set_up(self, read_only: bool, adopt: bool) -> bool:
         """Check the file is chatbot's, then make the schema and the mark (idempotent). Read
@@ -913,12 +976,15 @@ class Store(SqlStore):
         owner = _retry_locked(lambda: _sqlite_owner(self.conn))
         if not (adopt and owner.kind == "langgraph"):
             refuse_foreign(owner, self.path, "SQLite", self._count_threads)
+        if read_only and owner.kind == "new":
+            raise EmptyDatabase(self.path)
         applied = self._applied_migrations()
         self.notice = check_schema_version(applied or (), self.path, read_only)
         if read_only:
             (journal,) = self.conn.execute("PRAGMA journal_mode").fetchone()
             tables = {name for (name,) in self.conn.execute("SELECT name FROM sqlite_master")}
-            return journal == "wal" and {"checkpoints", "writes", "chatbot_threads"} <= tables
+            wal = journal == "wal" or self.immutable  # (which reports "delete")
+            return wal and {"checkpoints", "writes", "chatbot_threads"} <= tables
         if owner.kind == "new":  # the mark first: a set-up cut short is still chatbot's
             self._mark()
         if self.path != ":memory:":
@@ -968,7 +1034,8 @@ class Store(SqlStore):
             return None
 
     def _migrate(self) -> None:
-        """Apply the migrations this database lacks, under SQLite's write lock."""
+        """Apply the migrations this database lacks, under SQLite's write lock (a search index
+        made before the first checkpoint is marked complete: there is nothing to catch up)."""
         with self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
@@ -984,6 +1051,11 @@ class Store(SqlStore):
                             "INSERT INTO chatbot_migrations (version, applied_at) VALUES (?, ?)",
                             (version, _now()),
                         )
+                if (
+                    INDEX_MIGRATION not in applied
+                    and not self.conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
+                ):  # an index made before the first checkpoint holds every message
+                    self.conn.execute(MARK_INDEXED, (INDEXED_MARK, _now()))
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK")

@@ -210,7 +210,13 @@ def _make_it_old(db: str) -> None:
         )
 
 
-def test_a_database_made_before_search_is_indexed_once_on_first_use(any_db: str) -> None:
+NOT_INDEXED_NOTE = (
+    "note: messages saved before this database had its search index are not searched until "
+    "'/search' in 'chatbot chat' indexes them (once)"
+)
+
+
+def test_a_database_made_before_search_is_indexed_once_by_the_repls_search(any_db: str) -> None:
     older = Chat(any_db)
     older.say("t", "a narwhal in the fjord", "two", "three", "four")
     older.say("u", "no whales here")
@@ -219,8 +225,16 @@ def test_a_database_made_before_search_is_indexed_once_on_first_use(any_db: str)
 
     with open_store(any_db) as store:  # migration 3 is applied: an empty index, not marked
         assert not is_indexed(store) and _rows(store) == []
+    unindexed = invoke("search", "narwhal", "--json", "--db", any_db)  # reads only
+    assert unindexed.exit_code == 0 and json.loads(unindexed.stdout) == []
+    assert unindexed.stderr.strip() == NOT_INDEXED_NOTE
+    with open_store(any_db) as store:
+        assert not is_indexed(store) and _rows(store) == []
+    offline = {"CHATBOT_MODEL": "offline"}
+    repl = invoke("chat", "--db", any_db, input="/search narwhal\n", env=offline)
+    assert repl.exit_code == 0 and "a narwhal in the fjord" in repl.stdout, repl.output
     result = invoke("search", "narwhal", "--json", "--db", any_db)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 0 and result.stderr == "", result.output
     (hit,) = json.loads(result.stdout)
     assert hit["thread_id"] == "t" and hit["role"] == "user"
     with open_store(any_db) as store:
@@ -233,6 +247,21 @@ def test_a_database_made_before_search_is_indexed_once_on_first_use(any_db: str)
         parent = read_checkpoint(store, "t", holding.parent_id)
         assert hit["message_id"] in [m.id for m in holding.messages]
         assert hit["message_id"] not in [m.id for m in parent.messages]
+
+
+def test_search_reads_an_sqlite_file_made_before_search_without_changing_it(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "old.sqlite")
+    older = Chat(db)
+    older.say("t", "a narwhal in the fjord")
+    older.store.close()
+    _make_it_old(db)
+    before = Path(db).read_bytes()
+    result = invoke("search", "narwhal", "--json", "--db", db)
+    assert result.exit_code == 0 and json.loads(result.stdout) == [], result.output
+    assert result.stderr.strip() == NOT_INDEXED_NOTE
+    assert Path(db).read_bytes() == before, "no index made: search opens it read-only"
 
 
 def test_vacuum_keeps_the_index_pointing_at_the_right_messages(tmp_path: Path) -> None:

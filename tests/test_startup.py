@@ -83,7 +83,7 @@ def test_a_command_that_runs_the_graph_still_checks_the_settings(db: Path) -> No
         ({}, "", {}),
         ({"CHATBOT_DB": "/tmp/a.sqlite"}, "", {}),
         ({"chatbot_db": "/tmp/lower.sqlite"}, "", {}),
-        ({"CHATBOT_DB": "  "}, "", {}),
+        ({}, "CHATBOT_DB=\n", {}),
         ({}, "CHATBOT_DB=/tmp/from-file.sqlite\nCHATBOT_URL=http://127.0.0.1:2024\n", {}),
         ({"CHATBOT_DB": "/tmp/env.sqlite"}, "CHATBOT_DB=/tmp/file.sqlite\n", {}),
         ({"CHATBOT_DB": "/tmp/env.sqlite"}, "", {"db": "/tmp/option.sqlite"}),
@@ -155,6 +155,23 @@ def test_a_bad_url_is_the_same_one_line(tmp_path: Path, monkeypatch: pytest.Monk
     with pytest.raises(SettingsError) as full:
         load_settings(None)
     assert str(fast.value) == str(full.value)
+
+
+@pytest.mark.parametrize(
+    ("environment", "overrides"),
+    [({"CHATBOT_DB": "  "}, {}), ({"chatbot_db": ""}, {}), ({}, {"db": ""}), ({}, {"db": "a\nb"})],
+)
+def test_a_blank_database_is_the_same_one_line(
+    environment: dict[str, str], overrides: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as fast:
+        read_places(None, **overrides)
+    with pytest.raises(SettingsError) as full:
+        load_settings(None, **overrides)
+    assert str(fast.value) == str(full.value)
+    assert str(fast.value).startswith("CHATBOT_DB=")
 
 
 def test_the_library_logs_nowhere_unless_the_application_says_where() -> None:

@@ -7,6 +7,7 @@ the exit code, the one line on stderr and what is kept in the database.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from typer.testing import Result
 
 from chatbot.pgstore import PgStore, open_store
-from chatbot.store import APPLICATION_ID, MIGRATIONS, StoreError
+from chatbot.store import APPLICATION_ID, INDEXED_MARK, MIGRATIONS, StoreError
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, echo_or_summary, ok, one_error
 
@@ -150,7 +151,7 @@ def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come
 ) -> None:
     # On main all of them hung for ever: one held the set-up lock on one connection while its
     # other connection built an index CONCURRENTLY, which waited for the others' lock waits.
-    processes = [_start("threads", "--db", postgres_url) for _ in range(8)]
+    processes = [_start("db", "vacuum", "--db", postgres_url) for _ in range(8)]
     results = _finish_all(processes, timeout=300)
     assert [code for code, _ in results] == [0] * 8, results
     with psycopg.connect(postgres_url) as conn:
@@ -297,11 +298,56 @@ def test_a_postgresql_database_of_another_program_is_refused(cli: Cli, postgres_
     assert line == (
         f"error: {postgres_url!r} is another program's PostgreSQL database (table invoices, no "
         "chatbot mark), so chatbot leaves it untouched: choose another --db (a database of its "
-        "own, or a schema of its own in this one (CREATE SCHEMA chatbot, then add "
-        "?options=-csearch_path%3Dchatbot to the URL))"
+        "own, or a schema of its own in this one: CREATE SCHEMA chatbot, then --db "
+        f"{postgres_url}?options=-csearch_path%3Dchatbot)"
     )
     one_error(cli.invoke("db", "adopt", "--yes", "--db", postgres_url), 2)
     assert _postgres_contents(postgres_url) == before
+
+
+def test_the_schema_advice_adds_to_the_urls_own_query_and_works(
+    cli: Cli, openai_server: FakeOpenAI, postgres_url: str
+) -> None:
+    # On main the advice said '?options=...' whatever the URL: appended to a URL that had a
+    # query already, it became part of the last parameter's value.
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE TABLE invoices (id serial PRIMARY KEY, total numeric)")
+    url = postgres_url.replace("postgres@", "postgres:hunter2@") + "?sslmode=disable"
+    shown = url.replace(":hunter2@", ":***@")
+    line = one_error(cli.invoke("threads", "--db", url), 2)
+    assert line.endswith(
+        f"(a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
+        f"then --db {shown}&options=-csearch_path%3Dchatbot)"
+    )
+    assert "hunter2" not in line
+    with_options = f"{postgres_url}?options=-cstatement_timeout%3D0"  # (options of its own)
+    assert one_error(cli.invoke("threads", "--db", with_options), 2).endswith(
+        "(a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+        "then put -csearch_path=chatbot in the URL's options))"
+    )
+    with psycopg.connect(postgres_url) as conn:
+        conn.execute("CREATE SCHEMA chatbot")
+    in_schema = url + "&options=-csearch_path%3Dchatbot"  # what it said, with the password
+    openai_server.script("hello to you")
+    ok(cli.invoke("ask", "hello", "--thread", "t1", "--db", in_schema))
+    listed = ok(cli.invoke("threads", "--json", "--db", in_schema))
+    assert [row["thread_id"] for row in json.loads(listed.stdout)] == ["t1"]
+
+
+def test_a_url_naming_a_schema_that_does_not_exist_says_how_to_make_it(
+    cli: Cli, postgres_url: str
+) -> None:
+    # On main: "cannot use the PostgreSQL database …: no schema has been selected to create
+    # in", PostgreSQL's own words, for writing commands.
+    url = f"{postgres_url}?options=-csearch_path%3Dchatbot"
+    expected = (
+        "error: the schema 'chatbot' that the search_path names does not exist in the "
+        f"PostgreSQL database {url}: create it (CREATE SCHEMA chatbot), or name another in the "
+        "URL's options"
+    )
+    for command in (("ask", "hi"), ("threads",), ("db", "adopt", "--yes")):
+        assert one_error(cli.invoke(*command, "--db", url), 2) == expected, command
+    assert _postgres_relations(postgres_url) == []
 
 
 def test_a_shared_postgresql_database_takes_chatbot_in_a_schema_of_its_own(
@@ -461,11 +507,49 @@ def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
         assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", db)).stdout
         for command in (("show", "t1"), ("history", "t1"), ("export", "t1"), ("db", "stats")):
             ok(cli.invoke(*command, "--db", db))
+        found = ok(cli.invoke("search", "first", "--json", "--db", db))
+        assert [hit["thread_id"] for hit in json.loads(found.stdout)] == ["t1", "t1"]
         line = one_error(cli.invoke("ask", "hi", "--db", db), 2)
         assert "is read-only: check its permissions" in line
     finally:
         subprocess.run(["chattr", "-i", str(chatbot_db)], capture_output=True, check=False)
         os.chmod(chatbot_db, 0o600)
+
+
+def test_a_database_in_a_read_only_folder_is_read_and_writing_says_it_is_read_only(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    # On main every command failed: "cannot open the database …: unable to open database
+    # file", SQLite unable to make the -shm file a WAL database's readers share.
+    folder = chatbot_db.parent
+    assert sorted(p.name for p in folder.iterdir()) == ["chatbot.sqlite"], "no -wal, no -shm"
+    before = chatbot_db.read_bytes()
+    immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False)
+    if immutable.returncode != 0:
+        os.chmod(folder, 0o500)
+        if os.geteuid() == 0:
+            pytest.skip("as root, only chattr makes a folder read-only, and it is not available")
+    try:
+        db = str(chatbot_db)
+        listed = ok(cli.invoke("threads", "--json", "--db", db))
+        assert {row["thread_id"] for row in json.loads(listed.stdout)} == {"t1", "t2"}
+        shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
+        assert "first thread" in [m["content"] for m in json.loads(shown.stdout)["messages"]]
+        for command in (("history", "t1"), ("export", "t1"), ("db", "stats")):
+            ok(cli.invoke(*command, "--db", db))
+        found = ok(cli.invoke("search", "second", "--json", "--db", db))
+        assert {hit["thread_id"] for hit in json.loads(found.stdout)} == {"t2"}
+        writing = (("ask", "hi", "--thread", "t1"), ("delete", "t2", "--yes"), ("db", "adopt"))
+        for command in writing:
+            line = one_error(cli.invoke(*command, "--db", db), 2)
+            assert line == f"error: the database {db!r} is read-only: check its permissions, " + (
+                "or use --db for another file"
+            )
+        assert sorted(p.name for p in folder.iterdir()) == ["chatbot.sqlite"]
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], capture_output=True, check=False)
+        os.chmod(folder, 0o700)
+    assert chatbot_db.read_bytes() == before
 
 
 # --- 13. settings that are no database, a newer chatbot's database -----------------------------
@@ -497,6 +581,47 @@ def test_a_database_setting_that_is_no_path_is_refused_and_creates_nothing(
     with pytest.raises(StoreError, match=re.escape(f"cannot use {value!r} as the database: ")):
         open_store(value)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("", "it is blank"),
+        (" ", "it is blank"),
+        ("chat\nlog.sqlite", "it holds a control character (U+000A)"),
+        ("\x1b[31mred.sqlite", "it holds a control character (U+001B)"),
+        ("postgresql://postgres@127.0.0.1/db\n", "it holds a control character (U+000A)"),
+    ],
+)
+def test_a_blank_database_path_or_one_with_control_characters_is_refused(
+    cli: Cli, tmp_path: Path, value: str, reason: str
+) -> None:
+    # On main a blank --db or CHATBOT_DB was the default database, and `ask` wrote its turn
+    # there; a newline or an escape became part of a file's name.
+    expected = f"error: CHATBOT_DB={value!r} is not valid: {reason}"
+    for command in (("threads",), ("ask", "hi"), ("show", "t1"), ("search", "hi"), ("db", "stats")):
+        assert one_error(cli.invoke(*command, "--db", value), 2).startswith(expected), command
+        assert one_error(cli.invoke(*command, CHATBOT_DB=value), 2).startswith(expected), command
+    assert one_error(cli.invoke("--db", value, "threads"), 2).startswith(expected)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    for args, extra in ((["threads", "--db", value], {}), (["threads"], {"CHATBOT_DB": value})):
+        done = subprocess.run(  # (`chatbot threads` runs without Typer: chatbot.quick)
+            [sys.executable, "-m", "chatbot", *args],
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert (done.returncode, done.stderr.startswith(expected)) == (2, True), done.stderr
+    assert list(tmp_path.iterdir()) == [], "nothing made, in the default place (data/) either"
+
+
+def test_a_blank_database_line_in_a_settings_file_is_still_unset(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("CHATBOT_DB=\n", encoding="utf-8")
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "hi", "--thread", "t1"))
+    assert (tmp_path / "data" / "chatbot" / "chatbot.sqlite").is_file()
 
 
 def _newer_migration(db: str) -> None:
@@ -543,6 +668,88 @@ def test_a_newer_chatbots_database_is_read_with_a_note_and_not_written(
     )
     shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
     assert '"more"' not in shown.stdout
+
+
+# --- 14. reading a database that holds nothing yet --------------------------------------------
+
+
+def _postgres_relations(url: str) -> list[tuple[str, str]]:
+    """Every table, view, sequence and index outside PostgreSQL's own schemas, and every
+    extension but plpgsql: what a set-up would have made."""
+    with psycopg.connect(url) as conn:
+        relations = conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
+            "AND n.nspname NOT LIKE 'pg_toast%' ORDER BY 1, 2"
+        ).fetchall()
+        extensions = conn.execute(
+            "SELECT 'extension', extname FROM pg_extension WHERE extname <> 'plpgsql'"
+        ).fetchall()
+    return [*relations, *extensions]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database that holds nothing: an empty SQLite file, a PostgreSQL database just made
+    (``CREATE DATABASE``, no table), its URL with a password (trust auth ignores it)."""
+    if request.param == "sqlite":
+        (tmp_path / "empty.sqlite").touch()
+        return str(tmp_path / "empty.sqlite")
+    url: str = request.getfixturevalue("postgres_url")
+    return url.replace("postgres@", "postgres:hunter2@")
+
+
+def test_reading_commands_on_an_empty_database_create_nothing(cli: Cli, empty_db: str) -> None:
+    # On main they set it up: nine tables and pg_trgm on PostgreSQL, the schema in the file.
+    shown = empty_db.replace(":hunter2@", ":***@")
+    listed = ok(cli.invoke("threads", "--db", empty_db))
+    assert listed.stderr.strip() == f"no threads in {shown}"
+    assert ok(cli.invoke("threads", "--json", "--db", empty_db)).stdout.strip() == "[]"
+    for command in (("history", "t1"), ("show", "t1"), ("export", "t1")):
+        line = one_error(cli.invoke(*command, "--db", empty_db))
+        assert line == f"error: no thread 't1': {shown} is empty", command
+    stats = ok(cli.invoke("db", "stats", "--db", empty_db))
+    assert stats.stderr.strip() == f"{shown} is empty: nothing to do"
+    found = ok(cli.invoke("search", "anything", "--db", empty_db))
+    assert found.stderr.strip() == f"nothing found for 'anything' in {shown}"
+    if empty_db.startswith("postgresql://"):
+        assert _postgres_relations(empty_db) == []
+    else:
+        assert sorted(p.name for p in Path(empty_db).parent.iterdir()) == ["empty.sqlite"]
+        assert Path(empty_db).stat().st_size == 0
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "hello", "--thread", "t1", "--db", empty_db))  # writing sets it up
+    assert '"thread_id": "t1"' in ok(cli.invoke("threads", "--json", "--db", empty_db)).stdout
+
+
+def _contents(db: str) -> Any:
+    """What a database holds: on PostgreSQL every table's rows and the indexes, a SQLite
+    file's bytes and its write-ahead log's (the time it was last changed aside)."""
+    if db.startswith("postgresql://"):
+        return _postgres_contents(db)
+    wal = Path(db + "-wal")
+    return [
+        hashlib.sha256(Path(db).read_bytes()).hexdigest(),
+        hashlib.sha256(wal.read_bytes() if wal.exists() else b"").hexdigest(),
+    ]
+
+
+def test_search_writes_nothing_and_a_new_database_is_indexed_from_the_start(
+    cli: Cli, any_db: str
+) -> None:
+    # On main a new database's index was not marked complete, so the first `chatbot search`
+    # read every checkpoint and wrote the mark; and search opened SQLite for writing.
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "the okapi sleeps", "--thread", "t1", "--db", any_db))
+    with open_store(any_db) as store:
+        assert store._query("SELECT name FROM chatbot_marks") == [(INDEXED_MARK,)]
+    before = _contents(any_db)
+    for _ in range(2):
+        found = ok(cli.invoke("search", "okapi", "--json", "--db", any_db))
+        hits = [(hit["role"], hit["snippet"]) for hit in json.loads(found.stdout)]
+        assert hits == [("assistant", "echo: the okapi sleeps"), ("user", "the okapi sleeps")]
+        assert found.stderr == ""
+        assert _contents(any_db) == before
 
 
 # --- the campaign script ---------------------------------------------------------------------
