@@ -11,7 +11,6 @@ editor, LangGraph's server deleting a thread).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +24,7 @@ from chatbot.models import make_model
 from chatbot.pgstore import open_store
 from chatbot.search import search
 from chatbot.settings import Settings
-from tests.fake_openai import RecordedRequest, Reply
+from tests.fake_openai import RecordedRequest, Reply, completion
 from tests.helpers import (
     Cli,
     is_summary_request,
@@ -57,42 +56,6 @@ def summaries(*replies: str | Reply | Callable[[dict[str, Any]], Reply]) -> Any:
         return reply(body) if callable(reply) else reply
 
     return respond
-
-
-def completion(message: dict[str, Any], finish: str = "stop") -> Callable[[dict[str, Any]], Reply]:
-    """A raw answer whose assistant message is ``message`` (tool calls, reasoning fields),
-    streamed or not as the request asks."""
-
-    def reply(body: dict[str, Any]) -> Reply:
-        base = {"id": "chatcmpl-raw", "created": 1, "model": body.get("model", "fake")}
-        if not body.get("stream"):
-            document = {
-                **base,
-                "object": "chat.completion",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", **message},
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-            }
-            return Reply(raw=json.dumps(document).encode(), content_type="application/json")
-        delta = dict(message)
-        if "tool_calls" in delta:
-            delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(delta["tool_calls"])]
-        events = [
-            {**base, "object": "chat.completion.chunk", "choices": [choice]}
-            for choice in (
-                {"index": 0, "delta": {"role": "assistant", **delta}, "finish_reason": None},
-                {"index": 0, "delta": {}, "finish_reason": finish},
-            )
-        ]
-        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
-        return Reply(raw=data.encode(), content_type="text/event-stream")
-
-    return reply
 
 
 TOOL_CALL = completion(
