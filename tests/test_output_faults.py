@@ -277,6 +277,49 @@ def test_a_thread_id_starting_with_a_dash_is_refused_where_threads_are_named(
     assert "'-x' is not a usable thread id" in chatted.stdout + chatted.stderr
 
 
+HIDDEN_IDS = {
+    "a\u200bb": "U+200B (ZERO WIDTH SPACE)",
+    "\u202eab": "U+202E (RIGHT-TO-LEFT OVERRIDE)",
+    "a\u2066b": "U+2066 (LEFT-TO-RIGHT ISOLATE)",
+    "\ufeffab": "U+FEFF (ZERO WIDTH NO-BREAK SPACE)",
+}
+NOT_UTF8_IDS = [os.fsdecode(b"\xff"), os.fsdecode(b"ab\xc3")]  # (argv bytes, as Python has them)
+
+
+def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_named(
+    db: Path, tmp_path: Path
+) -> None:
+    """Listings show thread ids: one with an invisible character, or with bytes that are not
+    UTF-8 (read as U+FFFD), looks like another thread's id there."""
+    database = tmp_path / "hidden.sqlite"
+    for thread, name in HIDDEN_IDS.items():
+        line = only_line(run("ask", "hi", "--thread", thread, "--db", str(database)), 2)
+        assert line == (
+            f"error: {thread!r} is not a usable thread id: it contains {name}, which listings "
+            "would not show; use printable characters without spaces"
+        )
+    for thread in NOT_UTF8_IDS:
+        line = only_line(run("ask", "hi", "--thread", thread, "--db", str(database)), 2)
+        assert line.endswith(
+            "is not a usable thread id: it holds bytes that are not UTF-8 text; use printable "
+            "characters without spaces"
+        ), line
+    for form in (["chat", "--thread", "a\u200bb"], ["fork", "t2", "--to", NOT_UTF8_IDS[0]]):
+        db_here = str(db if form[0] == "fork" else database)
+        assert "is not a usable thread id" in only_line(run(*form, "--db", db_here), 2)
+    assert not database.exists()
+    chatted = run(
+        "chat",
+        "--thread",
+        "t9",
+        "--db",
+        str(database),
+        stdin="/thread a\u200bb\n/rename \u202eab\n",
+    )
+    said = chatted.stdout + chatted.stderr
+    assert said.count("is not a usable thread id: it contains U+") == 2, said
+
+
 def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_path: Path) -> None:
     from chatbot.backend import LocalBackend
     from chatbot.graph import build_graph
