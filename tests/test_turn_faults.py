@@ -378,6 +378,22 @@ def test_a_call_log_that_refuses_every_write_is_refused_at_start(cli: Cli, path:
     assert not cli.db.exists(), "nothing was sent or saved"
 
 
+def test_a_call_log_on_a_pipe_that_nothing_reads_is_refused_at_start(tmp_path: Path) -> None:
+    """A FIFO with no reader: opening it to write waited for a reader for ever (the
+    subprocess's timeout is only the safety net for that hang)."""
+    fifo = tmp_path / "calls.fifo"
+    os.mkfifo(fifo)
+    db = tmp_path / "chat.sqlite"
+    done = run(["ask", "hello", "-t", "t1"], process_env(None, str(db), CHATBOT_LOG=str(fifo)))
+    assert done.returncode == 2, done.stderr
+    assert error_lines(done.stderr) == [
+        f"error: CHATBOT_LOG={str(fifo)!r} cannot be written: it is a named pipe that nothing "
+        "reads; give a file path in a folder you can write to, or unset it"
+    ]
+    assert "Traceback" not in done.stderr
+    assert not db.exists(), "nothing was sent or saved"
+
+
 def log_lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
