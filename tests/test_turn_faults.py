@@ -647,3 +647,40 @@ def test_ask_with_a_reply_without_text_says_so_and_keeps_the_message(
     ]
     assert result.stdout == "", "nothing is shown as a reply"
     assert [m["type"] for m in cli.show()["messages"]] == ["human"]
+
+
+_HOLD_AND_WAIT = """
+import sys, time
+from chatbot.leases import Lease
+from chatbot.pgstore import open_store
+Lease(open_store(sys.argv[1]), "t1").acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
+    any_db: str,
+) -> None:
+    """The holder is gone (kill -9: it could not give the lease back); the next turn no longer
+    waits out the lease's 30 s."""
+    env = process_env(None, any_db)
+    assert run(["ask", "one", "-t", "t1"], env).returncode == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_WAIT, any_db], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        (held,) = lease_holders(any_db, "t1")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert lease_holders(any_db, "t1") == [held], "the dead process's lease is still there"
+
+    following = run(["ask", "two", "-t", "t1"], env)
+
+    assert following.returncode == 0, following.stderr
+    assert "waiting" not in following.stderr, following.stderr
+    assert [text for kind, text in messages(any_db, "t1") if kind == "human"] == ["one", "two"]
