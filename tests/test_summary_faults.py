@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import InvalidUpdateError
 
 from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
@@ -380,6 +381,45 @@ def test_state_edits_without_as_node_fork_from_an_old_checkpoint() -> None:
     )
     after = graph.invoke({"messages": [HumanMessage("three")]}, forked)
     assert [m.text for m in after["messages"]] == ["one", "reply 1", "three", "reply 3"]
+
+
+BAD_EDITS = {
+    "summary 42": ({"summary": 42}, "the state's 'summary' must be text (a string; '' for none)"),
+    "summary None": ({"summary": None}, "the state's 'summary' must be text"),
+    "messages a string": (
+        {"messages": "not a list"},
+        "the state's 'messages' must be a list of messages, not str 'not a list'",
+    ),
+    "messages a number": ({"messages": [42]}, "the state's 'messages' must be a list of messages"),
+    "system_prompt 3": ({"system_prompt": 3}, "the state's 'system_prompt' must be text"),
+    "context_overflow text": (
+        {"context_overflow": "x"},
+        "the state's 'context_overflow' must be an object (a dict), not str 'x'",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(BAD_EDITS), ids=list(BAD_EDITS))
+def test_a_state_edit_of_the_wrong_type_is_refused_and_the_thread_goes_on(edit: str) -> None:
+    """What Studio's editor or the SDK could send: it was stored, and a later turn failed on
+    it (the summary's text counted, a refused request's record read)."""
+    update, said = BAD_EDITS[edit]
+    graph, _ = _graph(summary_trigger="messages:4", summary_keep="messages:2")
+    graph.invoke({"messages": [HumanMessage("one")]}, CONFIG)
+    before = graph.get_state(CONFIG)
+
+    with pytest.raises(InvalidUpdateError) as refused:
+        graph.update_state(CONFIG, update)
+
+    assert str(refused.value).startswith(said), refused.value
+    assert "nothing was changed" in str(refused.value)
+    after = graph.get_state(CONFIG)
+    assert after.config == before.config and after.values == before.values, "nothing stored"
+    for text in ("two", "three"):
+        graph.invoke({"messages": [HumanMessage(text)]}, CONFIG)
+    state = graph.get_state(CONFIG).values
+    assert state["summary"] == "SUMMARY", "the thread folds and answers as before"
+    assert [m.text for m in state["messages"]][-2:] == ["three", "reply 3"]
 
 
 # --- deleting through the saver ------------------------------------------------------------------
