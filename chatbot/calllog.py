@@ -10,8 +10,8 @@ It is a LangChain callback handler attached where the models are made
 (:func:`chatbot.models.make_model`), so every call is logged: replies, summaries, the fold
 before a call, ``/compact``, retries. The file is created 0600 (its folder 0700 when this
 makes it); a path that cannot be written (a folder that is a file, ``/dev/full``, a file of
-``/proc``) is refused when the models are made. With ``--url`` the server makes the calls: the
-log is written by the server started with ``CHATBOT_LOG``.
+``/proc``, a named pipe that nothing reads) is refused when the models are made. With ``--url``
+the server makes the calls: the log is written by the server started with ``CHATBOT_LOG``.
 
 A call ends on an event loop (the terminal's, or the LangGraph server's, which forbids blocking
 I/O there), so the handler only queues the line: one writer thread per file appends it, a
@@ -22,6 +22,7 @@ the process's exit. Lines that cannot be written (a full disk) are dropped, and 
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import os
 import queue
@@ -68,7 +69,7 @@ class LogFile:
 
         try:
             make_private_dirs(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = _open_to_append(self.path)
             try:
                 mode = os.fstat(fd).st_mode
                 if stat.S_ISREG(mode) and mode & 0o077:  # (not /dev/stderr, a pipe…)
@@ -77,7 +78,7 @@ class LogFile:
             finally:
                 os.close(fd)
         except OSError as error:
-            reason = error.strerror or type(error).__name__
+            reason = _reason(error)
             raise SettingsError(
                 f"CHATBOT_LOG={str(self.path)!r} cannot be written: {reason.lower()}; "
                 "give a file path in a folder you can write to, or unset it"
@@ -103,7 +104,7 @@ class LogFile:
                 self._append(line)
             except OSError as error:
                 if not self.problem:
-                    reason = (error.strerror or type(error).__name__).lower()
+                    reason = _reason(error).lower()
                     self.problem = (
                         f"CHATBOT_LOG={str(self.path)!r} cannot be written ({reason}): "
                         "the call log's lines are dropped until it can"
@@ -115,13 +116,28 @@ class LogFile:
                     self._idle.notify_all()
 
     def _append(self, line: bytes) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = _open_to_append(self.path)
         try:
             written = os.write(fd, line)
             if written < len(line):  # (a short write: the rest, else an error)
                 os.write(fd, line[written:])
         finally:
             os.close(fd)
+
+
+def _open_to_append(path: Path) -> int:
+    """Open ``path`` to append (made 0600), never waiting for a reader: a FIFO that nothing
+    reads refuses at once (ENXIO), where a blocking open waits for one for ever. The writes
+    block as usual."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _reason(error: OSError) -> str:
+    if error.errno == errno.ENXIO:  # (strerror says "No such device or address")
+        return "it is a named pipe that nothing reads"
+    return error.strerror or type(error).__name__
 
 
 _FILES: dict[Path, LogFile] = {}

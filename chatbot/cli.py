@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.attachments import Attachment, Content
     from chatbot.backend import Backend
     from chatbot.session import Event, Kept, TurnStream
+    from chatbot.stdout import OutputFailed
     from chatbot.turns import Display, TurnOutcome
 
 
@@ -211,11 +212,15 @@ def ask(
         _leaving_after_ctrl_c()
         fail(_interrupted(thread, turn.kept()), 130)
     failure = outcome.error
+    again = f" in thread {thread!r}: 'chatbot chat -t {thread}' then /retry asks again"
     if failure is not None:
         if isinstance(failure, CliError | SettingsError | StoreError):
             raise failure  # (a damaged database met mid-turn: one line, as when opening it)
-        again = f" in thread {thread!r}: 'chatbot chat -t {thread}' then /retry asks again"
         fail(failed_turn(describe_error(failure), turn.kept(), view.replied, again), 1)
+    if view.unprinted is not None:
+        kept = turn.kept()
+        line = failed_turn(str(view.unprinted), kept, False, again)
+        fail(f"{line} ('chatbot show {thread}' prints it)" if kept and kept.reply else line, 1)
 
 
 def _interrupted(thread: str, kept: Kept | None) -> str:
@@ -287,11 +292,17 @@ class _AskView:
         self.streamed = ""
         self.replied = False  # a whole reply was shown
         self.safe = StreamSanitizer()  # an escape code split across two tokens never gets through
+        self.unprinted: OutputFailed | None = None
+        """Why the whole reply could not be printed (a closed or full stdout): the turn goes on,
+        so that the reply is saved, and the command says so after it."""
 
     def show(self, event: Event) -> None:
         from chatbot.render import describe_summary
         from chatbot.session import Reply, Summarized, SummaryFailed, Token, Unanswered, Waiting
 
+        if isinstance(event, Reply) and not self.streamed:
+            self._print_whole(event.message.text)
+            return
         if isinstance(event, Reply):
             self.replied = True
         if isinstance(event, Waiting):
@@ -301,8 +312,6 @@ class _AskView:
         elif isinstance(event, Token) and self.interactive:
             out.print(self.safe.feed(event.text), end="", markup=False)
             self.streamed += event.text
-        elif isinstance(event, Reply) and not self.streamed:
-            out.print(sanitize(event.message.text), markup=False)
         elif isinstance(event, Reply) and event.message.text.startswith(self.streamed):
             rest = event.message.text[len(self.streamed) :]
             out.print(self.safe.feed(rest), end="", markup=False)
@@ -314,6 +323,19 @@ class _AskView:
                 "[yellow]summary failed, nothing was removed (the next turn retries):[/] "
                 f"{escape(sanitize(redact(event.error)))}"
             )
+
+    def _print_whole(self, text: str) -> None:
+        """The reply, whole; a stdout that cannot take it (closed, full) does not stop the
+        turn: the reply is saved, and :attr:`unprinted` says why it was not printed."""
+        from chatbot.stdout import OutputFailed
+
+        try:
+            out.print(sanitize(text), markup=False)
+            out.file.flush()
+        except OutputFailed as error:
+            self.unprinted = error
+            return
+        self.replied = True
 
     def tick(self) -> None:
         pass

@@ -273,8 +273,9 @@ def _error_line(message: str) -> None:
 
 def print_json(data: Any) -> None:
     """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
-    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself. A closed stdout takes
-    nothing; a write that fails is the entry point's to report (:mod:`chatbot.stdout`)."""
+    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself. A write that fails (a
+    closed stdout's too, once :func:`set_up_process` ran) is the entry point's to report
+    (:mod:`chatbot.stdout`)."""
     text = escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
     if sys.stdout is not None:
         sys.stdout.write(text)

@@ -1,12 +1,14 @@
-"""Did the model finish its answer? A reply is judged by how it ended, not by having text.
+"""Did the model finish its answer, and with text? The one rule for replies and summaries.
 
 A streamed answer whose connection closed early still arrives as a message, and so does one
-cut at the model's output limit or stopped by a content filter. Only a reply that finished
-normally may stand as an answer or as a summary.
+cut at the model's output limit or stopped by a content filter, and one that holds no text a
+person could read (a tool call, only reasoning, whitespace). Only a reply that finished
+normally with usable text (:func:`usable_text`) may stand as an answer or as a summary.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from langchain_core.messages import AIMessage
@@ -39,13 +41,52 @@ def finish_of(message: AIMessage) -> Finish:
         return "length"
     if reason in _FILTERED:
         return "filtered"
-    if not message.text.strip() and not message.tool_calls:
+    if not usable_text(message):
         return "empty"
     if reason is None and (message.response_metadata or {}).get("model_provider") in (
         _ALWAYS_SAYS_WHY
     ):
         return "cut"
     return "complete"
+
+
+_THINKING = re.compile(r"^\s*<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+"""Reasoning a model served as plain text puts before its answer."""
+_REASONING_BLOCKS = {"reasoning", "thinking", "redacted_thinking"}
+
+
+def usable_text(message: AIMessage) -> str:
+    """The text a reply holds for people: without reasoning a model put before it as plain
+    text (a ``<think>`` block), stripped; empty when nothing in it would show (whitespace or
+    invisible characters only, or no text at all: a tool call, reasoning)."""
+    text = str(message.text)
+    thinking = _THINKING.match(text)
+    if thinking:
+        text = text[thinking.end() :]
+    text = text.strip()
+    if any(char.isprintable() and not char.isspace() for char in text):
+        return text
+    return ""
+
+
+def _has_reasoning(message: AIMessage) -> bool:
+    if _THINKING.match(str(message.text)):
+        return True
+    if any(key in message.additional_kwargs for key in ("reasoning_content", "reasoning")):
+        return True
+    blocks = message.content if isinstance(message.content, list) else []
+    return any(isinstance(b, dict) and b.get("type") in _REASONING_BLOCKS for b in blocks)
+
+
+def without_text(message: AIMessage, what: str = "reply") -> str:
+    """Why a reply that ended ``empty`` cannot be used, as part of one line: it holds a tool
+    call, only reasoning, or nothing."""
+    if message.tool_calls or message.invalid_tool_calls:
+        asked = "the summary request" if what == "summary" else "your message"
+        return f"the model answered {asked} with a tool call, no text"
+    if _has_reasoning(message):
+        return f"the model returned only its reasoning, no {what}"
+    return incomplete("empty", what)
 
 
 def incomplete(finish: Finish, what: str = "reply") -> str:

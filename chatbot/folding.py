@@ -19,7 +19,6 @@ the limit even after asking once to condense it, is a failed summary.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -272,39 +271,19 @@ def summarize(
     return summary, calls
 
 
-_THINKING = re.compile(r"^\s*<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
-"""Reasoning a model served as plain text puts before its answer."""
-_REASONING_BLOCKS = {"reasoning", "thinking", "redacted_thinking"}
-
-
-def _has_reasoning(message: AIMessage) -> bool:
-    if any(key in message.additional_kwargs for key in ("reasoning_content", "reasoning")):
-        return True
-    blocks = message.content if isinstance(message.content, list) else []
-    return any(isinstance(b, dict) and b.get("type") in _REASONING_BLOCKS for b in blocks)
-
-
 def summary_text(response: AIMessage) -> str:
-    """The summary a reply holds: its text, without reasoning a model put before it, stripped.
+    """The summary a reply holds: its usable text (:func:`~chatbot.finish.usable_text`).
 
     Raises :class:`SummaryFailed` when the reply did not finish, or holds no usable text
-    (only whitespace or invisible characters, only reasoning, or a tool call instead).
+    (only whitespace or invisible characters, only reasoning, or a tool call instead): the
+    rule a chat reply meets too.
     """
     ending = finish.finish_of(response)
-    if ending not in ("complete", "empty"):  # a cut-off summary must never replace the real one
+    if ending == "empty":
+        raise SummaryFailed(finish.without_text(response, "summary"))
+    if ending != "complete":  # a cut-off summary must never replace the real one
         raise SummaryFailed(finish.incomplete(ending, "summary"))
-    text = str(response.text)
-    thinking = _THINKING.match(text)
-    if thinking:
-        text = text[thinking.end() :]
-    text = text.strip()
-    if any(char.isprintable() and not char.isspace() for char in text):
-        return text
-    if response.tool_calls or response.invalid_tool_calls:
-        raise SummaryFailed("the model answered the summary request with a tool call, no text")
-    if thinking or _has_reasoning(response):
-        raise SummaryFailed("the model returned only its reasoning, no summary")
-    raise SummaryFailed(finish.incomplete("empty", "summary"))
+    return finish.usable_text(response)
 
 
 def _kept_to_limit(

@@ -126,8 +126,11 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
             }
         }
     ending = finish.finish_of(response)
-    if ending in ("cut", "filtered", "empty"):
-        # A fragment is not an answer: the turn fails and the message waits for /retry.
+    # A fragment, or a reply with nothing to read, is not an answer: the turn fails and the
+    # message waits for /retry.
+    if ending == "empty":
+        raise ModelCallFailed(f"{finish.without_text(response)}; it was not saved")
+    if ending in ("cut", "filtered") or (ending == "length" and not finish.usable_text(response)):
         raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
     if ending == "length":
         response = finish.with_length_note(response)

@@ -6,7 +6,8 @@ thread (:meth:`chatbot.store.SqlStore.try_lease`). A second window or process th
 on a busy thread waits, saying so, and goes on when the first is done; turns on different threads
 never wait for each other. The lease is given back when the turn ends however it ends (success,
 failure, Ctrl-C), and a process killed mid-turn holds it only until it expires
-(:data:`chatbot.store.LEASE_SECONDS`): a running turn renews it every third of that.
+(:data:`chatbot.store.LEASE_SECONDS`): a running turn renews it every third of that. A holder
+on this machine (and in its PID namespace) whose process is gone is passed over at once.
 
 LangGraph's savers serialise writes only within one process; without the lease two processes
 answering on one thread at once both append to the same parent checkpoint, and one reply ends up
@@ -23,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 
 from chatbot.store import LEASE_SECONDS, SqlStore
@@ -30,9 +32,49 @@ from chatbot.store import LEASE_SECONDS, SqlStore
 POLL_SECONDS = 0.1
 """How often a waiting turn asks again."""
 
-HOLDER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-"""This process's name on its leases. One per process: a turn that re-enters (a /retry that
-rewrites the state, then runs) renews its own lease instead of waiting for itself."""
+
+def _this_place() -> str:
+    """This machine's boot and PID namespace, where Linux says them (else empty): a process id
+    means one process only there. (A host name does not: two machines may share one.)"""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return f"{boot}/{namespace}" if boot else ""
+
+
+PLACE = _this_place()
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{PLACE}"
+
+
+HOLDER = _holder()
+"""This process's name on its leases: host, process id, a random part, and :data:`PLACE`. One
+per process: a turn that re-enters (a /retry that rewrites the state, then runs) renews its own
+lease instead of waiting for itself."""
+
+
+def gone(holder: str) -> bool:
+    """True when ``holder`` names a process of this place that no longer runs: its lease is
+    taken at once instead of after it expires. Any doubt (another machine, a name made before
+    places were named, a process id that now belongs to another process) says no: that lease
+    only expires."""
+    parts = holder.split(":")
+    if len(parts) != 4:
+        return False
+    _, pid, _, place = parts
+    if not PLACE or place != PLACE or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (PermissionError: another user's process, alive)
+        return False
+    return False
 
 
 class _Renewer:
@@ -73,8 +115,9 @@ class _Renewer:
 
 
 _renewer = _Renewer()
-os.register_at_fork(after_in_child=lambda: globals().update(_renewer=_Renewer()))
-"""(A forked child has no renewer thread, and holds none of its parent's leases.)"""
+os.register_at_fork(after_in_child=lambda: globals().update(_renewer=_Renewer(), HOLDER=_holder()))
+"""(A forked child has no renewer thread, and holds none of its parent's leases: it has a
+name of its own.)"""
 
 
 class Lease:
@@ -89,9 +132,20 @@ class Lease:
         self._renewing = threading.Lock()
         """Held while the lease is renewed or given back, so no renewal follows the release."""
 
+    def _take(self) -> bool:
+        """Take the lease if it is free, ours, or held by a process that is :func:`gone`."""
+        if self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+            return True
+        holder = self.store.lease_holder(self.thread_id)
+        return (
+            holder is not None
+            and gone(holder)
+            and self.store.try_lease(self.thread_id, HOLDER, self.seconds, replacing=holder)
+        )
+
     def try_acquire(self) -> bool:
         """Take the lease if it is free (or ours); False without waiting if not."""
-        if self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+        if self._take():
             self._start_renewing()
             return True
         return False
@@ -99,7 +153,7 @@ class Lease:
     def acquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
         """Wait until the lease is ours; ``on_wait`` is called once if it has to wait."""
         waited = False
-        while not self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+        while not self._take():
             if not waited:
                 on_wait()
                 waited = True
@@ -109,7 +163,7 @@ class Lease:
     async def aacquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
         """:meth:`acquire` for a task: cancelling it (Ctrl-C) stops the waiting."""
         waited = False
-        while not self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+        while not self._take():
             if not waited:
                 on_wait()
                 waited = True

@@ -269,9 +269,15 @@ class PgStore(SqlStore):
 
     # --- one turn at a time per thread -------------------------------------------------------
 
-    def try_lease(self, thread_id: str, holder: str, seconds: float = LEASE_SECONDS) -> bool:
-        """Take (or renew) the thread's lease; the server's clock decides expiry, so hosts
-        whose clocks differ agree."""
+    def try_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float = LEASE_SECONDS,
+        replacing: str | None = None,
+    ) -> bool:
+        """Take (or renew) the thread's lease (or one ``replacing`` held); the server's clock
+        decides expiry, so hosts whose clocks differ agree."""
         now = "extract(epoch from clock_timestamp())"
         acquired = self._write(
             (
@@ -282,8 +288,9 @@ class PgStore(SqlStore):
                     holder = excluded.holder, expires_at = excluded.expires_at
                 WHERE chatbot_leases.holder = excluded.holder
                    OR chatbot_leases.expires_at < {now}
+                   OR chatbot_leases.holder = ?::text
                 """,
-                (thread_id, holder, seconds),
+                (thread_id, holder, seconds, replacing),
             )
         )
         return acquired == 1

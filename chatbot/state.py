@@ -7,17 +7,65 @@ and routers see while a run goes on (the state and the run's own notes, never st
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal, NotRequired, cast, get_origin
 
-from langchain_core.messages import AnyMessage
-from langgraph.channels import UntrackedValue
-from langgraph.graph import MessagesState, add_messages
+from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langgraph.channels import LastValue, UntrackedValue
+from langgraph.errors import InvalidUpdateError
+from langgraph.graph import add_messages
+from langgraph.graph.message import Messages
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
+_KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
 
-class State(MessagesState):
+
+class Checked(LastValue[Any]):
+    """A state key that keeps the last value written, as LangGraph's plain keys do, and
+    refuses one of the wrong type when it is written: an ``update_state`` from Studio's state
+    editor or the SDK fails then, naming the key, instead of the next turn failing on it."""
+
+    __slots__ = ()
+
+    def update(self, values: Sequence[Any]) -> bool:
+        kind = get_origin(self.typ) or self.typ
+        for value in values:
+            if not isinstance(value, kind):
+                raise InvalidUpdateError(
+                    f"the state's {self.key!r} must be {_KINDS.get(kind, kind.__name__)}, not "
+                    f"{_described(value)}: nothing was changed; update it with one"
+                )
+        return super().update(values)
+
+
+def _described(value: Any) -> str:
+    return "None" if value is None else f"{type(value).__name__} {value!r:.40}"
+
+
+def checked_messages(left: Messages, right: Messages) -> Messages:
+    """LangGraph's ``add_messages``, refusing what is not a list of messages: a bare string
+    (which it would take as one new human message) or a number, and an element that is no
+    message, in a line that names ``messages`` and says what it takes."""
+    if not isinstance(right, list | tuple | dict | BaseMessage):
+        raise InvalidUpdateError(
+            f"the state's 'messages' must be a list of messages, not {_described(right)}: "
+            "nothing was changed; update it with a list, e.g. [{'type': 'human', 'content': "
+            "'hi'}] (a message with a kept one's id replaces it)"
+        )
+    try:
+        messages = convert_to_messages(right if isinstance(right, list) else [right])
+    except (NotImplementedError, ValueError) as error:
+        reason = str(error).splitlines()[0]  # (langchain-core's: "Unsupported message type: …")
+        raise InvalidUpdateError(
+            f"the state's 'messages' must be a list of messages: {reason}; nothing was "
+            "changed; give each as a message, or a dict like {'type': 'human', 'content': 'hi'}"
+        ) from None
+    return add_messages(left, cast(Messages, messages))
+
+
+class State(TypedDict):
     """The conversation: the kept messages, and the running summary of everything folded.
 
     ``messages`` holds the latest messages verbatim (LangGraph's ``add_messages`` reducer, so
@@ -35,14 +83,17 @@ class State(MessagesState):
     (:func:`chatbot.roles.effective_prompt`).
     ``usage`` is the running record of the tokens each model call cost, per role and model
     (:mod:`chatbot.pricing`), so /tokens prices the thread without reading its history.
+    Every key refuses a value of the wrong type when it is written (:class:`Checked`,
+    :func:`checked_messages`).
     """
 
-    summary: str
-    context_overflow: dict[str, Any]
-    folded: dict[str, Any]
-    system_prompt: str
-    system_role: str
-    usage: dict[str, Any]
+    messages: Annotated[list[AnyMessage], checked_messages]
+    summary: Annotated[str, Checked]
+    context_overflow: Annotated[dict[str, Any], Checked]
+    folded: Annotated[dict[str, Any], Checked]
+    system_prompt: Annotated[str, Checked]
+    system_role: Annotated[str, Checked]
+    usage: Annotated[dict[str, Any], Checked]
 
 
 class ChatInput(TypedDict):
@@ -52,7 +103,7 @@ class ChatInput(TypedDict):
     a refused request), written by the nodes only.
     """
 
-    messages: Annotated[list[AnyMessage], add_messages]
+    messages: Annotated[list[AnyMessage], checked_messages]
     summary: NotRequired[str]
     system_prompt: NotRequired[str]
 

@@ -64,12 +64,26 @@ def failure_error(error: OSError) -> OSError | OutputFailed:
     """The error a failed write to stdout raises: quiet for a reader gone, one line else."""
     if error.errno == errno.EPIPE:
         return OutputClosed(error.errno, error.strerror)
+    if error.errno == errno.EBADF:
+        return OutputFailed("cannot write to stdout: it is closed (or not open for writing)")
     return OutputFailed(f"cannot write to stdout: {error.strerror or error}; the output is cut")
 
 
 def install() -> None:
     """Put stdout behind :class:`StdoutFile`, as Python made it otherwise (encoding, line
-    buffering on a terminal, ``-u``); characters it cannot encode are written as ``?``."""
+    buffering on a terminal, ``-u``); characters it cannot encode are written as ``?``.
+
+    A closed stdout (``>&-``; Python's ``sys.stdout`` is then None) takes the same path: fd 1
+    is taken by ``/dev/null`` opened read-only, so that every write fails (EBADF) and is
+    reported as a full disk's is; and so that no file or socket opened later gets fd 1 and
+    the output with it."""
+    if sys.stdout is None and _closed(1):
+        readable = os.open(os.devnull, os.O_RDONLY)
+        if readable != 1:
+            os.dup2(readable, 1)
+            os.close(readable)
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(StdoutFile(1)), encoding="utf-8")
+        return
     current = sys.stdout
     if not isinstance(current, io.TextIOWrapper) or isinstance(_raw(current), StdoutFile):
         return
@@ -85,6 +99,14 @@ def install() -> None:
         line_buffering=current.line_buffering,
         write_through=current.write_through,
     )
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError as error:
+        return error.errno == errno.EBADF
+    return False
 
 
 def _raw(stream: object) -> object:

@@ -595,8 +595,21 @@ class SqlStore:
     def saver(self) -> BaseCheckpointSaver[str]:
         raise NotImplementedError
 
-    def try_lease(self, thread_id: str, holder: str, seconds: float = LEASE_SECONDS) -> bool:
+    def try_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float = LEASE_SECONDS,
+        replacing: str | None = None,
+    ) -> bool:
+        """Take (or renew) the thread's lease for ``holder``; False while another holds an
+        unexpired one, unless that one is ``replacing`` (a holder known to be gone)."""
         raise NotImplementedError
+
+    def lease_holder(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease (its row may have expired), or None."""
+        rows = self._query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
+        return str(rows[0][0]) if rows else None
 
     def stats(self) -> StoreStats:
         raise NotImplementedError
@@ -1140,9 +1153,16 @@ class Store(SqlStore):
 
     # --- one turn at a time per thread ------------------------------------------------------
 
-    def try_lease(self, thread_id: str, holder: str, seconds: float = LEASE_SECONDS) -> bool:
+    def try_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float = LEASE_SECONDS,
+        replacing: str | None = None,
+    ) -> bool:
         """Take (or renew) the thread's lease for ``holder``; False while another holds an
-        unexpired one. Different threads never wait for each other."""
+        unexpired one, unless that one is ``replacing``. Different threads never wait for each
+        other."""
         now = time.time()
         acquired = self._write(
             (
@@ -1152,8 +1172,9 @@ class Store(SqlStore):
                     holder = excluded.holder, expires_at = excluded.expires_at
                 WHERE chatbot_leases.holder = excluded.holder
                    OR chatbot_leases.expires_at < ?
+                   OR chatbot_leases.holder = ?
                 """,
-                (thread_id, holder, now + seconds, now),
+                (thread_id, holder, now + seconds, now, replacing),
             )
         )
         return acquired == 1

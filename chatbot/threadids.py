@@ -40,6 +40,10 @@ def check_thread_id(thread_id: str) -> str:
 
     A leading ``-`` is refused as git refuses it in a branch name: every command would read
     the id as an option (``chatbot show -x``), and it would take ``--`` before it forever.
+    Characters that show as nothing (a zero-width space, a bidi control, a BOM: Unicode's
+    format characters and the like) and bytes that were not UTF-8 (read as U+FFFD or kept as
+    lone surrogates) are refused too: listings show thread ids, and two that look alike there
+    must be the same thread.
     """
     value = thread_id.strip()
     if any(c < " " or "\x7f" <= c <= "\x9f" for c in value):
@@ -47,10 +51,21 @@ def check_thread_id(thread_id: str) -> str:
             f"{quoted(value)} is not a usable thread id: it contains a control character "
             "(an escape code?); use printable characters without spaces"
         )
+    if any(c == "\ufffd" or "\ud800" <= c <= "\udfff" for c in value):
+        raise ValueError(
+            f"{quoted(value)} is not a usable thread id: it holds bytes that are not UTF-8 "
+            "text; use printable characters without spaces"
+        )
     if not value or any(c.isspace() for c in value) or len(value) > MAX_THREAD_ID:
         raise ValueError(
             f"{quoted(thread_id)} is not a usable thread id: use 1-{MAX_THREAD_ID} characters "
             "without spaces"
+        )
+    hidden = next((c for c in value if not c.isprintable()), None)
+    if hidden is not None:
+        raise ValueError(
+            f"{quoted(value)} is not a usable thread id: it contains {_named(hidden)}, which "
+            "listings would not show; use printable characters without spaces"
         )
     if value.startswith("-"):
         raise ValueError(
@@ -58,6 +73,14 @@ def check_thread_id(thread_id: str) -> str:
             "read as an option: start it with another character"
         )
     return value
+
+
+def _named(char: str) -> str:
+    """``U+200B (ZERO WIDTH SPACE)``: an invisible character, as a message can show it."""
+    import unicodedata
+
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
 
 
 def fork_id(thread_id: str, number: int) -> str:

@@ -11,6 +11,7 @@ Every request is recorded (parsed JSON body and ``Authorization`` header). Repli
 scripted: queued :class:`Reply` objects (or plain strings) are used first, in order; when the
 queue is empty the ``responder`` callable, given the request body, returns a string or a
 :class:`Reply`. With neither, the server answers 500 so that a missing script fails loudly.
+:func:`completion` makes a reply holding any assistant message (tool calls, reasoning fields).
 
 Like OpenAI, it counts prompt tokens with the real o200k_base vocabulary (tiktoken, see
 ``tests/reference_tokenizer.py``) and reports them as usage; with ``context_limit`` set it
@@ -126,6 +127,42 @@ def context_length_exceeded(limit: int, requested: int) -> Reply:
             f"resulted in {requested} tokens. Please reduce the length of the messages."
         ),
     )
+
+
+def completion(message: dict[str, Any], finish: str = "stop") -> Callable[[dict[str, Any]], Reply]:
+    """A raw answer whose assistant message is ``message`` (tool calls, reasoning fields),
+    streamed or not as the request asks."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        base = {"id": "chatcmpl-raw", "created": 1, "model": body.get("model", "fake")}
+        if not body.get("stream"):
+            document = {
+                **base,
+                "object": "chat.completion",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", **message},
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+            }
+            return Reply(raw=json.dumps(document).encode(), content_type="application/json")
+        delta = dict(message)
+        if "tool_calls" in delta:
+            delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(delta["tool_calls"])]
+        events = [
+            {**base, "object": "chat.completion.chunk", "choices": [choice]}
+            for choice in (
+                {"index": 0, "delta": {"role": "assistant", **delta}, "finish_reason": None},
+                {"index": 0, "delta": {}, "finish_reason": finish},
+            )
+        ]
+        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return Reply(raw=data.encode(), content_type="text/event-stream")
+
+    return reply
 
 
 class FakeOpenAI:

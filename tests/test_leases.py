@@ -54,7 +54,7 @@ time.sleep(600)
 """
 
 
-def test_a_killed_process_blocks_the_thread_only_until_its_lease_expires(any_db: str) -> None:
+def test_a_killed_process_blocks_the_thread_no_longer_than_its_lease(any_db: str) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_AND_DIE, any_db, "1.5"],
         stdout=subprocess.PIPE,
@@ -71,7 +71,7 @@ def test_a_killed_process_blocks_the_thread_only_until_its_lease_expires(any_db:
             waited = Lease(store, "t")
             started = time.monotonic()
             waited.acquire()
-            assert time.monotonic() - started < 10, "free once the dead holder's lease expired"
+            assert time.monotonic() - started < 10, "free once its holder is dead"
             waited.release()
     finally:
         holder.kill()

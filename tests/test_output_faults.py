@@ -23,6 +23,7 @@ from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, chatbot_argv, offline_threads, one_error, runner
 
 FULL = "error: cannot write to stdout: No space left on device; the output is cut"
+CLOSED = "error: cannot write to stdout: it is closed (or not open for writing)"
 LONG_TEXT = "x" * 90_000  # (its thread's export and JSON are larger than a pipe's 64 KB)
 
 
@@ -35,18 +36,21 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(
     *args: str,
-    stdout: int | IO[Any] = subprocess.PIPE,
+    stdout: int | IO[Any] | None = subprocess.PIPE,
     typer: bool = False,
     stdin: str | None = None,
     limit: int | None = None,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
     """``chatbot ARGS`` in a child process (through the entry point, or the Typer app with
-    ``typer``); ``limit``: the largest file it may write, in bytes."""
+    ``typer``); ``limit``: the largest file it may write, in bytes; ``stdout=None``: stdout
+    closed (``>&-``)."""
 
     def limited() -> None:
         if limit is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        if stdout is None:
+            os.close(1)
 
     return subprocess.run(
         chatbot_argv(*args, typer=typer),
@@ -105,16 +109,32 @@ def test_the_typer_app_reports_a_full_stdout_as_the_entry_point_does(
     assert only_line(done) == FULL
 
 
-def test_ask_on_a_full_stdout_keeps_the_message_for_retry(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
+def test_ask_on_a_stdout_that_takes_nothing_saves_the_reply_and_says_so(
+    tmp_path: Path, stdout: str
+) -> None:
+    """The reply came whole: it is saved, though it could not be printed (on /dev/full the
+    turn was stopped, and the reply lost; with stdout closed all went unsaid, exit 0)."""
     database = tmp_path / "ask.sqlite"
     with open("/dev/full", "w") as full:
-        done = run("ask", "hello", "-t", "a1", "--db", str(database), stdout=full)
+        target = full if stdout == "/dev/full" else None
+        done = run("ask", "hello", "-t", "a1", "--db", str(database), stdout=target)
     assert done.returncode == 1 and "Exception ignored" not in done.stderr
+    assert "Traceback" not in done.stderr
     note, line = done.stderr.strip().splitlines()  # (the note: the offline model answers)
     assert note.startswith("note: No OPENAI_API_KEY")
-    assert line.startswith(FULL) and "your message is kept in thread 'a1'" in line
+    problem = FULL if stdout == "/dev/full" else CLOSED
+    assert line == f"{problem} - your message and the reply are saved ('chatbot show a1' prints it)"
     shown = json.loads(run("show", "a1", "--json", "--db", str(database)).stdout)
-    assert [m["content"] for m in shown["messages"]] == ["hello"]
+    assert [m["type"] for m in shown["messages"]] == ["human", "ai"]
+    assert shown["messages"][0]["content"] == "hello"
+
+
+@pytest.mark.parametrize(
+    "form", [["threads"], ["threads", "--json"], ["show", "t1"], ["--version"]], ids=" ".join
+)
+def test_a_closed_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> None:
+    assert only_line(run(*form, stdout=None, CHATBOT_DB=str(db))) == CLOSED
 
 
 @pytest.mark.parametrize(
@@ -275,6 +295,49 @@ def test_a_thread_id_starting_with_a_dash_is_refused_where_threads_are_named(
     assert not database.exists()
     chatted = run("chat", "--thread", "t9", "--db", str(database), stdin="/thread -x\n")
     assert "'-x' is not a usable thread id" in chatted.stdout + chatted.stderr
+
+
+HIDDEN_IDS = {
+    "a\u200bb": "U+200B (ZERO WIDTH SPACE)",
+    "\u202eab": "U+202E (RIGHT-TO-LEFT OVERRIDE)",
+    "a\u2066b": "U+2066 (LEFT-TO-RIGHT ISOLATE)",
+    "\ufeffab": "U+FEFF (ZERO WIDTH NO-BREAK SPACE)",
+}
+NOT_UTF8_IDS = [os.fsdecode(b"\xff"), os.fsdecode(b"ab\xc3")]  # (argv bytes, as Python has them)
+
+
+def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_named(
+    db: Path, tmp_path: Path
+) -> None:
+    """Listings show thread ids: one with an invisible character, or with bytes that are not
+    UTF-8 (read as U+FFFD), looks like another thread's id there."""
+    database = tmp_path / "hidden.sqlite"
+    for thread, name in HIDDEN_IDS.items():
+        line = only_line(run("ask", "hi", "--thread", thread, "--db", str(database)), 2)
+        assert line == (
+            f"error: {thread!r} is not a usable thread id: it contains {name}, which listings "
+            "would not show; use printable characters without spaces"
+        )
+    for thread in NOT_UTF8_IDS:
+        line = only_line(run("ask", "hi", "--thread", thread, "--db", str(database)), 2)
+        assert line.endswith(
+            "is not a usable thread id: it holds bytes that are not UTF-8 text; use printable "
+            "characters without spaces"
+        ), line
+    for form in (["chat", "--thread", "a\u200bb"], ["fork", "t2", "--to", NOT_UTF8_IDS[0]]):
+        db_here = str(db if form[0] == "fork" else database)
+        assert "is not a usable thread id" in only_line(run(*form, "--db", db_here), 2)
+    assert not database.exists()
+    chatted = run(
+        "chat",
+        "--thread",
+        "t9",
+        "--db",
+        str(database),
+        stdin="/thread a\u200bb\n/rename \u202eab\n",
+    )
+    said = chatted.stdout + chatted.stderr
+    assert said.count("is not a usable thread id: it contains U+") == 2, said
 
 
 def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_path: Path) -> None:

@@ -261,3 +261,23 @@ def test_state_edits_without_as_node_after_a_turn_while_paused_and_from_an_old_c
     )
     assert fork_state["values"]["summary"] == "a fork"
     assert fork_state["parent_checkpoint"]["checkpoint_id"] == old["checkpoint"]["checkpoint_id"]
+
+
+def test_a_state_edit_of_the_wrong_type_is_refused_with_its_reason(client: Any) -> None:
+    """The SDK (or Studio's editor) sends a number as the summary: HTTP 400 saying what the
+    key must be, and the thread as it was."""
+    import httpx
+
+    thread = client.threads.create()["thread_id"]
+    run_turn(client, thread, "hi")
+    before = client.threads.get_state(thread)
+
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.threads.update_state(thread, {"summary": 42})
+
+    assert refused.value.response.status_code == 400
+    assert "the state's 'summary' must be text" in refused.value.response.text
+    after = client.threads.get_state(thread)
+    assert after["checkpoint"] == before["checkpoint"]
+    run_turn(client, thread, "still here")
+    assert len(client.threads.get_state(thread)["values"]["messages"]) == 4

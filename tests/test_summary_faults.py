@@ -11,13 +11,13 @@ editor, LangGraph's server deleting a thread).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import InvalidUpdateError
 
 from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
@@ -25,7 +25,7 @@ from chatbot.models import make_model
 from chatbot.pgstore import open_store
 from chatbot.search import search
 from chatbot.settings import Settings
-from tests.fake_openai import RecordedRequest, Reply
+from tests.fake_openai import RecordedRequest, Reply, completion
 from tests.helpers import (
     Cli,
     is_summary_request,
@@ -57,42 +57,6 @@ def summaries(*replies: str | Reply | Callable[[dict[str, Any]], Reply]) -> Any:
         return reply(body) if callable(reply) else reply
 
     return respond
-
-
-def completion(message: dict[str, Any], finish: str = "stop") -> Callable[[dict[str, Any]], Reply]:
-    """A raw answer whose assistant message is ``message`` (tool calls, reasoning fields),
-    streamed or not as the request asks."""
-
-    def reply(body: dict[str, Any]) -> Reply:
-        base = {"id": "chatcmpl-raw", "created": 1, "model": body.get("model", "fake")}
-        if not body.get("stream"):
-            document = {
-                **base,
-                "object": "chat.completion",
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", **message},
-                        "finish_reason": finish,
-                    }
-                ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
-            }
-            return Reply(raw=json.dumps(document).encode(), content_type="application/json")
-        delta = dict(message)
-        if "tool_calls" in delta:
-            delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(delta["tool_calls"])]
-        events = [
-            {**base, "object": "chat.completion.chunk", "choices": [choice]}
-            for choice in (
-                {"index": 0, "delta": {"role": "assistant", **delta}, "finish_reason": None},
-                {"index": 0, "delta": {}, "finish_reason": finish},
-            )
-        ]
-        data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
-        return Reply(raw=data.encode(), content_type="text/event-stream")
-
-    return reply
 
 
 TOOL_CALL = completion(
@@ -417,6 +381,45 @@ def test_state_edits_without_as_node_fork_from_an_old_checkpoint() -> None:
     )
     after = graph.invoke({"messages": [HumanMessage("three")]}, forked)
     assert [m.text for m in after["messages"]] == ["one", "reply 1", "three", "reply 3"]
+
+
+BAD_EDITS = {
+    "summary 42": ({"summary": 42}, "the state's 'summary' must be text (a string; '' for none)"),
+    "summary None": ({"summary": None}, "the state's 'summary' must be text"),
+    "messages a string": (
+        {"messages": "not a list"},
+        "the state's 'messages' must be a list of messages, not str 'not a list'",
+    ),
+    "messages a number": ({"messages": [42]}, "the state's 'messages' must be a list of messages"),
+    "system_prompt 3": ({"system_prompt": 3}, "the state's 'system_prompt' must be text"),
+    "context_overflow text": (
+        {"context_overflow": "x"},
+        "the state's 'context_overflow' must be an object (a dict), not str 'x'",
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(BAD_EDITS), ids=list(BAD_EDITS))
+def test_a_state_edit_of_the_wrong_type_is_refused_and_the_thread_goes_on(edit: str) -> None:
+    """What Studio's editor or the SDK could send: it was stored, and a later turn failed on
+    it (the summary's text counted, a refused request's record read)."""
+    update, said = BAD_EDITS[edit]
+    graph, _ = _graph(summary_trigger="messages:4", summary_keep="messages:2")
+    graph.invoke({"messages": [HumanMessage("one")]}, CONFIG)
+    before = graph.get_state(CONFIG)
+
+    with pytest.raises(InvalidUpdateError) as refused:
+        graph.update_state(CONFIG, update)
+
+    assert str(refused.value).startswith(said), refused.value
+    assert "nothing was changed" in str(refused.value)
+    after = graph.get_state(CONFIG)
+    assert after.config == before.config and after.values == before.values, "nothing stored"
+    for text in ("two", "three"):
+        graph.invoke({"messages": [HumanMessage(text)]}, CONFIG)
+    state = graph.get_state(CONFIG).values
+    assert state["summary"] == "SUMMARY", "the thread folds and answers as before"
+    assert [m.text for m in state["messages"]][-2:] == ["three", "reply 3"]
 
 
 # --- deleting through the saver ------------------------------------------------------------------

@@ -28,9 +28,14 @@ from typing import Any
 
 import psycopg
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
+from chatbot.errors import ModelCallFailed
+from chatbot.graph import build_graph
+from chatbot.settings import Settings
 from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
-from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply
+from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, completion
 from tests.helpers import (
     CHAT_MODEL,
     SECRET,
@@ -39,6 +44,7 @@ from tests.helpers import (
     is_summary_request,
     wait_until,
 )
+from tests.scripted import ScriptedChatModel
 
 CHATBOT = [sys.executable, "-m", "chatbot"]
 
@@ -372,6 +378,22 @@ def test_a_call_log_that_refuses_every_write_is_refused_at_start(cli: Cli, path:
     assert not cli.db.exists(), "nothing was sent or saved"
 
 
+def test_a_call_log_on_a_pipe_that_nothing_reads_is_refused_at_start(tmp_path: Path) -> None:
+    """A FIFO with no reader: opening it to write waited for a reader for ever (the
+    subprocess's timeout is only the safety net for that hang)."""
+    fifo = tmp_path / "calls.fifo"
+    os.mkfifo(fifo)
+    db = tmp_path / "chat.sqlite"
+    done = run(["ask", "hello", "-t", "t1"], process_env(None, str(db), CHATBOT_LOG=str(fifo)))
+    assert done.returncode == 2, done.stderr
+    assert error_lines(done.stderr) == [
+        f"error: CHATBOT_LOG={str(fifo)!r} cannot be written: it is a named pipe that nothing "
+        "reads; give a file path in a folder you can write to, or unset it"
+    ]
+    assert "Traceback" not in done.stderr
+    assert not db.exists(), "nothing was sent or saved"
+
+
 def log_lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -532,3 +554,133 @@ def test_a_process_ended_mid_turn_gives_the_thread_back_and_keeps_the_message(
     assert "waiting" not in following.stderr, "nothing to wait for"
     assert "the previous turn in this thread never got a reply" in following.stderr
     assert messages(any_db, "t1") == [("human", "one"), ("human", "two"), ("ai", "echo: two")]
+
+
+# --- a reply with nothing to read ---------------------------------------------------------------
+
+TOOL_CALL = {"name": "lookup", "args": {"q": "x"}, "id": "call_1", "type": "tool_call"}
+WITHOUT_TEXT = {
+    "tool call": (AIMessage("", tool_calls=[TOOL_CALL]), "answered your message with a tool call"),
+    "reasoning_content": (
+        AIMessage("", additional_kwargs={"reasoning_content": "Let me think."}),
+        "returned only its reasoning, no reply",
+    ),
+    "reasoning block": (
+        AIMessage([{"type": "reasoning", "reasoning": "Let me think."}]),
+        "returned only its reasoning, no reply",
+    ),
+    "thinking block": (
+        AIMessage([{"type": "thinking", "thinking": "Hmm."}, {"type": "text", "text": " \n"}]),
+        "returned only its reasoning, no reply",
+    ),
+    "think prefix": (AIMessage("<think>Let me see.</think>\n\n"), "only its reasoning, no reply"),
+    "whitespace": (AIMessage(" \n\t "), "returned an empty reply"),
+    "invisible": (AIMessage("\u200b\ufeff\u3000"), "returned an empty reply"),
+    "cut at length, reasoning only": (
+        AIMessage("", response_metadata={"finish_reason": "length"}),
+        "the reply was cut at the model's length limit",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(WITHOUT_TEXT), ids=list(WITHOUT_TEXT))
+def test_a_reply_without_text_fails_the_turn_and_keeps_the_message(shape: str) -> None:
+    reply, reason = WITHOUT_TEXT[shape]
+    chat = ScriptedChatModel(script=[reply], default="the real answer")
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    graph = build_graph(chat, settings=settings, checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t1"}}
+
+    with pytest.raises(ModelCallFailed) as failed:
+        graph.invoke({"messages": [HumanMessage("hello")]}, config)
+
+    assert reason in str(failed.value) and str(failed.value).endswith("; it was not saved")
+    assert [m.type for m in graph.get_state(config).values["messages"]] == ["human"]
+    state = graph.invoke(None, config)  # what /retry does: the message is answered again
+    assert [(m.type, m.text) for m in state["messages"]] == [
+        ("human", "hello"),
+        ("ai", "the real answer"),
+    ]
+
+
+def test_a_reply_after_its_reasoning_is_still_an_answer() -> None:
+    chat = ScriptedChatModel(script=["<think>Let me see.</think>\nHello!"])
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    graph = build_graph(chat, settings=settings, checkpointer=InMemorySaver())
+    state = graph.invoke(
+        {"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "t"}}
+    )
+    assert [m.type for m in state["messages"]] == ["human", "ai"]
+
+
+TOOL_CALL_ONLY = completion(
+    {
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    },
+    finish="tool_calls",
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (TOOL_CALL_ONLY, "the model answered your message with a tool call, no text"),
+        (
+            Reply(text="<think>Let me see.</think>\n"),
+            "the model returned only its reasoning, no reply",
+        ),
+        (Reply(text="\u200b\u200b"), "the model returned an empty reply"),
+    ],
+    ids=["tool call", "think block", "invisible"],
+)
+def test_ask_with_a_reply_without_text_says_so_and_keeps_the_message(
+    cli: Cli, reply: Any, reason: str
+) -> None:
+    cli.server.responder = reply if callable(reply) else lambda _: reply
+    result = cli.ask("hello")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: {reason}; it was not saved - your message is kept in thread 't1': {KEPT_AGAIN}"
+    ]
+    assert result.stdout == "", "nothing is shown as a reply"
+    assert [m["type"] for m in cli.show()["messages"]] == ["human"]
+
+
+_HOLD_AND_WAIT = """
+import sys, time
+from chatbot.leases import Lease
+from chatbot.pgstore import open_store
+Lease(open_store(sys.argv[1]), "t1").acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
+    any_db: str,
+) -> None:
+    """The holder is gone (kill -9: it could not give the lease back); the next turn no longer
+    waits out the lease's 30 s."""
+    env = process_env(None, any_db)
+    assert run(["ask", "one", "-t", "t1"], env).returncode == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_WAIT, any_db], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        (held,) = lease_holders(any_db, "t1")
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert lease_holders(any_db, "t1") == [held], "the dead process's lease is still there"
+
+    following = run(["ask", "two", "-t", "t1"], env)
+
+    assert following.returncode == 0, following.stderr
+    assert "waiting" not in following.stderr, following.stderr
+    assert [text for kind, text in messages(any_db, "t1") if kind == "human"] == ["one", "two"]
