@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, cast, get_origin
 
-from langchain_core.messages import AnyMessage, BaseMessage, convert_to_messages
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, convert_to_messages
 from langgraph.channels import LastValue, UntrackedValue
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph import add_messages
@@ -45,9 +45,12 @@ def _described(value: Any) -> str:
 
 
 def checked_messages(left: Messages, right: Messages) -> Messages:
-    """LangGraph's ``add_messages``, refusing what is not a list of messages: a bare string
-    (which it would take as one new human message) or a number, and an element that is no
-    message, in a line that names ``messages`` and says what it takes."""
+    """LangGraph's ``add_messages``, refusing what is not messages: a number, ``None``, an
+    element that is no message, in a line that names ``messages`` and says what it takes. A
+    bare string is one new human message, as ``add_messages`` takes it (``{"messages": "hi"}``
+    is a LangGraph idiom)."""
+    if isinstance(right, str):
+        right = HumanMessage(right)
     if not isinstance(right, list | tuple | dict | BaseMessage):
         raise InvalidUpdateError(
             f"the state's 'messages' must be a list of messages, not {_described(right)}: "

@@ -386,9 +386,9 @@ def test_state_edits_without_as_node_fork_from_an_old_checkpoint() -> None:
 BAD_EDITS = {
     "summary 42": ({"summary": 42}, "the state's 'summary' must be text (a string; '' for none)"),
     "summary None": ({"summary": None}, "the state's 'summary' must be text"),
-    "messages a string": (
-        {"messages": "not a list"},
-        "the state's 'messages' must be a list of messages, not str 'not a list'",
+    "messages None": (
+        {"messages": None},
+        "the state's 'messages' must be a list of messages, not None",
     ),
     "messages a number": ({"messages": [42]}, "the state's 'messages' must be a list of messages"),
     "system_prompt 3": ({"system_prompt": 3}, "the state's 'system_prompt' must be text"),
@@ -420,6 +420,17 @@ def test_a_state_edit_of_the_wrong_type_is_refused_and_the_thread_goes_on(edit: 
     state = graph.get_state(CONFIG).values
     assert state["summary"] == "SUMMARY", "the thread folds and answers as before"
     assert [m.text for m in state["messages"]][-2:] == ["three", "reply 3"]
+
+
+def test_a_bare_string_as_the_messages_is_one_human_message_as_in_langgraph() -> None:
+    """``{"messages": "hi"}``, LangGraph's idiom (``add_messages`` takes a string as one human
+    message), as a run's input and as an edit: the type check does not refuse it."""
+    graph, _ = _graph()
+    state = graph.invoke({"messages": "hello"}, CONFIG)
+    assert [(m.type, m.text) for m in state["messages"]] == [("human", "hello"), ("ai", "reply 1")]
+    graph.update_state(CONFIG, {"messages": "typed in Studio"})
+    last = graph.get_state(CONFIG).values["messages"][-1]
+    assert (last.type, last.text) == ("human", "typed in Studio")
 
 
 # --- deleting through the saver ------------------------------------------------------------------
