@@ -128,12 +128,13 @@ def test_in_process_bytes_and_surrogates_never_break_a_turn(tmp_path: Path) -> N
     argument = runner.invoke(app, ["ask", "two \udcff", "--db", db])
     assert argument.exit_code == 0, argument.output
     thread = runner.invoke(app, ["ask", "three", "-t", "t\udcfe", "--db", db])
-    assert thread.exit_code == 0, thread.output
+    assert thread.exit_code == 2, "a thread id that is not text is refused"
+    assert "bytes that are not UTF-8" in thread.output
     repl = runner.invoke(app, ["chat", "-t", "r", "--db", db], input=b"four \xfe\n/rename r\xff\n")
     assert repl.exit_code == 0, repl.output
     assert stored_messages(Path(db), "default")[::2] == ["one \ufffd\n", "two \ufffd"]
-    assert stored_messages(Path(db), "t\ufffd")[0] == "three"
-    assert stored_messages(Path(db), "r\ufffd")[0] == "four \ufffd"
+    assert "three" not in json.dumps([stored_messages(Path(db), t) for t in ("default", "r")])
+    assert stored_messages(Path(db), "r")[0] == "four \ufffd", "not renamed to a name not text"
 
 
 def test_valid_text_replaces_what_was_not_utf8_like_a_decoder_would() -> None:

@@ -119,7 +119,8 @@ def test_the_quick_forms_do_what_they_say(db: Path) -> None:
 def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> None:
     """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None; the
     quick path flushed both before exiting, a traceback and exit code 1 where the Typer app
-    exits 0."""
+    exited 0. Both now say in one line that stdout is closed, exit 1 (nothing could be shown),
+    and go on quietly without a stderr."""
     forms = [
         ["threads", "--db", str(db)],
         ["history", "t1", "--db", str(db)],
@@ -129,7 +130,12 @@ def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> N
     for form in forms:
         quick, reference = _on_both_paths(form, closing=closed)
         assert quick == reference, form
-        assert reference[0] == 0, form
+        if closed == 1:
+            assert reference[0] == 1, form
+            assert reference[2].startswith("error: cannot write to stdout: it is closed"), form
+            assert len(reference[2].splitlines()) == 1, form
+        else:
+            assert reference[0] == 0 and reference[1], form
 
 
 @pytest.mark.parametrize("typer", [False, True])
