@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
 from chatbot.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
-from chatbot.store import reporting_damage
+from chatbot.storeerrors import reporting_damage
 
 if TYPE_CHECKING:
     from chatbot.msgindex import MessageIndex

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
-from chatbot.errors import FriendlyError
+from chatbot.storeerrors import DamagedDatabase, StoreError, damage, reporting_damage
 
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
@@ -231,10 +231,6 @@ MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_migrations (
 LEASE_SECONDS = 30.0
 """How long a turn's lease on its thread lasts unless renewed: a process killed mid-turn
 blocks the thread at most this long. A running turn renews it every third of that."""
-
-
-class StoreError(FriendlyError, RuntimeError):
-    """The database cannot be opened or used; the message is one line for the user."""
 
 
 class ThreadInfo(NamedTuple):
@@ -521,43 +517,6 @@ def check_schema_version(applied: Iterable[int], path: str, read_only: bool) -> 
     raise StoreError(
         f"{said}, so this one does not write to it: upgrade chatbot (reading commands still work)"
     )
-
-
-_CORRUPT, _NOT_A_DATABASE = 11, 26  # SQLite's primary result codes SQLITE_CORRUPT, SQLITE_NOTADB
-
-
-class DamagedDatabase(StoreError):
-    """A SQLite file SQLite finds damaged: one line saying how to recover what it holds."""
-
-    def __init__(self, path: str, reason: object) -> None:
-        from shlex import quote
-
-        super().__init__(
-            f"the database {path!r} is damaged ({' '.join(str(reason).split())}): recover what "
-            f"it holds with 'sqlite3 {quote(path)} .recover | sqlite3 recovered.sqlite' and use "
-            "--db recovered.sqlite, or copy your threads from a backup with 'chatbot db copy "
-            "BACKUP NEW.sqlite'"
-        )
-
-
-def damage(error: sqlite3.Error, path: str) -> DamagedDatabase | None:
-    """:class:`DamagedDatabase` if ``error`` says the file is damaged; None for any other."""
-    code = getattr(error, "sqlite_errorcode", None)
-    if code is None or code & 0xFF not in (_CORRUPT, _NOT_A_DATABASE):
-        return None
-    return DamagedDatabase(path, error)
-
-
-@contextlib.contextmanager
-def reporting_damage(path: str) -> Iterator[None]:
-    """Statements run in this block that find the file damaged raise :func:`damage`'s line."""
-    try:
-        yield
-    except sqlite3.DatabaseError as error:
-        damaged = damage(error, path)
-        if damaged is None:
-            raise
-        raise damaged from None
 
 
 def _retry_locked(action: Any, attempts: int = 20) -> Any:
