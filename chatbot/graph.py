@@ -1,13 +1,15 @@
 """The summarizing chat graph: wiring only; decisions live in ``folding`` and ``policy``.
 
-The tutorial's shape, with a guard in front and a way back to ``conversation``::
+The tutorial's shape, with a way back to ``conversation``::
 
-    START -> fold_first -> conversation -> should_continue -> summarize_conversation
-                      \\-> summarize_conversation -> after_summary -> conversation | END
+    START -> conversation -> should_continue -> summarize_conversation -> after_summary
+                  ^     \\-> END                                               |
+                  +------------------------------------------------------------+
 
-- ``fold_first`` (from START): fold before the call when the request would pass the model's
-  input budget, when the trigger already held (a resumed thread, a failed summary), or when
-  the run asks to compact; otherwise answer at once.
+- ``conversation`` (from START, the tutorial's plain edge): answers the latest message; first,
+  once a run, it sends the turn to ``summarize_conversation`` instead (a ``Command``) when the
+  request would pass the model's input budget, when the trigger already held (a resumed
+  thread, a failed summary), or when the run asks to compact.
 - ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
   a fold already (one fold a turn); or, when the provider refused the request as too long,
   fold and try again once.
@@ -34,6 +36,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from langgraph.types import Command
 
 from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
@@ -92,12 +95,25 @@ def _paid(
     return {pricing.USAGE_KEY: record}
 
 
-def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
-    """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
+def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any] | Command[str]]:
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages.
+
+    First, once a run, the guard: the turn goes to ``summarize_conversation`` instead (and
+    comes back here after it) when the request would not fit, when the trigger already held
+    before the new message (a resumed thread, a summary that failed last turn), or when the
+    run asks to compact; a run with no message waiting ends here unless it folds."""
     messages, summary = state["messages"], state.get("summary", "")
+    pending = folding.pending_reply(messages)
     sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    raw = run.counter.raw(sent) if pending else 0
+    if not state.get("fold_tried"):
+        context = run.counter.scaled(raw, sent) if pending else None
+        if folding.fold_first(state, run, context):
+            return Command(goto="summarize_conversation")
+    if not pending:
+        return {}
     limit = run.policy.max_input_tokens
-    if limit and folding.pending_reply(messages):
+    if limit:
         alone = folding.context_tokens(messages[-1:], summary, run)
         if alone > limit:
             raise _too_long(alone, limit, "your message (with the summary)")
@@ -109,7 +125,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
             # LangGraph stores a failed task's error in the checkpoint database, and
             # provider errors can quote the API key: store (and raise) only the redacted text.
             raise ModelCallFailed(describe_error(error)) from None
-        counted = run.counter.messages(sent)
+        counted = run.counter.scaled(raw, sent)
         if folding.overflow_of(state) is not None:  # folded once for it already: stop
             raise ContextTooLong(
                 f"the model refused the request as too long again after folding the "
@@ -134,7 +150,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
     if ending == "length":
         response = finish.with_length_note(response)
-    response.response_metadata[USAGE_KEY] = run.counter.record(sent)
+    response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw)
     update: dict[str, Any] = {"messages": [response]}
     update.update(_paid(state, "chat", run.chat_model, [response]))
     if state.get("context_overflow"):
@@ -215,19 +231,6 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     return update
 
 
-def fold_first(
-    state: RunState, run: RunSettings
-) -> Literal["summarize_conversation", "conversation", "__end__"]:
-    """From START: fold before answering when the request would not fit, when the trigger
-    already held before the new message, or when the run asks to; otherwise answer."""
-    reason = folding.fold_reason(state, run, compact=run.compact)
-    if reason in ("compact", "overflow"):
-        return "summarize_conversation"  # it explains when there is nothing to fold
-    if reason is not None and folding.worth_folding(state, run, reason):
-        return "summarize_conversation"
-    return "conversation" if folding.pending_reply(state["messages"]) else DONE
-
-
 def should_continue(
     state: RunState, run: RunSettings
 ) -> Literal["summarize_conversation", "__end__"]:
@@ -276,7 +279,7 @@ def _router(
 
 
 def _node(
-    steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
+    steps: Callable[[RunState, RunSettings], Steps[Any]], resolver: RunResolver
 ) -> RunnableCallable:
     """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
     with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request.
@@ -286,10 +289,10 @@ def _node(
     langchain-core's ``RunnableLambda`` inspects the signature and opens a nested run at
     every call."""
 
-    def run(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+    def run(state: RunState, runtime: Runtime[Context]) -> Any:
         return drive(steps(state, resolver(runtime.context, state.get("system_prompt", ""))))
 
-    async def arun(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+    async def arun(state: RunState, runtime: Runtime[Context]) -> Any:
         settings = resolver(runtime.context, state.get("system_prompt", ""))
         return await adrive(steps(state, settings))
 
@@ -318,9 +321,7 @@ def build_graph(
     )
     builder.add_node("conversation", _node(conversation, resolver))
     builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
-    builder.add_conditional_edges(
-        START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]
-    )
+    builder.add_edge(START, "conversation")
     builder.add_conditional_edges(
         "conversation", _router(should_continue, resolver), ["summarize_conversation", END]
     )

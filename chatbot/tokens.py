@@ -349,14 +349,19 @@ class TokenCounter:
             return 0
         return math.ceil(self.raw(messages) * self.scale(messages))
 
+    def scaled(self, raw: int, messages: Sequence[BaseMessage]) -> int:
+        """:meth:`messages` of messages whose :meth:`raw` count is ``raw``."""
+        return math.ceil(raw * self.scale(messages)) if messages else 0
+
     def per_message(self, messages: Sequence[BaseMessage]) -> list[int]:
         """Each message's tokens, usage-scaled like :meth:`messages`."""
         factor = self.scale(messages)
         return [max(1, math.ceil(self.raw_message(m) * factor)) for m in messages]
 
-    def record(self, sent: Sequence[BaseMessage]) -> dict[str, Any]:
-        """What the conversation node stores on a reply: our raw count of the request."""
-        return {"tokens": self.raw(sent), "tokenizer": self.tokenizer.name}
+    def record(self, sent: Sequence[BaseMessage], raw: int | None = None) -> dict[str, Any]:
+        """What the conversation node stores on a reply: our raw count of the request
+        (``raw``, when the caller counted it)."""
+        return {"tokens": self.raw(sent) if raw is None else raw, "tokenizer": self.tokenizer.name}
 
 
 def usage_scale(reply: AIMessage, tokenizer: str) -> float | None:

@@ -48,16 +48,15 @@ def summarizer() -> ScriptedChatModel:
     return ScriptedChatModel(default="Lance likes the 49ers and Nick Bosa.")
 
 
-def test_graph_has_the_tutorial_shape_with_a_guard_in_front(chat: ScriptedChatModel) -> None:
+def test_graph_has_the_tutorial_shape_and_a_way_back(chat: ScriptedChatModel) -> None:
+    """The tutorial's edges (START's is plain: ``conversation`` sends a turn to fold first
+    itself), and after a fold a message still waiting is answered."""
     graph = build_graph(chat, settings=settings())
     drawn = graph.get_graph()
     assert set(drawn.nodes) == {"__start__", "conversation", "summarize_conversation", "__end__"}
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
     assert edges == {
-        # fold_first: answer at once, fold first, or (nothing pending) end
-        ("__start__", "conversation", True),
-        ("__start__", "summarize_conversation", True),
-        ("__start__", "__end__", True),
+        ("__start__", "conversation", False),
         # should_continue: the tutorial's edge
         ("conversation", "summarize_conversation", True),
         ("conversation", "__end__", True),
@@ -85,8 +84,8 @@ def test_input_is_what_a_user_gives_and_output_is_the_whole_state(chat: Scripted
 
 
 def test_a_fresh_thread_can_be_edited_before_its_first_run(chat: ScriptedChatModel) -> None:
-    """``update_state`` with no checkpoint yet runs ``fold_first`` as from START, without a
-    runtime: the message then waits for its reply."""
+    """``update_state`` with no checkpoint yet, as from START: the message then waits for its
+    reply."""
     graph = build_graph(chat, settings=settings(), checkpointer=InMemorySaver())
     graph.update_state(config(), {"messages": [HumanMessage("typed in Studio")]})
     assert graph.get_state(config()).next == ("conversation",)
