@@ -257,7 +257,9 @@ def make_arms(folder: Path, full_sync: bool = False) -> list[Arm]:
         side, path = name.split()
         arm = name.replace(" ", "-")
         TALLIES[arm] = Tally()
-        COUNTERS[arm] = TokenCounter(Tokenizer(ESTIMATE.name, functools.partial(estimate_tokens, lines={})))
+        COUNTERS[arm] = TokenCounter(
+            Tokenizer(ESTIMATE.name, functools.partial(estimate_tokens, lines={}))
+        )
         chat, summary = offline(arm, "chat", settings), offline(arm, "summary", settings)
         if side == "tutorial":
             conn = sqlite3.connect(folder / f"{arm}.sqlite", check_same_thread=False)
