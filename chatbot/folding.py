@@ -19,6 +19,7 @@ the limit even after asking once to condense it, is a failed summary.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -244,8 +245,7 @@ def summarize(
     if summary_oversized(summary, run):
         folded = [prompts.summary_context_message(summary, run.language), *folded]
         summary = ""
-    instructions = prompts.summary_request([], "", language=run.language, focus=focus)
-    overhead = counter.raw(instructions) + 200
+    overhead = _instructions_tokens(counter, run.language, focus) + 200
     summary_room = max(counter.text(summary), run.max_summary_tokens)
     budget = max(
         MIN_CHUNK_TOKENS,
@@ -285,6 +285,12 @@ def summarize(
         calls += condensing
         done += 1
     return summary, calls
+
+
+@functools.lru_cache(maxsize=32)
+def _instructions_tokens(counter: TokenCounter, language: prompts.Language, focus: str) -> int:
+    """Tokens of a summary request with no messages and no summary: what every chunk carries."""
+    return counter.raw(prompts.summary_request([], "", language=language, focus=focus))
 
 
 def summary_text(response: AIMessage) -> str:

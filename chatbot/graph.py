@@ -87,11 +87,13 @@ def _paid(
     if not replies:
         return {}
     floor = (get_config().get("configurable") or {}).get(pricing.SPENT_KEY)
-    record = pricing.run_record(state, floor)
-    earlier = pricing.has_turns(state["messages"], state.get("summary", ""))
-    for reply in replies:
-        answered = pricing.reply_model(reply, model_name(model))
-        record = pricing.with_call(record, role, answered, reply, earlier_turns=earlier)
+    asked = model_name(model)
+    record = pricing.with_calls(
+        (state.get(pricing.USAGE_KEY), floor),
+        role,
+        [(pricing.reply_model(reply, asked), reply) for reply in replies],
+        earlier_turns=pricing.has_turns(state["messages"], state.get("summary", "")),
+    )
     return {pricing.USAGE_KEY: record}
 
 
@@ -113,7 +115,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any] | Co
     if not pending:
         return {}
     limit = run.policy.max_input_tokens
-    if limit:
+    if limit and raw > limit:  # (the message alone is never more than the whole request)
         alone = folding.context_tokens(messages[-1:], summary, run)
         if alone > limit:
             raise _too_long(alone, limit, "your message (with the summary)")

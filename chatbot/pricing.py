@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -94,7 +94,25 @@ def with_call(
 ) -> dict[str, Any]:
     """``record`` plus one call's reply. A new record on a thread with ``earlier_turns`` (made
     before records existed) is marked partial."""
-    out = merged(record) or {"chat": {}, "summary": {}, "partial": earlier_turns}
+    return with_calls((record,), role, [(model, reply)], earlier_turns=earlier_turns)
+
+
+def with_calls(
+    records: Sequence[Any],
+    role: Role,
+    calls: Sequence[tuple[str, Any]],
+    *,
+    earlier_turns: bool,
+) -> dict[str, Any]:
+    """The ``records`` merged (see :func:`merged`), plus each call: the model that answered
+    and its reply (as :func:`with_call`, merging once)."""
+    out = merged(*records) or {"chat": {}, "summary": {}, "partial": earlier_turns}
+    for model, reply in calls:
+        _add_call(out, role, model, reply)
+    return out
+
+
+def _add_call(out: dict[str, Any], role: Role, model: str, reply: Any) -> None:
     tokens = out[role].setdefault(model, dict.fromkeys(FIELDS, 0))
     was_priced = tokens["priced"] == tokens["calls"]
     tokens["calls"] += 1
@@ -110,7 +128,6 @@ def with_call(
     if amount is not None and was_priced:
         tokens["priced"] += 1
         tokens[USD] = str(Decimal(str(tokens.get(USD) or 0)) + amount)
-    return out
 
 
 # --- prices ------------------------------------------------------------------------------------
@@ -306,11 +323,6 @@ def cost_meter(cost: ThreadCost) -> str:
 def has_turns(messages: Any, summary: str) -> bool:
     """True when a thread already holds replies or a summary (so someone paid for them)."""
     return bool(summary) or any(getattr(m, "type", "") == "ai" for m in messages or ())
-
-
-def run_record(state: Mapping[str, Any], floor: Any) -> Any:
-    """The record a node adds its calls to: the state's, never below the run's floor."""
-    return merged(state.get(USAGE_KEY), floor) or state.get(USAGE_KEY)
 
 
 def spent_left(metadata: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -7,6 +7,7 @@ and routers see while a run goes on (the state and the run's own notes, never st
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, cast, get_origin
@@ -30,7 +31,9 @@ class Checked(LastValue[Any]):
     __slots__ = ()
 
     def update(self, values: Sequence[Any]) -> bool:
-        kind = get_origin(self.typ) or self.typ
+        if not values:
+            return False
+        kind = _kind(self.typ)
         for value in values:
             if not isinstance(value, kind):
                 raise InvalidUpdateError(
@@ -38,6 +41,12 @@ class Checked(LastValue[Any]):
                     f"{_described(value)}: nothing was changed; update it with one"
                 )
         return super().update(values)
+
+
+@functools.cache
+def _kind(typ: Any) -> Any:
+    """The class a value of the key's type is an instance of (``dict`` for ``dict[str, Any]``)."""
+    return get_origin(typ) or typ
 
 
 def _described(value: Any) -> str:
@@ -49,6 +58,8 @@ def checked_messages(left: Messages, right: Messages) -> Messages:
     element that is no message, in a line that names ``messages`` and says what it takes. A
     bare string is one new human message, as ``add_messages`` takes it (``{"messages": "hi"}``
     is a LangGraph idiom)."""
+    if isinstance(right, list) and all(isinstance(m, BaseMessage) for m in right):
+        return add_messages(left, right)  # (what the nodes write: nothing to check)
     if isinstance(right, str):
         right = HumanMessage(right)
     if not isinstance(right, list | tuple | dict | BaseMessage):

@@ -307,7 +307,7 @@ class TokenCounter:
         name) it was counted for, so a message changed in place under the same id is counted
         again. Messages with tool calls or content blocks are counted each time."""
         content, key = message.content, message.id
-        if key is None or not isinstance(content, str) or getattr(message, "tool_calls", None):
+        if key is None or not isinstance(content, str) or _has_tool_calls(message):
             return self._raw_message(message)
         counted = self.tokenizer.counted
         known = counted.get(key)
@@ -364,6 +364,12 @@ class TokenCounter:
         return {"tokens": self.raw(sent) if raw is None else raw, "tokenizer": self.tokenizer.name}
 
 
+def _has_tool_calls(message: BaseMessage) -> bool:
+    # (a plain attribute test: a message without the field would go through pydantic's
+    # __getattr__, which raises and catches an AttributeError at every count)
+    return isinstance(message, AIMessage) and bool(message.tool_calls)
+
+
 def usage_scale(reply: AIMessage, tokenizer: str) -> float | None:
     """Provider ``input_tokens`` over our recorded raw count of that request, if both exist."""
     usage: dict[str, Any] = dict(reply.usage_metadata or {})
@@ -394,10 +400,24 @@ def counter_for(model: str, choice: str = "auto") -> TokenCounter:
     return TokenCounter(tokenizer_for(model, choice))
 
 
+_NAME_ATTRIBUTES = ("model_name", "model", "model_id")
+
+
 def model_name(model: Any) -> str:
     """A chat model object's model name (``model_name``/``model``), or '' when it has none."""
-    for attribute in ("model_name", "model", "model_id"):
+    for attribute in _name_attributes(model.__class__):
         value = getattr(model, attribute, None)
         if isinstance(value, str) and value:
             return value
     return ""
+
+
+@functools.cache
+def _name_attributes(kind: Any) -> tuple[str, ...]:
+    """Which of :data:`_NAME_ATTRIBUTES` a class of models can have: a pydantic field, or a
+    class attribute or property (asking a pydantic model for a name it lacks costs a raised
+    and caught AttributeError at every call)."""
+    fields = getattr(kind, "model_fields", None)
+    if not isinstance(fields, dict):
+        return _NAME_ATTRIBUTES
+    return tuple(name for name in _NAME_ATTRIBUTES if name in fields or hasattr(kind, name))
