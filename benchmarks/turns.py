@@ -171,9 +171,10 @@ class State(MessagesState):
     summary: str
 
 
-def tutorial_graph(chat: Counted, summarizer: Counted, checkpointer: SqliteSaver) -> Any:
-    """LangGraph's chatbot-summarization tutorial, as written (its ``model`` is two here: the
-    offline model answers as a chat model or as a summarizer, not both)."""
+def tutorial_nodes(chat: Any, summarizer: Any) -> tuple[Callable[..., Any], ...]:
+    """The tutorial's ``call_model``, ``summarize_conversation`` and ``should_continue``, as
+    written (its ``model`` is two here: the offline model answers as a chat model or as a
+    summarizer, not both)."""
 
     def call_model(state: State) -> dict[str, Any]:
         summary = state.get("summary", "")
@@ -204,6 +205,12 @@ def tutorial_graph(chat: Counted, summarizer: Counted, checkpointer: SqliteSaver
             return "summarize_conversation"
         return END
 
+    return call_model, summarize_conversation, should_continue
+
+
+def tutorial_graph(chat: Any, summarizer: Any, checkpointer: Any) -> Any:
+    """LangGraph's chatbot-summarization tutorial, as written."""
+    call_model, summarize_conversation, should_continue = tutorial_nodes(chat, summarizer)
     workflow = StateGraph(State)
     workflow.add_node("conversation", call_model)
     workflow.add_node(summarize_conversation)

@@ -1,0 +1,224 @@
+"""Benchmark: where a turn's CPU goes beyond the LangGraph tutorial's, part by part.
+
+    uv run --group dev python benchmarks/turn_parts.py [--turns 600] [--skip 100] [--runs 5]
+        [--json PATH]
+
+``benchmarks/turns.py`` says how much heavier chatbot's turn is than the tutorial's; this says
+which part of chatbot's graph the difference is in. Each row is a pair of graphs that differ
+in one part, run side by side in one process (one turn each in turn, the order alternating),
+in memory (LangGraph's ``InMemorySaver``: no database, so the store's share is not in here;
+``turns.py`` has it), on the offline model with the tutorial's trigger and keep:
+
+- **state**: the tutorial's graph, then the same graph on chatbot's state (eight keys, each
+  checked when written, and its input and output schemas);
+- **conversation node**: tutorial nodes on chatbot's state, then chatbot's ``conversation``
+  in place of ``call_model`` (the guard, counting the request, the usage record);
+- **summarize node**: the same, with chatbot's ``summarize_conversation`` in place of the
+  tutorial's (what it counts and plans, its summary request, which the offline model reads
+  and counts as a provider would);
+- **routers**: the same, with chatbot's ``should_continue`` and ``after_summary``;
+- **whole graph**: the tutorial's graph, then chatbot's ``build_graph``.
+
+CPU time is ``time.process_time`` around each turn, the mean over the turns after ``--skip``
+(median over ``--runs``). Prints µs a turn and the ratio for each pair; a pair's difference
+is what that part costs a turn (the parts' differences add up to about the whole's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from langchain_core.messages import HumanMessage  # noqa: E402
+from langgraph._internal._runnable import RunnableCallable  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from benchmarks import turns  # noqa: E402
+from benchmarks._machine import machine  # noqa: E402
+from chatbot import graph as chatbot_graph  # noqa: E402
+from chatbot.runsettings import RunResolver  # noqa: E402
+from chatbot.state import ChatInput, Context, RunState, State  # noqa: E402
+from chatbot.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
+
+Graph = Any
+Maker = Callable[[], Graph]
+
+
+def _models(arm: str) -> tuple[turns.Counted, turns.Counted]:
+    """The offline chat and summary models, counted for ``arm`` (see ``turns.Counted``)."""
+    settings = turns.settings_for_chatbot()
+    turns.TALLIES[arm] = turns.Tally()
+    turns.COUNTERS[arm] = TokenCounter(
+        Tokenizer(ESTIMATE.name, functools.partial(estimate_tokens, lines={}))
+    )
+    return turns.offline(arm, "chat", settings), turns.offline(arm, "summary", settings)
+
+
+def tutorial(arm: str) -> Graph:
+    chat, summarizer = _models(arm)
+    return turns.tutorial_graph(chat, summarizer, InMemorySaver())
+
+
+def chatbot(arm: str) -> Graph:
+    chat, summarizer = _models(arm)
+    return chatbot_graph.build_graph(
+        chat, summarizer, turns.settings_for_chatbot(), InMemorySaver()
+    )
+
+
+def _unannotated(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``function`` without the tutorial's ``State`` annotation, which would make LangGraph
+    read the tutorial's schema beside chatbot's."""
+
+    def unannotated(state):  # type: ignore[no-untyped-def]
+        return function(state)
+
+    unannotated.__name__ = function.__name__
+    return unannotated
+
+
+def mixed(arm: str, *, conversation: bool, summarize: bool, routers: bool) -> Graph:
+    """The tutorial's graph on chatbot's state, with the chosen parts of chatbot's."""
+    chat, summarizer = _models(arm)
+    resolver = RunResolver(turns.settings_for_chatbot(), chat, summarizer)
+    call_model, summarize_conversation, should_continue = map(
+        _unannotated, turns.tutorial_nodes(chat, summarizer)
+    )
+    builder = StateGraph(
+        RunState, context_schema=Context, input_schema=ChatInput, output_schema=State
+    )
+    builder.add_node(
+        "conversation",
+        chatbot_graph._node(chatbot_graph.conversation, resolver) if conversation else call_model,
+    )
+    builder.add_node(
+        "summarize_conversation",
+        chatbot_graph._node(chatbot_graph.summarize_conversation, resolver)
+        if summarize
+        else summarize_conversation,
+    )
+    builder.add_edge(START, "conversation")
+    if routers:
+        builder.add_conditional_edges(
+            "conversation",
+            chatbot_graph._router(chatbot_graph.should_continue, resolver),
+            ["summarize_conversation", END],
+        )
+        builder.add_conditional_edges(
+            "summarize_conversation",
+            RunnableCallable(chatbot_graph.after_summary, name="after_summary", trace=False),
+            ["conversation", END],
+        )
+    else:
+        builder.add_conditional_edges(
+            "conversation", should_continue, ["summarize_conversation", END]
+        )
+        builder.add_edge("summarize_conversation", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    chatbot_graph._RESOLVERS[graph] = resolver
+    return graph
+
+
+PAIRS: list[tuple[str, Callable[[str], Graph], Callable[[str], Graph]]] = [
+    (
+        "state",
+        tutorial,
+        functools.partial(mixed, conversation=False, summarize=False, routers=False),
+    ),
+    (
+        "conversation node",
+        functools.partial(mixed, conversation=False, summarize=False, routers=False),
+        functools.partial(mixed, conversation=True, summarize=False, routers=False),
+    ),
+    (
+        "summarize node",
+        functools.partial(mixed, conversation=False, summarize=False, routers=False),
+        functools.partial(mixed, conversation=False, summarize=True, routers=False),
+    ),
+    (
+        "routers",
+        functools.partial(mixed, conversation=False, summarize=False, routers=False),
+        functools.partial(mixed, conversation=False, summarize=False, routers=True),
+    ),
+    ("whole graph", tutorial, chatbot),
+]
+
+
+def pair(
+    make_a: Callable[[str], Graph], make_b: Callable[[str], Graph], texts: list[str], skip: int
+) -> tuple[float, float]:
+    """Seconds of CPU a turn for each of two graphs, turns interleaved (after ``skip``)."""
+    graphs = {"a": make_a("a"), "b": make_b("b")}
+    cpu: dict[str, list[float]] = {"a": [], "b": []}
+    config = {"configurable": {"thread_id": "1"}}
+    gc.collect()
+    gc.freeze()
+    try:
+        for index, text in enumerate(texts):
+            for name in ("a", "b") if index % 2 else ("b", "a"):
+                started = time.process_time()
+                graphs[name].invoke({"messages": [HumanMessage(text)]}, config)
+                cpu[name].append(time.process_time() - started)
+    finally:
+        gc.unfreeze()
+    return statistics.mean(cpu["a"][skip:]), statistics.mean(cpu["b"][skip:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--skip", type=int, default=100, help="first turns left out (warm-up)")
+    parser.add_argument("--runs", type=int, default=5, help="the table has medians")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    if not 0 <= args.skip < args.turns:
+        parser.error("--skip must be below --turns")
+    texts = turns.messages(args.turns, seed=21)
+    about = machine(date=True)
+    print(
+        f"turn parts · {about['cpu']} × {about['cpus']}, Python {about['python']}, commit "
+        f"{about['commit']}; {args.turns} turns a pair ({args.skip} left out), in memory, "
+        f"offline model, trigger messages:{turns.TRIGGER}, keep messages:{turns.KEEP}; "
+        f"{args.runs} run(s)\n"
+    )
+    print("| part | without | with | difference | ratio |\n|---|---|---|---|---|")
+    rows = []
+    for name, make_a, make_b in PAIRS:
+        runs = [pair(make_a, make_b, texts, args.skip) for _ in range(args.runs)]
+        without = statistics.median(a for a, _ in runs)
+        with_part = statistics.median(b for _, b in runs)
+        difference = statistics.median(b - a for a, b in runs)
+        ratio = statistics.median(b / a for a, b in runs)
+        rows.append(
+            {
+                "part": name,
+                "without_us": round(without * 1e6, 1),
+                "with_us": round(with_part * 1e6, 1),
+                "difference_us": round(difference * 1e6, 1),
+                "ratio": round(ratio, 3),
+            }
+        )
+        print(
+            f"| {name} | {without * 1e6:,.0f} µs | {with_part * 1e6:,.0f} µs | "
+            f"{difference * 1e6:+,.0f} µs | {ratio:.3f}× |",
+            flush=True,
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"machine": about, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
