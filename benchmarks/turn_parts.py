@@ -21,7 +21,8 @@ in memory (LangGraph's ``InMemorySaver``: no database, so the store's share is n
 
 CPU time is ``time.process_time`` around each turn, the mean over the turns after ``--skip``
 (median over ``--runs``). Prints µs a turn and the ratio for each pair; a pair's difference
-is what that part costs a turn (the parts' differences add up to about the whole's).
+is what that part costs a turn (the parts' differences add up to about the whole's). Both
+graphs of a pair make the same model calls (``--json`` has them, from the last run).
 """
 
 from __future__ import annotations
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         with_part = statistics.median(b for _, b in runs)
         difference = statistics.median(b - a for a, b in runs)
         ratio = statistics.median(b / a for a, b in runs)
+        calls = {"without": turns.TALLIES["a"].calls, "with": turns.TALLIES["b"].calls}
         rows.append(
             {
                 "part": name,
@@ -208,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                 "with_us": round(with_part * 1e6, 1),
                 "difference_us": round(difference * 1e6, 1),
                 "ratio": round(ratio, 3),
+                "calls": calls,
             }
         )
         print(

@@ -118,3 +118,26 @@ def test_turns_benchmark_runs_both_graphs_side_by_side(tmp_path: Path) -> None:
         for side in ("chatbot", "tutorial"):
             # the tutorial's trigger and keep on both sides: a summary at turns 4, 7 and 10
             assert document["tokens"][path][side]["calls"] == {"chat": 12, "summary": 3}
+
+
+def test_turn_parts_benchmark_swaps_one_part_at_a_time(tmp_path: Path) -> None:
+    report = tmp_path / "parts.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "turn_parts.py"),
+            *("--turns", "12", "--skip", "2", "--runs", "1", "--json", str(report)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(report.read_text())["rows"]
+    parts = ["state", "conversation node", "summarize node", "routers", "whole graph"]
+    assert [row["part"] for row in rows] == parts
+    for row in rows:
+        assert f"| {row['part']} |" in result.stdout
+        # both graphs of a pair answer every turn and summarize at turns 4, 7 and 10
+        assert row["calls"]["without"] == row["calls"]["with"] == {"chat": 12, "summary": 3}
+        assert row["with_us"] > 0 and row["without_us"] > 0
