@@ -200,7 +200,8 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         log.warning("summary failed, nothing was removed: %s", error)
         writer({"event": "summary_failed", "error": str(error), "reason": reason})
         return _paid(state, "summary", run.summary_model, replies)  # the calls were made
-    kept = [m for i, m in enumerate(messages) if i not in set(plan.fold)]
+    folded_at = set(plan.fold)
+    kept = [m for i, m in enumerate(messages) if i not in folded_at]
     after = folding.context_tokens(kept, done.summary, run)
     refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
     if reason == "overflow" and after > refused * (1 - policy.MIN_SHRINK):
