@@ -164,7 +164,9 @@ def valid_data(data: Any) -> Any:
     metadata) with :func:`valid_text` applied to every string in it; ``data`` itself when
     nothing needed it."""
     if isinstance(data, str):
-        return valid_text(data)
+        return data if data.isascii() else valid_text(data)
+    if not _has_surrogate(data):  # (the usual case: nothing to copy)
+        return data
     if type(data) is list or type(data) is tuple:  # (not a NamedTuple's fields)
         items = [valid_data(item) for item in data]
         changed = any(new is not old for new, old in zip(items, data, strict=True))
@@ -178,6 +180,18 @@ def valid_data(data: Any) -> Any:
             pairs[new_key] = new_value
         return pairs if changed else data
     return data
+
+
+def _has_surrogate(data: Any) -> bool:
+    """True when a string in ``data`` (through the lists, tuples and dicts :func:`valid_data`
+    walks) holds a lone surrogate."""
+    if isinstance(data, str):
+        return not data.isascii() and _SURROGATE.search(data) is not None
+    if type(data) is list or type(data) is tuple:
+        return any(_has_surrogate(item) for item in data)
+    if type(data) is dict:
+        return any(_has_surrogate(key) or _has_surrogate(value) for key, value in data.items())
+    return False
 
 
 _JSON_UNESCAPED_CONTROL = re.compile(rf"[\x7f-\x9f{_HIDDEN}]")
