@@ -11,8 +11,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+from xml.sax.saxutils import escape
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.messages.utils import get_buffer_string
 
 from chatbot.parts import readable_text
@@ -116,10 +117,27 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
     ``[file: report.pdf]``): the summary notes them, and the checkpoint history keeps the
     blocks themselves.
     """
-    readable = [text_only(message) for message in messages]
-    xml = get_buffer_string(readable, human_prefix="user", ai_prefix="assistant", format="xml")
-    # <user>...</user> for LangChain's <message type="user">...</message>: half the tokens a
-    # message's tags take, and as safe (the content is escaped, so no tag is the content's)
+    return "\n".join(_element(text_only(message)) for message in messages)
+
+
+def _element(message: BaseMessage) -> str:
+    """One message as LangChain's XML transcript writes it (``get_buffer_string(...,
+    format="xml")``), with ``<user>...</user>`` for ``<message type="user">...</message>``:
+    half the tokens a message's tags take, and as safe (the content is escaped, so no tag is
+    the content's). A plain user or assistant message is written here: the same text, without
+    LangChain's pass over every kind of message and block."""
+    content = message.content
+    if isinstance(content, str) and (
+        isinstance(message, HumanMessage)
+        or (
+            isinstance(message, AIMessage)
+            and not message.tool_calls
+            and "function_call" not in message.additional_kwargs
+        )
+    ):
+        role = "user" if isinstance(message, HumanMessage) else "assistant"
+        return f"<{role}>{escape(content)}</{role}>"
+    xml = get_buffer_string([message], human_prefix="user", ai_prefix="assistant", format="xml")
     return _ELEMENT.sub(r"<\1>\2</\1>", xml)
 
 

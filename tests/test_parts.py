@@ -10,18 +10,28 @@ checked from the outside: what the summary model was sent, what ``search`` finds
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    get_buffer_string,
+)
 
 from chatbot.backend import LocalBackend
 from chatbot.graph import build_graph
 from chatbot.parts import describe, readable_text, text_and_media
 from chatbot.policy import chunk_for_summary
-from chatbot.prompts import summary_request
+from chatbot.prompts import summary_request, text_only, transcript
 from chatbot.search import search
 from chatbot.settings import Settings
 from chatbot.store import Store
@@ -213,3 +223,56 @@ def test_search_show_history_and_export_read_every_part(
     assert NOTES in markdown
     assert "_[image: cat.png]_" in markdown and "_[audio]_" in markdown
     assert f"_[image: {LINK}]_" in markdown
+
+
+_TEXTS = st.lists(
+    st.sampled_from([*"ab <>&\"'\n\t中…", "</message>", '<message type="user">']), max_size=12
+).map("".join)
+
+
+@st.composite
+def _messages(draw: st.DrawFn) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for kind in draw(
+        st.lists(
+            st.sampled_from(["human", "ai", "tool_call", "blocks", "system", "tool"]), max_size=6
+        )
+    ):
+        text = draw(_TEXTS)
+        if kind == "human":
+            out.append(HumanMessage(text))
+        elif kind == "ai":
+            out.append(AIMessage(text))
+        elif kind == "tool_call":
+            out.append(
+                AIMessage(text, tool_calls=[{"name": "look", "args": {"q": text}, "id": "c1"}])
+            )
+        elif kind == "blocks":
+            out.append(
+                HumanMessage(
+                    [
+                        {"type": "text", "text": text},
+                        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                    ]
+                )
+            )
+        elif kind == "system":
+            out.append(SystemMessage(text))
+        else:
+            out.append(ToolMessage(text, tool_call_id="c1"))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages=_messages())
+def test_the_summarizer_reads_langchains_xml_transcript_with_short_tags(
+    messages: list[BaseMessage],
+) -> None:
+    """What the summary model reads of the folded messages is langchain-core's XML transcript
+    (``get_buffer_string(..., format="xml")``) of their readable text, with each
+    ``<message type="X">...</message>`` written ``<X>...</X>``, whatever the messages hold."""
+    xml = get_buffer_string(
+        [text_only(m) for m in messages], human_prefix="user", ai_prefix="assistant", format="xml"
+    )
+    expected = re.sub(r'<message type="([\w-]+)">(.*?)</message>', r"<\1>\2</\1>", xml, flags=re.S)
+    assert transcript(messages) == expected
