@@ -57,23 +57,31 @@ Graph = Any
 Maker = Callable[[], Graph]
 
 
-def _models(arm: str) -> tuple[turns.Counted, turns.Counted]:
-    """The offline chat and summary models, counted for ``arm`` (see ``turns.Counted``)."""
+def _models(arm: str, *, tutorials_summary: bool) -> tuple[turns.Counted, turns.Counted]:
+    """The offline chat and summary models, counted for ``arm`` (see ``turns.Counted``). The
+    summary model reads the request it is given: chatbot's (the folded messages in one
+    ``<conversation>`` text), or with ``tutorials_summary`` the tutorial's (the messages,
+    then its create or extend prompt; ``turns.TutorialSummarizer``), so that both sides keep
+    the same summaries."""
     settings = turns.settings_for_chatbot()
     turns.TALLIES[arm] = turns.Tally()
     turns.COUNTERS[arm] = TokenCounter(
         Tokenizer(ESTIMATE.name, functools.partial(estimate_tokens, lines={}))
     )
-    return turns.offline(arm, "chat", settings), turns.offline(arm, "summary", settings)
+    chat = turns.offline(arm, "chat", settings)
+    as_arm = f"tutorial-{arm}" if tutorials_summary else arm  # (how turns.offline tells them)
+    summarizer = turns.offline(as_arm, "summary", settings)
+    summarizer.arm = arm
+    return chat, summarizer
 
 
 def tutorial(arm: str) -> Graph:
-    chat, summarizer = _models(arm)
+    chat, summarizer = _models(arm, tutorials_summary=True)
     return turns.tutorial_graph(chat, summarizer, InMemorySaver())
 
 
 def chatbot(arm: str) -> Graph:
-    chat, summarizer = _models(arm)
+    chat, summarizer = _models(arm, tutorials_summary=False)
     return chatbot_graph.build_graph(
         chat, summarizer, turns.settings_for_chatbot(), InMemorySaver()
     )
@@ -92,7 +100,7 @@ def _unannotated(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def mixed(arm: str, *, conversation: bool, summarize: bool, routers: bool) -> Graph:
     """The tutorial's graph on chatbot's state, with the chosen parts of chatbot's."""
-    chat, summarizer = _models(arm)
+    chat, summarizer = _models(arm, tutorials_summary=not summarize)
     resolver = RunResolver(turns.settings_for_chatbot(), chat, summarizer)
     call_model, summarize_conversation, should_continue = map(
         _unannotated, turns.tutorial_nodes(chat, summarizer)
