@@ -69,22 +69,16 @@ def overflow_of(state: Mapping[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def fold_reason(
-    state: Mapping[str, Any], run: RunSettings, *, compact: bool, context: int | None = None
-) -> FoldReason | None:
-    """Why the messages should be folded now, if they should (see the module docstring).
-    ``context``: the request's tokens (:func:`context_tokens`) when the caller counted them."""
+def fold_reason(state: Mapping[str, Any], run: RunSettings, *, compact: bool) -> FoldReason | None:
+    """Why the messages should be folded now, if they should (see the module docstring)."""
     messages = state["messages"]
     summary = state.get("summary", "")
     if pending_reply(messages):
         if overflow_of(state) is not None:
             return "overflow"
         budget = run.policy.input_budget()
-        if budget is not None:
-            if context is None:
-                context = context_tokens(messages, summary, run)
-            if context > budget:
-                return "fit"
+        if budget is not None and context_tokens(messages, summary, run) > budget:
+            return "fit"
         if compact:
             return "compact"
         return "trigger" if _trigger_holds(messages[:-1], summary, run) else None
@@ -93,11 +87,11 @@ def fold_reason(
     return "trigger" if _trigger_holds(messages, summary, run) else None
 
 
-def fold_first(state: Mapping[str, Any], run: RunSettings, context: int | None = None) -> bool:
+def fold_before_answer(state: Mapping[str, Any], run: RunSettings) -> bool:
     """True when a run should fold before its chat call: the request would not fit, the
     trigger already held before the new message, the provider refused it as too long, or the
     run asks to compact (the fold explains when there is nothing to fold)."""
-    reason = fold_reason(state, run, compact=run.compact, context=context)
+    reason = fold_reason(state, run, compact=run.compact)
     if reason in ("compact", "overflow"):
         return True
     return reason is not None and worth_folding(state, run, reason)

@@ -1,15 +1,13 @@
 """The summarizing chat graph: wiring only; decisions live in ``folding`` and ``policy``.
 
-The tutorial's shape, with a way back to ``conversation``::
+The tutorial's shape, with a guard in front and a way back to ``conversation``::
 
-    START -> conversation -> should_continue -> summarize_conversation -> after_summary
-                  ^     \\-> END                                               |
-                  +------------------------------------------------------------+
+    START -> fold_first -> conversation -> should_continue -> summarize_conversation
+                      \\-> summarize_conversation -> after_summary -> conversation | END
 
-- ``conversation`` (from START, the tutorial's plain edge): answers the latest message; first,
-  once a run, it sends the turn to ``summarize_conversation`` instead (a ``Command``) when the
-  request would pass the model's input budget, when the trigger already held (a resumed
-  thread, a failed summary), or when the run asks to compact.
+- ``fold_first`` (from START): fold before the call when the request would pass the model's
+  input budget, when the trigger already held (a resumed thread, a failed summary), or when
+  the run asks to compact; otherwise answer at once.
 - ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
   a fold already (one fold a turn); or, when the provider refused the request as too long,
   fold and try again once.
@@ -36,7 +34,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
 from chatbot import finish, folding, policy, pricing, prompts
 from chatbot.errors import (
@@ -97,25 +94,14 @@ def _paid(
     return {pricing.USAGE_KEY: record}
 
 
-def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any] | Command[str]]:
-    """Answer the latest message, seeing the summary as a SystemMessage before the messages.
-
-    First, once a run, the guard: the turn goes to ``summarize_conversation`` instead (and
-    comes back here after it) when the request would not fit, when the trigger already held
-    before the new message (a resumed thread, a summary that failed last turn), or when the
-    run asks to compact; a run with no message waiting ends here unless it folds."""
+def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
     messages, summary = state["messages"], state.get("summary", "")
-    pending = folding.pending_reply(messages)
     sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
-    raw = run.counter.raw(sent) if pending else 0
-    if not state.get("fold_tried"):
-        context = run.counter.scaled(raw, sent) if pending else None
-        if folding.fold_first(state, run, context):
-            return Command(goto="summarize_conversation")
-    if not pending:
-        return {}
+    raw = run.counter.raw(sent)  # (for the usage record, and an overflow's note)
     limit = run.policy.max_input_tokens
-    if limit and raw > limit:  # (the message alone is never more than the whole request)
+    # (the message alone is never more than the whole request: counted only when that is)
+    if limit and raw > limit and folding.pending_reply(messages):
         alone = folding.context_tokens(messages[-1:], summary, run)
         if alone > limit:
             raise _too_long(alone, limit, "your message (with the summary)")
@@ -234,6 +220,16 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     return update
 
 
+def fold_first(
+    state: RunState, run: RunSettings
+) -> Literal["summarize_conversation", "conversation", "__end__"]:
+    """From START: fold before answering when the request would not fit, when the trigger
+    already held before the new message, or when the run asks to; otherwise answer."""
+    if folding.fold_before_answer(state, run):
+        return "summarize_conversation"  # (it explains when there is nothing to fold)
+    return "conversation" if folding.pending_reply(state["messages"]) else DONE
+
+
 def should_continue(
     state: RunState, run: RunSettings
 ) -> Literal["summarize_conversation", "__end__"]:
@@ -282,7 +278,7 @@ def _router(
 
 
 def _node(
-    steps: Callable[[RunState, RunSettings], Steps[Any]], resolver: RunResolver
+    steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
 ) -> RunnableCallable:
     """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
     with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request.
@@ -292,10 +288,10 @@ def _node(
     langchain-core's ``RunnableLambda`` inspects the signature and opens a nested run at
     every call."""
 
-    def run(state: RunState, runtime: Runtime[Context]) -> Any:
+    def run(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
         return drive(steps(state, resolver(runtime.context, state.get("system_prompt", ""))))
 
-    async def arun(state: RunState, runtime: Runtime[Context]) -> Any:
+    async def arun(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
         settings = resolver(runtime.context, state.get("system_prompt", ""))
         return await adrive(steps(state, settings))
 
@@ -324,7 +320,9 @@ def build_graph(
     )
     builder.add_node("conversation", _node(conversation, resolver))
     builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
-    builder.add_edge(START, "conversation")
+    builder.add_conditional_edges(
+        START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]
+    )
     builder.add_conditional_edges(
         "conversation", _router(should_continue, resolver), ["summarize_conversation", END]
     )

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.graph import build_graph
@@ -48,15 +54,16 @@ def summarizer() -> ScriptedChatModel:
     return ScriptedChatModel(default="Lance likes the 49ers and Nick Bosa.")
 
 
-def test_graph_has_the_tutorial_shape_and_a_way_back(chat: ScriptedChatModel) -> None:
-    """The tutorial's edges (START's is plain: ``conversation`` sends a turn to fold first
-    itself), and after a fold a message still waiting is answered."""
+def test_graph_has_the_tutorial_shape_with_a_guard_in_front(chat: ScriptedChatModel) -> None:
     graph = build_graph(chat, settings=settings())
     drawn = graph.get_graph()
     assert set(drawn.nodes) == {"__start__", "conversation", "summarize_conversation", "__end__"}
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
     assert edges == {
-        ("__start__", "conversation", False),
+        # fold_first: answer at once, fold first, or (nothing pending) end
+        ("__start__", "conversation", True),
+        ("__start__", "summarize_conversation", True),
+        ("__start__", "__end__", True),
         # should_continue: the tutorial's edge
         ("conversation", "summarize_conversation", True),
         ("conversation", "__end__", True),
@@ -84,8 +91,8 @@ def test_input_is_what_a_user_gives_and_output_is_the_whole_state(chat: Scripted
 
 
 def test_a_fresh_thread_can_be_edited_before_its_first_run(chat: ScriptedChatModel) -> None:
-    """``update_state`` with no checkpoint yet, as from START: the message then waits for its
-    reply."""
+    """``update_state`` with no checkpoint yet runs ``fold_first`` as from START, without a
+    runtime: the message then waits for its reply."""
     graph = build_graph(chat, settings=settings(), checkpointer=InMemorySaver())
     graph.update_state(config(), {"messages": [HumanMessage("typed in Studio")]})
     assert graph.get_state(config()).next == ("conversation",)
@@ -322,3 +329,79 @@ def test_failed_summary_never_logs_or_streams_the_api_key(
     assert failure["event"] == "summary_failed" and "Incorrect API key" in failure["error"]
     assert secret not in failure["error"]
     assert caplog.records and all(secret not in r.getMessage() for r in caplog.records)
+
+
+# Only a run that starts at START (a new message, /compact) folds before it answers. A run that
+# resumes at ``conversation`` (/retry asking for a reply again, a turn left unanswered, a pause
+# before ``conversation``) answers first, and folds after the reply if the trigger holds; and
+# an edit while a turn waits to fold first leaves the message to be answered.
+
+LOW_TRIGGER = {"summary_trigger": "messages:2", "summary_keep": "messages:1"}
+
+
+def five_turns(chat: ScriptedChatModel, summarizer: ScriptedChatModel) -> Any:
+    graph = build_graph(chat, summarizer, settings(summary_trigger="messages:100"), InMemorySaver())
+    for number in range(1, 6):
+        say(graph, f"message {number}")
+    return graph
+
+
+def test_a_reply_asked_for_again_comes_before_the_fold(
+    chat: ScriptedChatModel, summarizer: ScriptedChatModel
+) -> None:
+    graph = five_turns(chat, summarizer)
+    last = graph.get_state(config()).values["messages"][-1]
+    graph.update_state(  # what /retry does to ask for the last reply again
+        config(), {"messages": [RemoveMessage(id=str(last.id))]}, as_node="summarize_conversation"
+    )
+    assert graph.get_state(config()).next == ("conversation",)
+
+    state = graph.invoke(None, config(), context=LOW_TRIGGER)
+
+    assert [m.type for m in state["messages"]] == ["ai"]  # answered, then folded to the reply
+    (request,) = summary_calls(summarizer)
+    assert "message 5" in request[-1].text
+
+
+def test_a_pause_before_conversation_comes_once_in_a_turn_that_folds_first(
+    chat: ScriptedChatModel, summarizer: ScriptedChatModel
+) -> None:
+    graph = five_turns(chat, summarizer)
+    sixth = {"messages": [HumanMessage("sixth")]}
+
+    graph.invoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    paused = graph.get_state(config())
+    assert paused.next == ("conversation",) and paused.values["summary"]  # folded, then paused
+    state = graph.invoke(None, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+
+    assert state["messages"][-1].type == "ai"  # answered at the first resume
+    assert graph.get_state(config()).next == ()
+
+
+def test_a_pause_before_conversation_with_a_failing_summarizer_still_answers(
+    chat: ScriptedChatModel,
+) -> None:
+    summarizer = ScriptedChatModel(default=RuntimeError("summarizer down"))
+    graph = five_turns(chat, summarizer)
+    sixth = {"messages": [HumanMessage("sixth")]}
+
+    graph.invoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    state = graph.invoke(None, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+
+    assert state["messages"][-1].type == "ai" and state["messages"][-2].text == "sixth"
+    assert len(summary_calls(summarizer)) == 2  # one a run: before the pause, after the reply
+
+
+def test_an_edit_while_a_turn_waits_to_fold_first_leaves_it_to_be_answered(
+    chat: ScriptedChatModel, summarizer: ScriptedChatModel
+) -> None:
+    graph = five_turns(chat, summarizer)
+    sixth = {"messages": [HumanMessage("sixth")]}
+    graph.invoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["summarize_conversation"])
+    assert graph.get_state(config()).next == ("summarize_conversation",)
+
+    graph.update_state(config(), {"summary": "Edited by hand."})  # Studio's editor: no as_node
+    state = graph.invoke(None, config())
+
+    assert state["messages"][-1].type == "ai" and state["messages"][-2].text == "sixth"
+    assert state["summary"] == "Edited by hand."
