@@ -16,7 +16,8 @@ in memory (LangGraph's ``InMemorySaver``: no database, so the store's share is n
 - **summarize node**: the same, with chatbot's ``summarize_conversation`` in place of the
   tutorial's (what it counts and plans, its summary request, which the offline model reads
   and counts as a provider would);
-- **routers**: the same, with chatbot's ``should_continue`` and ``after_summary``;
+- **routers**: the same, with chatbot's ``fold_first`` (from START), ``should_continue`` and
+  ``after_summary``;
 - **whole graph**: the tutorial's graph, then chatbot's ``build_graph``.
 
 CPU time is ``time.process_time`` around each turn, the mean over the turns after ``--skip``
@@ -118,8 +119,12 @@ def mixed(arm: str, *, conversation: bool, summarize: bool, routers: bool) -> Gr
         if summarize
         else summarize_conversation,
     )
-    builder.add_edge(START, "conversation")
     if routers:
+        builder.add_conditional_edges(
+            START,
+            chatbot_graph._router(chatbot_graph.fold_first, resolver),
+            ["summarize_conversation", "conversation", END],
+        )
         builder.add_conditional_edges(
             "conversation",
             chatbot_graph._router(chatbot_graph.should_continue, resolver),
@@ -131,6 +136,7 @@ def mixed(arm: str, *, conversation: bool, summarize: bool, routers: bool) -> Gr
             ["conversation", END],
         )
     else:
+        builder.add_edge(START, "conversation")
         builder.add_conditional_edges(
             "conversation", should_continue, ["summarize_conversation", END]
         )
