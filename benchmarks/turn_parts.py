@@ -141,9 +141,7 @@ def mixed(arm: str, *, conversation: bool, summarize: bool, routers: bool) -> Gr
             "conversation", should_continue, ["summarize_conversation", END]
         )
         builder.add_edge("summarize_conversation", END)
-    graph = builder.compile(checkpointer=InMemorySaver())
-    chatbot_graph._RESOLVERS[graph] = resolver
-    return graph
+    return builder.compile(checkpointer=InMemorySaver())
 
 
 PAIRS: list[tuple[str, Callable[[str], Graph], Callable[[str], Graph]]] = [

@@ -345,9 +345,7 @@ class TokenCounter:
 
     def messages(self, messages: Sequence[BaseMessage]) -> int:
         """Tokens of messages as the provider would count them (usage-scaled)."""
-        if not messages:
-            return 0
-        return math.ceil(self.raw(messages) * self.scale(messages))
+        return self.scaled(self.raw(messages), messages)
 
     def scaled(self, raw: int, messages: Sequence[BaseMessage]) -> int:
         """:meth:`messages` of messages whose :meth:`raw` count is ``raw``."""
