@@ -183,16 +183,28 @@ def main() -> None:
     except KeyboardInterrupt:  # (at start-up, or again before the first was said)
         _leave_interrupted()
     finally:
-        import signal
+        _ignore_ctrl_c()
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+def _ignore_ctrl_c() -> None:
+    """From now on Ctrl-C is ignored. Python runs a Ctrl-C that is still pending as the
+    handler changes (one that C code dropped and :mod:`chatbot.interrupts` delivered again)
+    first: its KeyboardInterrupt would replace the exit on its way (exit code -2, not 130 or
+    0), so it is taken here, where what it interrupts is already over."""
+    while True:
+        try:
+            import signal
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return
+        except KeyboardInterrupt:
+            continue
 
 
 def _leave_interrupted() -> NoReturn:
+    _ignore_ctrl_c()
     import contextlib
-    import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     clicore = sys.modules.get("chatbot.clicore")  # (it may be half imported, or not at all)
     said = getattr(clicore, "interruption_said", None)
     if not (callable(said) and said()):
