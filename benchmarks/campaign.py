@@ -55,8 +55,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
 from benchmarks.stores import DEFAULT_PG_URL, postgres_problem, scratch_postgres  # noqa: E402
-from chatbot.pgstore import open_store, redact_url  # noqa: E402
-from chatbot.store import is_postgres_url, thread_config  # noqa: E402
+from chatbot.config.sources import without_password  # noqa: E402
+from chatbot.store.postgres import open_store  # noqa: E402
+from chatbot.store.sqlite import is_postgres_url, thread_config  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 START_DEADLINE = 180.0
@@ -328,7 +329,7 @@ def main() -> int:
     if args.only:
         kinds = ["SQLite" if args.only == "sqlite" else "PostgreSQL"]
     if "PostgreSQL" in kinds and (problem := postgres_problem(args.pg_url)):
-        print(f"PostgreSQL skipped: no server at {redact_url(args.pg_url)} ({problem})")
+        print(f"PostgreSQL skipped: no server at {without_password(args.pg_url)} ({problem})")
         kinds.remove("PostgreSQL")
 
     about = machine(sqlite=True, date=True)

@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.settings import Settings
-from chatbot.store import Store, read_state
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.store.sqlite import Store, read_state
+from chatbot.threads.backend import LocalBackend
 
 
 def populate(store: Store, threads: int, turns: int) -> None:

@@ -43,14 +43,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, trim_m
 from langchain_core.outputs import LLMResult
 from langgraph.checkpoint.memory import InMemorySaver
 
-from chatbot import prompts
-from chatbot.graph import build_graph
-from chatbot.models import max_input_tokens, resolve_models
-from chatbot.policy import PolicyError
-from chatbot.runsettings import counter_for_model
-from chatbot.session import SUMMARY_TAG
-from chatbot.settings import Settings, SettingsError, load_settings
-from chatbot.tokens import TokenCounter
+from chatbot.config.settings import Settings, SettingsError, load_settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import max_input_tokens, resolve_models
+from chatbot.engine.runsettings import counter_for_model
+from chatbot.engine.stream import SUMMARY_TAG
+from chatbot.memory import prompts
+from chatbot.memory.policy import PolicyError
+from chatbot.memory.tokens import TokenCounter
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@
   prose from a word list, a tenth of the threads Chinese; a few messages carry rare words. It
   is kept in ``--data`` (default: a temporary folder), so a rerun with the same folder starts
   measuring at once.
-- **Queries in-process**: the time of :func:`chatbot.search.search` (21 rows, as the command
+- **Queries in-process**: the time of :func:`chatbot.store.search.search` (21 rows, as the command
   asks for 20) for a rare word, a common word, two words, a phrase, Chinese of four and of two
   characters (the ``LIKE`` path, and one found nowhere: its worst case) and one thread only;
   the median of ``--runs``, against the goal of 100 ms.
@@ -48,8 +48,8 @@ from langchain_core.messages import AIMessage, HumanMessage  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 
-from chatbot.search import index_existing, search  # noqa: E402
-from chatbot.store import Store  # noqa: E402
+from chatbot.store.search import index_existing, search  # noqa: E402
+from chatbot.store.sqlite import Store  # noqa: E402
 
 GOAL = 0.100
 WINDOW = 12

@@ -194,11 +194,11 @@ def _turn_text(thread: int, turn: int) -> str:
 def _populate(path: Path, threads: Sequence[tuple[str, int]]) -> None:
     """Write (thread id, turns) with the offline model through the real graph, to a file that
     only gets its name once complete."""
-    from chatbot.backend import LocalBackend
-    from chatbot.graph import build_graph
-    from chatbot.models import OfflineChatModel
-    from chatbot.settings import Settings
-    from chatbot.store import Store
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import OfflineChatModel
+    from chatbot.store.sqlite import Store
+    from chatbot.threads.backend import LocalBackend
 
     part = path.with_name(path.name + ".part")
     for leftover in _database_files(part):

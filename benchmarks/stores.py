@@ -66,8 +66,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
-from chatbot.pgstore import open_store, redact_url  # noqa: E402
-from chatbot.store import SqlStore, Store  # noqa: E402
+from chatbot.config.sources import without_password  # noqa: E402
+from chatbot.store.postgres import open_store  # noqa: E402
+from chatbot.store.sqlite import SqlStore, Store  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -179,10 +180,10 @@ def database_bytes(store: SqlStore) -> int:
 
 def make_backend(store: SqlStore) -> Any:
     """``LocalBackend`` over the real graph with the offline models and default settings."""
-    from chatbot.backend import LocalBackend
-    from chatbot.graph import build_graph
-    from chatbot.models import OfflineChatModel
-    from chatbot.settings import Settings
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import OfflineChatModel
+    from chatbot.threads.backend import LocalBackend
 
     settings = Settings(_env_file=None, model="offline")
     graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), settings, store.saver)
@@ -199,7 +200,7 @@ class TurnResult:
 
 def take_turn(backend: Any, thread: str, text: str) -> TurnResult:
     """One turn, timed; the text it added, and whether it folded."""
-    from chatbot.session import Reply, Summarized, Token
+    from chatbot.threads.events import Reply, Summarized, Token
 
     started = time.perf_counter()
     events = list(backend.send(thread, text))
@@ -489,7 +490,7 @@ def find_messages(store: SqlStore, thread: str, sent: Sequence[str]) -> tuple[in
     other one descends from) it has, and how many checkpoints."""
     from langchain_core.messages import HumanMessage
 
-    from chatbot.checkpoints import read_checkpoint
+    from chatbot.store.checkpoints import read_checkpoint
 
     index = store.checkpoint_parents(thread)
     parents = dict(index)
@@ -756,7 +757,7 @@ def main(argv: list[str] | None = None) -> int:
         if name.upper().startswith(LEAKY_PREFIXES):
             del os.environ[name]
 
-    from chatbot.settings import Settings
+    from chatbot.config.settings import Settings
 
     defaults = Settings(_env_file=None, model="offline")
     about = machine(sqlite=True)
@@ -769,7 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = postgres_problem(args.pg_url)
     if problem:
         print(
-            f"PostgreSQL: not measured, no server answers at {redact_url(args.pg_url)} "
+            f"PostgreSQL: not measured, no server answers at {without_password(args.pg_url)} "
             f"({problem}); SQLite only"
         )
     else:
@@ -822,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
         document = {
             "machine": about,
             "settings": {k: str(v) for k, v in vars(args).items() if k != "pg_url"}
-            | {"pg_url": redact_url(args.pg_url)},
+            | {"pg_url": without_password(args.pg_url)},
             "serial": [s.record() for s in serial],
             "concurrent": [
                 {**r.record(), "round": number}

@@ -49,10 +49,10 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 
 from benchmarks import turns  # noqa: E402
 from benchmarks._machine import machine  # noqa: E402
-from chatbot import graph as chatbot_graph  # noqa: E402
-from chatbot.runsettings import RunResolver  # noqa: E402
-from chatbot.state import ChatInput, Context, RunState, State  # noqa: E402
-from chatbot.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
+from chatbot.engine import graph as chatbot_graph  # noqa: E402
+from chatbot.engine.runsettings import RunResolver  # noqa: E402
+from chatbot.memory.state import ChatInput, Context, RunState, State  # noqa: E402
+from chatbot.memory.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
 
 Graph = Any
 Maker = Callable[[], Graph]

@@ -78,15 +78,15 @@ from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 
 from benchmarks._machine import machine  # noqa: E402
 from benchmarks.stores import WORDS  # noqa: E402
-from chatbot.backend import LocalBackend  # noqa: E402
-from chatbot.graph import build_graph  # noqa: E402
-from chatbot.models import OFFLINE_MAX_INPUT_TOKENS, OfflineChatModel, extractive_summary  # noqa: E402
-from chatbot.prompts import summary_request  # noqa: E402
-from chatbot.session import Event  # noqa: E402
-from chatbot.settings import Settings  # noqa: E402
-from chatbot.store import Store, thread_config  # noqa: E402
-from chatbot.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
-from chatbot.turns import TurnRunner  # noqa: E402
+from chatbot.config.settings import Settings  # noqa: E402
+from chatbot.engine.graph import build_graph  # noqa: E402
+from chatbot.engine.models import OFFLINE_MAX_INPUT_TOKENS, OfflineChatModel, extractive_summary  # noqa: E402
+from chatbot.memory.prompts import summary_request  # noqa: E402
+from chatbot.memory.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
+from chatbot.store.sqlite import Store, thread_config  # noqa: E402
+from chatbot.threads.backend import LocalBackend  # noqa: E402
+from chatbot.threads.events import Event  # noqa: E402
+from chatbot.threads.runner import TurnRunner  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 TRIGGER, KEEP = 6, 2
@@ -153,7 +153,7 @@ class TutorialSummarizer(Counted):
 
 
 def offline(arm: str, role: Literal["chat", "summary"], settings: Settings) -> Counted:
-    """The offline model as chatbot makes it (``chatbot.models.make_model``), counted."""
+    """The offline model as chatbot makes it (``chatbot.engine.models.make_model``), counted."""
     tutorial = arm.startswith("tutorial")
     kind = TutorialSummarizer if tutorial and role == "summary" else Counted
     return kind(
@@ -224,7 +224,7 @@ def tutorial_graph(chat: Any, summarizer: Any, checkpointer: Any) -> Any:
 
 
 class Quiet:
-    """A turn display that draws nothing (see :class:`chatbot.turns.Display`)."""
+    """A turn display that draws nothing (see :class:`chatbot.threads.runner.Display`)."""
 
     def __init__(self) -> None:
         self.events: list[Event] = []

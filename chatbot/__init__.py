@@ -12,17 +12,17 @@ __version__ = "0.1.0"
 __all__ = ["Settings", "Store", "__version__", "build_graph", "load_settings", "resolve_models"]
 
 if TYPE_CHECKING:
-    from chatbot.graph import build_graph
-    from chatbot.models import resolve_models
-    from chatbot.settings import Settings, load_settings
-    from chatbot.store import Store
+    from chatbot.config.settings import Settings, load_settings
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import resolve_models
+    from chatbot.store.sqlite import Store
 
 _LAZY = {
-    "build_graph": "chatbot.graph",
-    "resolve_models": "chatbot.models",
-    "Settings": "chatbot.settings",
-    "load_settings": "chatbot.settings",
-    "Store": "chatbot.store",
+    "build_graph": "chatbot.engine.graph",
+    "resolve_models": "chatbot.engine.models",
+    "Settings": "chatbot.config.settings",
+    "load_settings": "chatbot.config.settings",
+    "Store": "chatbot.store.sqlite",
 }
 
 

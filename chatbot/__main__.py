@@ -1,5 +1,5 @@
 """``python -m chatbot``: the same as the ``chatbot`` command."""
 
-from chatbot.quick import main
+from chatbot.cli.main import main
 
 main()

@@ -1,5 +1,5 @@
 """chatbot's loggers, all under ``chatbot``, which has a ``NullHandler``: a library logs, the
-application decides where logs go (the CLI: :func:`chatbot.quick.main`). Imported only by the
+application decides where logs go (the CLI: :func:`chatbot.cli.main.main`). Imported only by the
 modules that log, so that the commands that never do (``threads --json``) never import
 :mod:`logging`."""
 

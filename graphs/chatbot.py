@@ -7,9 +7,9 @@ which Studio shows as a form.
 
 import logging
 
-from chatbot.graph import build_graph
-from chatbot.models import resolve_models
-from chatbot.settings import load_settings
+from chatbot.config.settings import load_settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import resolve_models
 
 settings = load_settings()
 models = resolve_models(settings)

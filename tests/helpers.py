@@ -28,7 +28,7 @@ from typing import Any
 
 from typer.testing import CliRunner, Result
 
-from chatbot.cli import app
+from chatbot.cli.commands import app
 from tests.fake_openai import FakeOpenAI, RecordedRequest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -259,11 +259,11 @@ def fake_wl_copy(folder: Path) -> tuple[Path, Path]:
 def offline_threads(path: Path, first: tuple[str, ...] = ("one", "two", "three")) -> Path:
     """A SQLite file of two threads made through the real graph by the offline model: ``t1``
     of the ``first`` messages (folded from 4 messages, keeping 2), then ``t2`` of one."""
-    from chatbot.backend import LocalBackend
-    from chatbot.graph import build_graph
-    from chatbot.models import OfflineChatModel
-    from chatbot.settings import Settings
-    from chatbot.store import Store
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import OfflineChatModel
+    from chatbot.store.sqlite import Store
+    from chatbot.threads.backend import LocalBackend
 
     settings = Settings(_env_file=None, summary_trigger="messages:4", summary_keep="messages:2")  # type: ignore[call-arg]
     with Store(path) as store:
@@ -291,15 +291,15 @@ sys.meta_path.insert(0, Refuse())
 sys.argv = ["chatbot", *sys.argv[2:]]
 if sys.argv[1:2] == ["--typer"]:  # the reference: the Typer app itself
     del sys.argv[1]
-    from chatbot.cli import main
+    from chatbot.cli.commands import main
 else:  # the console script's entry point
-    from chatbot.quick import main
+    from chatbot.cli.main import main
 main()
 """
 
 
 def chatbot_argv(*args: str, typer: bool = False, blocked: str = "") -> list[str]:
     """The command line that runs ``chatbot ARGS`` in a fresh Python: through the console
-    script's entry point (:mod:`chatbot.quick`), or the Typer app itself with ``typer``, with
+    script's entry point (:mod:`chatbot.cli.main`), or the Typer app itself with ``typer``, with
     the modules ``blocked`` names (comma-separated, and their submodules) failing to import."""
     return [sys.executable, "-c", _GUARDED_ENTRY, blocked, *(["--typer"] if typer else []), *args]

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.attachments import image_type
 from chatbot.parts import describe, readable_text
+from chatbot.threads.attachments import image_type
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import (
     CHAT_MODEL,
@@ -295,7 +295,7 @@ def test_tab_completes_paths_with_spaces_so_file_reads_them_back(files: Path) ->
     from prompt_toolkit.completion import CompleteEvent
     from prompt_toolkit.document import Document
 
-    from chatbot.lineinput import SlashCompleter
+    from chatbot.terminal.lineinput import SlashCompleter
 
     (files / "my notes.txt").write_text("spaced\n")
     completer = SlashCompleter(commands=list, thread_ids=list, checkpoint_ids=list)
@@ -341,7 +341,7 @@ def test_a_message_with_files_reads_as_its_text_and_their_names() -> None:
 def test_attachments_go_to_a_server_with_url(dev_server: DevServer, files: Path) -> None:
     thread = f"files-{uuid.uuid4().hex[:8]}"
     url = ("--url", dev_server.url)
-    from chatbot.cli import app
+    from chatbot.cli.commands import app
 
     asked = runner.invoke(
         app,
@@ -374,7 +374,7 @@ def test_attachments_go_to_a_server_with_url(dev_server: DevServer, files: Path)
 def test_file_in_the_repl_with_url_counts_the_text_as_the_status_line_does(
     dev_server: DevServer, files: Path
 ) -> None:
-    from chatbot.cli import app
+    from chatbot.cli.commands import app
 
     thread = f"files-{uuid.uuid4().hex[:8]}"
     result = runner.invoke(

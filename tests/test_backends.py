@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.backend import Backend, BackendError, LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import resolve_models
-from chatbot.remote import RemoteBackend
-from chatbot.session import Event, Reply, Summarized, Token, TurnStream
-from chatbot.settings import Settings
-from chatbot.store import Store
-from chatbot.timeline import last_turn, lineage, summary_savings, turn_entries
-from chatbot.tokens import TokenCounter
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import resolve_models
+from chatbot.history.timeline import last_turn, lineage, summary_savings, turn_entries
+from chatbot.memory.tokens import TokenCounter
+from chatbot.store.sqlite import Store
+from chatbot.threads.backend import Backend, BackendError, LocalBackend
+from chatbot.threads.events import Event, Reply, Summarized, Token, TurnStream
+from chatbot.threads.remote import RemoteBackend
 from tests.helpers import DevServer, offline_echo
 
 TRIGGER, KEEP = "messages:4", "messages:2"  # as DevServer runs the graph

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import HumanMessage
 
-from chatbot.backend import LocalBackend
-from chatbot.checkpoints import NODE_TRIGGERS, lazy_history, read_checkpoint
-from chatbot.graph import build_graph
-from chatbot.settings import Settings
-from chatbot.store import Store, state_history, thread_config
-from chatbot.timeline import Snapshot, last_turn, snapshot_from_parts
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.history.timeline import Snapshot, last_turn, snapshot_from_parts
+from chatbot.store.checkpoints import NODE_TRIGGERS, lazy_history, read_checkpoint
+from chatbot.store.sqlite import Store, state_history, thread_config
+from chatbot.threads.backend import LocalBackend
 from tests.scripted import ScriptedChatModel
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from chatbot import __version__
-from chatbot.cli import app
-from chatbot.store import Store
+from chatbot.cli.commands import app
+from chatbot.store.sqlite import Store
 from tests.helpers import free_port, one_error, runner
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from chatbot.cli import app
-from chatbot.cliapp import valid_text
-from chatbot.store import Store
+from chatbot.cli.app import valid_text
+from chatbot.cli.commands import app
+from chatbot.store.sqlite import Store
 
 runner = CliRunner()
 

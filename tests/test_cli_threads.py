@@ -18,13 +18,13 @@ from typing import Any
 import pytest
 from click.testing import Result
 
-from chatbot.backend import LocalBackend
-from chatbot.cli import app
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.store import Store, ThreadInfo, thread_config
+from chatbot.cli.commands import app
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.history.timeline import Snapshot, lineage, short_id
+from chatbot.store.sqlite import Store, ThreadInfo, thread_config
 from chatbot.threadids import check_thread_id
-from chatbot.timeline import Snapshot, lineage, short_id
+from chatbot.threads.backend import LocalBackend
 from tests.helpers import offline_echo, one_error, runner
 
 SUMMARY_ENV = {"CHATBOT_SUMMARY_TRIGGER": "messages:6", "CHATBOT_SUMMARY_KEEP": "messages:2"}

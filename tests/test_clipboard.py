@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.clipboard import copy_text, copy_to_system, osc52
+from chatbot.terminal.clipboard import copy_text, copy_to_system, osc52
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, fake_wl_copy
 

@@ -19,9 +19,9 @@ import pytest
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, Cli, chatbot_argv, ok, runner
 
-from chatbot.cli import app  # isort: skip
+from chatbot.cli.commands import app  # isort: skip
 
-_NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai,langgraph,rich"
+_NO_MODELS = "chatbot.engine.models,chatbot.engine.graph,langchain_openai,openai,langgraph,rich"
 
 
 def complete(line: str, **env: str) -> list[str]:
@@ -194,7 +194,7 @@ def test_model_names_complete_from_the_last_listing_and_the_settings(
 
 
 def test_a_broken_model_cache_completes_the_configured_model_only(tmp_path: Path) -> None:
-    from chatbot.modellist import cache_path
+    from chatbot.engine.modellist import cache_path
 
     cache_path().parent.mkdir(parents=True)
     cache_path().write_text("{not json")

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from chatbot.places import user_config_file
-from chatbot.settings import Settings, load_settings
+from chatbot.config.settings import Settings, load_settings
+from chatbot.config.sources import user_config_file
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, SECRET, chatbot_argv, free_port, one_error, runner
 
-from chatbot.cli import app  # isort: skip
+from chatbot.cli.commands import app  # isort: skip
 
 
 def write_config(text: str, mode: int = 0o600) -> Path:

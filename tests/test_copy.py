@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.backend import LocalBackend
-from chatbot.copying import CopyError, plan_copy, run_copy
-from chatbot.graph import build_graph
-from chatbot.pgstore import open_store
-from chatbot.settings import Settings
-from chatbot.timeline import last_turn
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.history.timeline import last_turn
+from chatbot.store.copying import CopyError, plan_copy, run_copy
+from chatbot.store.postgres import open_store
+from chatbot.threads.backend import LocalBackend
 from tests.scripted import ScriptedChatModel
 from tests.test_cli import invoke
 

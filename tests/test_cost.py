@@ -21,14 +21,14 @@ from genai_prices import Usage, calc_price
 from langchain_core.messages import AIMessage, HumanMessage
 from rich.console import Console
 
-from chatbot.backend import LocalBackend
-from chatbot.commands import dispatch
-from chatbot.graph import build_graph
-from chatbot.models import resolve_models
-from chatbot.pricing import format_usd
-from chatbot.repl import Repl, ScriptedReader
-from chatbot.settings import Settings
-from chatbot.store import Store, thread_config
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import resolve_models
+from chatbot.memory.pricing import format_usd
+from chatbot.store.sqlite import Store, thread_config
+from chatbot.terminal.commands import dispatch
+from chatbot.terminal.repl import Repl, ScriptedReader
+from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import FakeOpenAI, RecordedRequest, prompt_tokens
 from tests.helpers import SECRET, echo_or_summary, is_summary_request
 from tests.reference_tokenizer import count
@@ -203,7 +203,7 @@ def test_a_new_thread_has_cost_nothing(make_world: Callable[..., World]) -> None
 
 
 def test_each_call_is_priced_on_its_own_where_the_price_depends_on_its_size() -> None:
-    from chatbot.pricing import cost_rows, thread_cost, with_call
+    from chatbot.memory.pricing import cost_rows, thread_cost, with_call
 
     # Gemini 2.5 Pro charges more per token above 200k input tokens in one call: three calls
     # of 100k cost three times one, not what one call of 300k would

@@ -12,8 +12,8 @@ import pytest
 from langchain_core.messages import AIMessage
 from rich.console import Console
 
-from chatbot.display import ReplyView, stable_prefix
-from chatbot.session import Folding, Reply, Summarized, Token
+from chatbot.terminal.display import ReplyView, stable_prefix
+from chatbot.threads.events import Folding, Reply, Summarized, Token
 
 
 @pytest.mark.parametrize(

@@ -463,7 +463,7 @@ def test_how_a_reply_ended(
 ) -> None:
     from langchain_core.messages import AIMessage
 
-    from chatbot.finish import finish_of
+    from chatbot.memory.finish import finish_of
 
     message = AIMessage(content=text, response_metadata=metadata, tool_calls=tool_calls)
     assert finish_of(message) == expected

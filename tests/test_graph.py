@@ -14,8 +14,8 @@ from langchain_core.messages import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
-from chatbot.graph import build_graph
-from chatbot.settings import Settings
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
 from tests.scripted import ScriptedChatModel, chat_calls, summary_calls
 
 TUTORIAL_TURNS = [

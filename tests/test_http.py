@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.models import make_model
-from chatbot.settings import Settings
+from chatbot.config.settings import Settings
+from chatbot.engine.models import make_model
 from tests.fake_openai import FakeOpenAI, Reply, content_text
 from tests.helpers import (
     CHAT_MODEL,

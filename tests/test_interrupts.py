@@ -10,7 +10,7 @@ import ormsgpack
 import pytest
 
 from chatbot.interrupts import decoding
-from chatbot.pgstore import open_store
+from chatbot.store.postgres import open_store
 
 _PRESS = {"now": False}
 
@@ -66,7 +66,7 @@ def test_the_savers_decode_checkpoints_interruptibly(any_db: str) -> None:
 def test_a_second_ctrl_c_while_the_first_is_reported_is_ignored(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from chatbot.clicore import exit_code
+    from chatbot.cli.core import exit_code
 
     try:
         assert exit_code(KeyboardInterrupt()) == 130

@@ -22,14 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage
 
-from chatbot.backend import LocalBackend
-from chatbot.checkpoints import lazy_history
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.settings import Settings
-from chatbot.state import ChatGraph
-from chatbot.store import Store, thread_config
-from chatbot.timeline import (
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.history.timeline import (
     ACTION_KEY,
     ORIGIN_KEY,
     Fate,
@@ -48,7 +44,11 @@ from chatbot.timeline import (
     turn_count,
     turn_entries,
 )
-from chatbot.tokens import ESTIMATE, TokenCounter, tokenizer_for
+from chatbot.memory.state import ChatGraph
+from chatbot.memory.tokens import ESTIMATE, TokenCounter, tokenizer_for
+from chatbot.store.checkpoints import lazy_history
+from chatbot.store.sqlite import Store, thread_config
+from chatbot.threads.backend import LocalBackend
 from tests.scripted import ScriptedChatModel
 
 # --- making threads ----------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.leases import HOLDER, Lease
-from chatbot.pgstore import open_store
+from chatbot.store.leases import HOLDER, Lease
+from chatbot.store.postgres import open_store
 from tests.helpers import wait_until
 
 
@@ -45,8 +45,8 @@ def test_a_waiting_turn_says_so_once_and_goes_on_when_free(any_db: str) -> None:
 
 _HOLD_AND_DIE = """
 import sys, time
-from chatbot.leases import Lease
-from chatbot.pgstore import open_store
+from chatbot.store.leases import Lease
+from chatbot.store.postgres import open_store
 store = open_store(sys.argv[1])
 Lease(store, "t", seconds=float(sys.argv[2])).acquire()
 print("held", flush=True)
@@ -80,10 +80,10 @@ def test_a_killed_process_blocks_the_thread_no_longer_than_its_lease(any_db: str
 
 _WORKER = """
 import json, sys, time
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.pgstore import open_store
+from chatbot.threads.backend import LocalBackend
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.store.postgres import open_store
 db, name, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
 thread = sys.argv[4] if len(sys.argv) > 4 else "shared"
 store = open_store(db)
@@ -122,8 +122,8 @@ def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> 
     assert len(completed) == workers * turns
 
     with open_store(any_db) as store:
-        from chatbot.backend import LocalBackend
-        from chatbot.timeline import lineage
+        from chatbot.history.timeline import lineage
+        from chatbot.threads.backend import LocalBackend
 
         history = LocalBackend(None, store).history("shared")
         chain = lineage(history)
@@ -172,9 +172,9 @@ def test_the_lease_is_released_however_a_turn_ends(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import sys
-        from chatbot.backend import LocalBackend
-        from chatbot.graph import build_graph
-        from chatbot.pgstore import open_store
+        from chatbot.threads.backend import LocalBackend
+        from chatbot.engine.graph import build_graph
+        from chatbot.store.postgres import open_store
         from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
         from langchain_core.messages import AIMessage
         class Failing(GenericFakeChatModel):

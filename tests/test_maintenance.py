@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.pgstore import open_store
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.store.postgres import open_store
+from chatbot.threads.backend import LocalBackend
 from tests.test_cli import invoke
 
 

@@ -17,11 +17,11 @@ from langchain_core.exceptions import ContextOverflowError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
 from chatbot.errors import ContextTooLong
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.settings import Settings
-from chatbot.tokens import ESTIMATE, USAGE_KEY
+from chatbot.memory.tokens import ESTIMATE, USAGE_KEY
 from tests import reference_tokenizer
 from tests.scripted import ScriptedChatModel, chat_calls, summary_calls
 

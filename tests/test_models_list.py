@@ -11,9 +11,9 @@ import pytest
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
-from chatbot.lineinput import SlashCompleter
-from chatbot.modellist import ModelCatalog, cache_path
-from chatbot.settings import Settings
+from chatbot.config.settings import Settings
+from chatbot.engine.modellist import ModelCatalog, cache_path
+from chatbot.terminal.lineinput import SlashCompleter
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import SECRET, Cli, DevServer, free_port, offline_echo, ok, one_error
 
@@ -51,7 +51,7 @@ def test_the_listing_is_cached_privately_for_completion(cli: Cli) -> None:
 def test_the_offline_model_lists_offline_without_asking_anyone(openai_server: FakeOpenAI) -> None:
     from tests.helpers import runner
 
-    from chatbot.cli import app  # isort: skip
+    from chatbot.cli.commands import app  # isort: skip
 
     result = runner.invoke(app, ["models", "--json"])
     assert result.exit_code == 0, result.output

@@ -255,7 +255,7 @@ def test_a_timeout_too_short_to_connect_names_chatbot_timeout(
 
 
 def test_a_huge_thread_id_is_cut_in_errors(db: Path) -> None:
-    from chatbot.cli import app
+    from chatbot.cli.commands import app
 
     huge = "a" * 120_000
     shown = f"'{'a' * 40}…' (120,000 characters)"
@@ -341,11 +341,11 @@ def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_nam
 
 
 def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_path: Path) -> None:
-    from chatbot.backend import LocalBackend
-    from chatbot.graph import build_graph
-    from chatbot.models import OfflineChatModel
-    from chatbot.settings import Settings
-    from chatbot.store import Store
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import OfflineChatModel
+    from chatbot.store.sqlite import Store
+    from chatbot.threads.backend import LocalBackend
 
     database = tmp_path / "older.sqlite"
     with Store(database) as store:  # (made as before such ids were refused)

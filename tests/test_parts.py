@@ -27,19 +27,19 @@ from langchain_core.messages import (
     get_buffer_string,
 )
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.memory.policy import chunk_for_summary
+from chatbot.memory.prompts import summary_request, text_only, transcript
+from chatbot.memory.tokens import TokenCounter
 from chatbot.parts import describe, readable_text, text_and_media
-from chatbot.policy import chunk_for_summary
-from chatbot.prompts import summary_request, text_only, transcript
-from chatbot.search import search
-from chatbot.settings import Settings
-from chatbot.store import Store
-from chatbot.tokens import TokenCounter
+from chatbot.store.search import search
+from chatbot.store.sqlite import Store
+from chatbot.threads.backend import LocalBackend
 from tests.helpers import ok, runner
 from tests.scripted import ScriptedChatModel, summary_calls
 
-from chatbot.cli import app  # isort: skip
+from chatbot.cli.commands import app  # isort: skip
 
 LINK = "https://example.com/photos/cat.png"
 NOTES = "notes.txt:\n```text\nthe budget is 4,200 euros\n```"

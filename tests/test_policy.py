@@ -19,7 +19,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from chatbot.policy import (
+from chatbot.memory.policy import (
     VALID_FORMS,
     Limit,
     PolicyError,
@@ -37,10 +37,10 @@ from chatbot.policy import (
     trigger_fired,
     unsafe_cutoffs,
 )
-from chatbot.policy import chunk_for_summary as _chunk_for_summary
-from chatbot.policy import plan_summary as _plan_summary
-from chatbot.policy import split_message as _split_message
-from chatbot.tokens import TokenCounter
+from chatbot.memory.policy import chunk_for_summary as _chunk_for_summary
+from chatbot.memory.policy import plan_summary as _plan_summary
+from chatbot.memory.policy import split_message as _split_message
+from chatbot.memory.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 """The estimate: what counts tokens for models without a known tokenizer (and in these tests)."""

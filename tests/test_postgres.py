@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.pgstore import redact_url
+from chatbot.config.sources import without_password
 from tests.test_cli import invoke
 
 
@@ -83,7 +83,7 @@ def test_a_database_that_does_not_exist_is_one_line_without_the_password(
     ],
 )
 def test_the_password_is_redacted_from_the_location(url: str, shown: str) -> None:
-    assert redact_url(url) == shown
+    assert without_password(url) == shown
 
 
 def test_a_password_in_the_query_string_is_never_printed() -> None:

@@ -108,7 +108,7 @@ def test_edit_without_an_editor_says_to_set_one(spawn: Any, tmp_path: Path) -> N
 def test_without_editor_or_visual_edit_uses_the_systems_editor_as_ctrl_x_ctrl_e_does(
     tmp_path: Path,
 ) -> None:
-    from chatbot.editor import editor_command
+    from chatbot.terminal.editor import editor_command
 
     folder = tmp_path / "bin"
     folder.mkdir()

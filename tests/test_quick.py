@@ -1,4 +1,4 @@
-"""The entry point runs the commonest invocations without Typer (chatbot.quick): every form it
+"""The entry point runs the commonest invocations without Typer (chatbot.cli.main): every form it
 takes prints, fails and exits exactly as the Typer app does, and it never imports Typer."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.quick import Invocation, parse
+from chatbot.cli.main import Invocation, parse
 from tests.helpers import chatbot_argv, offline_threads
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.cli import app
-from chatbot.commands import COMMANDS
-from chatbot.settings import Settings
+from chatbot.cli.commands import app
+from chatbot.config.settings import Settings
+from chatbot.terminal.commands import COMMANDS
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 

@@ -16,9 +16,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
-from chatbot import render
-from chatbot.export import to_markdown, verbatim
-from chatbot.timeline import Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.history.export import to_markdown, verbatim
+from chatbot.history.timeline import Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.terminal import render
 
 CHECKPOINT = "1f0c2a3b-4d5e-6f70-8123-456789abcdef"
 SUMMARY = (

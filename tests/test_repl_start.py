@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from chatbot.backend import Backend, LocalBackend
-from chatbot.commands import dispatch
+from chatbot.config.settings import Settings
+from chatbot.config.sources import SettingsError
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
 from chatbot.errors import ModelCallFailed
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.places import SettingsError
-from chatbot.repl import READS, RUNS, Loaded, LoadingBackend, Opened, Repl
-from chatbot.settings import Settings
-from chatbot.store import Store
+from chatbot.store.sqlite import Store
+from chatbot.terminal.commands import dispatch
+from chatbot.terminal.repl import READS, RUNS, Loaded, LoadingBackend, Opened, Repl
+from chatbot.threads.backend import Backend, LocalBackend
 from tests.helpers import wait_until
 from tests.scripted import ScriptedChatModel
 
@@ -322,7 +322,7 @@ def test_output_from_another_thread_appears_at_the_prompt_and_its_error_ends_the
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
 
-    from chatbot.lineinput import PromptToolkitReader, SlashCompleter
+    from chatbot.terminal.lineinput import PromptToolkitReader, SlashCompleter
 
     history = tmp_path / "data" / "chatbot" / "input_history"
     said: list[str] = []

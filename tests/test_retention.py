@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from chatbot.models import extractive_summary
-from chatbot.settings import load_settings
+from chatbot.config.settings import load_settings
+from chatbot.engine.models import extractive_summary
 from tests.fake_openai import FakeOpenAI, content_text, prompt_tokens
 from tests.helpers import ROOT
 

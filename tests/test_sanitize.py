@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage
 from rich.console import Console
 
-import chatbot.cli
-from chatbot.backend import LocalBackend
-from chatbot.commands import dispatch
-from chatbot.graph import build_graph
-from chatbot.repl import Repl, ScriptedReader
+import chatbot.cli.commands
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
 from chatbot.sanitize import MAX_HELD, StreamSanitizer, escape_json_controls, sanitize
-from chatbot.settings import Settings
-from chatbot.store import Store
+from chatbot.store.sqlite import Store
+from chatbot.terminal.commands import dispatch
+from chatbot.terminal.repl import Repl, ScriptedReader
 from chatbot.threadids import check_thread_id
+from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import CONTROL, Cli, is_summary_request, ok, summarizing
 from tests.scripted import ScriptedChatModel
@@ -275,7 +275,7 @@ def test_ask_streaming_to_a_terminal_never_prints_a_split_sequence(
     spaces, so the OSC title and the ``ESC [ 2 SP q`` arrive in two pieces each."""
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, highlight=False, soft_wrap=True)
-    monkeypatch.setattr(chatbot.cli, "out", terminal)
+    monkeypatch.setattr(chatbot.cli.commands, "out", terminal)
     openai_server.responder = nasty_server
     ok(cli.ask("hello"))
     assert openai_server.requests[-1].body.get("stream") is True

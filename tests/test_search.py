@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from chatbot.backend import LocalBackend
-from chatbot.checkpoints import read_checkpoint
-from chatbot.copying import plan_copy, run_copy
-from chatbot.graph import build_graph
-from chatbot.pgstore import open_store
-from chatbot.search import (
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.store.checkpoints import read_checkpoint
+from chatbot.store.copying import plan_copy, run_copy
+from chatbot.store.postgres import open_store
+from chatbot.store.search import (
     INDEXED_MARK,
     Hit,
     SearchError,
@@ -26,8 +26,8 @@ from chatbot.search import (
     parse_query,
     search,
 )
-from chatbot.settings import Settings
-from chatbot.store import SqlStore
+from chatbot.store.sqlite import SqlStore
+from chatbot.threads.backend import LocalBackend
 from tests.scripted import ScriptedChatModel
 from tests.test_cli import invoke
 from tests.test_repl import World, errors, flat

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from chatbot.copying import plan_copy, run_copy
-from chatbot.graph import build_graph
-from chatbot.msgindex import MessageIndex
-from chatbot.saver import LocalSaver
-from chatbot.search import coarse_fold, search
-from chatbot.store import (
+from chatbot.engine.graph import build_graph
+from chatbot.store.copying import plan_copy, run_copy
+from chatbot.store.msgindex import MessageIndex
+from chatbot.store.saver import LocalSaver
+from chatbot.store.search import coarse_fold, search
+from chatbot.store.sqlite import (
     APPLICATION_ID,
     MIGRATIONS,
     MIGRATIONS_TABLE,

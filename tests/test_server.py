@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from chatbot.cli import app
+from chatbot.cli.commands import app
 from tests.helpers import DevServer, free_port
 
 pytestmark = pytest.mark.integration

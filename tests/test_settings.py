@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.settings import Settings, SettingsError, default_db_path, load_settings
+from chatbot.config.settings import Settings, SettingsError, default_db_path, load_settings
 from tests.helpers import ROOT
 
 
@@ -123,8 +123,8 @@ def test_env_file_that_is_not_utf8_or_is_a_folder_is_one_line(tmp_path: Path) ->
 
 
 def test_one_credentials_rule_for_the_factory_the_fallback_and_a_runs_model() -> None:
-    from chatbot.graph import build_graph
-    from chatbot.models import MissingCredentials, make_model, resolve_models
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import MissingCredentials, make_model, resolve_models
 
     bare = Settings(_env_file=None, model="gpt-4o")  # type: ignore[call-arg]
     with pytest.raises(MissingCredentials) as made:

@@ -27,14 +27,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from chatbot.backend import LocalBackend
-from chatbot.commands import dispatch
-from chatbot.graph import build_graph
-from chatbot.modellist import cache_path, completion_names, endpoint_of
-from chatbot.repl import Repl, ScriptedReader
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.modellist import cache_path, completion_names, endpoint_of
 from chatbot.sanitize import StreamSanitizer, escape_json_controls, sanitize
-from chatbot.settings import Settings
-from chatbot.store import Store
+from chatbot.store.sqlite import Store
+from chatbot.terminal.commands import dispatch
+from chatbot.terminal.repl import Repl, ScriptedReader
+from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import CONTROL, Cli, echo_or_summary, is_summary_request, ok, summarizing
 from tests.scripted import ScriptedChatModel

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.places import SettingsError, prepare_threshold, read_places
-from chatbot.settings import load_settings
+from chatbot.config.settings import load_settings
+from chatbot.config.sources import SettingsError, prepare_threshold, read_places
 from tests.helpers import chatbot_argv, offline_threads
 
 # The CLI run with an import hook that makes the named modules fail to import: a command that
-# needed a model (chatbot.models, langchain_openai) or the graph (chatbot.graph) fails.
-_NO_MODELS = "chatbot.models,chatbot.graph,langchain_openai,openai"
+# needed a model (chatbot.engine.models, langchain_openai) or the graph (chatbot.engine.graph)
+# fails.
+_NO_MODELS = "chatbot.engine.models,chatbot.engine.graph,langchain_openai,openai"
 
 
 def _run(
@@ -132,7 +133,7 @@ def test_places_read_the_user_config_file_as_the_settings_do(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from chatbot.places import user_config_file
+    from chatbot.config.sources import user_config_file
 
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
@@ -178,7 +179,7 @@ def test_the_library_logs_nowhere_unless_the_application_says_where() -> None:
     """chatbot's loggers hang under ``chatbot``, which has a NullHandler as soon as a module
     that logs is imported (a library logs; the application decides where logs go)."""
     probe = (
-        "import logging, chatbot.graph; "
+        "import logging, chatbot.engine.graph; "
         "print([type(h).__name__ for h in logging.getLogger('chatbot').handlers])"
     )
     shown = subprocess.run(

@@ -15,12 +15,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.pgstore import open_store
-from chatbot.session import Reply, Summarized
-from chatbot.settings import Settings
-from chatbot.store import (
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.store.postgres import open_store
+from chatbot.store.sqlite import (
     APPLICATION_ID,
     Store,
     StoreError,
@@ -28,6 +26,8 @@ from chatbot.store import (
     read_state,
     state_history,
 )
+from chatbot.threads.backend import LocalBackend
+from chatbot.threads.events import Reply, Summarized
 from tests.helpers import wait_until
 from tests.scripted import ScriptedChatModel
 
@@ -184,10 +184,10 @@ def test_unopenable_database_is_one_clear_error(tmp_path: Path) -> None:
 
 _OPEN_AND_WRITE = """
 import sys
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.backend import LocalBackend
-from chatbot.store import Store
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.threads.backend import LocalBackend
+from chatbot.store.sqlite import Store
 with Store(sys.argv[1]) as store:
     graph = build_graph(OfflineChatModel(), checkpointer=store.saver)
     list(LocalBackend(graph, store).send(sys.argv[2], "hello from " + sys.argv[2]))

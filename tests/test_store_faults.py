@@ -26,8 +26,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from typer.testing import Result
 
-from chatbot.pgstore import PgStore, open_store
-from chatbot.store import APPLICATION_ID, INDEXED_MARK, MIGRATIONS, StoreError
+from chatbot.store.postgres import PgStore, open_store
+from chatbot.store.sqlite import APPLICATION_ID, INDEXED_MARK, MIGRATIONS, StoreError
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, echo_or_summary, ok, one_error
 
@@ -605,7 +605,7 @@ def test_a_blank_database_path_or_one_with_control_characters_is_refused(
     assert one_error(cli.invoke("--db", value, "threads"), 2).startswith(expected)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
     for args, extra in ((["threads", "--db", value], {}), (["threads"], {"CHATBOT_DB": value})):
-        done = subprocess.run(  # (`chatbot threads` runs without Typer: chatbot.quick)
+        done = subprocess.run(  # (`chatbot threads` runs without Typer: chatbot.cli.main)
             [sys.executable, "-m", "chatbot", *args],
             env={**env, **extra},
             capture_output=True,

@@ -19,12 +19,12 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import InvalidUpdateError
 
-from chatbot.backend import LocalBackend
-from chatbot.graph import build_graph
-from chatbot.models import make_model
-from chatbot.pgstore import open_store
-from chatbot.search import search
-from chatbot.settings import Settings
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import make_model
+from chatbot.store.postgres import open_store
+from chatbot.store.search import search
+from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import RecordedRequest, Reply, completion
 from tests.helpers import (
     Cli,

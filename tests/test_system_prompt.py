@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from chatbot.backend import LocalBackend
-from chatbot.commands import dispatch
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.repl import Repl, ScriptedReader
-from chatbot.roles import RoleError, effective_prompt, list_roles, load_role
-from chatbot.settings import Settings
-from chatbot.store import Store
-from chatbot.timeline import lineage, turn_entries
+from chatbot.config.roles import RoleError, effective_prompt, list_roles, load_role
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.history.timeline import lineage, turn_entries
+from chatbot.store.sqlite import Store
+from chatbot.terminal.commands import dispatch
+from chatbot.terminal.repl import Repl, ScriptedReader
+from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import FakeOpenAI, RecordedRequest
 from tests.helpers import (
     SUMMARY_TEXT,

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from chatbot.tokens import (
+from chatbot.memory.tokens import (
     ESTIMATE,
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD,
@@ -49,7 +49,7 @@ MIXED = (
     "tokens。他想把 CHATBOT_SUMMARY_TRIGGER 设成 fraction:0.8，然后用 /compact 手动压缩。"
     "Error: context_length_exceeded (HTTP 400)。"
 ) * 3
-CODE = (ROOT / "chatbot" / "policy.py").read_text()[:6000]
+CODE = (ROOT / "chatbot" / "memory" / "policy.py").read_text()[:6000]
 JA = (
     "私の名前は田中です。東京に住んでいて、ソフトウェアエンジニアとして働いています。毎朝七時に起きます。"
     * 3
@@ -111,7 +111,7 @@ def test_the_setting_overrides_the_model_family() -> None:
 def test_counting_does_not_import_bpe_openais_slow_compat_layer() -> None:
     """The package's __init__ decodes every vocabulary in Python (~0.7 s); the bindings don't."""
     code = (
-        "import sys; from chatbot.tokens import tokenizer_for; "
+        "import sys; from chatbot.memory.tokens import tokenizer_for; "
         "n = tokenizer_for('gpt-4o').count('hello 你好'); "
         "print(n, 'bpe_openai' in sys.modules, 'bpe_openai.compat' in sys.modules)"
     )

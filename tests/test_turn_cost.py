@@ -19,16 +19,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from chatbot import prompts
-from chatbot.checkpoints import read_checkpoint
-from chatbot.graph import build_graph, run_resolver
-from chatbot.leases import Lease
-from chatbot.models import OfflineChatModel
-from chatbot.runsettings import CONTEXT_FIELDS
-from chatbot.settings import Settings
-from chatbot.state import Context
-from chatbot.store import Store
-from chatbot.tokens import (
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph, run_resolver
+from chatbot.engine.models import OfflineChatModel
+from chatbot.engine.runsettings import CONTEXT_FIELDS
+from chatbot.memory import prompts
+from chatbot.memory.state import Context
+from chatbot.memory.tokens import (
     ESTIMATE,
     MESSAGE_OVERHEAD,
     MESSAGES_REMEMBERED,
@@ -36,6 +33,9 @@ from chatbot.tokens import (
     counter_for,
     estimate_tokens,
 )
+from chatbot.store.checkpoints import read_checkpoint
+from chatbot.store.leases import Lease
+from chatbot.store.sqlite import Store
 from tests.helpers import ROOT, wait_until
 from tests.scripted import ScriptedChatModel
 
@@ -174,10 +174,10 @@ def test_the_offline_model_streams_asynchronously_without_a_thread() -> None:
 _TURN_THEN_KILLED = """
 import os, signal, sys
 from langchain_core.messages import HumanMessage
-from chatbot.graph import build_graph
-from chatbot.models import OfflineChatModel
-from chatbot.settings import Settings
-from chatbot.store import Store, thread_config
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import OfflineChatModel
+from chatbot.config.settings import Settings
+from chatbot.store.sqlite import Store, thread_config
 store = Store(sys.argv[1])
 graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"),
                     Settings(_env_file=None, model="offline"), store.saver)

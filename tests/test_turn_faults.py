@@ -31,9 +31,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
 from chatbot.errors import ModelCallFailed
-from chatbot.graph import build_graph
-from chatbot.settings import Settings
 from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, completion
 from tests.helpers import (
@@ -424,16 +424,21 @@ def test_the_call_log_is_written_under_langgraph_dev(tmp_path: Path) -> None:
 ASK_START = (
     "chatbot.interrupts",
     "typer",
-    "chatbot.cli",
+    "chatbot.cli.commands",
     "pydantic",
-    "chatbot.settings",
+    "chatbot.config.settings",
     "langchain_core",
-    "chatbot.models",
+    "chatbot.engine.models",
     "langgraph",
-    "chatbot.backend",
-    "chatbot.graph",
+    "chatbot.threads.backend",
+    "chatbot.engine.graph",
 )
-HISTORY_START = ("chatbot.interrupts", "chatbot.clicore", "chatbot.store", "chatbot.timeline")
+HISTORY_START = (
+    "chatbot.interrupts",
+    "chatbot.cli.core",
+    "chatbot.store.sqlite",
+    "chatbot.history.timeline",
+)
 
 
 def interrupted_once(args: list[str], env: dict[str, str], marker: str) -> tuple[int, str, str]:
@@ -651,8 +656,8 @@ def test_ask_with_a_reply_without_text_says_so_and_keeps_the_message(
 
 _HOLD_AND_WAIT = """
 import sys, time
-from chatbot.leases import Lease
-from chatbot.pgstore import open_store
+from chatbot.store.leases import Lease
+from chatbot.store.postgres import open_store
 Lease(open_store(sys.argv[1]), "t1").acquire()
 print("held", flush=True)
 time.sleep(600)

@@ -1,0 +1,220 @@
+"""The ``chatbot`` CLI's frame: the Typer app, one-line errors, the consoles, the shared
+options, and the state the global options set up (settings, database, models, graph, all made
+on demand). The commands live in :mod:`chatbot.cli.commands` (threads and turns),
+:mod:`chatbot.cli.chat` (the REPL's start) and :mod:`chatbot.cli.db` (the database itself)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
+
+from chatbot import __version__
+from chatbot.cli import completion
+from chatbot.cli.core import (  # noqa: F401  (the commands import these from here too)
+    AppState,
+    CliError,
+    ValidTextReader,
+    _error_line,
+    err,
+    escape,
+    exit_after,
+    exit_code,
+    fail,
+    out,
+    print_json,
+    read_text,
+    set_up_process,
+    show_notice,
+    thread_backend,
+    valid_stdin,
+    valid_text,
+    valid_text_option,
+)
+
+if TYPE_CHECKING:
+    from chatbot.threads.backend import Backend
+
+
+def _flags_take_no_value(params: Sequence[Any]) -> None:
+    """Typer 0.29's help lists a flag with a type, ``--json <bool>``, as if it took a value; an
+    empty metavar lists it alone, ``--json``."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag:
+            param.metavar = ""
+
+
+class Command(TyperCommand):
+    """A ``chatbot`` command: its help lists flags as flags."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _flags_take_no_value(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+class OneLineErrors(TyperGroup):
+    """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr.
+
+    Typer prints a usage error as the usage, a hint and a boxed panel. Click's way to handle
+    errors yourself is ``standalone_mode=False``: ``main`` then raises them (and returns the
+    code of an ``Exit``) instead of printing; this class does the printing and exiting. Its
+    help lists flags as flags, as :class:`Command`'s does.
+    """
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _flags_take_no_value(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        return _one_line(lambda: super(OneLineErrors, self).make_context(*args, **kwargs))
+
+    def invoke(self, ctx: Any) -> Any:
+        return _one_line(lambda: super(OneLineErrors, self).invoke(ctx))
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        run = functools.partial(
+            super().main, args, prog_name, complete_var, False, windows_expand_args, **extra
+        )
+        if not standalone_mode:
+            return run()
+        try:
+            code = run()
+        except typer.TyperException as error:  # Click's exceptions: exit code 2 for usage
+            _error_line(usage_error_line(error))
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            err.print("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line(step: Callable[[], Any]) -> Any:
+    """Parsing the command line and running the group's callback, as :func:`guarded` runs a
+    command: Ctrl-C is ``interrupted`` (Typer would end with code 130 in silence), and any
+    error that is not Click's one line on stderr, never a traceback."""
+    try:
+        return step()
+    except (typer.Exit, typer.Abort, typer.TyperException):
+        raise
+    except BaseException as error:
+        code = exit_code(error)
+        if code is None:
+            raise
+        raise typer.Exit(code) from None
+
+
+def usage_error_line(error: typer.TyperException) -> str:
+    """``no such option: --foo (see 'chatbot ask --help')``: Click's message, in one line."""
+    message = " ".join(error.format_message().split()).rstrip(".")
+    if message[1:2].islower():
+        message = message[0].lower() + message[1:]
+    ctx = getattr(error, "ctx", None)  # a usage error knows the command it is about
+    if ctx is None:
+        return message
+    takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)
+    if (  # (a thread named '-x' before such ids were refused)
+        takes_thread
+        and type(error).__name__ == "NoSuchOption"
+        and not str(getattr(error, "option_name", "")).startswith("--")  # (--jsno: a typo)
+        and not getattr(error, "possibilities", None)
+    ):
+        return (
+            f"{message} (see '{ctx.command_path} --help'; a thread id starting with '-' goes "
+            f"after '--': {ctx.command_path} -- ID)"
+        )
+    return f"{message} (see '{ctx.command_path} --help')"
+
+
+app = typer.Typer(
+    name="chatbot",
+    cls=OneLineErrors,
+    help="A terminal chatbot whose memory never overflows: older turns fold into a running "
+    "summary, every turn is checkpointed in SQLite under a thread id. Run without a command "
+    "to chat.",
+    add_completion=True,  # --install-completion / --show-completion (see chatbot.cli.completion)
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    invoke_without_command=True,
+)
+
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", help="SQLite file or postgresql:// URL for threads (default: CHATBOT_DB)."
+    ),
+]
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url", help="Use the threads of a LangGraph server, e.g. http://127.0.0.1:2024."
+    ),
+]
+ThreadArgument = Annotated[
+    str,
+    typer.Argument(
+        metavar="THREAD",
+        help="Thread id.",
+        callback=valid_text_option,
+        autocompletion=completion.thread_ids,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+def guarded(command: Callable[..., None]) -> Callable[..., None]:
+    """Turn every error a command meets into one line on stderr and a non-zero exit code
+    (:func:`chatbot.cli.core.exit_code`)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except BaseException as error:
+            code = exit_code(error)
+            if code is None:
+                raise
+            raise typer.Exit(code) from None
+
+    return wrapper
+
+
+def app_state(ctx: typer.Context, db: str | None = None, url: str | None = None) -> AppState:
+    state = ctx.find_root().obj
+    assert isinstance(state, AppState)
+    return state.narrow(db, url)
+
+
+def show_version(value: bool) -> None:
+    if value:
+        out.print(f"chatbot {__version__}")
+        raise typer.Exit()
+
+
+def open_thread(
+    ctx: typer.Context,
+    thread_id: str,
+    db: str | None,
+    url: str | None = None,
+    *,
+    local_only: str = "",
+    runs: bool = False,
+) -> Backend:
+    """The backend for a command about one existing thread (see
+    :func:`chatbot.cli.core.thread_backend`)."""
+    state = app_state(ctx, db, url)
+    return thread_backend(state, thread_id, local_only=local_only, runs=runs)

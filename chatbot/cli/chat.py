@@ -1,0 +1,225 @@
+"""How ``chatbot chat`` starts its REPL: loaded before it (piped input, a server), or with the
+prompt first and the settings, models and graph loaded behind it (a terminal)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from chatbot.terminal.repl import LineReader, Repl
+
+
+from chatbot.cli.core import (
+    AppState,
+    ValidTextReader,
+    out,
+    valid_stdin,
+)
+
+
+def loads_behind_the_prompt(state: AppState) -> bool:
+    """A REPL on a SQLite file starts before its models and graph: the thread list is plain
+    SQL. On a server or PostgreSQL, everything is made before the prompt."""
+    from chatbot.store.sqlite import is_postgres_url
+
+    return not state.remote and not is_postgres_url(state.places.db)
+
+
+def _first_thread(thread: str | None, new: bool, newest: Callable[[], str | None]) -> str:
+    """The thread a REPL opens: the one given, a fresh one, or the most recently active."""
+    from chatbot.threadids import new_thread_id
+
+    if new or thread:
+        return thread or new_thread_id()
+    return newest() or new_thread_id()
+
+
+def repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
+    """A REPL whose backend, settings and models are made before it starts."""
+    from chatbot.terminal.commands import dispatch
+    from chatbot.terminal.repl import Repl, ScriptedReader
+
+    backend = state.backend(runs=True)
+    return Repl(
+        backend=backend,
+        console=out,
+        reader=ValidTextReader(ScriptedReader(line.rstrip("\n") for line in valid_stdin())),
+        settings=state.settings,
+        thread_id=_first_thread(
+            thread, new, lambda: next((t.thread_id for t in backend.threads()), None)
+        ),
+        model_name="(the server's model)" if state.remote else state.models.chat_name,
+        dispatch=dispatch,
+        notice="" if state.remote else state.models.notice,
+    )
+
+
+def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bool) -> Repl:
+    """A REPL in a terminal that shows its prompt first: before it, only the database file
+    is opened (plain SQL, no LangGraph) to choose the thread and say what is in it; behind it,
+    a daemon thread checks the settings, opens the backend and makes the models and the graph
+    (see :class:`chatbot.terminal.repl.LoadingBackend`)."""
+    import gc
+
+    # Start-up allocates much and frees little: collecting garbage meanwhile only costs time
+    # (a tenth of the time to the prompt). Collecting resumes once loading has ended.
+    gc.disable()
+    from chatbot.terminal.repl import Loaded, LoadingBackend, Opened, Repl, ScriptedReader
+
+    store = None if state.db_missing else state.store  # a new file waits for valid settings
+    thread_id = _first_thread(thread, new, store.newest_thread if store else lambda: None)
+
+    def open_backend() -> Opened:
+        try:
+            settings = state.settings  # a bad setting ends the REPL here, before any file is made
+            import chatbot.terminal.commands  # noqa: F401  (here, not at the prompt: it imports LangGraph)
+
+            return Opened(state.backend(), settings)
+        except BaseException:
+            gc.enable()
+            raise
+
+    def load_models(opened: Opened) -> Loaded:
+        try:
+            models = state.models  # a bad summary policy ends the REPL here
+            opened.backend.run_settings(None)  # builds the graph; its resolver makes the tokenizer
+            return Loaded(models.chat_name, models.notice)
+        finally:
+            gc.enable()
+
+    location = store.path if store else str(Path(state.places.db).expanduser())
+    loading = LoadingBackend(location, store, open_backend, load_models)
+    repl = Repl(
+        backend=loading.as_backend(),
+        console=out,
+        reader=ValidTextReader(ScriptedReader(())),
+        settings=None,
+        thread_id=thread_id,
+        model_name="(still loading)",
+        dispatch=_dispatch_while_loading,
+    )
+    repl.reader = terminal_reader(repl, shown=repl.prompt_shown)
+    return repl
+
+
+_LEAVING = ("/exit", "/quit", "/q")
+"""The slash commands that leave (``/exit`` and its aliases in chatbot.terminal.commands)."""
+
+
+def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
+    """Slash commands in a REPL started before loading: leaving never waits; the others wait
+    until threads can be read (importing the commands imports LangGraph's checkpoint code, so
+    it happens on the loading thread)."""
+    if line.lower() in _LEAVING:
+        return "exit"
+    repl.ready(reading=True)
+    from chatbot.terminal.commands import dispatch
+
+    return dispatch(repl, line)
+
+
+def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> LineReader:
+    """prompt_toolkit's line editing, completing commands and ids (never waiting for them:
+    before threads can be read there is nothing to complete but thread ids)."""
+    from platformdirs import user_data_path
+
+    from chatbot.terminal.lineinput import PromptToolkitReader, SlashCompleter
+
+    def commands() -> list[str]:
+        if not repl.can_read():
+            return []
+        from chatbot.terminal.commands import COMMANDS
+
+        return list(COMMANDS)
+
+    def checkpoint_ids() -> list[str]:
+        if not repl.can_read():
+            return []
+        from chatbot.history.timeline import short_id
+
+        # the newest 50: completing reads ids only, never a whole long history
+        return [short_id(i) for i in repl.backend.recent_checkpoint_ids(repl.thread_id, 50)]
+
+    from chatbot.engine.modellist import ModelCatalog
+
+    catalog = ModelCatalog()
+
+    def fetch_models() -> None:
+        """Once loaded, the endpoint's models are listed in the background, for /model Tab
+        (not on a server, whose models come from its own endpoint)."""
+        if repl.settings is not None and not repl.remote:
+            catalog.refresh(repl.settings)
+
+    def model_names() -> list[str]:
+        fetch_models()
+        return catalog.names()
+
+    def prompt_shown() -> None:
+        if shown is not None:
+            shown()
+        fetch_models()
+
+    reader = PromptToolkitReader(
+        user_data_path("chatbot", appauthor=False) / "input_history",
+        SlashCompleter(
+            commands=commands,
+            thread_ids=lambda: [t.thread_id for t in repl.backend.threads()],
+            checkpoint_ids=checkpoint_ids,
+            model_names=model_names,
+        ),
+        shown=prompt_shown,
+    )
+    repl.interject = reader.interject
+    return ValidTextReader(reader)
+
+
+def leave_at_once(state: AppState, code: int) -> NoReturn:
+    """End the process when the REPL ends, without the interpreter's teardown.
+
+    Tearing down the modules of LangGraph, langchain-core and an OpenAI client takes 0.2 to
+    0.4 s (and the loading thread may still be importing them). What leaving needs is done
+    first: the database closed, the exit handlers run (the turns' event loop, logging), the
+    output flushed. (The input history is written line by line.) The loading thread is not
+    waited for: it only reads, or creates a database whose set-up SQLite makes atomic; the
+    database is closed once a statement it is running ends, or left to the process's end if
+    that takes more than a tenth of a second.
+    """
+    import atexit
+    import os
+
+    state.close(wait=0.1)  # (the loading thread's statement, if any, is not waited for long)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
+def run_chat(state: AppState, thread: str | None, new: bool) -> int:
+    """``chatbot chat``: the REPL; its exit code."""
+    from chatbot.cli.core import fail
+    from chatbot.threadids import check_thread_id
+
+    if thread and new:
+        fail("give --thread or --new, not both", 2)
+    if thread:  # checked before the database is opened (or created)
+        try:
+            thread = check_thread_id(thread)
+        except ValueError as error:
+            fail(str(error), 2)
+    terminal = sys.stdin.isatty() and out.is_terminal
+    if terminal and loads_behind_the_prompt(state):
+        repl = repl_loading_behind_the_prompt(state, thread, new)
+    else:
+        import gc
+
+        gc.enable()
+        repl = repl_loaded(state, thread, new)
+        if terminal:
+            repl.reader = terminal_reader(repl)
+    code = repl.run()
+    if terminal:
+        leave_at_once(state, code)
+    return code

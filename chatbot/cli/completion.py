@@ -1,0 +1,115 @@
+"""Shell completion's suggestions (``chatbot --install-completion``): thread ids and model names.
+
+Typer completes the subcommands and options itself; these callbacks add the values. They run
+on every Tab in the shell, so they read fast, as ``chatbot threads`` does (the database's
+listing SQL through :mod:`chatbot.config.sources`, never a model or the graph), and they never fail
+loudly: any problem means no suggestions, never a traceback in the middle of a command line.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from chatbot.logs import logger
+
+log = logger("completion")
+
+
+def _option(ctx: typer.Context, name: str) -> str | None:
+    """An option's value as typed so far, the command's own first, then its parents'."""
+    current: typer.Context | None = ctx
+    while current is not None:
+        value = current.params.get(name)
+        if isinstance(value, str) and value:
+            return value
+        current = current.parent  # type: ignore[assignment]
+    return None
+
+
+def thread_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Thread ids starting with ``incomplete``, newest activity first (``[]`` on any problem)."""
+    try:
+        return [name for name in _thread_ids(ctx) if name.startswith(incomplete)]
+    except Exception:
+        log.debug("completing thread ids failed", exc_info=True)
+        return []
+
+
+def _thread_ids(ctx: typer.Context) -> list[str]:
+    from chatbot.config.sources import read_places
+
+    places = read_places(
+        _option(ctx, "env_file") or ".env", db=_option(ctx, "db"), url=_option(ctx, "url")
+    )
+    if places.url:
+        return _server_thread_ids(places.url)
+    from pathlib import Path
+
+    from chatbot.store.sqlite import is_postgres_url
+
+    if not is_postgres_url(places.db) and not Path(places.db).expanduser().is_file():
+        return []  # completing never creates the database
+    from chatbot.store.postgres import open_store
+
+    store = open_store(
+        places.db, places.pg_prepare_threshold, connect_timeout=DATABASE_TIMEOUT, read_only=True
+    )
+    try:
+        return [t.thread_id for t in store.list_threads()]
+    finally:
+        store.close()
+
+
+DATABASE_TIMEOUT = 2
+"""Seconds a PostgreSQL server gets to accept a Tab's connection: the shortest psycopg waits
+(it reads 1 as 2); the commands themselves wait :data:`chatbot.store.postgres.CONNECT_TIMEOUT`."""
+
+REMOTE_TIMEOUT = 1.0
+"""Seconds a LangGraph server gets to answer a Tab (the commands themselves wait longer)."""
+
+
+def _server_thread_ids(url: str) -> list[str]:
+    """The names of a LangGraph server's threads, newest first, as ``chatbot threads --url``
+    lists them; one short request without retries, so that a server that is down or stuck
+    costs a Tab a second at most (the SDK retries and waits minutes)."""
+    import os
+
+    import httpx
+
+    headers = {}
+    for prefix in ("LANGGRAPH", "LANGSMITH", "LANGCHAIN"):  # as langgraph-sdk reads its key
+        if key := os.environ.get(f"{prefix}_API_KEY", "").strip().strip("\"'"):
+            headers["x-api-key"] = key
+            break
+    answer = httpx.post(
+        f"{url.rstrip('/')}/threads/search",
+        json={"limit": 100, "sort_by": "updated_at", "sort_order": "desc"},
+        headers=headers,
+        timeout=REMOTE_TIMEOUT,
+    )
+    answer.raise_for_status()
+    names = []
+    for thread in answer.json():
+        metadata = thread.get("metadata") or {}
+        names.append(str(metadata.get("chatbot_name") or thread["thread_id"]))  # remote.NAME_KEY
+    return names
+
+
+def model_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Model names starting with ``incomplete``: the configured model, the endpoint's last
+    listing (``chatbot models`` or the REPL cached it) and ``offline``."""
+    try:
+        from chatbot.config.sources import SettingSources
+        from chatbot.engine.modellist import completion_names, endpoint_of
+
+        sources = SettingSources(_option(ctx, "env_file") or ".env")
+        base_url = sources.find("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
+        configured = sources.find("CHATBOT_MODEL")
+        names = completion_names(
+            endpoint_of(base_url.value if base_url else None),
+            configured.value if configured else "",
+        )
+        return [name for name in names if name.startswith(incomplete)]
+    except Exception:
+        log.debug("completing model names failed", exc_info=True)
+        return []

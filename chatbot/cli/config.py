@@ -1,0 +1,164 @@
+"""``chatbot config`` (every setting and where it comes from; ``path``; ``init``) and
+``chatbot models`` (what the endpoint serves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from chatbot.cli.app import (
+    Command,
+    JsonOption,
+    OneLineErrors,
+    app,
+    app_state,
+    err,
+    escape,
+    fail,
+    guarded,
+    out,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from chatbot.config.userfile import SettingRow
+
+# --- the user's config ----------------------------------------------------------------------
+
+config_app = typer.Typer(
+    name="config",
+    cls=OneLineErrors,
+    help="Show every setting, its value and where it comes from (option, environment, "
+    "./.env, the user's config.env, default). 'init' creates config.env.",
+    add_completion=False,
+    rich_markup_mode="rich",
+    invoke_without_command=True,
+)
+app.add_typer(config_app)
+
+
+def _where(row: SettingRow) -> str:
+    if row.source in ("env file", "config file"):
+        return str(Path(row.where).absolute())
+    if row.source in ("environment", "option"):
+        return f"{row.source} {row.where}"
+    return row.source
+
+
+def _json_where(row: SettingRow) -> str:
+    return str(Path(row.where).absolute()) if row.source.endswith(" file") else row.where
+
+
+@config_app.callback()
+@guarded
+def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """Show every setting, its value and where it comes from (the API key is redacted)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from chatbot.config.sources import user_config_file
+    from chatbot.config.userfile import describe_settings, unknown_names
+
+    state = app_state(ctx)
+    overrides = {"db": state.db or "", "model": state.model or "", "url": state.url or ""}
+    rows, error = describe_settings(state.env_file, overrides)
+    unknown = unknown_names(state.env_file)
+    notes = [item.line() for item in unknown]
+    if error is None and not state.remote:
+        settings = state.settings
+        if not settings.has_credentials and settings.model != "offline":
+            notes.append(
+                f"no OPENAI_API_KEY or OPENAI_BASE_URL is set: the offline model answers, "
+                f"not {settings.model}"
+            )
+    config_file = user_config_file()
+    env_file = Path(state.env_file).absolute() if state.env_file else None
+    if as_json:
+        print_json(
+            {
+                "config_file": str(config_file),
+                "config_file_exists": config_file.is_file(),
+                "env_file": str(env_file) if env_file else None,
+                "settings": [row.record() | {"where": _json_where(row)} for row in rows],
+                "notes": notes,
+                "error": str(error) if error else None,
+            }
+        )
+    else:
+        from rich.table import Table
+
+        exists = "" if config_file.is_file() else " (not created: 'chatbot config init')"
+        if config_file.is_dir():
+            exists = " (is a folder, not a file: not read)"
+        out.print(f"config file: {escape(str(config_file))}{exists}", markup=True)
+        if env_file is not None:
+            found = "" if env_file.is_file() else " (none)"
+            out.print(f"env file:    {escape(str(env_file))}{found}")
+        table = Table(box=None, pad_edge=False)
+        table.add_column("setting", style="bold", no_wrap=True)
+        table.add_column("value", overflow="fold")
+        table.add_column("from", style="dim", overflow="fold")
+        for row in rows:
+            table.add_row(escape(row.name), escape(row.value), escape(_where(row)))
+        out.print(table)
+        for note in notes:
+            err.print(f"note: {note}", markup=False, highlight=False)
+    if error is not None:
+        fail(str(error), 2)
+
+
+@config_app.command("path", cls=Command)
+@guarded
+def config_path() -> None:
+    """Print the user's config file path (it may not exist yet: 'chatbot config init')."""
+    from chatbot.config.sources import user_config_file
+
+    out.print(str(user_config_file()), markup=False, highlight=False)
+
+
+@config_app.command("init", cls=Command)
+@guarded
+def config_init() -> None:
+    """Create the user's config.env (folder 0700, file 0600), every setting commented out."""
+    from chatbot.config.userfile import ConfigExists, create_config
+
+    try:
+        path = create_config()
+    except ConfigExists as error:
+        fail(str(error), 1)
+    err.print(f"created {escape(str(path))}: uncomment and edit the settings you want")
+    out.print(str(path), markup=False, highlight=False)
+
+
+# --- the endpoint's models -------------------------------------------------------------------
+
+
+@app.command(cls=Command)
+@guarded
+def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
+    """List the models the endpoint serves (GET /v1/models of OPENAI_BASE_URL, or OpenAI's)."""
+    from chatbot.config.sources import without_password
+    from chatbot.engine.modellist import endpoint_of, list_models
+
+    state = app_state(ctx)
+    listing = list_models(state.settings)
+    if state.remote:
+        err.print(
+            f"[yellow]note:[/] these are this machine's endpoint's; the server at "
+            f"{escape(state.places.url or '')} runs models from its own"
+        )
+    settings = state.settings
+    # without a key or a server the offline model answers, whatever CHATBOT_MODEL says
+    current = settings.model if settings.has_credentials else "offline"
+    if as_json:
+        print_json([model.record() | {"current": model.id == current} for model in listing])
+        return
+    if not listing:
+        endpoint = without_password(endpoint_of(state.settings.openai_base_url))
+        err.print(f"{escape(endpoint)} lists no models: name one yourself (CHATBOT_MODEL)")
+    for model in listing:
+        mark = ""
+        if model.id == current:
+            mark = "  (CHATBOT_MODEL)" if current == settings.model else "  (no key or server set)"
+        out.print(f"{escape(model.id)}{mark}", highlight=False)

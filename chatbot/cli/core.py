@@ -1,0 +1,458 @@
+"""The ``chatbot`` CLI's core, without Typer: the consoles, one-line errors, the state the
+global options set up (settings, database, models, graph, all made on demand) and what the
+commands share. :mod:`chatbot.cli.app` builds the Typer app on it; :mod:`chatbot.cli.main` runs the
+commonest invocations on it without importing Typer at all (see there)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+from chatbot.errors import describe_error, redact, remember_secret
+from chatbot.sanitize import escape_json_controls, sanitize
+from chatbot.sanitize import valid_text as valid_unicode
+
+if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from rich.console import Console
+
+    from chatbot.config.settings import Settings
+    from chatbot.config.sources import Places
+    from chatbot.engine.models import Models
+    from chatbot.store.sqlite import SqlStore
+    from chatbot.terminal.repl import LineReader
+    from chatbot.threads.backend import Backend
+
+
+class _LazyConsole:
+    """A Rich console made on first use: reading commands that print JSON never import Rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+    # Python looks special methods up on the type, past __getattr__; Rich's Live uses these.
+    def __enter__(self) -> Console:
+        return self.__getattr__("__enter__")()
+
+    def __exit__(self, *exc: object) -> None:
+        self.__getattr__("__exit__")(*exc)
+
+
+def escape(text: str) -> str:
+    """Rich's ``escape``: text shown as written, never read as markup."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+err: Console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)  # type: ignore[assignment]
+out: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
+
+
+def valid_text(text: str) -> str:
+    """Text as valid Unicode, so that a turn is never stored half broken.
+
+    Bytes that are not UTF-8 reach Python as lone surrogates (in arguments, and in stdin or a
+    terminal under some locales); SQLite cannot store those. They become U+FFFD, as a
+    decoder's "replace" would have made them.
+    """
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a lone surrogate that never was a byte
+        return valid_unicode(text)
+
+
+def valid_text_option(value: str | None) -> str | None:
+    """Typer callback: a text argument as valid Unicode (see :func:`valid_text`)."""
+    return None if value is None else valid_text(value)
+
+
+class CliError(Exception):
+    """An error to show as one line and exit with ``code``."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class AppState:
+    """What the global options set up; the heavy parts (models, graph, DB) are made on demand.
+
+    (A plain class, as are the others on the way to ``threads --json``: importing dataclasses
+    imports inspect, a tenth of what that command takes.)"""
+
+    def __init__(
+        self,
+        env_file: str | None = ".env",
+        db: str | None = None,
+        model: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self.env_file = env_file
+        self.db = db
+        self.model = model
+        self.url = url
+        self._settings: Settings | None = None
+        self._places: Places | None = None
+        self._store: SqlStore | None = None
+        self._models: Models | None = None
+        self._graph: Any = None
+        self._empty = False
+        self.read_only = False
+        """Set by a command that only reads: the database is opened read-only (nothing is
+        written to a SQLite file, not even to a damaged one)."""
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            from chatbot.config.settings import load_settings
+
+            overrides: dict[str, Any] = {}
+            if self.db is not None:
+                overrides["db"] = self.db
+            if self.model:
+                overrides["model"] = self.model
+            if self.url:
+                overrides["url"] = self.url
+            self._settings = load_settings(self.env_file, **overrides)
+            for secret in self._settings.secrets():
+                remember_secret(secret)
+        return self._settings
+
+    @property
+    def places(self) -> Places:
+        """The database and the server, read without the full settings (fast)."""
+        if self._places is None:
+            from chatbot.config.sources import Places, prepare_threshold, read_places
+
+            if self._settings is not None:
+                self._places = Places(
+                    db=self._settings.db,
+                    url=self._settings.url,
+                    pg_prepare_threshold=prepare_threshold(self._settings.pg_prepare_threshold),
+                )
+            else:
+                self._places = read_places(self.env_file, db=self.db, url=self.url or None)
+        return self._places
+
+    @property
+    def store(self) -> SqlStore:
+        """The database: a SQLite file, or PostgreSQL when CHATBOT_DB is a postgresql:// URL."""
+        if self._store is None:
+            from chatbot.store.postgres import open_store
+
+            self._store = open_store(
+                self.places.db, self.places.pg_prepare_threshold, read_only=self.read_only
+            )
+            if self._store.notice:
+                err.print(f"[yellow]note:[/] {escape(self._store.notice)}")
+        return self._store
+
+    @property
+    def models(self) -> Models:
+        if self._models is None:
+            from chatbot.engine.models import max_input_tokens, resolve_models
+
+            self._models = resolve_models(self.settings)
+            self.settings.policy(max_input_tokens(self._models.chat))  # a bad policy fails now
+        return self._models
+
+    @property
+    def graph(self) -> Any:
+        if self._graph is None:
+            from chatbot.engine.graph import build_graph
+
+            models = self.models
+            self._graph = build_graph(models.chat, models.summary, self.settings, self.store.saver)
+        return self._graph
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.places.url)
+
+    @property
+    def where(self) -> str:
+        """Where threads live: the server, the database file or URL (never with a password)."""
+        from chatbot.config.sources import without_password
+
+        return (
+            without_password(self.places.url)
+            if self.places.url
+            else without_password(self.places.db)
+        )
+
+    @property
+    def threads_hint(self) -> str:
+        """The command that lists the threads meant: with the --db or --url given here."""
+        from chatbot.config.sources import without_password
+
+        if self.url:
+            return f"'chatbot threads --url {without_password(self.url)}' lists them"
+        if self.db:
+            return f"'chatbot threads --db {without_password(self.db)}' lists them"
+        return "'chatbot threads' lists them"
+
+    @property
+    def db_missing(self) -> bool:
+        """True when there is no local database to read: its file does not exist yet, or (for
+        a command that only reads) the file or the PostgreSQL database is empty. Reading
+        creates neither a file nor a table (see :class:`chatbot.store.sqlite.EmptyDatabase`)."""
+        from chatbot.store.sqlite import EmptyDatabase
+
+        if self.remote or self.places.db == ":memory:":
+            return False
+        if self._no_file() or self._empty:
+            return True
+        if not self.read_only:
+            return False
+        try:
+            _ = self.store
+        except EmptyDatabase:
+            self._empty = True
+        return self._empty
+
+    @property
+    def missing_said(self) -> str:
+        """Why :attr:`db_missing` holds, for a message: ``X does not exist yet``, ``X is
+        empty``."""
+        if self._no_file():
+            return f"{self.places.db} does not exist yet"
+        return f"{self.where} is empty"
+
+    def _no_file(self) -> bool:
+        from chatbot.store.sqlite import is_postgres_url
+
+        db = self.places.db
+        return not is_postgres_url(db) and not Path(db).expanduser().exists()
+
+    def backend(self, runs: bool = False) -> Backend:
+        """The threads' backend. Locally its graph (and the models) is built at the first run:
+        reading commands never build it. A command that ``runs`` the graph checks the settings
+        and makes the models first, so a bad setting stops it before any file is created."""
+        if runs and not self.places.url:
+            _ = self.models
+        if self.places.url:
+            from chatbot.threads.remote import RemoteBackend
+
+            return RemoteBackend(self.places.url)
+        from chatbot.threads.backend import LocalBackend
+
+        return LocalBackend(self._graph, self.store, build=lambda: self.graph)
+
+    def narrow(self, db: str | None, url: str | None) -> AppState:
+        """The state with a command's own ``--db`` / ``--url``, which beat the global ones."""
+        if db is not None:
+            self.db = db
+        if url:
+            self.url = url
+        return self
+
+    def close(self, wait: float | None = None) -> None:
+        """Close the database (``wait``: at most that long for another thread's statement)."""
+        if self._store is not None:
+            self._store.close(wait)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Stop with one clear line on stderr."""
+    raise CliError(message, code)
+
+
+def _error_line(message: str) -> None:
+    err.print(f"[red]error:[/] {escape(sanitize(redact(message)))}")
+
+
+def print_json(data: Any) -> None:
+    """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
+    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself. A write that fails (a
+    closed stdout's too, once :func:`set_up_process` ran) is the entry point's to report
+    (:mod:`chatbot.cli.stdout`)."""
+    text = escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
+    if sys.stdout is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def set_up_process(*, logging_too: bool = True) -> None:
+    """What every command's process needs first: libraries' logs as one line, errors only
+    (unless ``logging_too`` is false: then :func:`configure_logging` when something may log);
+    what the terminal cannot show written as "?", and a failed write to stdout known as one
+    (:mod:`chatbot.cli.stdout`); a closed stdin read as an empty one; a ``COLUMNS`` or ``LINES``
+    that is no size (``0``, ``-1``, ``wide``) as unset (Rich takes ``0`` as zero columns and
+    prints nothing)."""
+    import os
+
+    from chatbot.cli import stdout
+
+    if logging_too:
+        configure_logging()
+    stdout.install()
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name)
+        if value is not None and not (value.isascii() and value.isdigit() and int(value) > 0):
+            del os.environ[name]
+    if sys.stdin is None:  # (`chatbot <&-`): as `< /dev/null`
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (the process's stdin)
+
+
+def exit_after(command: Callable[[], int | str | None]) -> NoReturn:
+    """Run a whole command line (``command`` returns or exits with its code), write what
+    stdout still holds, and exit: with the command's code, or 1 and one line (none for a
+    reader gone) when stdout failed where nothing said so."""
+    from chatbot.cli import stdout
+
+    try:
+        code = command()
+    except SystemExit as leaving:
+        code = leaving.code
+    except (stdout.OutputFailed, stdout.OutputClosed) as error:  # (Click's help, --version)
+        code = exit_code(error)
+    failure = stdout.flush()
+    if failure is not None and not code:
+        code = exit_code(stdout.failure_error(failure))
+    sys.exit(code)
+
+
+def configure_logging() -> None:
+    """Libraries' logs as one line, errors only. (Importing logging is a tenth of what
+    ``threads --json`` on a SQLite file takes, and nothing on that path logs.)"""
+    import logging
+
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+
+
+def show_notice(state: AppState) -> None:
+    if not state.remote and state.models.notice:
+        err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
+
+
+def valid_stdin() -> TextIO:
+    """stdin, reading bytes that are not valid text as U+FFFD instead of failing."""
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        sys.stdin.reconfigure(errors="replace")
+    return sys.stdin
+
+
+class ValidTextReader:
+    """A line reader whose lines are always valid Unicode (see :func:`valid_text`)."""
+
+    def __init__(self, reader: LineReader) -> None:
+        self.reader = reader
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
+        return valid_text(self.reader.read(prompt, toolbar))
+
+
+def read_text(text: str | None) -> str:
+    """The message ``ask`` sends: TEXT, what is piped in, or both. Both is the piped input,
+    then TEXT after a blank line (``git diff | chatbot ask "review this"``), in the order llm
+    puts them. ``-`` reads stdin alone."""
+    if text is None or text == "-":
+        if text is None and sys.stdin.isatty():
+            fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
+        text = valid_stdin().read()
+    elif not sys.stdin.isatty():
+        piped = valid_stdin().read().rstrip("\n")
+        if piped.strip():
+            text = f"{piped}\n\n{text}" if text.strip() else piped
+    text = valid_text(text)
+    if not text.strip():
+        fail("the message is empty: give some text to send", 2)
+    return text
+
+
+_interruption_said = False
+
+
+def say_interrupted() -> None:
+    """Say ``interrupted``, once, and ignore any further Ctrl-C: the process is leaving."""
+    global _interruption_said
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
+    if not _interruption_said:
+        _interruption_said = True
+        err.print("[dim]interrupted[/]")
+
+
+def interruption_said() -> bool:
+    """True once :func:`say_interrupted` said it."""
+    return _interruption_said
+
+
+def exit_code(error: BaseException) -> int | None:
+    """The exit code of a command that failed with ``error``, its line printed on stderr; None
+    for what is not a command's failure (the caller lets it through)."""
+    from chatbot.cli.stdout import OutputClosed
+    from chatbot.config.sources import SettingsError
+    from chatbot.errors import FriendlyError
+    from chatbot.store.sqlite import StoreError
+
+    if isinstance(error, OutputClosed):  # (`| head` has read enough: quiet, as Rich's console)
+        return 1
+    if isinstance(error, CliError):
+        _error_line(str(error))
+        return error.code
+    if isinstance(error, SettingsError | StoreError):
+        _error_line(str(error))
+        return 2
+    if isinstance(error, FriendlyError | LookupError):
+        _error_line(str(error))
+        return 1
+    from chatbot import interrupts
+
+    if isinstance(error, KeyboardInterrupt) or (
+        isinstance(error, Exception) and interrupts.pressed()  # what a library made of Ctrl-C
+    ):
+        say_interrupted()
+        return 130
+    if isinstance(error, Exception):  # a model or network error: one line, never a traceback
+        from chatbot.logs import logger
+
+        logger().debug("command failed", exc_info=True)
+        _error_line(describe_error(error))
+        return 1
+    return None
+
+
+def thread_backend(
+    state: AppState, thread_id: str, *, local_only: str = "", runs: bool = False
+) -> Backend:
+    """The backend for a command about one existing thread (one error line if it is missing).
+
+    ``local_only`` names a command only local threads allow: on a server it is refused first.
+    """
+    from chatbot.threadids import quoted
+
+    if state.db_missing:
+        fail(f"no thread {quoted(thread_id)}: {state.missing_said}")
+    backend = state.backend(runs)
+    if local_only and backend.local_only_note:
+        fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
+    if not backend.thread_exists(thread_id):
+        fail(f"no thread {quoted(thread_id)} in {state.where} ({state.threads_hint})")
+    return backend
+
+
+def leading_note(state: AppState) -> None:
+    """What every command says first: a warning when the user's config file is readable by
+    others (only a stat when it is private), and one for each settings file with lines that
+    cannot be read (only a stat when there is none)."""
+    from chatbot.config.userfile import readable_key_warning, unreadable_lines_warnings
+
+    for warning in [readable_key_warning(), *unreadable_lines_warnings(state.env_file)]:
+        if warning:
+            err.print(f"[yellow]warning:[/] {escape(warning)}")

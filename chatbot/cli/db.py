@@ -1,0 +1,241 @@
+"""``chatbot db stats|vacuum|copy`` and ``chatbot prune``: the database itself, not a thread."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from chatbot.store.sqlite import SqlStore
+
+
+from chatbot.cli.app import (
+    Command,
+    DbOption,
+    JsonOption,
+    OneLineErrors,
+    app,
+    app_state,
+    err,
+    escape,
+    fail,
+    guarded,
+    out,
+    print_json,
+)
+from chatbot.plural import counted
+
+# --- keeping the database small -----------------------------------------------------------
+
+db_app = typer.Typer(
+    name="db",
+    cls=OneLineErrors,
+    help="The database itself: what it holds, and giving deleted threads' space back.",
+    add_completion=False,
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+)
+app.add_typer(db_app)
+
+
+def _local_store(
+    ctx: typer.Context, db: str | None, what: str, *, read_only: bool = False
+) -> SqlStore | None:
+    """The local database for a maintenance command; ``None`` (said on stderr) if it does not
+    exist yet. On a server the command is refused."""
+    state = app_state(ctx, db)
+    state.read_only = read_only
+    if state.remote:
+        fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
+    if state.db_missing:
+        err.print(f"[dim]{escape(state.missing_said)}: nothing to do[/]")
+        return None
+    return state.store
+
+
+def _size(count: int) -> str:
+    """Bytes for people: ``412.3 MB``."""
+    size = float(count)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1000
+    return f"{size:,.1f} GB"
+
+
+@db_app.command("stats", cls=Command)
+@guarded
+def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Threads, checkpoints and bytes on disk of the database."""
+    store = _local_store(ctx, db, "db stats", read_only=True)
+    if store is None:
+        return
+    stats = store.stats()
+    if as_json:
+        print_json(stats.record())
+        return
+    out.print(
+        f"{escape(stats.location)}: {counted(stats.threads, 'thread', spec=',')}, "
+        f"{counted(stats.checkpoints, 'checkpoint', spec=',')}, "
+        f"{counted(stats.writes, 'pending write', spec=',')}, "
+        f"{_size(stats.bytes)} on disk"
+        + (
+            f" ({_size(stats.free_bytes)} of it free: 'chatbot db vacuum' gives it back)"
+            if stats.free_bytes
+            else ""
+        )
+    )
+
+
+@db_app.command("vacuum", cls=Command)
+@guarded
+def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
+    """Give the space of deleted threads back to the file system (SQLite's VACUUM)."""
+    store = _local_store(ctx, db, "db vacuum")
+    if store is None:
+        return
+    before, after = store.vacuum()
+    out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
+
+
+@db_app.command("copy", cls=Command)
+@guarded
+def db_copy(
+    source: Annotated[str, typer.Argument(metavar="SRC", help="SQLite file or postgresql:// URL.")],
+    target: Annotated[str, typer.Argument(metavar="DST", help="SQLite file or postgresql:// URL.")],
+    threads: Annotated[
+        list[str] | None,
+        typer.Option("--thread", "-t", help="Copy this thread (repeat it; default: all)."),
+    ] = None,
+) -> None:
+    """Copy threads with their whole history to another database: SQLite to PostgreSQL and
+    back. Run it again to copy what is new; a thread that exists there with a different
+    history is refused."""
+    from chatbot.store.copying import plan_copy, run_copy
+    from chatbot.store.postgres import open_store
+    from chatbot.store.sqlite import is_postgres_url
+
+    if not is_postgres_url(source) and not Path(source).expanduser().is_file():
+        fail(f"no database {source!r}: give a SQLite file or a postgresql:// URL", 2)
+    with open_store(source, read_only=True) as src, open_store(target) as dst:
+        if src.path == dst.path:
+            fail("SRC and DST are the same database: give two", 2)
+        plan = plan_copy(src, dst, threads or [])
+        total = plan.checkpoints
+        if total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            with Progress(
+                TextColumn("copying"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("checkpoints"),
+                console=err,
+                transient=True,
+                disable=not err.is_terminal or total < 200,
+            ) as bar:
+                task = bar.add_task("copy", total=total)
+                run_copy(src, dst, plan, progress=lambda n: bar.advance(task, n))
+        copied, same = len(plan.copy), len(plan.skipped)
+        err.print(
+            f"copied {counted(copied, 'thread')} ({counted(total, 'checkpoint', spec=',')}) from "
+            f"{escape(src.path)} to {escape(dst.path)}"
+            + (f"; {same} already there with the same history" if same else "")
+        )
+
+
+@db_app.command("adopt", cls=Command)
+@guarded
+def db_adopt(
+    ctx: typer.Context,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Take over another LangGraph program's database on purpose: chatbot adds its own tables
+    and mark, then lists that program's threads, can write to them, and prune may delete
+    them. Asks first; other programs' databases are refused."""
+    from chatbot.store.postgres import database_owner, open_store
+
+    state = app_state(ctx, db)
+    if state.remote:
+        fail(f"db adopt works on local databases only (this session uses {state.places.url})", 2)
+    where = state.where
+    if state.db_missing:
+        fail(f"no database {where!r}: nothing to adopt (chatbot makes a new one when used)", 2)
+    owner, threads = database_owner(state.places.db, state.places.pg_prepare_threshold)
+    if owner.kind in ("chatbot", "unmarked chatbot"):
+        err.print(f"{escape(where)} is already a chatbot database: nothing to do")
+        return
+    if owner.kind == "new":
+        err.print(f"{escape(where)} is empty: chatbot sets it up when first used, nothing to adopt")
+        return
+    if owner.kind != "langgraph":
+        fail(
+            f"{where!r} is another program's database ({owner.what}, no chatbot mark): only a "
+            "LangGraph program's database can be adopted; choose another --db",
+            2,
+        )
+    if not yes and not sys.stdin.isatty():
+        fail(f"adopting {where!r} needs confirmation: add --yes (or run it in a terminal)", 2)
+    err.print(
+        f"{escape(where)} is another LangGraph program's database: "
+        f"{counted(threads, 'thread')} in its {escape(owner.what)}. Adopting it adds "
+        "chatbot's tables (chatbot_threads, chatbot_leases, chatbot_messages, chatbot_marks, "
+        "chatbot_migrations) and its mark; chatbot then lists those threads, can write to them, "
+        "and 'chatbot prune' may delete them. Their checkpoints stay as they are."
+    )
+    if not yes and not typer.confirm("Adopt it?", default=False):
+        err.print(f"left {escape(where)} untouched")
+        raise typer.Exit(1)
+    from chatbot.threads.backend import LocalBackend
+
+    with open_store(state.places.db, state.places.pg_prepare_threshold, adopt=True) as store:
+        listed = LocalBackend(None, store).list_unlisted()
+    err.print(
+        f"adopted {escape(where)} ({counted(listed, 'thread')} listed): "
+        f"{escape(state.threads_hint)}"
+    )
+
+
+@app.command(cls=Command)
+@guarded
+def prune(
+    ctx: typer.Context,
+    inactive_days: Annotated[
+        float,
+        typer.Option(
+            "--inactive-days", min=0, help="Delete threads with no activity for this many days."
+        ),
+    ],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Delete them (else: only list).")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Delete whole threads not active for N days: lists them, and deletes them with --yes (or
+    after asking). A thread is never thinned; forks of a deleted thread keep its id as text."""
+    from chatbot.terminal.render import threads_table
+
+    store = _local_store(ctx, db, "prune")
+    if store is None:
+        return
+    stale = store.inactive_threads(inactive_days)
+    days = counted(inactive_days, "day", spec="g")
+    if not stale:
+        err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
+        return
+    out.print(threads_table(stale), soft_wrap=False)
+    count = counted(len(stale), "thread")
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print(f"{count} inactive for {days}; nothing deleted: add --yes to delete them")
+            return
+        if not typer.confirm(f"Delete these {count} and all their history?", default=False):
+            err.print("kept")
+            raise typer.Exit(1)
+    for info in stale:
+        store.delete_thread(info.thread_id)
+    err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")

@@ -1,0 +1,259 @@
+"""Every setting, typed and validated in one place, read from the environment and ``.env``.
+
+``Settings`` is the only object that knows about environment variables; everything else takes
+values from it. Problems surface as :class:`SettingsError` with one line naming the variable,
+what is wrong and the valid forms.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from chatbot.config.sources import (
+    KEY_NAMES,
+    USER_CONFIG,
+    ConfigFile,
+    SettingsError,
+    SettingSources,
+    check_db,
+    check_env_file,
+    check_http_url,
+    default_db_path,
+    prepare_threshold,
+    refuse_blank_db,
+    resolve_config_file,
+    url_passwords,
+    without_password,
+)
+from chatbot.memory.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
+
+OFFLINE_MODEL = "offline"
+CHECK_THE_KEY = "check the key"
+"""How a refused API key's message ends; :func:`load_settings` adds where the key was found."""
+
+
+class Settings(BaseSettings):
+    """The application's configuration. See ``.env.example`` for every variable."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CHATBOT_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        validate_default=True,
+    )
+
+    model: str = Field("gpt-4o-mini", description="Chat model name, or 'offline'.")
+    summary_model: str | None = Field(
+        None, description="Summary model; defaults to the chat model."
+    )
+    temperature: float | None = Field(0.7, ge=0, le=2, description="Chat model temperature.")
+    timeout: float = Field(
+        60.0, gt=0, le=86_400, allow_inf_nan=False, description="Seconds before a call gives up."
+    )
+    max_retries: int = Field(2, ge=0, description="Retries on rate limits and transient errors.")
+    system_prompt: str = Field("", description="System prompt sent before every conversation.")
+
+    summary_trigger: str = Field("tokens:12000", description="When to summarize.")
+    summary_keep: str = Field("tokens:3000", description="What stays verbatim after a summary.")
+    keep_first_message: bool = Field(False, description="Never fold the first user message.")
+    max_input_tokens: int | None = Field(None, gt=0, description="Chat model's context size.")
+    summary_input_tokens: int | None = Field(
+        None, gt=0, description="Input budget of one summary call; bigger inputs are chunked."
+    )
+    max_summary_tokens: int = Field(1000, gt=0, description="Above this the summary is condensed.")
+    language: Literal["en", "zh"] = Field("en", description="Language of the built-in prompts.")
+    tokenizer: Literal["auto", "o200k_base", "cl100k_base", "estimate"] = Field(
+        "auto", description="How tokens are counted: the model family's tokenizer, or one named."
+    )
+    summary_create_prompt: str | None = Field(None, description="Replaces the create prompt.")
+    summary_extend_prompt: str | None = Field(None, description="Replaces the extend prompt.")
+
+    db: str = Field(default_factory=lambda: str(default_db_path()), description="SQLite file.")
+    url: str | None = Field(None, description="A LangGraph server to use instead of SQLite.")
+    pg_prepare_threshold: str = Field(
+        "5", description="PostgreSQL: prepared-statement threshold; 'none' behind pgbouncer."
+    )
+    log: str | None = Field(
+        None, description="Append one JSON line per model call to this file (the call log)."
+    )
+
+    openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices(*KEY_NAMES))
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
+    )
+
+    @field_validator(
+        "summary_model",
+        "openai_base_url",
+        "max_input_tokens",
+        "summary_input_tokens",
+        "url",
+        "openai_api_key",
+        "log",
+        mode="before",
+    )
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("summary_create_prompt", "summary_extend_prompt", mode="before")
+    @classmethod
+    def _blank_prompt_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("model", "summary_model")
+    @classmethod
+    def _model_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or any(c.isspace() for c in value)):
+            raise ValueError("give a model name without spaces, or 'offline'")
+        return value
+
+    @field_validator("openai_api_key", mode="before")
+    @classmethod
+    def _key_is_one_printable_word(cls, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        if not isinstance(value, str):
+            return value
+        value = value.strip()  # a pasted key often brings a line break along
+        if any(c.isspace() for c in value):
+            raise ValueError(f"it contains a space or a line break: {CHECK_THE_KEY}")
+        if not value.isascii() or not value.isprintable():
+            raise ValueError(
+                "it contains characters no API key has (non-ASCII or control characters): "
+                + CHECK_THE_KEY
+            )
+        return value or None
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def _blank_db_is_default(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return check_db(value) if value.strip() else str(default_db_path())
+        return value
+
+    @field_validator("pg_prepare_threshold")
+    @classmethod
+    def _prepare_threshold(cls, value: str) -> str:
+        prepare_threshold(value)
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        return check_http_url(value, "http://127.0.0.1:2024")
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _api_url(cls, value: str | None) -> str | None:
+        return check_http_url(value and value.strip(), "http://localhost:11434/v1")
+
+    @field_validator("summary_trigger")
+    @classmethod
+    def _valid_trigger(cls, value: str) -> str:
+        parse_trigger(value)
+        return value
+
+    @field_validator("summary_keep")
+    @classmethod
+    def _valid_keep(cls, value: str) -> str:
+        parse_keep(value)
+        return value
+
+    @field_validator("summary_extend_prompt")
+    @classmethod
+    def _extend_has_placeholder(cls, value: str | None) -> str | None:
+        if value is not None and "{summary}" not in value:
+            raise ValueError("it must contain {summary}, where the summary so far goes")
+        return value
+
+    @property
+    def summary_model_name(self) -> str:
+        """The summary model's name (the chat model unless set)."""
+        return self.summary_model or self.model
+
+    def secrets(self) -> list[str]:
+        """What is never shown: the API key, and a password in the model server's, the
+        LangGraph server's or the database's URL (``http://user:password@proxy/v1``,
+        ``postgresql://h/db?password=...``)."""
+        found = [self.openai_api_key.get_secret_value()] if self.openai_api_key else []
+        for url in (self.openai_base_url, self.url, self.db):
+            found += url_passwords(url) if url else []
+        return found
+
+    @property
+    def has_credentials(self) -> bool:
+        """True when a real model can be reached: an API key or an OpenAI-compatible URL."""
+        key = self.openai_api_key.get_secret_value() if self.openai_api_key else ""
+        return bool(key.strip() or self.openai_base_url)
+
+    def policy(
+        self, max_input_tokens: int | None, *, trigger: str = "", keep: str = ""
+    ) -> SummaryPolicy:
+        """The validated summarization policy; ``max_input_tokens`` from the model profile.
+
+        ``trigger`` and ``keep``, when given (a run's own), replace the settings' values.
+        """
+        try:
+            return SummaryPolicy.from_strings(
+                trigger or self.summary_trigger,
+                keep or self.summary_keep,
+                keep_first_message=self.keep_first_message,
+                max_input_tokens=self.max_input_tokens or max_input_tokens,
+            )
+        except PolicyError as error:
+            raise SettingsError(str(error)) from None
+
+
+def load_settings(
+    env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG, **overrides: Any
+) -> Settings:
+    """Read the settings: the overrides, the environment, ``env_file``, then ``config_file``
+    (the user's ``config.env`` unless told); raise :class:`SettingsError` with one line on the
+    first problem."""
+    check_env_file(env_file)
+    refuse_blank_db(overrides.get("db"))
+    config = resolve_config_file(config_file)
+    # pydantic-settings reads a tuple of env files with the LATER ones taking priority.
+    files = tuple(str(f) for f in (config, env_file) if f is not None)
+    try:
+        return Settings(_env_file=files or None, **overrides)
+    except ValidationError as error:
+        message = describe_validation_error(error)
+        if message.endswith(CHECK_THE_KEY) and "openai_api_key" not in overrides:
+            found = SettingSources(env_file, config).find(*KEY_NAMES)
+            message += f" in {found.place}" if found else ""
+        raise SettingsError(message) from None
+    except UnicodeDecodeError:
+        bad = next((f for f in files if not _is_utf8(f)), env_file)
+        raise SettingsError(f"env file {str(bad)!r} is not UTF-8 text: save it as UTF-8") from None
+
+
+def _is_utf8(path: str) -> bool:
+    try:
+        Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line for the first problem: the variable, the offending value, what is expected."""
+    first = error.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "setting"
+    name = field.upper() if field.upper().startswith("OPENAI_") else f"CHATBOT_{field.upper()}"
+    message = first["msg"].removeprefix("Value error, ")
+    if isinstance(first.get("ctx", {}).get("error"), PolicyError):
+        return str(first["ctx"]["error"])
+    value = first.get("input")
+    if isinstance(value, str) and field in ("url", "db"):
+        value = without_password(value)
+    shown = "" if name.startswith("OPENAI_") or isinstance(value, dict) else f"={value!r}"
+    return f"{name}{shown} is not valid: {message}"

@@ -1,0 +1,291 @@
+"""The user-level config: ``config.env`` in the user's config folder, and where each setting
+comes from.
+
+Settings are read from the options, the environment, ``./.env`` (or ``--env-file``), then
+``~/.config/chatbot/config.env`` (:func:`chatbot.config.sources.user_config_file`), then the
+defaults, so that ``chatbot`` installed with ``uv tool install`` works the same from any folder.
+:func:`describe_settings` tells, for every setting, its value and its source, with the API key
+and passwords in URLs redacted; :func:`create_config` writes a commented ``config.env`` that
+only its owner can read; :func:`readable_key_warning` notices one that others can read.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from chatbot.config.sources import (
+    KEY_NAMES,
+    USER_CONFIG,
+    ConfigFile,
+    SettingsError,
+    SettingSources,
+    resolve_config_file,
+)
+
+if TYPE_CHECKING:
+    from chatbot.config.settings import Settings
+
+REDACTED = "[redacted]"
+_URL_FIELDS = ("db", "url", "openai_base_url")
+_OPTIONS = {"db": "--db", "model": "--model", "url": "--url"}
+_DESCRIPTIONS = {
+    "openai_api_key": "API key of the OpenAI-compatible server (secret: keep this file 0600).",
+    "openai_base_url": "OpenAI-compatible server, e.g. http://localhost:11434/v1 (Ollama).",
+}
+
+
+class SettingRow(NamedTuple):
+    """One setting as ``chatbot config`` shows it."""
+
+    name: str
+    """The variable, e.g. ``CHATBOT_MODEL`` or ``OPENAI_API_KEY``."""
+    value: str
+    """The effective value, redacted where secret; ``""`` when unset."""
+    source: str
+    """``option``, ``environment``, ``env file``, ``config file`` or ``default``."""
+    where: str = ""
+    """The option, the variable as set, or the file's path; empty for a default."""
+
+    def record(self) -> dict[str, str]:
+        return {"name": self.name, "value": self.value, "source": self.source, "where": self.where}
+
+
+def variable_names(field: str) -> tuple[str, ...]:
+    """The variables a settings field is read from, the first being its documented name."""
+    if field.startswith("openai_"):
+        return (field.upper(), f"CHATBOT_{field.upper()}")
+    return (f"CHATBOT_{field.upper()}",)
+
+
+def shown_value(field: str, value: Any) -> str:
+    """A setting's value for people: the API key redacted, a URL without its password."""
+    if value is None:
+        return ""
+    if hasattr(value, "get_secret_value"):
+        value = value.get_secret_value()
+    text = str(value)
+    if field == "openai_api_key":
+        return REDACTED if text.strip() else ""
+    if field in _URL_FIELDS:
+        from chatbot.config.sources import without_password
+
+        text = without_password(text)
+    from chatbot.errors import redact
+
+    return redact(text)
+
+
+def describe_settings(
+    env_file: str | Path | None = ".env",
+    overrides: dict[str, str] | None = None,
+    config_file: ConfigFile = USER_CONFIG,
+) -> tuple[list[SettingRow], SettingsError | None]:
+    """Every setting, its effective value and where it comes from; and the settings' error,
+    if they do not load (the rows then show the values as written)."""
+    from chatbot.config.settings import Settings, load_settings
+
+    overrides = {name: value for name, value in (overrides or {}).items() if value}
+    sources = SettingSources(env_file, config_file)
+    settings: Settings | None = None
+    error: SettingsError | None = None
+    try:
+        settings = load_settings(env_file, config_file, **overrides)
+    except SettingsError as problem:
+        error = problem
+    defaults = Settings.model_fields
+    rows = []
+    for field in defaults:
+        names = variable_names(field)
+        found = sources.find(*names)
+        if field in overrides:
+            source, where, raw = "option", _OPTIONS.get(field, field), overrides[field]
+        elif found is not None:
+            source, where, raw = found.source, found.where, found.value
+        else:
+            source, where, raw = "default", "", None
+        if settings is not None:
+            value = shown_value(field, getattr(settings, field))
+        elif raw is not None:
+            value = shown_value(field, raw)
+        else:
+            value = shown_value(field, defaults[field].get_default(call_default_factory=True))
+        rows.append(SettingRow(names[0], value, source, where))
+    return rows, error
+
+
+class UnknownName(NamedTuple):
+    """A ``CHATBOT_*`` name in a settings file that is no setting (a typo, an old name)."""
+
+    name: str
+    where: str
+    """The file's path."""
+    suggestion: str | None
+    """The setting it is closest to, if any is close."""
+
+    def line(self) -> str:
+        hint = f" (did you mean {self.suggestion}?)" if self.suggestion else ""
+        return f"{self.name} in {self.where} is not a setting, so it is not read{hint}"
+
+
+@functools.cache
+def setting_names() -> frozenset[str]:
+    """Every variable a setting is read from (``CHATBOT_MODEL``, ``OPENAI_API_KEY``, ...)."""
+    from chatbot.config.settings import Settings
+
+    return frozenset(name for field in Settings.model_fields for name in variable_names(field))
+
+
+def unknown_names(
+    env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG
+) -> list[UnknownName]:
+    """The ``CHATBOT_*`` names in the env file and the config file that no setting reads:
+    pydantic-settings passes them by without a word, so a misspelt setting would silently
+    keep its default."""
+    import difflib
+
+    from chatbot.config.sources import _from_env_file
+
+    known = setting_names()
+    known_suffixes = {name[8:] for name in known if name.startswith("CHATBOT_")}
+    found: list[UnknownName] = []
+    for path in (env_file, resolve_config_file(config_file)):
+        if path is None or not Path(path).is_file():
+            continue
+        for key in _from_env_file(path):
+            name = key.upper()
+            if name.startswith("CHATBOT_") and name not in known:
+                close = difflib.get_close_matches(name[8:], sorted(known_suffixes), n=1)
+                suggestion = f"CHATBOT_{close[0]}" if close else None
+                found.append(UnknownName(name, str(path), suggestion))
+    return found
+
+
+def config_template() -> str:
+    """A ``config.env`` with every setting commented out at its default, one line of help each."""
+    from chatbot.config.settings import Settings
+
+    lines = [
+        "# chatbot's user settings, read after the environment and ./.env (those win).",
+        "# Uncomment a line to set it. 'chatbot config' shows what is in effect and why.",
+        "",
+    ]
+    for field, info in Settings.model_fields.items():
+        default = info.get_default(call_default_factory=False)
+        if info.default_factory is not None or default is None:
+            default = ""
+        elif isinstance(default, bool):
+            default = str(default).lower()
+        lines.append(f"# {_DESCRIPTIONS.get(field) or info.description or ''}".rstrip())
+        lines.append(f"# {variable_names(field)[0]}={default}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+class ConfigExists(Exception):
+    """``config init`` found a config file already there (it is never overwritten)."""
+
+
+def create_config(path: Path | None = None) -> Path:
+    """Create the config folder (0700) and a commented ``config.env`` (0600) in it; refuse
+    (:class:`ConfigExists`) if the file exists."""
+    from chatbot.files import make_private_dirs
+
+    path = path or resolve_config_file(USER_CONFIG)
+    assert path is not None
+    try:
+        make_private_dirs(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if path.is_dir():
+            raise SettingsError(
+                f"{path} is a folder: remove it, then run 'chatbot config init'"
+            ) from None
+        raise ConfigExists(f"{path} already exists: edit it (it was left as it is)") from None
+    except OSError as error:
+        raise SettingsError(f"cannot create {path}: {error.strerror or error}") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(config_template())
+    return path
+
+
+def readable_key_warning(path: Path | None = None) -> str:
+    """One line when the config file holds an API key and others may read it; else ``""``.
+
+    Only a stat when the file is private (the usual case), so every command can ask.
+    """
+    path = path or resolve_config_file(USER_CONFIG)
+    try:
+        mode = path.stat().st_mode if path is not None else 0
+    except OSError:
+        return ""
+    if not stat.S_ISREG(mode) or not mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return ""
+    from dotenv import dotenv_values
+
+    _quiet_dotenv()
+    try:
+        values = dotenv_values(path, encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    keys = {name.upper() for name, value in values.items() if value and value.strip()}
+    if not keys.intersection(KEY_NAMES):
+        return ""
+    return f"{path} holds an API key and others can read it: chmod 600 {path}"
+
+
+_NAME = re.compile(r"(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)(?=[\s:=]|$)")
+_SHOWN_LINES = 5
+
+
+def _quiet_dotenv() -> None:
+    """python-dotenv warns of each line it cannot read through logging; chatbot says it once,
+    in one line (:func:`unreadable_lines_warnings`), before anything reads the files."""
+    import logging
+
+    logging.getLogger("dotenv.main").disabled = True
+
+
+def unreadable_lines_warnings(env_file: str | Path | None) -> list[str]:
+    """One line for each settings file (the env file, the user's config file) holding lines
+    python-dotenv cannot read: they are skipped, so what they set is not applied, and
+    python-dotenv's own warning is hidden with the libraries' logs. Names the lines and the
+    setting each seems to be about, never a value (it may be a key). Only a stat for a file
+    that is not there."""
+    warnings = []
+    for path in (env_file, resolve_config_file(USER_CONFIG)):
+        if path is None or not Path(path).is_file():
+            continue
+        from dotenv.parser import parse_stream
+
+        _quiet_dotenv()
+        try:
+            with open(path, encoding="utf-8") as stream:
+                bad = [binding.original for binding in parse_stream(stream) if binding.error]
+        except (OSError, UnicodeDecodeError):
+            continue  # (said by the settings when they read it)
+        if not bad:
+            continue
+        numbers = ", ".join(str(original.line) for original in bad[:_SHOWN_LINES])
+        if len(bad) > _SHOWN_LINES:
+            numbers += f" and {len(bad) - _SHOWN_LINES:,} more"
+        # Only a setting's own name is shown: the start of a bad line may be a key (a value
+        # wrapped onto the next line, a key pasted alone), and names are looked up only here.
+        names = [
+            found.group(1).upper()
+            for original in bad
+            if (found := _NAME.match(original.string.strip()))
+            and found.group(1).upper() in setting_names()
+        ]
+        about = f" ({', '.join(dict.fromkeys(names))})" if names else ""
+        lines = f"line {numbers} is" if len(bad) == 1 else f"lines {numbers} are"
+        warnings.append(
+            f"{path}: {lines} not NAME=value and skipped{about}: write NAME=value, "
+            "quoting a value with spaces or # in it"
+        )
+    return warnings

@@ -1,0 +1,339 @@
+"""Folding older messages into the summary: why, which ones, and the summary calls.
+
+The graph decides *where* to fold (before the call, after the reply, after an overflow);
+this module decides *whether*, *what* and does it. Four reasons, in order of precedence:
+
+- ``overflow``: the provider refused the pending message's request as too long; fold so the
+  retry fits (the provider's limit, when its error says it, else the configured one, else half).
+- ``fit``: what the chat model would be sent passes the input budget (a margin below its max
+  input tokens); fold before the call so it fits, never folding the pending message.
+- ``compact``: the run asks for it (``/compact``); the usual keep window stays.
+- ``trigger``: the summary trigger holds (after a reply; before a call, when it already held
+  before the new message — a resumed thread, or a summary that failed last turn).
+
+A fold also condenses a summary grown far past ``CHATBOT_MAX_SUMMARY_TOKENS`` (one stored
+before that was checked, or edited in by hand): its text is folded in like the oldest
+message, into a new summary. A new summary that comes back without usable text, or far past
+the limit even after asking once to condense it, is a failed summary.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+from langgraph.constants import TAG_NOSTREAM
+
+from chatbot.engine.runsettings import RunSettings
+from chatbot.engine.steps import Steps
+from chatbot.engine.stream import SUMMARY_TAG
+from chatbot.errors import context_overflow, describe_error
+from chatbot.history.timeline import FOLDED_KEY, extend_fold_record
+from chatbot.memory import finish, policy, prompts
+from chatbot.memory.tokens import ESTIMATE, TokenCounter, tokenizer_for
+
+FoldReason = Literal["overflow", "fit", "compact", "trigger"]
+MIN_CHUNK_TOKENS = 256
+_MAX_HALVINGS = 3
+SUMMARY_SLACK = 2
+"""A summary may run to this many times ``CHATBOT_MAX_SUMMARY_TOKENS`` (models keep to a
+length loosely); past that it is too big to keep."""
+
+
+class SummaryFailed(RuntimeError):
+    """The summary model raised, timed out or returned no usable summary; the state was left
+    untouched."""
+
+
+def pending_reply(messages: Sequence[BaseMessage]) -> bool:
+    """True when the latest message still waits for the assistant's reply."""
+    return bool(messages) and not isinstance(messages[-1], AIMessage)
+
+
+def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
+    """Tokens the chat model would be sent: system prompt, summary and messages."""
+    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    return run.counter.messages(sent)
+
+
+def overflow_of(state: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The provider's refusal recorded for the pending message (None if it is not this one's)."""
+    messages = state["messages"]
+    flag = state.get("context_overflow") or {}
+    if pending_reply(messages) and flag.get("message_id") == messages[-1].id:
+        return flag
+    return None
+
+
+def fold_reason(state: Mapping[str, Any], run: RunSettings, *, compact: bool) -> FoldReason | None:
+    """Why the messages should be folded now, if they should (see the module docstring)."""
+    messages = state["messages"]
+    summary = state.get("summary", "")
+    if pending_reply(messages):
+        if overflow_of(state) is not None:
+            return "overflow"
+        budget = run.policy.input_budget()
+        if budget is not None and context_tokens(messages, summary, run) > budget:
+            return "fit"
+        if compact:
+            return "compact"
+        return "trigger" if _trigger_holds(messages[:-1], summary, run) else None
+    if compact:
+        return "compact"
+    return "trigger" if _trigger_holds(messages, summary, run) else None
+
+
+def fold_before_answer(state: Mapping[str, Any], run: RunSettings) -> bool:
+    """True when a run should fold before its chat call: the request would not fit, the
+    trigger already held before the new message, the provider refused it as too long, or the
+    run asks to compact (the fold explains when there is nothing to fold)."""
+    reason = fold_reason(state, run, compact=run.compact)
+    if reason in ("compact", "overflow"):
+        return True
+    return reason is not None and worth_folding(state, run, reason)
+
+
+def _trigger_holds(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> bool:
+    """True when the automatic trigger holds for these messages; their tokens are counted only
+    for a trigger that counts tokens (``messages:N`` alone never needs them)."""
+    if not run.policy.automatic:
+        return False
+    counted = run.policy.trigger_tokens() is not None
+    tokens = context_tokens(messages, summary, run) if counted else 0
+    return policy.trigger_fired(run.policy, len(messages), tokens)
+
+
+def summary_limit(run: RunSettings) -> int:
+    """The most tokens a summary may hold (:data:`SUMMARY_SLACK` times the setting)."""
+    return run.max_summary_tokens * SUMMARY_SLACK
+
+
+def summary_oversized(summary: str, run: RunSettings) -> bool:
+    """True for a summary past :func:`summary_limit`: the next fold condenses it."""
+    return bool(summary) and run.summary_counter.text(summary) > summary_limit(run)
+
+
+def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> bool:
+    """True when a fold for ``reason`` would change something: there are messages safe to
+    fold, or the summary is too big to keep."""
+    return bool(plan_fold(state, run, reason)) or summary_oversized(state.get("summary", ""), run)
+
+
+def _fixed_head(summary: str, run: RunSettings) -> int:
+    """Tokens besides the kept messages once folded: system prompt and a grown summary."""
+    system = prompts.conversation_input([], "", run.system_prompt, run.language)
+    if summary_oversized(summary, run):  # the fold condenses it: only the new one's room counts
+        summary = ""
+    summary_message = prompts.conversation_input([], summary or "x", "", run.language)
+    allowance = max(run.counter.messages(summary_message), run.max_summary_tokens)
+    return run.counter.messages(system) + allowance
+
+
+def plan_fold(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> policy.SummaryPlan:
+    """The messages to fold for ``reason`` (may be empty: nothing safe to fold)."""
+    messages = state["messages"]
+    counts = run.counter.per_message(messages)
+    if reason in ("trigger", "compact"):
+        return policy.plan_summary(messages, run.policy, counts)
+    summary = state.get("summary", "")
+    if reason == "fit":
+        room = run.policy.input_budget() or context_tokens(messages, summary, run)
+    else:
+        flag = overflow_of(state) or {}
+        room = policy.overflow_room(
+            int(flag.get("counted") or context_tokens(messages, summary, run)),
+            flag.get("limit"),
+            flag.get("requested"),
+            run.policy.max_input_tokens,
+        )
+    kept_room = max(1, room - _fixed_head(summary, run))
+    return policy.plan_summary(messages, run.policy, counts, max_kept_tokens=kept_room)
+
+
+def refused_tokens(state: Mapping[str, Any], run: RunSettings) -> int:
+    """Our count of the request the provider refused as too long (or of the context now)."""
+    flag = overflow_of(state) or {}
+    counted = flag.get("counted")
+    if isinstance(counted, int) and counted > 0:
+        return counted
+    return context_tokens(state["messages"], state.get("summary", ""), run)
+
+
+def could_shrink(state: Mapping[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:
+    """After an overflow: False when folding ``plan`` cannot shrink the refused request by
+    :data:`~chatbot.memory.policy.MIN_SHRINK` even if the summary came out empty."""
+    counts = run.counter.per_message(state["messages"])
+    folded = sum(counts[i] for i in plan.fold)
+    summary = state.get("summary", "")
+    if summary_oversized(summary, run):  # condensed by the fold: most of it goes too
+        folded += run.counter.text(summary)
+    return folded > 0 and folded >= refused_tokens(state, run) * policy.MIN_SHRINK
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A finished fold: the new summary and what went into it."""
+
+    reason: FoldReason
+    summary: str
+    folded: list[BaseMessage]
+    folded_tokens: int
+    calls: int
+
+
+def fold(
+    state: Mapping[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
+) -> Steps[Fold]:
+    """Fold the planned messages into the summary (steps: the summary calls it needs);
+    raises :class:`SummaryFailed`."""
+    messages = state["messages"]
+    counts = run.counter.per_message(messages)
+    folded = [messages[i] for i in plan.fold]
+    focus = run.compact_focus if run.compact else ""
+    summary, calls = yield from summarize(folded, state.get("summary", ""), run, focus=focus)
+    return Fold(
+        reason=reason,
+        summary=summary,
+        folded=folded,
+        folded_tokens=sum(counts[i] for i in plan.fold),
+        calls=calls,
+    )
+
+
+def fold_record(
+    state: Mapping[str, Any], folded: Sequence[BaseMessage], counter: TokenCounter
+) -> dict[str, Any] | None:
+    """What the summary will hold once ``folded`` is folded in (the state's ``folded``; see
+    :func:`~chatbot.history.timeline.extend_fold_record`): counted with the run's tokenizer and the
+    estimate when the summary is new, else with the tokenizers its record counts with."""
+    summary = state.get("summary", "")
+    previous = state.get(FOLDED_KEY)
+    names = {counter.name, ESTIMATE.name}
+    if summary and isinstance(previous, Mapping) and isinstance(previous.get("tokens"), Mapping):
+        names = set(previous["tokens"])
+    counters = {}
+    for name in names:
+        tokenizer = counter.tokenizer if name == counter.name else tokenizer_for("", name)
+        if tokenizer.name == name:  # (a vocabulary that cannot be loaded here is dropped)
+            counters[name] = TokenCounter(tokenizer)
+    return extend_fold_record(previous, summary, folded, counters)
+
+
+def summarize(
+    folded: Sequence[BaseMessage], summary: str, run: RunSettings, *, focus: str = ""
+) -> Steps[tuple[str, int]]:
+    """Fold messages into the summary with the summary model, chunk by chunk.
+
+    Returns the new summary and the number of summary calls. Each chunk extends the running
+    summary, so an input bigger than the model's budget is folded whole, never truncated; if
+    the summary model itself says a chunk is too long, the rest is chunked at half the size
+    (up to three times). A summary too big to keep (:func:`summary_oversized`) is folded in
+    as the oldest message, into a new one. Raises :class:`SummaryFailed` if a call fails or
+    its reply is no usable summary (:func:`summary_text`, :func:`_kept_to_limit`).
+    """
+    counter = run.summary_counter
+    if summary_oversized(summary, run):
+        folded = [prompts.summary_context_message(summary, run.language), *folded]
+        summary = ""
+    overhead = _instructions_tokens(counter, run.language, focus) + 200
+    summary_room = max(counter.text(summary), run.max_summary_tokens)
+    budget = max(
+        MIN_CHUNK_TOKENS,
+        run.summary_input_tokens - overhead - summary_room - run.max_summary_tokens,
+    )
+    chunks = policy.chunk_for_summary(folded, budget, counter)
+    model = run.summary_model.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
+    done = calls = halvings = 0
+    while done < len(chunks):
+        request = prompts.summary_request(
+            chunks[done],
+            summary,
+            language=run.language,
+            max_summary_tokens=run.max_summary_tokens,
+            summary_tokens=counter.text(summary),
+            create_prompt=run.create_prompt,
+            extend_prompt=run.extend_prompt,
+            focus=focus,
+        )
+        try:
+            response = yield (model, request)
+        except Exception as error:  # any provider error: the state must stay as it was
+            overflow = context_overflow(error)
+            if overflow and halvings < _MAX_HALVINGS and budget > MIN_CHUNK_TOKENS:
+                halvings += 1
+                smaller = budget // 2
+                if overflow.limit:  # the model said how much it takes: fit under that
+                    room = int(overflow.limit * policy.INPUT_HEADROOM) - overhead - summary_room
+                    smaller = min(smaller, room)
+                budget = max(MIN_CHUNK_TOKENS, smaller)
+                rest = [message for chunk in chunks[done:] for message in chunk]
+                chunks = chunks[:done] + policy.chunk_for_summary(rest, budget, counter)
+                continue
+            raise SummaryFailed(describe_error(error)) from error
+        calls += 1
+        summary, condensing = yield from _kept_to_limit(summary_text(response), run, model)
+        calls += condensing
+        done += 1
+    return summary, calls
+
+
+@functools.lru_cache(maxsize=32)
+def _instructions_tokens(counter: TokenCounter, language: prompts.Language, focus: str) -> int:
+    """Tokens of a summary request with no messages and no summary: what every chunk carries."""
+    return counter.raw(prompts.summary_request([], "", language=language, focus=focus))
+
+
+def summary_text(response: AIMessage) -> str:
+    """The summary a reply holds: its usable text (:func:`~chatbot.memory.finish.usable_text`).
+
+    Raises :class:`SummaryFailed` when the reply did not finish, or holds no usable text
+    (only whitespace or invisible characters, only reasoning, or a tool call instead): the
+    rule a chat reply meets too.
+    """
+    ending = finish.finish_of(response)
+    if ending == "empty":
+        raise SummaryFailed(finish.without_text(response, "summary"))
+    if ending != "complete":  # a cut-off summary must never replace the real one
+        raise SummaryFailed(finish.incomplete(ending, "summary"))
+    return finish.usable_text(response)
+
+
+def _kept_to_limit(
+    summary: str, run: RunSettings, model: Runnable[Any, Any]
+) -> Steps[tuple[str, int]]:
+    """The summary, if it is within :func:`summary_limit`; else condensed by one more call
+    (returns the calls it made). Raises :class:`SummaryFailed` when it is too big to send
+    back to be condensed, or still too big condensed: it is never stored."""
+    counter = run.summary_counter
+    tokens = counter.text(summary)
+    limit = summary_limit(run)
+    if tokens <= limit:
+        return summary, 0
+    refusal = (
+        f"the summary came back at about {tokens:,} tokens, far past "
+        f"CHATBOT_MAX_SUMMARY_TOKENS ({run.max_summary_tokens:,})"
+    )
+    request = prompts.summary_request(
+        [],
+        summary,
+        language=run.language,
+        max_summary_tokens=run.max_summary_tokens,
+        summary_tokens=tokens,
+        extend_prompt=run.extend_prompt,
+    )
+    if counter.raw(request) + run.max_summary_tokens > run.summary_input_tokens:
+        raise SummaryFailed(f"{refusal}; it was not stored")
+    try:
+        response = yield (model, request)
+    except Exception as error:
+        raise SummaryFailed(
+            f"{refusal}, and condensing it failed: {describe_error(error)}"
+        ) from error
+    condensed = summary_text(response)
+    if counter.text(condensed) > limit:
+        raise SummaryFailed(f"{refusal}, and still {counter.text(condensed):,} condensed")
+    return condensed, 1

@@ -1,0 +1,338 @@
+"""The summarizing chat graph: wiring only; decisions live in ``folding`` and ``policy``.
+
+The tutorial's shape, with a guard in front and a way back to ``conversation``::
+
+    START -> fold_first -> conversation -> should_continue -> summarize_conversation
+                      \\-> summarize_conversation -> after_summary -> conversation | END
+
+- ``fold_first`` (from START): fold before the call when the request would pass the model's
+  input budget, when the trigger already held (a resumed thread, a failed summary), or when
+  the run asks to compact; otherwise answer at once.
+- ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
+  a fold already (one fold a turn); or, when the provider refused the request as too long,
+  fold and try again once.
+- ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
+
+Nodes and routers are plain functions of the state and the run's settings
+(:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
+defaults). :func:`build_graph` binds them to its settings; a router works with or without a
+runtime, so
+``update_state`` (Studio's state editor, forks) needs no ``as_node``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+from langgraph._internal._runnable import RunnableCallable
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.config import get_config, get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from chatbot.config.settings import Settings
+from chatbot.engine import folding
+from chatbot.engine.runsettings import RunResolver, RunSettings
+from chatbot.engine.steps import Steps, adrive, drive, watched
+from chatbot.errors import (
+    ContextTooLong,
+    ModelCallFailed,
+    context_overflow,
+    describe_error,
+    remember_secret,
+)
+from chatbot.logs import logger
+from chatbot.memory import finish, policy, pricing, prompts
+from chatbot.memory.state import ChatGraph, ChatInput, Context, RunState, State
+from chatbot.memory.tokens import USAGE_KEY, model_name
+
+log = logger("graph")
+
+DONE: Literal["__end__"] = "__end__"
+"""LangGraph's ``END``, typed for the routing functions' ``Literal`` return types."""
+assert DONE == END
+
+SummaryFailed = folding.SummaryFailed  # kept importable from here
+
+_RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
+
+
+def run_resolver(graph: ChatGraph) -> RunResolver:
+    """The resolver a graph made by :func:`build_graph` applies to each run's context: ask it
+    what a run would use (policy, models, counter, language, prompts) and get the graph's
+    own answer."""
+    return _RESOLVERS[graph]
+
+
+def _too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
+    limit_text = f" but the model takes at most {limit:,}" if limit else ""
+    return ContextTooLong(
+        f"{what} is about {tokens:,} tokens{limit_text}: shorten it or split it "
+        "(it stays in the thread; the next message folds it into the summary)"
+    )
+
+
+def _paid(
+    state: State, role: pricing.Role, model: BaseChatModel, replies: list[AIMessage]
+) -> dict[str, Any]:
+    """The state update recording the calls' usage (none when no call was answered), added
+    to the thread's record, never below the run's floor (see :mod:`chatbot.memory.pricing`)."""
+    if not replies:
+        return {}
+    floor = (get_config().get("configurable") or {}).get(pricing.SPENT_KEY)
+    asked = model_name(model)
+    record = pricing.with_calls(
+        (state.get(pricing.USAGE_KEY), floor),
+        role,
+        [(pricing.reply_model(reply, asked), reply) for reply in replies],
+        earlier_turns=pricing.has_turns(state["messages"], state.get("summary", "")),
+    )
+    return {pricing.USAGE_KEY: record}
+
+
+def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
+    messages, summary = state["messages"], state.get("summary", "")
+    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    raw = run.counter.raw(sent)  # (for the usage record, and an overflow's note)
+    limit = run.policy.max_input_tokens
+    # (the message alone is never more than the whole request: counted only when that is)
+    if limit and raw > limit and folding.pending_reply(messages):
+        alone = folding.context_tokens(messages[-1:], summary, run)
+        if alone > limit:
+            raise _too_long(alone, limit, "your message (with the summary)")
+    try:
+        response = yield (run.chat_model, sent)
+    except Exception as error:
+        overflow = context_overflow(error)
+        if overflow is None or not folding.pending_reply(messages):
+            # LangGraph stores a failed task's error in the checkpoint database, and
+            # provider errors can quote the API key: store (and raise) only the redacted text.
+            raise ModelCallFailed(describe_error(error)) from None
+        counted = run.counter.scaled(raw, sent)
+        if folding.overflow_of(state) is not None:  # folded once for it already: stop
+            raise ContextTooLong(
+                f"the model refused the request as too long again after folding the "
+                f"history (about {counted:,} tokens now): /compact, or lower "
+                "CHATBOT_SUMMARY_KEEP; your message is kept"
+            ) from None
+        log.info("context too long (%s tokens by our count): folding", counted)
+        return {
+            "context_overflow": {
+                "message_id": messages[-1].id,
+                "counted": counted,
+                "limit": overflow.limit,
+                "requested": overflow.requested,
+            }
+        }
+    ending = finish.finish_of(response)
+    # A fragment, or a reply with nothing to read, is not an answer: the turn fails and the
+    # message waits for /retry.
+    if ending == "empty":
+        raise ModelCallFailed(f"{finish.without_text(response)}; it was not saved")
+    if ending in ("cut", "filtered") or (ending == "length" and not finish.usable_text(response)):
+        raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
+    if ending == "length":
+        response = finish.with_length_note(response)
+    response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw)
+    update: dict[str, Any] = {"messages": [response]}
+    update.update(_paid(state, "chat", run.chat_model, [response]))
+    if state.get("context_overflow"):
+        update["context_overflow"] = {}
+    return update
+
+
+def summarize_conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    """Fold the older messages into ``summary`` and remove exactly those messages (and
+    condense a summary grown far past its limit).
+
+    On a failed summary the state is left exactly as it was; the failure is logged and sent
+    to ``stream_mode="custom"`` listeners, and the next turn tries again (this run does not:
+    the update notes ``fold_tried``). After an overflow a failure, or a fold that cannot
+    shrink the request, ends the run with one clear error instead (the message is kept).
+    """
+    update = yield from _fold(state, run)
+    return {**update, "fold_tried": True}
+
+
+def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+    writer = get_stream_writer()
+    messages, summary = state["messages"], state.get("summary", "")
+    reason = folding.fold_reason(state, run, compact=run.compact)
+    if reason is None:
+        return {}
+    before = folding.context_tokens(messages, summary, run)
+    plan = folding.plan_fold(state, run, reason)
+    if reason == "overflow" and not folding.could_shrink(state, run, plan):
+        alone = folding.context_tokens(messages[-1:], summary, run)
+        raise _too_long(alone, run.policy.max_input_tokens, "your message")
+    if not plan and not folding.summary_oversized(summary, run):
+        writer({"event": "nothing_to_fold", "reason": reason, "context": before})
+        return {}
+    replies: list[AIMessage] = []
+    try:
+        writer({"event": "folding", "reason": reason, "messages": len(plan.fold)})
+        done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
+    except folding.SummaryFailed as error:
+        if reason == "overflow":
+            raise ContextTooLong(
+                f"the request is too long for the model and folding the history failed: "
+                f"{error}; your message is kept, /retry tries again"
+            ) from None
+        log.warning("summary failed, nothing was removed: %s", error)
+        writer({"event": "summary_failed", "error": str(error), "reason": reason})
+        return _paid(state, "summary", run.summary_model, replies)  # the calls were made
+    folded_at = set(plan.fold)
+    kept = [m for i, m in enumerate(messages) if i not in folded_at]
+    after = folding.context_tokens(kept, done.summary, run)
+    refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
+    if reason == "overflow" and after > refused * (1 - policy.MIN_SHRINK):
+        raise ContextTooLong(
+            f"the request is too long for the model and folding the history only brings "
+            f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
+            "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
+        )
+    writer(
+        {
+            "event": "summarized",
+            "reason": reason,
+            "messages": len(done.folded),
+            "tokens_in": done.folded_tokens,
+            "tokens_out": run.counter.text(done.summary),
+            "calls": done.calls,
+            "extended": bool(summary),
+            "context_before": before,
+            "context_after": after,
+        }
+    )
+    update: dict[str, Any] = {
+        "summary": done.summary,
+        "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],
+    }
+    record = folding.fold_record(state, done.folded, run.counter)
+    if record is not None:
+        update["folded"] = record
+    update.update(_paid(state, "summary", run.summary_model, replies))
+    return update
+
+
+def fold_first(
+    state: RunState, run: RunSettings
+) -> Literal["summarize_conversation", "conversation", "__end__"]:
+    """From START: fold before answering when the request would not fit, when the trigger
+    already held before the new message, or when the run asks to; otherwise answer."""
+    if folding.fold_before_answer(state, run):
+        return "summarize_conversation"  # (it explains when there is nothing to fold)
+    return "conversation" if folding.pending_reply(state["messages"]) else DONE
+
+
+def should_continue(
+    state: RunState, run: RunSettings
+) -> Literal["summarize_conversation", "__end__"]:
+    """The tutorial's edge: summarize when the trigger holds and there is something to fold,
+    unless this run tried a fold already; after an overflow, fold and try again."""
+    reason = folding.fold_reason(state, run, compact=False)
+    if reason == "overflow":
+        return "summarize_conversation"
+    if state.get("fold_tried"):  # one fold a turn: a failed one waits for the next turn
+        return DONE
+    if reason is not None and folding.worth_folding(state, run, reason):
+        return "summarize_conversation"
+    return DONE
+
+
+def after_summary(state: RunState) -> Literal["conversation", "__end__"]:
+    """A message still waiting for its reply is answered now."""
+    return "conversation" if folding.pending_reply(state["messages"]) else DONE
+
+
+# --- wiring ------------------------------------------------------------------------------
+
+
+Route = TypeVar("Route", bound=str)
+
+
+def _router(
+    decide: Callable[[RunState, RunSettings], Route], resolver: RunResolver
+) -> RunnableCallable:
+    """``decide`` as LangGraph calls a router, given the state and the run's config: the run's
+    context where the config holds a runtime, the defaults where it holds none (a router that
+    asked for the ``Runtime`` itself would fail under ``update_state``, langgraph issue #6340).
+
+    Untraced, as the nodes and ``after_summary`` are: a traced router opens a nested run at
+    every call (the tutorial's one router does too; this graph has two a turn, three when it
+    folds)."""
+
+    def route(state: RunState, config: RunnableConfig) -> Route:
+        runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
+        context = runtime.context if isinstance(runtime, Runtime) else None
+        return decide(state, resolver(context, state.get("system_prompt", "")))
+
+    route.__name__ = route.__qualname__ = decide.__name__
+    route.__doc__ = decide.__doc__
+    return RunnableCallable(route, name=decide.__name__, trace=False)
+
+
+def _node(
+    steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
+) -> RunnableCallable:
+    """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
+    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request.
+
+    LangGraph's own wrapper of function nodes (what ``add_node`` makes of a plain function),
+    given both functions: it reads their signature once and passes the runtime in, where
+    langchain-core's ``RunnableLambda`` inspects the signature and opens a nested run at
+    every call."""
+
+    def run(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+        return drive(steps(state, resolver(runtime.context, state.get("system_prompt", ""))))
+
+    async def arun(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+        settings = resolver(runtime.context, state.get("system_prompt", ""))
+        return await adrive(steps(state, settings))
+
+    return RunnableCallable(run, arun, name=steps.__name__, trace=False)
+
+
+def build_graph(
+    chat_model: BaseChatModel,
+    summary_model: BaseChatModel | None = None,
+    settings: Settings | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+) -> ChatGraph:
+    """Build and compile the summarizing chat graph.
+
+    ``summary_model`` defaults to ``chat_model``; ``settings`` to defaults read from the
+    environment; without a ``checkpointer`` the graph keeps no memory between runs (which is
+    what ``langgraph dev`` wants: it brings its own).
+    """
+    settings = settings or Settings()
+    for secret in settings.secrets():  # provider errors are logged and streamed: never these
+        remember_secret(secret)
+    resolver = RunResolver(settings, chat_model, summary_model or chat_model)
+
+    builder = StateGraph(
+        RunState, context_schema=Context, input_schema=ChatInput, output_schema=State
+    )
+    builder.add_node("conversation", _node(conversation, resolver))
+    builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
+    builder.add_conditional_edges(
+        START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]
+    )
+    builder.add_conditional_edges(
+        "conversation", _router(should_continue, resolver), ["summarize_conversation", END]
+    )
+    builder.add_conditional_edges(
+        "summarize_conversation",
+        RunnableCallable(after_summary, name="after_summary", trace=False),
+        ["conversation", END],
+    )
+    graph = builder.compile(checkpointer=checkpointer, name="chatbot")
+    _RESOLVERS[graph] = resolver
+    return graph

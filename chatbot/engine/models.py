@@ -1,0 +1,266 @@
+"""The one place chat models are made: OpenAI-compatible servers, or the offline model.
+
+``CHATBOT_MODEL=offline`` (or no API key and no base URL) gives :class:`OfflineChatModel`, a
+deterministic stand-in that needs no network and says plainly that it is not an LLM.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+
+from chatbot.config.settings import OFFLINE_MODEL, Settings, SettingsError
+from chatbot.memory.tokens import ESTIMATE, TokenCounter
+from chatbot.parts import readable_text
+
+"""Tag on every summary call, next to LangGraph's ``nostream``, so streams can tell it apart."""
+
+OFFLINE_MAX_INPUT_TOKENS = 32_000
+OFFLINE_SUMMARY_HEADER = "Offline extractive summary (no LLM was asked) - what the user said:"
+_MAX_BULLET_CHARS = 300
+_MAX_BULLETS = 60
+_USER_MESSAGE = re.compile(r"<user>(.*?)</user>", re.DOTALL)
+_CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
+
+
+class OfflineChatModel(BaseChatModel):
+    """A deterministic chat model for offline use and demos; it is not a language model.
+
+    As a chat model it acknowledges and quotes the user's last message. As a summary model
+    (``role="summary"``) it keeps the earlier summary's points and adds one bullet per user
+    message being folded in: an extractive summary, no invention.
+    """
+
+    role: Literal["chat", "summary"] = "chat"
+    max_summary_tokens: int = 1000
+    """The extractive summary keeps the newest points that fit in about this many tokens."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "chatbot-offline"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model_name": OFFLINE_MODEL, "role": self.role}
+
+    def _reply(self, messages: list[BaseMessage]) -> str:
+        if self.role == "summary":
+            request = messages[-1].text if messages else ""
+            return extractive_summary(request, self.max_summary_tokens)
+        last = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        last_user = readable_text(last.content) if last is not None else ""
+        quoted = " ".join(last_user.split())
+        if len(quoted) > 200:
+            quoted = quoted[:199] + "…"
+        return (
+            f'You said: "{quoted}". (This is chatbot\'s offline model: no LLM is configured, '
+            "so it only echoes. Set OPENAI_API_KEY or OPENAI_BASE_URL for real answers.)"
+        )
+
+    def _usage(self, messages: list[BaseMessage], text: str) -> dict[str, int]:
+        # Counted the way chatbot estimates unknown models, as a provider would report it.
+        input_tokens = TokenCounter(ESTIMATE).raw(messages)
+        output_tokens = ESTIMATE.count(text)
+        return {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
+
+    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+        text = self._reply(messages)
+        message = AIMessage(
+            content=text,
+            usage_metadata=self._usage(messages, text),
+            response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
+        )
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+        text = self._reply(messages)
+        for piece in re.findall(r"\S+\s*|\s+", text):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
+        yield ChatGenerationChunk(
+            message=AIMessageChunk(
+                content="",
+                usage_metadata=self._usage(messages, text),
+                response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
+                chunk_position="last",
+            )
+        )
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._result(messages)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager and chunk.text:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    # Native async (LangChain's default runs the sync methods in a thread, one hop per piece
+    # of the reply): the REPL and ``chatbot ask`` stream turns with ``astream``.
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._result(messages)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages):
+            if run_manager and chunk.text:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+
+def extractive_summary(request: str, max_tokens: int = 1000) -> str:
+    """The offline summary: earlier bullet points, then one bullet per user message folded in.
+
+    Extractive, never invented: past ``max_tokens`` the oldest points give way to newer ones
+    (a language model would condense them; this stand-in cannot).
+    """
+    outside = _CONVERSATION.sub("", request)
+    previous = [line.strip() for line in outside.splitlines() if line.strip().startswith("- ")]
+    conversation = _CONVERSATION.search(request)
+    folded = _USER_MESSAGE.findall(conversation.group(0)) if conversation else []
+    bullets = list(previous)
+    for raw in folded:
+        text = " ".join(html.unescape(raw).split())
+        if len(text) > _MAX_BULLET_CHARS:
+            text = text[: _MAX_BULLET_CHARS - 1] + "…"
+        if text:
+            bullets.append(f"- {text}")
+    bullets = bullets[-_MAX_BULLETS:]
+    room = max_tokens - ESTIMATE.count(OFFLINE_SUMMARY_HEADER)
+    while len(bullets) > 1 and sum(ESTIMATE.count(b) + 1 for b in bullets) > room:
+        bullets.pop(0)
+    return "\n".join([OFFLINE_SUMMARY_HEADER, *bullets]) if bullets else ""
+
+
+# --- the factory ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Models:
+    """The chat and summary models the app runs with, and why."""
+
+    chat: BaseChatModel
+    summary: BaseChatModel
+    chat_name: str
+    summary_name: str
+    notice: str = ""
+    """Non-empty when the offline model stands in because nothing real is configured."""
+
+
+def is_offline(name: str) -> bool:
+    """True for the built-in offline model's name."""
+    return name.strip().lower() == OFFLINE_MODEL
+
+
+class MissingCredentials(SettingsError):
+    """A real model was asked for, but neither an API key nor a server URL is set."""
+
+
+def needs_credentials(name: str, settings: Settings) -> bool:
+    """True when the model ``name`` cannot be reached with these settings: every model but the
+    offline one needs an API key or an OpenAI-compatible URL."""
+    return not is_offline(name) and not settings.has_credentials
+
+
+def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"]) -> BaseChatModel:
+    """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server.
+
+    Summary models run at temperature 0. The API key is passed as a secret, never logged. A
+    model that :func:`needs_credentials` is refused with one :class:`MissingCredentials` line.
+    With ``CHATBOT_LOG`` set, each call is logged (:mod:`chatbot.engine.calllog`).
+    """
+    if needs_credentials(name, settings):
+        raise MissingCredentials(
+            f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works "
+            "without them"
+        )
+    from chatbot.engine.calllog import call_log
+
+    callbacks = call_log(settings.log, role, name)  # CHATBOT_LOG: one line per call
+    if is_offline(name):
+        return OfflineChatModel(
+            role=role,
+            callbacks=callbacks,
+            max_summary_tokens=settings.max_summary_tokens,
+            profile={"max_input_tokens": OFFLINE_MAX_INPUT_TOKENS},
+        )
+    from langchain_openai import ChatOpenAI  # imported on demand: it is slow to import
+
+    key = settings.openai_api_key
+    if key is None or not key.get_secret_value().strip():
+        # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key.
+        from pydantic import SecretStr
+
+        key = SecretStr("not-needed")
+    return ChatOpenAI(
+        model=name,
+        api_key=key,
+        base_url=settings.openai_base_url,
+        temperature=0 if role == "summary" else settings.temperature,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        stream_usage=True,
+        callbacks=callbacks,
+    )
+
+
+def resolve_models(settings: Settings, chat_name: str | None = None) -> Models:
+    """The models for these settings, falling back to offline when nothing real is configured."""
+    chat = chat_name or settings.model
+    summary = settings.summary_model_name if chat_name is None else (settings.summary_model or chat)
+    notice = ""
+    if needs_credentials(chat, settings) or needs_credentials(summary, settings):
+        notice = (
+            "No OPENAI_API_KEY or OPENAI_BASE_URL is set, so chatbot uses its offline model, "
+            "which only echoes. Set one in .env, or in your config file for every folder "
+            "(chatbot config init), to talk to a real model."
+        )
+        chat = summary = OFFLINE_MODEL
+    return Models(
+        chat=make_model(chat, settings, role="chat"),
+        summary=make_model(summary, settings, role="summary"),
+        chat_name=chat,
+        summary_name=summary,
+        notice=notice,
+    )
+
+
+def max_input_tokens(model: BaseChatModel) -> int | None:
+    """The model's context size from its profile, if it publishes one."""
+    profile = getattr(model, "profile", None) or {}
+    value = profile.get("max_input_tokens")
+    return int(value) if isinstance(value, int | float) and value > 0 else None

@@ -1,0 +1,191 @@
+"""The settings in force for one run: the ``.env`` defaults with the run's context applied.
+
+:func:`resolve_run` is the one rule. The graph resolves every node's settings with its
+:class:`RunResolver`; the terminal asks the same resolver what a run with its context would use
+(the status line, ``/tokens``, ``/model``, ``/retry``), so the two cannot disagree. A bad value
+in a run's context is one clear ``SettingsError``.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from chatbot.config.roles import effective_prompt
+from chatbot.config.settings import Settings, SettingsError
+from chatbot.engine.models import make_model, max_input_tokens
+from chatbot.memory import policy, prompts
+from chatbot.memory.tokens import TokenCounter, counter_for, model_name
+
+DEFAULT_SUMMARY_INPUT_TOKENS = 16_000
+"""The summary call's input budget when neither settings nor the model's profile tell one."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The settings in force for one run."""
+
+    chat_model: BaseChatModel
+    summary_model: BaseChatModel
+    policy: policy.SummaryPolicy
+    counter: TokenCounter
+    """Counts what the chat model is sent: trigger, keep, input guard, status line."""
+    summary_counter: TokenCounter
+    """Counts what the summary model is sent: the chunker."""
+    system_prompt: str
+    """The effective system prompt (:func:`chatbot.config.roles.effective_prompt`)."""
+    language: prompts.Language
+    create_prompt: str | None
+    extend_prompt: str | None
+    max_summary_tokens: int
+    summary_input_tokens: int
+    compact: bool = False
+    compact_focus: str = ""
+
+
+class ModelCache:
+    """Models named in a run's context, made once per name and kept for the graph's life.
+
+    A model that needs credentials the settings lack is refused (``MissingCredentials``).
+    """
+
+    def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
+        self._settings = settings
+        self.default_chat = chat
+        self.default_summary = summary
+        self._made: dict[tuple[str, str], BaseChatModel] = {}
+
+    def get(self, name: str, role: Literal["chat", "summary"]) -> BaseChatModel:
+        if not name:
+            return self.default_chat if role == "chat" else self.default_summary
+        key = (name, role)
+        if key not in self._made:
+            self._made[key] = make_model(name, self._settings, role=role)
+        return self._made[key]
+
+
+def context_value(context: Any, name: str) -> str:
+    """A text field of a run's context (a ``Context``, a dict or None), stripped; '' if unset."""
+    if context is None:
+        return ""
+    value = context.get(name, "") if isinstance(context, dict) else getattr(context, name, "")
+    return str(value or "").strip()
+
+
+def context_flag(context: Any, name: str) -> bool:
+    """A yes/no field of a run's context (``true``/``1``/``yes`` as text count too)."""
+    if context is None:
+        return False
+    value = context.get(name) if isinstance(context, dict) else getattr(context, name, None)
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    return bool(value)
+
+
+def counter_for_model(model: BaseChatModel, settings: Settings) -> TokenCounter:
+    """The token counter for a chat model object (its family's tokenizer, or the setting's)."""
+    return counter_for(model_name(model), settings.tokenizer)
+
+
+def resolve_run(
+    settings: Settings, models: ModelCache, context: Any, thread_prompt: str = ""
+) -> RunSettings:
+    """Apply a run's context to the defaults; a bad value raises one clear ``SettingsError``.
+    ``thread_prompt``: the thread's own system prompt (the state's ``system_prompt``)."""
+    chat = models.get(context_value(context, "chat_model"), "chat")
+    summary_name = context_value(context, "summary_model")
+    if not summary_name and context_value(context, "chat_model") and not settings.summary_model:
+        summary_name = context_value(context, "chat_model")  # the summary follows the chat model
+    summary = models.get(summary_name, "summary")
+    language = context_value(context, "language") or settings.language
+    if language not in prompts.PROMPTS:
+        raise SettingsError(f"language={language!r} is not valid: use en or zh")
+    run_policy = settings.policy(
+        max_input_tokens(chat),
+        trigger=context_value(context, "summary_trigger"),
+        keep=context_value(context, "summary_keep"),
+    )
+    return RunSettings(
+        chat_model=chat,
+        summary_model=summary,
+        policy=run_policy,
+        counter=counter_for_model(chat, settings),
+        summary_counter=counter_for_model(summary, settings),
+        system_prompt=effective_prompt(
+            context_value(context, "system_prompt"), thread_prompt, default=settings.system_prompt
+        ).text,
+        language=language,  # type: ignore[arg-type]
+        create_prompt=settings.summary_create_prompt,
+        extend_prompt=settings.summary_extend_prompt,
+        max_summary_tokens=settings.max_summary_tokens,
+        summary_input_tokens=(
+            settings.summary_input_tokens
+            or max_input_tokens(summary)
+            or settings.max_input_tokens
+            or DEFAULT_SUMMARY_INPUT_TOKENS
+        ),
+        compact=context_flag(context, "compact"),
+        compact_focus=context_value(context, "compact_focus"),
+    )
+
+
+CONTEXT_FIELDS = (
+    "chat_model",
+    "summary_model",
+    "summary_trigger",
+    "summary_keep",
+    "system_prompt",
+    "compact",
+    "compact_focus",
+    "language",
+)
+"""The fields of a run's context that :func:`resolve_run` reads."""
+
+
+def _context_key(context: Any) -> tuple[Any, ...] | None:
+    """What :func:`resolve_run` reads of a context, as a hashable key (None if unhashable)."""
+    if context is None:
+        values: tuple[Any, ...] = (None,) * len(CONTEXT_FIELDS)
+    elif isinstance(context, dict):
+        values = tuple(context.get(name) for name in CONTEXT_FIELDS)
+    else:
+        values = tuple(getattr(context, name, None) for name in CONTEXT_FIELDS)
+    try:
+        hash(values)
+    except TypeError:
+        return None
+    return values
+
+
+class RunResolver:
+    """:func:`resolve_run` bound to a graph's settings and default models.
+
+    Call it with a run's context (a ``Context``, a dict or None) and the thread's own system
+    prompt to get the :class:`RunSettings` that run uses; models named in contexts are made
+    once and shared by every caller.
+
+    Every router and node of a run asks, and so do the terminal's status line and /tokens:
+    the answers are kept by what the context says (its values, not the object: a run's
+    context is made anew for each run, and a dict can be changed between runs) and the
+    thread's prompt, for the last :data:`REMEMBERED` of them.
+    """
+
+    REMEMBERED = 64
+
+    def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
+        self.settings = settings
+        self.models = ModelCache(settings, chat, summary)
+        self._resolved = functools.lru_cache(maxsize=self.REMEMBERED)(self._resolve)
+
+    def __call__(self, context: Any, thread_prompt: str = "") -> RunSettings:
+        key = _context_key(context)
+        if key is None:
+            return resolve_run(self.settings, self.models, context, thread_prompt)
+        return self._resolved(key, thread_prompt)
+
+    def _resolve(self, key: tuple[Any, ...], thread_prompt: str) -> RunSettings:
+        context = dict(zip(CONTEXT_FIELDS, key, strict=True))
+        return resolve_run(self.settings, self.models, context, thread_prompt)

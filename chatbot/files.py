@@ -1,0 +1,31 @@
+"""Private folders and files: what holds conversations, settings or logs is created readable by
+its owner only (folders 0700, files 0600), whatever the umask."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def make_private_dirs(folder: Path) -> None:
+    """Create a folder and every missing parent 0700 (mkdir's mode covers only the last)."""
+    missing = []
+    for parent in [folder, *folder.parents]:
+        if parent.exists():
+            break
+        missing.append(parent)
+    for parent in reversed(missing):
+        parent.mkdir(mode=0o700, exist_ok=True)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+
+
+def create_private_file(path: Path) -> None:
+    """Create an empty file 0600 (and its missing folders 0700) unless it exists: before
+    SQLite opens a new database, for one."""
+    make_private_dirs(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)

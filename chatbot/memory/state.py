@@ -1,0 +1,193 @@
+"""The graph's state and its per-run context (the settings Studio shows as a form).
+
+Three views of the state: :class:`ChatInput` is what a run takes (Studio's input form),
+:class:`State` what every checkpoint keeps and a run returns, :class:`RunState` what the nodes
+and routers see while a run goes on (the state and the run's own notes, never stored).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NotRequired, cast, get_origin
+
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, convert_to_messages
+from langgraph.channels import LastValue, UntrackedValue
+from langgraph.errors import InvalidUpdateError
+from langgraph.graph import add_messages
+from langgraph.graph.message import Messages
+from langgraph.graph.state import CompiledStateGraph
+from typing_extensions import TypedDict
+
+_KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
+
+
+class Checked(LastValue[Any]):
+    """A state key that keeps the last value written, as LangGraph's plain keys do, and
+    refuses one of the wrong type when it is written: an ``update_state`` from Studio's state
+    editor or the SDK fails then, naming the key, instead of the next turn failing on it."""
+
+    __slots__ = ()
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            return False
+        kind = _kind(self.typ)
+        for value in values:
+            if not isinstance(value, kind):
+                raise InvalidUpdateError(
+                    f"the state's {self.key!r} must be {_KINDS.get(kind, kind.__name__)}, not "
+                    f"{_described(value)}: nothing was changed; update it with one"
+                )
+        return super().update(values)
+
+
+@functools.cache
+def _kind(typ: Any) -> Any:
+    """The class a value of the key's type is an instance of (``dict`` for ``dict[str, Any]``)."""
+    return get_origin(typ) or typ
+
+
+def _described(value: Any) -> str:
+    return "None" if value is None else f"{type(value).__name__} {value!r:.40}"
+
+
+def checked_messages(left: Messages, right: Messages) -> Messages:
+    """LangGraph's ``add_messages``, refusing what is not messages: a number, ``None``, an
+    element that is no message, in a line that names ``messages`` and says what it takes. A
+    bare string is one new human message, as ``add_messages`` takes it (``{"messages": "hi"}``
+    is a LangGraph idiom)."""
+    if isinstance(right, list) and all(isinstance(m, BaseMessage) for m in right):
+        return add_messages(left, right)  # (what the nodes write: nothing to check)
+    if isinstance(right, str):
+        right = HumanMessage(right)
+    if not isinstance(right, list | tuple | dict | BaseMessage):
+        raise InvalidUpdateError(
+            f"the state's 'messages' must be a list of messages, not {_described(right)}: "
+            "nothing was changed; update it with a list, e.g. [{'type': 'human', 'content': "
+            "'hi'}] (a message with a kept one's id replaces it)"
+        )
+    try:
+        messages = convert_to_messages(right if isinstance(right, list) else [right])
+    except (NotImplementedError, ValueError) as error:
+        reason = str(error).splitlines()[0]  # (langchain-core's: "Unsupported message type: …")
+        raise InvalidUpdateError(
+            f"the state's 'messages' must be a list of messages: {reason}; nothing was "
+            "changed; give each as a message, or a dict like {'type': 'human', 'content': 'hi'}"
+        ) from None
+    return add_messages(left, cast(Messages, messages))
+
+
+class State(TypedDict):
+    """The conversation: the kept messages, and the running summary of everything folded.
+
+    ``messages`` holds the latest messages verbatim (LangGraph's ``add_messages`` reducer, so
+    ``RemoveMessage`` deletes by id). ``summary`` is empty until the first summary; it is never
+    stored as a message, the conversation node adds it as a SystemMessage when calling the model.
+    ``context_overflow`` is set while the provider has refused the pending message's request
+    as too long (the message id and the provider's numbers); the next reply clears it.
+    ``folded`` records what the summary holds, counted as each fold made it: how many messages
+    and their tokens (``{"messages": N, "tokens": {tokenizer: raw count}}``), so /tokens says
+    what the summary saves without reading the thread's history
+    (:func:`chatbot.history.timeline.extend_fold_record`).
+    ``system_prompt`` is the thread's own system prompt (``/system``, ``/role``; empty: none)
+    and ``system_role`` the role it came from (empty when typed): kept in every checkpoint,
+    carried by forks, never folded; a run's context beats it, it beats CHATBOT_SYSTEM_PROMPT
+    (:func:`chatbot.config.roles.effective_prompt`).
+    ``usage`` is the running record of the tokens each model call cost, per role and model
+    (:mod:`chatbot.memory.pricing`), so /tokens prices the thread without reading its history.
+    Every key refuses a value of the wrong type when it is written (:class:`Checked`,
+    :func:`checked_messages`).
+    """
+
+    messages: Annotated[list[AnyMessage], checked_messages]
+    summary: Annotated[str, Checked]
+    context_overflow: Annotated[dict[str, Any], Checked]
+    folded: Annotated[dict[str, Any], Checked]
+    system_prompt: Annotated[str, Checked]
+    system_role: Annotated[str, Checked]
+    usage: Annotated[dict[str, Any], Checked]
+
+
+class ChatInput(TypedDict):
+    """What a run takes: new messages, and optionally a summary or system prompt to set.
+
+    The rest of :class:`State` is the graph's bookkeeping (what the summary holds, its cost,
+    a refused request), written by the nodes only.
+    """
+
+    messages: Annotated[list[AnyMessage], checked_messages]
+    summary: NotRequired[str]
+    system_prompt: NotRequired[str]
+
+
+class RunState(State):
+    """The state as the nodes and routers see it during one run.
+
+    ``fold_tried`` is set once the run has tried a fold (whatever came of it): a turn folds
+    at most once, before the call or after the reply, never both (a failed summary is tried
+    again by the next turn, not by this one). An untracked value: never checkpointed, so
+    each run starts without it (a run paused by an interrupt starts afresh when resumed).
+    """
+
+    fold_tried: NotRequired[Annotated[bool, UntrackedValue]]
+
+
+@dataclass(kw_only=True)
+class Context:
+    """Per-run settings. Each empty field keeps the server's default from its .env file.
+
+    LangGraph Studio shows these as a form; an assistant or a single run can set them.
+    """
+
+    chat_model: str = field(
+        default="",
+        metadata={"description": "Chat model name, or 'offline'. Empty: CHATBOT_MODEL."},
+    )
+    summary_model: str = field(
+        default="",
+        metadata={"description": "Model that writes the summary. Empty: CHATBOT_SUMMARY_MODEL."},
+    )
+    summary_trigger: str = field(
+        default="",
+        metadata={
+            "description": "When to summarize: messages:N, tokens:N or fraction:F, several "
+            "joined by commas (any fires). Empty: CHATBOT_SUMMARY_TRIGGER."
+        },
+    )
+    summary_keep: str = field(
+        default="",
+        metadata={
+            "description": "What stays verbatim after a summary: messages:N, tokens:N or "
+            "fraction:F. Empty: CHATBOT_SUMMARY_KEEP."
+        },
+    )
+    system_prompt: str = field(
+        default="",
+        metadata={
+            "description": "System prompt for the chat model, over the thread's own (/system). "
+            "Empty: the thread's, else CHATBOT_SYSTEM_PROMPT."
+        },
+    )
+    compact: bool = field(
+        default=False,
+        metadata={
+            "description": "Fold the older messages into the summary now, whatever the trigger "
+            "says (keeping the usual window). Send with an empty message list to only compact."
+        },
+    )
+    compact_focus: str = field(
+        default="",
+        metadata={"description": "With compact: what this summary should pay attention to."},
+    )
+    language: Literal["", "en", "zh"] = field(
+        default="",
+        metadata={
+            "description": "Language of the summary prompts: en or zh. Empty: CHATBOT_LANGUAGE."
+        },
+    )
+
+
+ChatGraph = CompiledStateGraph[RunState, Context, ChatInput, State]
+"""The compiled chatbot graph, as :func:`chatbot.engine.graph.build_graph` returns it."""

@@ -1,0 +1,112 @@
+"""Moving threads between databases: SQLite to PostgreSQL and back (``chatbot db copy``).
+
+A thread is copied with its whole history through LangGraph's own savers: every checkpoint,
+oldest first under its parent, with its metadata and its pending writes, then the thread's
+listing row. The savers store each checkpoint their own way (SQLite whole, PostgreSQL with
+its channel values as blobs), so nothing here knows either format.
+
+Copying is idempotent and resumable: a thread already in the target with the same checkpoints
+is skipped, one whose checkpoints are a part of the source's (an earlier copy, or one cut
+short) gets the rest, and one with a checkpoint the source does not have is refused before
+anything is written, so no history is ever overwritten or mixed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chatbot.errors import FriendlyError
+from chatbot.plural import counted
+from chatbot.store.sqlite import SqlStore, thread_config
+
+
+class CopyError(FriendlyError, ValueError):
+    """A copy that would overwrite history; the message is one line for the user."""
+
+
+@dataclass
+class CopyPlan:
+    """What a copy will do, thread by thread."""
+
+    copy: dict[str, list[Any]] = field(default_factory=dict)
+    """Thread id -> the checkpoint tuples to write, oldest first."""
+    skipped: list[str] = field(default_factory=list)
+    """Threads already in the target with the same history."""
+
+    @property
+    def checkpoints(self) -> int:
+        return sum(len(tuples) for tuples in self.copy.values())
+
+
+def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()) -> CopyPlan:
+    """Check every thread against the target and say what to write; raise
+    :class:`CopyError` (writing nothing) if one exists there with a different history."""
+    wanted = list(dict.fromkeys(thread_ids)) or [t.thread_id for t in source.list_threads()]
+    missing = [thread for thread in wanted if not source.thread_exists(thread)]
+    if missing:
+        raise CopyError(  # the source is not the default database: name it in the hint
+            f"no thread {missing[0]!r} in {source.path} "
+            f"('chatbot threads --db {source.path}' lists the threads there)"
+        )
+    plan = CopyPlan()
+    for thread in wanted:
+        tuples = list(source.saver.list(thread_config(thread)))
+        tuples.reverse()  # oldest first: a parent is written before its children
+        have = (
+            {row[0] for row in target.checkpoint_parents(thread)}
+            if target.thread_exists(thread)
+            else set()
+        )
+        ours = {t.config["configurable"]["checkpoint_id"] for t in tuples}
+        foreign = have - ours
+        if foreign:
+            raise CopyError(
+                f"thread {thread!r} exists in {target.path} with a different history "
+                f"({counted(len(foreign), 'checkpoint')} the source does "
+                "not have): nothing was copied; rename or delete it there first"
+            )
+        todo = [t for t in tuples if t.config["configurable"]["checkpoint_id"] not in have]
+        if todo:
+            plan.copy[thread] = todo
+        else:
+            plan.skipped.append(thread)
+    return plan
+
+
+def run_copy(
+    source: SqlStore,
+    target: SqlStore,
+    plan: CopyPlan,
+    progress: Callable[[int], None] = lambda done: None,
+) -> None:
+    """Write what :func:`plan_copy` found missing; ``progress`` is told after each checkpoint."""
+    saver = target.saver
+    for thread, tuples in plan.copy.items():
+        for saved in tuples:
+            configurable = saved.config["configurable"]
+            parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            at: dict[str, Any] = {
+                "thread_id": thread,
+                "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+            }
+            if parent:
+                at["checkpoint_id"] = parent
+            checkpoint = saved.checkpoint
+            written = saver.put(
+                {"configurable": at},
+                checkpoint,
+                saved.metadata,
+                dict(checkpoint["channel_versions"]),  # every channel's value is stored
+            )
+            by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+            for task_id, channel, value in saved.pending_writes or []:
+                by_task[task_id].append((channel, value))
+            for task_id, writes in by_task.items():
+                saver.put_writes(written, writes, task_id)
+            progress(1)
+        row = source.thread_row(thread)
+        if row is not None:
+            target.put_thread_row(row)

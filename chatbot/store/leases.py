@@ -1,0 +1,209 @@
+"""One turn at a time per thread, across windows, processes and hosts.
+
+A turn (a message and its reply, /retry, /compact, /undo, a fork's first state) holds its
+thread's lease: a row in ``chatbot_leases`` with an expiry, in whichever database holds the
+thread (:meth:`chatbot.store.sqlite.SqlStore.try_lease`). A second window or process that starts a
+turn on a busy thread waits, saying so, and goes on when the first is done; turns on different
+threads never wait for each other. The lease is given back when the turn ends however it ends
+(success, failure, Ctrl-C), and a process killed mid-turn holds it only until it expires
+(:data:`chatbot.store.sqlite.LEASE_SECONDS`): a running turn renews it every third of that. A holder
+on this machine (and in its PID namespace) whose process is gone is passed over at once.
+
+LangGraph's savers serialise writes only within one process; without the lease two processes
+answering on one thread at once both append to the same parent checkpoint, and one reply ends up
+on a side branch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from chatbot.store.sqlite import LEASE_SECONDS, SqlStore
+
+POLL_SECONDS = 0.1
+"""How often a waiting turn asks again."""
+
+
+def _this_place() -> str:
+    """This machine's boot and PID namespace, where Linux says them (else empty): a process id
+    means one process only there. (A host name does not: two machines may share one.)"""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return f"{boot}/{namespace}" if boot else ""
+
+
+PLACE = _this_place()
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}:{PLACE}"
+
+
+HOLDER = _holder()
+"""This process's name on its leases: host, process id, a random part, and :data:`PLACE`. One
+per process: a turn that re-enters (a /retry that rewrites the state, then runs) renews its own
+lease instead of waiting for itself."""
+
+
+def gone(holder: str) -> bool:
+    """True when ``holder`` names a process of this place that no longer runs: its lease is
+    taken at once instead of after it expires. Any doubt (another machine, a name made before
+    places were named, a process id that now belongs to another process) says no: that lease
+    only expires."""
+    parts = holder.split(":")
+    if len(parts) != 4:
+        return False
+    _, pid, _, place = parts
+    if not PLACE or place != PLACE or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (PermissionError: another user's process, alive)
+        return False
+    return False
+
+
+class _Renewer:
+    """Renews every lease this process holds, on one daemon thread started at the first lease
+    and kept: a thread of its own for each turn cost more than the turn's other writes."""
+
+    def __init__(self) -> None:
+        self._due: dict[Lease, float] = {}
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def hold(self, lease: Lease) -> None:
+        with self._changed:
+            self._due[lease] = time.monotonic() + lease.seconds / 3
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="chatbot-lease", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def drop(self, lease: Lease) -> None:
+        with self._changed:
+            self._due.pop(lease, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                now = time.monotonic()
+                due = [lease for lease, when in self._due.items() if when <= now]
+                if not due:
+                    soonest = min(self._due.values(), default=None)
+                    self._changed.wait(None if soonest is None else soonest - now)
+                    continue
+                for lease in due:
+                    self._due[lease] = now + lease.seconds / 3
+            for lease in due:
+                if not lease.renew():  # a closed store at exit: the lease expires by itself
+                    self.drop(lease)
+
+
+_renewer = _Renewer()
+os.register_at_fork(after_in_child=lambda: globals().update(_renewer=_Renewer(), HOLDER=_holder()))
+"""(A forked child has no renewer thread, and holds none of its parent's leases: it has a
+name of its own.)"""
+
+
+class Lease:
+    """A thread's lease, taken with :meth:`acquire` or :meth:`aacquire`, renewed in the
+    background while held, given back on :meth:`release` (or leaving the ``with`` block)."""
+
+    def __init__(self, store: SqlStore, thread_id: str, seconds: float = LEASE_SECONDS) -> None:
+        self.store = store
+        self.thread_id = thread_id
+        self.seconds = seconds
+        self._held = False
+        self._renewing = threading.Lock()
+        """Held while the lease is renewed or given back, so no renewal follows the release."""
+
+    def _take(self) -> bool:
+        """Take the lease if it is free, ours, or held by a process that is :func:`gone`."""
+        if self.store.try_lease(self.thread_id, HOLDER, self.seconds):
+            return True
+        holder = self.store.lease_holder(self.thread_id)
+        return (
+            holder is not None
+            and gone(holder)
+            and self.store.try_lease(self.thread_id, HOLDER, self.seconds, replacing=holder)
+        )
+
+    def try_acquire(self) -> bool:
+        """Take the lease if it is free (or ours); False without waiting if not."""
+        if self._take():
+            self._start_renewing()
+            return True
+        return False
+
+    def acquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
+        """Wait until the lease is ours; ``on_wait`` is called once if it has to wait."""
+        waited = False
+        while not self._take():
+            if not waited:
+                on_wait()
+                waited = True
+            time.sleep(POLL_SECONDS)
+        self._start_renewing()
+
+    async def aacquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
+        """:meth:`acquire` for a task: cancelling it (Ctrl-C) stops the waiting."""
+        waited = False
+        while not self._take():
+            if not waited:
+                on_wait()
+                waited = True
+            await asyncio.sleep(POLL_SECONDS)
+        self._start_renewing()
+
+    def _start_renewing(self) -> None:
+        self._held = True
+        _renewer.hold(self)
+
+    def renew(self) -> bool:
+        """Renew the lease if it is still held (the background renewer calls this); False
+        when the store cannot be reached."""
+        with self._renewing:
+            if not self._held:
+                return True
+            try:
+                self.store.try_lease(self.thread_id, HOLDER, self.seconds)
+            except Exception:
+                return False
+            return True
+
+    def release(self) -> None:
+        """Give the lease back (and stop renewing it). A store that cannot be written any more
+        (a full disk, a closed connection) leaves it to expire by itself, in at most
+        :attr:`seconds`: the error that stopped the turn is the one to tell."""
+        _renewer.drop(self)
+        with self._renewing:
+            self._held = False
+            with contextlib.suppress(Exception):
+                self.store.release_lease(self.thread_id, HOLDER)
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()

@@ -1,0 +1,135 @@
+"""The search index's writing side: which messages a checkpoint adds, and their rows in
+``chatbot_messages`` (the savers call it as checkpoints are written; :mod:`chatbot.store.search`
+reads the table). It knows the database only through the two functions it is given, so the
+store and the savers can use it without importing search."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from chatbot.parts import readable_text
+
+Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
+"""Runs a SELECT (``?`` placeholders) and returns its rows."""
+Write = Callable[..., int]
+"""Runs ``(sql, params)`` statements in one transaction."""
+
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+
+INSERT_MESSAGE = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
+DELETE_THREAD_MESSAGES = "DELETE FROM chatbot_messages WHERE thread_id = ?"
+INSERT_KEEPING_OLDEST = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO UPDATE SET "
+    "checkpoint_id = excluded.checkpoint_id "
+    "WHERE excluded.checkpoint_id < chatbot_messages.checkpoint_id"
+)
+
+
+def message_role(message: Any) -> str:
+    """``user``, ``assistant``, ``tool`` or ``system``."""
+    kind = str(getattr(message, "type", ""))
+    return ROLES.get(kind, kind or "unknown")
+
+
+def message_text(message: Any) -> str:
+    """The text of a message as it is searched: its readable text (an attached file's text,
+    and an image's name or link, are found too; its data is not text)."""
+    return readable_text(getattr(message, "content", ""))
+
+
+_IDS_PER_QUERY = 500
+"""Message ids asked about in one query (below the oldest SQLite's 999 parameters)."""
+
+
+class MessageIndex:
+    """Adds each thread's new messages to ``chatbot_messages`` as checkpoints are written.
+
+    A checkpoint holds the whole message list, so the ids already indexed are remembered per
+    thread, for the last :attr:`REMEMBERED` threads: the first time a thread is written, the
+    table is asked which of that checkpoint's messages it holds (not for the thread's whole
+    history, which grows without end); a turn then writes only its one or two new messages.
+    A message not known here is written all the same: the row one already in the table
+    (another process's, or a message of an older state brought back) is kept as it is.
+    """
+
+    REMEMBERED = 16
+
+    def __init__(self, query: Query, write: Write) -> None:
+        self._query = query
+        self._write = write
+        self._known: OrderedDict[str, set[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _known_ids(self, thread_id: str, candidates: Iterable[str] = ()) -> set[str]:
+        known = self._known.get(thread_id)
+        if known is None:
+            known = self._indexed(thread_id, candidates)
+            self._known[thread_id] = known
+            while len(self._known) > self.REMEMBERED:
+                self._known.popitem(last=False)
+        self._known.move_to_end(thread_id)
+        return known
+
+    def _indexed(self, thread_id: str, message_ids: Iterable[str]) -> set[str]:
+        """Which of ``message_ids`` the thread has indexed: a question about one checkpoint's
+        messages, which costs the same on a thread of ten turns or of thousands."""
+        wanted = list(dict.fromkeys(message_ids))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _IDS_PER_QUERY):
+            chunk = wanted[start : start + _IDS_PER_QUERY]
+            rows = self._query(
+                "SELECT message_id FROM chatbot_messages WHERE thread_id = ? "
+                f"AND message_id IN ({', '.join('?' * len(chunk))})",
+                (thread_id, *chunk),
+            )
+            found.update(row[0] for row in rows)
+        return found
+
+    def fresh_rows(
+        self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]
+    ) -> tuple[list[tuple[str, ...]], list[str]]:
+        """The rows to index for the messages this thread has not indexed yet, as first seen
+        at ``checkpoint_id`` (messages without text have none), and all their ids."""
+        with self._lock:
+            with_ids = [m for m in messages if getattr(m, "id", None)]
+            known = self._known_ids(thread_id, (str(m.id) for m in with_ids))
+            fresh = [m for m in with_ids if m.id not in known]
+        rows = [
+            (thread_id, str(m.id), checkpoint_id, message_role(m), message_text(m)) for m in fresh
+        ]
+        return [row for row in rows if row[4].strip()], [str(m.id) for m in fresh]
+
+    def remember(self, thread_id: str, message_ids: Iterable[str]) -> None:
+        """Note ids as indexed, once their rows are written."""
+        with self._lock:
+            self._known_ids(thread_id).update(message_ids)
+
+    def write(self, rows: Sequence[tuple[str, ...]]) -> None:
+        """Write rows from :meth:`fresh_rows` in a transaction of their own."""
+        if rows:
+            self._write(*((INSERT_MESSAGE, row) for row in rows))
+
+    def add(self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]) -> int:
+        """Index the messages not yet indexed for this thread, as first seen at
+        ``checkpoint_id``; how many rows were written."""
+        rows, ids = self.fresh_rows(thread_id, checkpoint_id, messages)
+        self.write(rows)
+        self.remember(thread_id, ids)
+        return len(rows)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is remembered of a thread (it was renamed or deleted)."""
+        with self._lock:
+            self._known.pop(thread_id, None)
+
+    def drop(self, thread_id: str) -> None:
+        """Delete a thread's rows (its checkpoints were deleted) and forget it."""
+        self._write((DELETE_THREAD_MESSAGES, (thread_id,)))
+        self.forget(thread_id)

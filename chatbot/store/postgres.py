@@ -1,0 +1,586 @@
+"""Threads in PostgreSQL: LangGraph's ``PostgresSaver`` on a ``psycopg_pool`` connection pool.
+
+Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db`` with the URL). The
+checkpoints are LangGraph's own tables; chatbot's (listing, leases) come from the same
+numbered migrations as on SQLite (:data:`chatbot.store.sqlite.MIGRATIONS`), applied once under an
+advisory lock, on the one connection that holds it (see :meth:`PgStore._set_up`). The mark of
+a chatbot database is its ``chatbot_migrations`` table: a database holding only LangGraph's
+tables is another LangGraph program's, and is refused unless adopted (``chatbot db adopt``).
+Connections are autocommit with dict rows, as the saver needs them, checked before each use
+and renewed when idle or old, so a server that drops idle connections does not break a long
+REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's prepared-statement threshold
+(``none`` turns them off, which pgbouncer in transaction mode needs).
+
+A password in the URL is never shown: :attr:`PgStore.path` and every error carry the URL with
+``***`` in its place, and the password is remembered as a secret to redact.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
+
+from chatbot.config.sources import url_passwords, without_password
+from chatbot.errors import remember_secret
+from chatbot.store.sqlite import (
+    INDEX_MIGRATION,
+    INDEXED_MARK,
+    LEASE_SECONDS,
+    MARK_INDEXED,
+    MIGRATIONS,
+    MIGRATIONS_TABLE,
+    EmptyDatabase,
+    Owner,
+    SqlStore,
+    Store,
+    StoreError,
+    StoreStats,
+    _now,
+    check_schema_version,
+    is_postgres_url,
+    migration_statements,
+    refuse_foreign,
+    sqlite_owner,
+    tables_named,
+)
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+    from chatbot.store.saver import IndexesMessages
+
+_LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
+_LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+_CHATBOT_TABLES = ("chatbot_threads", "chatbot_leases", "chatbot_messages", "chatbot_marks")
+"""chatbot's own tables, but ``chatbot_migrations``: what ``db stats`` counts and ``db vacuum``
+vacuums, with LangGraph's."""
+
+
+CONNECT_TIMEOUT = 10
+"""Seconds a PostgreSQL server gets to accept a connection (psycopg waits 2 at least)."""
+
+SETUP_WAIT_SECONDS = 60.0
+"""How long opening waits for another process setting the database up, and a statement of
+the set-up for a lock another session holds, before it gives up saying what it waited for."""
+
+
+def open_store(
+    db: str,
+    prepare_threshold: int | None = 5,
+    connect_timeout: int = CONNECT_TIMEOUT,
+    *,
+    read_only: bool = False,
+    adopt: bool = False,
+) -> SqlStore:
+    """The database ``CHATBOT_DB`` names: a PostgreSQL URL (``connect_timeout`` seconds to
+    connect), or a SQLite file. ``read_only`` for a command that only reads; ``adopt`` takes
+    over another LangGraph program's database (see :class:`chatbot.store.sqlite.Store`)."""
+    if is_postgres_url(db):
+        return PgStore(
+            db,
+            prepare_threshold=prepare_threshold,
+            connect_timeout=connect_timeout,
+            read_only=read_only,
+            adopt=adopt,
+        )
+    return Store(db, read_only=read_only, adopt=adopt)
+
+
+def database_owner(
+    db: str, prepare_threshold: int | None = 5, connect_timeout: int = CONNECT_TIMEOUT
+) -> tuple[Owner, int]:
+    """Whose the database ``db`` names is (see :class:`chatbot.store.sqlite.Owner`), and how many
+    threads it holds if it is another LangGraph program's; nothing is written to it."""
+    if not is_postgres_url(db):
+        return sqlite_owner(db)
+    import psycopg
+    from psycopg.rows import dict_row
+
+    for password in url_passwords(db.strip()):
+        remember_secret(password)
+    shown = without_password(db.strip())
+    try:
+        with psycopg.connect(
+            db.strip(),
+            autocommit=True,
+            row_factory=dict_row,
+            connect_timeout=connect_timeout,
+            prepare_threshold=prepare_threshold,
+        ) as conn:
+            owner = _read_schema(conn).owner
+            if owner.kind == "new":
+                _check_search_path(conn, shown)
+            return owner, _threads(conn) if owner.kind == "langgraph" else 0
+    except psycopg.Error as error:
+        raise StoreError(f"cannot use the PostgreSQL database {shown}: {_reason(error)}") from None
+
+
+def _saver_class() -> type[PostgresSaver]:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from chatbot.store.saver import AsyncFromSync, DecodesInterruptibly, IndexesMessages
+
+    class PgSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, PostgresSaver):
+        """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
+        sync ones on the pool, as :class:`chatbot.store.saver.LocalSaver` does for SQLite."""
+
+    return PgSaver
+
+
+class PgStore(SqlStore):
+    """The app's PostgreSQL database: LangGraph checkpoints plus chatbot's tables."""
+
+    checkpoint_tables = _LANGGRAPH_TABLES
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prepare_threshold: int | None = 5,
+        max_size: int = 4,
+        connect_timeout: int = CONNECT_TIMEOUT,
+        read_only: bool = False,
+        adopt: bool = False,
+        setup_wait: float = SETUP_WAIT_SECONDS,
+    ) -> None:
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self.url = url.strip()
+        self.path = without_password(self.url)
+        for password in url_passwords(self.url):
+            remember_secret(password)
+        self._saver: PostgresSaver | None = None
+        self.pool: ConnectionPool[Any] = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=max_size,
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "prepare_threshold": prepare_threshold,
+                "application_name": "chatbot",  # (so pg_stat_activity says whose they are)
+            },
+            check=ConnectionPool.check_connection,  # a dropped connection is replaced
+            max_idle=300,
+            max_lifetime=1800,
+            timeout=15,
+            open=False,
+            name="chatbot",
+        )
+        try:
+            self._check_reachable(prepare_threshold, connect_timeout)
+            self.pool.open(wait=True, timeout=connect_timeout)
+            self._set_up(read_only=read_only, adopt=adopt, wait=setup_wait)
+        except StoreError:
+            self.pool.close()
+            raise
+        except Exception as error:
+            self.pool.close()
+            raise StoreError(
+                f"cannot use the PostgreSQL database {self.path}: {_reason(error)}"
+            ) from None
+
+    def _check_reachable(self, prepare_threshold: int | None, timeout: int) -> None:
+        """One connection first: a wrong host, database or password fails at once with the
+        server's reason (a pool would retry until its timeout)."""
+        import psycopg
+
+        psycopg.connect(
+            self.url, connect_timeout=timeout, prepare_threshold=prepare_threshold
+        ).close()
+
+    def _set_up(self, *, read_only: bool, adopt: bool, wait: float) -> None:
+        """Check the database is chatbot's, then make what it lacks, on one connection.
+
+        A database that is set up is only read (no lock); an empty one opened to read is
+        left empty (:class:`chatbot.store.sqlite.EmptyDatabase`). Otherwise the set-up runs under an
+        advisory lock, all of it on the connection holding the lock: LangGraph's migrations
+        build indexes ``CONCURRENTLY``, which waits for every transaction in the database to
+        end, so the lock is waited for by polling ``pg_try_advisory_lock`` (a waiter holds no
+        transaction between tries); a waiter blocked in ``pg_advisory_lock`` while the
+        holder's other connection built an index hung both for ever. Every wait gives up
+        after ``wait`` seconds, saying what it waited for."""
+        with self.pool.connection() as conn:
+            schema = _read_schema(conn)
+            if schema.owner.kind == "new":
+                _check_search_path(conn, self.path)
+            if not (adopt and schema.owner.kind == "langgraph"):
+                refuse_foreign(
+                    schema.owner,
+                    self.path,
+                    "PostgreSQL",
+                    lambda: _threads(conn),
+                    elsewhere=_schema_of_its_own(self.path),
+                )
+            if read_only and schema.owner.kind == "new":
+                raise EmptyDatabase(self.path)
+            self.notice = check_schema_version(schema.applied or (), self.path, read_only)
+            if schema.complete:
+                return
+            with _setup_lock(conn, self.path, wait):
+                if not _read_schema(conn).complete:  # (another process may have done it)
+                    _run_setup(conn, self.path, wait)
+
+    @property
+    def saver(self) -> PostgresSaver:
+        """LangGraph's checkpointer on the pool."""
+        if self._saver is None:
+            saver = _saver_class()(self.pool)
+            cast("IndexesMessages", saver).message_index = self.message_index
+            self._saver = saver
+        return self._saver
+
+    def close(self, wait: float | None = None) -> None:
+        """Close the pool's connections, waiting ``wait`` seconds (default 5) for those in use
+        on other threads."""
+        self.pool.close(timeout=5.0 if wait is None else wait)
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        from psycopg.rows import tuple_row
+
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
+            cursor.execute(sql.replace("?", "%s"), tuple(params))
+            return cursor.fetchall()
+
+    def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
+        count = 0
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            for sql, params in statements:
+                cursor.execute(sql.replace("?", "%s"), tuple(params))
+                count = cursor.rowcount
+        return count
+
+    # --- one turn at a time per thread -------------------------------------------------------
+
+    def try_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float = LEASE_SECONDS,
+        replacing: str | None = None,
+    ) -> bool:
+        """Take (or renew) the thread's lease (or one ``replacing`` held); the server's clock
+        decides expiry, so hosts whose clocks differ agree."""
+        now = "extract(epoch from clock_timestamp())"
+        acquired = self._write(
+            (
+                f"""
+                INSERT INTO chatbot_leases (thread_id, holder, expires_at)
+                VALUES (?, ?, {now} + ?)
+                ON CONFLICT (thread_id) DO UPDATE SET
+                    holder = excluded.holder, expires_at = excluded.expires_at
+                WHERE chatbot_leases.holder = excluded.holder
+                   OR chatbot_leases.expires_at < {now}
+                   OR chatbot_leases.holder = ?::text
+                """,
+                (thread_id, holder, seconds, replacing),
+            )
+        )
+        return acquired == 1
+
+    # --- size ------------------------------------------------------------------------------
+
+    def stats(self) -> StoreStats:
+        """Threads, checkpoints, pending writes and the tables' size on the server."""
+        ((threads, checkpoints),) = self._query(
+            "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
+        )
+        ((writes,),) = self._query("SELECT COUNT(*) FROM checkpoint_writes")
+        size = self._bytes()
+        return StoreStats(
+            location=self.path,
+            threads=threads,
+            checkpoints=checkpoints,
+            writes=writes,
+            bytes=size,
+            free_bytes=0,
+        )
+
+    def _bytes(self) -> int:
+        tables = (
+            *_LANGGRAPH_TABLES,
+            *_CHATBOT_TABLES,
+            "checkpoint_migrations",
+            "chatbot_migrations",
+        )
+        ((size,),) = self._query(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relname = ANY(?)",
+            (list(tables),),
+        )
+        return int(size)
+
+    def vacuum(self) -> tuple[int, int]:
+        """``VACUUM`` chatbot's and LangGraph's tables (PostgreSQL reuses the space of deleted
+        rows; autovacuum does this too). Returns the tables' bytes before and after."""
+        before = self._bytes()
+        with self.pool.connection() as conn:
+            for table in (*_LANGGRAPH_TABLES, *_CHATBOT_TABLES):
+                conn.execute(f"VACUUM (ANALYZE) {table}")
+        return before, self._bytes()
+
+
+_LANGGRAPH_PG_TABLES = frozenset({*_LANGGRAPH_TABLES, "checkpoint_migrations"})
+_INDEX_BUILD = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.IGNORECASE)
+
+
+_IN_SCHEMA = "options=-csearch_path%3Dchatbot"
+
+
+def _schema_of_its_own(shown: str) -> str:
+    """Where else chatbot's tables could go, for the refusal of a database holding another
+    program's tables: a database of its own, or a schema of its own, with the URL that uses
+    it (``shown``, the URL without its password, with the option added after its query)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        query = urlsplit(shown).query
+    except ValueError:
+        query = ""
+    if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
+        return (
+            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+            "then put -csearch_path=chatbot in the URL's options)"
+        )
+    base, _, fragment = shown.partition("#")
+    joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
+    in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
+    return (
+        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
+        f"then --db {in_schema}"
+    )
+
+
+def _check_search_path(conn: Connection[Any], path: str) -> None:
+    """For a database that looks empty: no schema of the connection's ``search_path`` (the
+    URL's ``options=-csearch_path=...``, else the server's) may exist, and then nothing can be
+    made (PostgreSQL's "no schema has been selected to create in"): one line saying which
+    schema to create. ``$user`` is skipped, as PostgreSQL skips it."""
+    from psycopg.rows import tuple_row
+
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute("SELECT current_schema() IS NULL, current_setting('search_path')")
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        return
+    names = [_unquoted(name) for name in _split_path(row[1])]
+    first = next((name for name in names if name and name != "$user"), "chatbot")
+    raise StoreError(
+        f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
+        f"database {path}: create it (CREATE SCHEMA {_quoted(first)}), or name another in the "
+        "URL's options"
+    )
+
+
+def _split_path(text: str) -> list[str]:
+    """``search_path``'s entries, commas inside double quotes kept."""
+    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
+
+
+def _unquoted(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name
+
+
+def _quoted(name: str) -> str:
+    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _langgraph_migrations() -> list[str]:
+    from langgraph.checkpoint.postgres.base import BasePostgresSaver
+
+    return list(BasePostgresSaver.MIGRATIONS)
+
+
+def _langgraph_index_builds() -> dict[str, str]:
+    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations, by index name. A build cut short
+    (its process killed, a timeout) leaves the index INVALID, and ``IF NOT EXISTS`` then
+    skips it for ever: the set-up builds such an index again."""
+    return {
+        found[1]: statement
+        for statement in _langgraph_migrations()
+        if (found := _INDEX_BUILD.search(statement))
+    }
+
+
+class _Schema(NamedTuple):
+    """What a PostgreSQL database holds of chatbot's and LangGraph's, read without a lock."""
+
+    owner: Owner
+    applied: set[int] | None
+    """chatbot's migrations applied (None: no ``chatbot_migrations``)."""
+    langgraph_version: int | None
+    """LangGraph's newest migration applied (None: no ``checkpoint_migrations``)."""
+    invalid_indexes: list[str]
+    """LangGraph's indexes left INVALID by a build cut short."""
+
+    @property
+    def complete(self) -> bool:
+        return (
+            self.owner.kind == "chatbot"
+            and self.applied is not None
+            and self.applied >= set(range(1, len(MIGRATIONS) + 1))
+            and self.langgraph_version is not None
+            and self.langgraph_version >= len(_langgraph_migrations()) - 1
+            and not self.invalid_indexes
+        )
+
+
+def _read_schema(conn: Connection[Any]) -> _Schema:
+    """chatbot's mark (``chatbot_migrations``), the migrations applied and LangGraph's broken
+    indexes, in the connection's current schema."""
+    from psycopg.rows import tuple_row
+
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+            "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1"
+        )
+        tables = [row[0] for row in cursor.fetchall()]
+        if "chatbot_migrations" not in tables:
+            foreign = [name for name in tables if name not in _LANGGRAPH_PG_TABLES]
+            if foreign:
+                owner = Owner("other", tables_named(foreign))
+            else:
+                owner = Owner("langgraph", tables_named(tables)) if tables else Owner("new")
+            return _Schema(owner, None, None, [])
+        newest_langgraph = (
+            "(SELECT max(v) FROM checkpoint_migrations)"
+            if "checkpoint_migrations" in tables
+            else "NULL::integer"
+        )
+        cursor.execute(
+            "SELECT (SELECT array_agg(version) FROM chatbot_migrations), "
+            f"{newest_langgraph}, "
+            "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
+            "JOIN pg_class AS c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE NOT i.indisvalid AND n.nspname = current_schema() "
+            "AND c.relname = ANY(%s))",
+            (list(_langgraph_index_builds()),),
+        )
+        row = cursor.fetchone()
+        assert row is not None
+        applied, langgraph_version, invalid = row
+    return _Schema(Owner("chatbot"), set(applied or ()), langgraph_version, list(invalid or ()))
+
+
+def _threads(conn: Connection[Any]) -> int:
+    row = conn.execute("SELECT COUNT(DISTINCT thread_id) AS n FROM checkpoints").fetchone()
+    return int(row["n"]) if row else 0
+
+
+@contextmanager
+def _setup_lock(conn: Connection[Any], path: str, wait: float) -> Iterator[None]:
+    """Hold chatbot's set-up lock on ``conn``, polled for at most ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    pause = 0.02
+    while not _try_lock(conn):
+        if time.monotonic() >= deadline:
+            raise StoreError(
+                f"gave up after {wait:g} s waiting for another process to finish setting up "
+                f"the PostgreSQL database {path}{_lock_holder(conn)}: try again once it is done"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def _try_lock(conn: Connection[Any]) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone()
+    return bool(row and row["got"])
+
+
+def _lock_holder(conn: Connection[Any]) -> str:
+    """Who holds chatbot's set-up lock, for the message of a wait given up."""
+    row = conn.execute(
+        "SELECT a.pid, a.state, a.wait_event FROM pg_locks AS l "
+        "JOIN pg_stat_activity AS a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = %s "
+        "AND l.objsubid = 1 "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        (_LOCK_KEY,),
+    ).fetchone()
+    if row is None:
+        return ""
+    doing = row["state"] or "unknown state"
+    if row["wait_event"]:
+        doing += f", waiting on {row['wait_event']}"
+    return (
+        f" (its server process {row['pid']} holds the set-up lock, {doing}; "
+        f"SELECT pg_terminate_backend({row['pid']}) ends it)"
+    )
+
+
+def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
+    """chatbot's mark, LangGraph's migrations (and its indexes a cut-short build left
+    INVALID), then chatbot's migrations (with the search index's mark when it is made before
+    the first checkpoint), on ``conn`` under the set-up lock. A statement that
+    waits ``wait`` seconds for a lock gives up; the server cancels the set-up of a process
+    that died (``client_connection_check_interval``), freeing the lock."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    step = "chatbot's tables"
+    conn.execute(f"SET lock_timeout = {int(wait * 1000)}")
+    conn.execute("SET client_connection_check_interval = 1000")
+    try:
+        conn.execute(MIGRATIONS_TABLE)  # the mark first: a set-up cut short is still chatbot's
+        step = "LangGraph's tables and indexes"
+        PostgresSaver(conn).setup()
+        builds = _langgraph_index_builds()
+        for name in _read_schema(conn).invalid_indexes:
+            step = f"LangGraph's index {name}"
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            conn.execute(builds[name])
+        step = "chatbot's tables"
+        with conn.transaction():
+            rows = conn.execute("SELECT version FROM chatbot_migrations").fetchall()
+            applied = {row["version"] for row in rows}
+            unindexed = None
+            if INDEX_MIGRATION not in applied:  # (no checkpoint written until this commits)
+                conn.execute("LOCK TABLE checkpoints IN SHARE MODE")
+                unindexed = conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
+            for version, migration in enumerate(MIGRATIONS, start=1):
+                if version not in applied:
+                    for statement in migration_statements(migration, "postgresql"):
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO chatbot_migrations (version, applied_at) VALUES (%s, %s)",
+                        (version, _now()),
+                    )
+            if INDEX_MIGRATION not in applied and unindexed is None:
+                conn.execute(MARK_INDEXED.replace("?", "%s"), (INDEXED_MARK, _now()))
+    except psycopg.errors.LockNotAvailable:
+        raise StoreError(
+            f"setting up the PostgreSQL database {path} waited more than {wait:g} s for other "
+            f"sessions (to make {step}): one holds a lock or a transaction open (look for "
+            "'idle in transaction' in pg_stat_activity); try again once it ends"
+        ) from None
+    finally:
+        if not conn.closed:
+            conn.execute("RESET lock_timeout")
+            conn.execute("RESET client_connection_check_interval")
+
+
+def _reason(error: BaseException) -> str:
+    """A psycopg error in one line, without the password."""
+    from chatbot.errors import redact
+
+    text = " ".join(str(error).split()) or type(error).__name__
+    return redact(text)

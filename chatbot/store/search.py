@@ -1,0 +1,429 @@
+"""Search everything ever said: every message of every thread, folded into a summary or not.
+
+A summary removes the messages it folds from the state, so they live on only in older
+checkpoints. Rather than reading checkpoints at query time, each message is indexed once, when
+the checkpoint that first holds it is written (:class:`chatbot.store.msgindex.MessageIndex`, called
+by the savers in :mod:`chatbot.store.saver`), into ``chatbot_messages``: thread, message id, that
+first checkpoint, role and text. A search reads only that table:
+
+- **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text (kept in step by
+  triggers). Trigrams match any substring of three characters or more, case-insensitively,
+  which is what Chinese and Japanese need (they are written without spaces, and the default
+  ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 64
+  at a time (FTS5's cost is per transaction more than per row); until then they wait in
+  ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory, so a message
+  is found as soon as its turn is saved. A term of one or two characters (``北京``) is matched
+  with ``LIKE`` instead, on the rows the longer terms left, or by reading the table when there
+  is no longer term.
+- **PostgreSQL**: ``ILIKE`` per term, which a ``pg_trgm`` GIN index answers when the extension
+  could be created (else the table is read).
+
+A query is words, each of which must appear (``"a phrase"`` in double quotes stays one
+term); hits come newest first. Searching only reads. A new database's index is marked complete
+in ``chatbot_marks`` as it is made; one made before the index (or adopted) is indexed once by
+``/search`` in the REPL, a writing session (:func:`index_existing`), and until then
+``chatbot search`` finds what is indexed and says what may be missing
+(:func:`lacks_past_messages`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from chatbot.errors import FriendlyError
+from chatbot.sanitize import sanitize
+from chatbot.store.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
+from chatbot.store.sqlite import (
+    INDEXED_MARK,
+    MARK_INDEXED,
+    Store,
+    checkpoint_time,
+    thread_config,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+
+    from chatbot.store.sqlite import SqlStore
+
+MIN_TRIGRAM = 3
+"""Terms shorter than this (in characters) cannot use the trigram index."""
+SNIPPET_WIDTH = 160
+MAX_TERMS = 64
+"""More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
+MAX_LIMIT = 1_000_000
+"""The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
+
+
+class SearchError(FriendlyError, ValueError):
+    """A query that cannot be run; the message is one line for the user."""
+
+
+# --- indexing a database made before the index -----------------------------------------------
+
+
+def is_indexed(store: SqlStore) -> bool:
+    """True once the checkpoints written before the index existed have been indexed (a
+    database made with the index is from the start)."""
+    if isinstance(store, Store) and not _has_table(store, "chatbot_marks"):
+        return False  # (an older chatbot's file, opened read-only: no index yet)
+    return bool(store._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (INDEXED_MARK,)))
+
+
+def lacks_past_messages(store: SqlStore) -> bool:
+    """True when the index may lack messages: it is not marked complete, and the database
+    holds checkpoints (those written before the index are not in it). Reads only."""
+    return not is_indexed(store) and bool(
+        store._query("SELECT 1 FROM checkpoints WHERE checkpoint_ns = '' LIMIT 1")
+    )
+
+
+def checkpoints_to_index(store: SqlStore) -> int:
+    """How many checkpoints :func:`index_existing` reads (for its progress bar)."""
+    ((count,),) = store._query("SELECT COUNT(*) FROM checkpoints WHERE checkpoint_ns = ''")
+    return int(count)
+
+
+def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: None) -> int:
+    """Index every message of every checkpoint, each at the oldest checkpoint holding it, and
+    mark the database indexed. Safe while other processes write (a row indexed as it was
+    written keeps the older checkpoint of the two). ``progress`` is told after each thread
+    how many checkpoints it read. Returns the messages found."""
+    threads = [
+        row[0]
+        for row in store._query(
+            "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY 1"
+        )
+    ]
+    found = 0
+    for thread_id in threads:
+        first: dict[str, tuple[str, Any]] = {}
+        read = 0
+        for saved in store.saver.list(thread_config(thread_id)):  # newest first
+            checkpoint_id = saved.config["configurable"]["checkpoint_id"]
+            for message in saved.checkpoint["channel_values"].get("messages") or ():
+                if getattr(message, "id", None):
+                    first[str(message.id)] = (checkpoint_id, message)  # older ones win
+            read += 1
+        rows = [
+            (thread_id, message_id, checkpoint_id, message_role(m), message_text(m))
+            for message_id, (checkpoint_id, m) in first.items()
+        ]
+        rows = [row for row in rows if row[4].strip()]
+        if rows:
+            store._write(*((INSERT_KEEPING_OLDEST, row) for row in rows))
+            if not store.thread_exists(thread_id):  # deleted meanwhile by another process
+                store._write(("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)))
+        found += len(rows)
+        progress(read)
+    store._write(
+        (MARK_INDEXED, (INDEXED_MARK, datetime.now().astimezone().isoformat(timespec="seconds")))
+    )
+    return found
+
+
+def ensure_indexed(store: SqlStore, console: Console | None) -> None:
+    """Index a database made before the index, once, with a progress bar on ``console`` (a
+    terminal's) when there are many checkpoints to read."""
+    if is_indexed(store):
+        return
+    total = checkpoints_to_index(store)
+    if console is None or not console.is_terminal or total < 200:
+        index_existing(store)
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("indexing past messages for search (once)"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("checkpoints"),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("index", total=total)
+        index_existing(store, progress=lambda n: bar.advance(task, n))
+
+
+# --- searching -------------------------------------------------------------------------------
+
+_TERM = re.compile(r'"([^"]*)(?:"|$)|(\S+)')
+
+
+def parse_query(text: str) -> list[str]:
+    """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
+    end); each must appear in a hit."""
+    terms = [quoted or word for quoted, word in _TERM.findall(text)]
+    terms = [term.strip() for term in terms]
+    terms = list(dict.fromkeys(term for term in terms if term))
+    if not terms:
+        raise SearchError("the search is empty: give some text to find")
+    if len(terms) > MAX_TERMS:
+        raise SearchError(
+            f"the search has {len(terms)} words: give at most {MAX_TERMS} "
+            '(put a long text in "double quotes" to find it as one phrase)'
+        )
+    return terms
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """A one-line excerpt of a message and where the terms are in it (character offsets)."""
+
+    text: str
+    spans: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One message found."""
+
+    thread_id: str
+    message_id: str
+    checkpoint_id: str
+    """The first checkpoint holding the message: ``show --checkpoint`` and ``/fork`` take it."""
+    role: str
+    text: str
+    terms: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def time(self) -> datetime | None:
+        """When the message was first checkpointed."""
+        return checkpoint_time(self.checkpoint_id)
+
+    def snippet(self, width: int = SNIPPET_WIDTH) -> Snippet:
+        return make_snippet(self.text, self.terms, width)
+
+
+def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) -> Snippet:
+    """The text on one line, safe to print, cut to about ``width`` characters around the first
+    match, with every match inside marked."""
+    flat = " ".join(sanitize(text).split())
+    pattern = re.compile(
+        "|".join(re.escape(term) for term in sorted(terms, key=len, reverse=True)) or "(?!)",
+        re.IGNORECASE,
+    )
+    matches = list(pattern.finditer(flat))
+    start = 0
+    if matches and len(flat) > width:
+        start = max(0, matches[0].start() - width // 3)
+        start = max(0, min(start, len(flat) - width))
+        space = flat.find(" ", start, start + 12)  # begin at a word where there are words
+        if start and space != -1:
+            start = space + 1
+    end = min(len(flat), start + width)
+    prefix = "…" if start else ""
+    cut = prefix + flat[start:end] + ("…" if end < len(flat) else "")
+    spans = tuple(
+        (m.start() - start + len(prefix), m.end() - start + len(prefix))
+        for m in matches
+        if m.start() >= start and m.end() <= end
+    )
+    return Snippet(cut, spans)
+
+
+def _like(term: str) -> str:
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _has_cased_non_ascii(term: str) -> bool:
+    """True when SQLite's ``LIKE`` (which folds ASCII letters only) would match ``term``
+    case-sensitively: it has a letter beyond ASCII with an upper and a lower case."""
+    return any(not c.isascii() and c.lower() != c.upper() for c in term)
+
+
+def _contains_folded(content: str | None, term: str) -> bool:
+    """``term`` (lower-cased) is in ``content``, any case (SQL function ``chatbot_contains``)."""
+    return content is not None and term in content.lower()
+
+
+def _fts_phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def search(
+    store: SqlStore, query: str, *, thread_id: str | None = None, limit: int = 20
+) -> list[Hit]:
+    """The messages holding every term of ``query``, newest first (in one thread, or all)."""
+    terms = parse_query(query)
+    if isinstance(store, Store) and not _has_table(store, "chatbot_messages"):
+        return []  # (an older chatbot's file, opened read-only: no index yet)
+    limit = min(max(1, limit), MAX_LIMIT)
+    columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content, m.id"
+    where: list[str] = []
+    params: list[Any] = []
+    long: list[str] = []  # (SQLite: the terms its FTS5 index finds)
+    if isinstance(store, Store):
+        long = [term for term in terms if len(term) >= MIN_TRIGRAM]
+        for term in (term for term in terms if len(term) < MIN_TRIGRAM):
+            if _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
+                store.conn.create_function(
+                    "chatbot_contains", 2, _contains_folded, deterministic=True
+                )
+                where.append("chatbot_contains(m.content, ?)")
+                params.append(term.lower())
+            else:
+                where.append("m.content LIKE ? ESCAPE '\\'")
+                params.append(_like(term))
+    else:
+        for term in terms:
+            where.append("m.content ILIKE ? ESCAPE '\\'")
+            params.append(_like(term))
+    if thread_id is not None:
+        where.append("m.thread_id = ?")
+        params.append(thread_id)
+    newest = "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?"
+    if not long:  # (every row of the table is read: the unindexed ones too)
+        rows = store._query(
+            f"SELECT {columns} FROM chatbot_messages AS m "
+            f"WHERE {' AND '.join(where) or 'TRUE'} {newest}",
+            (*params, limit),
+        )
+    else:
+        rows = _matching(cast("Store", store), long, columns, where, params, newest, limit)
+    return [
+        Hit(
+            thread_id=row[0],
+            message_id=row[1],
+            checkpoint_id=row[2],
+            role=row[3],
+            text=row[4],
+            terms=tuple(terms),
+        )
+        for row in rows
+    ]
+
+
+FTS5_TOKENIZER = "trigram"
+"""``chatbot_messages_fts``'s tokenizer (migration 3): rows not indexed yet are matched with
+the same one."""
+
+
+def _matching(
+    store: Store,
+    terms: list[str],
+    columns: str,
+    where: list[str],
+    params: list[Any],
+    newest: str,
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The newest ``limit`` rows holding every one of ``terms`` (of :data:`MIN_TRIGRAM`
+    characters or more) that ``where`` keeps: those the FTS5 index finds, and those still
+    waiting for it (at most 63, see migration 5), read in the same statement (one snapshot: a
+    batch indexed meanwhile is found once) and matched by :func:`matched_as_indexed`."""
+    match = " AND ".join(_fts_phrase(term) for term in terms)
+    indexed = (
+        f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
+        "JOIN chatbot_messages AS m ON m.id = f.rowid "
+        f"WHERE {' AND '.join(['chatbot_messages_fts MATCH ?', *where])} {newest}"
+    )
+    if not _has_table(store, "chatbot_messages_unindexed"):  # (before migration 5: read-only)
+        return [row[1:] for row in store._query(indexed, (match, *params, limit))]
+    rows = store._query(
+        f"SELECT * FROM ({indexed}) UNION ALL "
+        f"SELECT 1, {columns} FROM chatbot_messages_unindexed AS u "
+        f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
+        (match, *params, limit, *params),
+    )
+    found = [row[1:] for row in rows if not row[0]]
+    waiting = {row[6]: row[1:] for row in rows if row[0]}
+    if waiting:
+        hits = matched_as_indexed({id_: row[4] for id_, row in waiting.items()}, terms)
+        found.extend(waiting[id_] for id_ in hits)
+        found.sort(key=lambda row: (row[2], row[5]), reverse=True)
+    return found[:limit]
+
+
+def matched_as_indexed(texts: dict[int, str], terms: Sequence[str]) -> set[int]:
+    """The keys of the ``texts`` holding every term (of :data:`MIN_TRIGRAM` characters or
+    more) exactly as ``chatbot_messages_fts`` would match them once indexed: FTS5 itself
+    decides, in a table of its own in memory (its case folding is not Python's: ``ΟΔΟΣ``
+    holds ``δοσ``, ``ſtr`` holds ``str``). Only the texts whose :func:`coarse_fold` holds
+    every term's go in: a text FTS5 matches always does (a character's coarse fold is that of
+    the character FTS5 folds it to, which tests/test_search_batches.py checks for every
+    character up to U+1FFFF, where all cased ones are), and most texts hold none."""
+    folded = [coarse_fold(term) for term in terms]
+    maybe = []
+    for key, text in texts.items():
+        haystack = coarse_fold(text)
+        if all(term in haystack for term in folded):
+            maybe.append((key, text))
+    if not maybe:
+        return set()
+    with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
+        scratch.execute(
+            f"CREATE VIRTUAL TABLE waiting USING fts5(content, tokenize={FTS5_TOKENIZER!r})"
+        )
+        scratch.executemany("INSERT INTO waiting (rowid, content) VALUES (?, ?)", maybe)
+        return {
+            key
+            for (key,) in scratch.execute(
+                "SELECT rowid FROM waiting WHERE waiting MATCH ?",
+                (" AND ".join(_fts_phrase(term) for term in terms),),
+            )
+        }
+
+
+def coarse_fold(text: str) -> str:
+    """``text`` case-folded at least as coarsely as FTS5 folds it, character by character
+    (see :func:`matched_as_indexed`): Python's full case folding, after U+FFFE and U+FFFF
+    are made U+FFFD, as SQLite reads them."""
+    if "\ufffe" in text or "\uffff" in text:
+        text = text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
+    return text.casefold()
+
+
+def _has_table(store: Store, name: str) -> bool:
+    return bool(
+        store._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+    )
+
+
+# --- showing hits ----------------------------------------------------------------------------
+
+
+def hit_record(hit: Hit) -> dict[str, Any]:
+    """A hit as JSON (``chatbot search --json``): the snippet, and where the terms are in it
+    as ``[start, end)`` character offsets."""
+    snippet = hit.snippet()
+    when = hit.time
+    return {
+        "thread_id": hit.thread_id,
+        "checkpoint_id": hit.checkpoint_id,
+        "message_id": hit.message_id,
+        "role": hit.role,
+        "time": when.isoformat() if when else None,
+        "snippet": snippet.text,
+        "highlights": [list(span) for span in snippet.spans],
+    }
+
+
+def hits_view(hits: Sequence[Hit]) -> RenderableType:
+    """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
+    the terms highlighted under it."""
+    from rich.console import Group
+    from rich.text import Text
+
+    lines: list[Text] = []
+    for hit in hits:
+        when = hit.time
+        heading = Text()
+        heading.append(sanitize(hit.thread_id), style="bold cyan")
+        if when is not None:
+            heading.append("  " + when.astimezone().strftime("%Y-%m-%d %H:%M"), style="dim")
+        heading.append(f"  {hit.role}", style="green" if hit.role == "user" else "magenta")
+        heading.append(f"  checkpoint {hit.checkpoint_id}", style="dim")
+        snippet = hit.snippet()
+        body = Text("  " + snippet.text)
+        for start, end in snippet.spans:
+            body.stylize("bold black on yellow", start + 2, end + 2)
+        lines.extend((heading, body))
+    return Group(*lines)

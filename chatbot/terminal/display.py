@@ -1,0 +1,217 @@
+"""How a turn looks in the REPL while it runs: a spinner with words while waiting, then the
+reply as Markdown, drawn in time linear in its length.
+
+The reply is cut into blocks at blank lines outside code fences. A finished block is printed
+once, above the live area, and never drawn again; the live area holds only the block being
+written, redrawn at the runner's tick (not per token). Long replies therefore scroll past the
+screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
+grow with the reply.
+
+Rendering Markdown and reading events import langchain-core (through :mod:`chatbot.terminal.render`
+and :mod:`chatbot.threads.events`), so they are imported when first needed: the REPL shows this
+spinner while the models are still loading, and must not import them at the same time.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.markup import escape
+from rich.segment import Segment
+from rich.spinner import Spinner
+from rich.text import Text
+
+from chatbot.errors import redact
+from chatbot.plural import counted
+from chatbot.sanitize import sanitize
+
+if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Rich
+    from chatbot.threads.events import Event, NothingToFold, Summarized, SummaryFailed
+
+
+class Tail:
+    """Render only the last ``max_lines`` lines of a renderable (a streaming reply's tail)."""
+
+    def __init__(self, renderable: RenderableType, max_lines: int) -> None:
+        self.renderable = renderable
+        self.max_lines = max(1, max_lines)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        # Word-wrap even on a soft-wrapping console: Live would crop each line at the edge.
+        options = options.update(no_wrap=False, overflow="fold")
+        lines = console.render_lines(self.renderable, options, pad=False)
+        for line in lines[-self.max_lines :]:
+            yield from line
+            yield Segment.line()
+
+
+THINKING = "thinking…"
+_FENCES = ("```", "~~~")
+
+
+def stable_prefix(text: str, start: int = 0) -> int:
+    """Where the finished blocks of ``text[start:]`` end (``start`` when none has).
+
+    A block is finished once a blank line outside a code fence is followed by a line that is
+    not indented (an indented one may still belong to a list item). ``start`` must be such a
+    boundary (or 0).
+    """
+    boundary = start
+    offset = start
+    fence = ""
+    blank_before = False
+    lines = text[start:].split("\n")
+    for number, line in enumerate(lines):
+        complete = number < len(lines) - 1
+        stripped = line.strip()
+        if not fence and blank_before and stripped and not line[:1].isspace():
+            boundary = offset
+        if not complete:
+            break
+        if fence:
+            if stripped.startswith(fence):
+                fence = ""
+        elif stripped.startswith(_FENCES):
+            fence = stripped[:3]
+        blank_before = not fence and not stripped
+        offset += len(line) + 1
+    return boundary
+
+
+@dataclass
+class ReplyView:
+    """One turn on the REPL's screen. ``live``: draw as it streams (a terminal); otherwise
+    everything is printed when the turn ends (a pipe, a test)."""
+
+    console: Console
+    live: bool
+    text: str = ""
+    replied: bool = False
+    notes: list[str] = field(default_factory=list)
+    status: str = ""
+    _status_since: float = 0.0
+    _printed: int = 0
+    """How much of ``text`` has been printed as finished blocks."""
+    _live: Live | None = None
+    _drawn: tuple[int, int, str, int] = (-1, -1, "", -1)
+
+    # --- the runner's side ----------------------------------------------------------------
+
+    def start(self, waiting_for: str = THINKING) -> None:
+        """Show the spinner (saying ``waiting_for``) until the first event."""
+        self._set_status(waiting_for)
+        if self.live:
+            self._live = Live(console=self.console, auto_refresh=False, transient=True)
+            self._live.start()
+
+    def show(self, event: Event) -> None:
+        from chatbot.threads.events import (
+            Folding,
+            NothingToFold,
+            Reply,
+            Summarized,
+            SummaryFailed,
+            Token,
+            Waiting,
+        )
+
+        if isinstance(event, Token):
+            self.text += event.text
+            self.status = ""
+        elif isinstance(event, Reply):
+            self.replied = True
+            final = event.message.text  # the whole reply, notes included
+            if final and final.startswith(self.text[: self._printed]):
+                self.text = final  # (what is printed already stays as it was)
+            self.status = ""
+        elif isinstance(event, Waiting):
+            self._set_status(event.words)
+        elif isinstance(event, Folding):
+            self._set_status(f"folding {counted(event.messages, 'message')} into the summary…")
+        elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
+            self.notes.append(note_for(event))
+            before_reply = getattr(event, "reason", "") in ("fit", "overflow")
+            self._set_status(THINKING if before_reply and not self.text else "")
+
+    def tick(self) -> None:
+        if self._live is None:
+            return
+        self._print_finished_blocks()
+        rest = self.text[self._printed :]
+        elapsed = time.monotonic() - self._status_since
+        frame = int(elapsed * 10) if self.status else 0
+        drawn = (len(self.text), self._printed, self.status, frame)
+        if drawn == self._drawn:
+            return  # nothing new: no redraw (a redraw is where the time goes)
+        self._drawn = drawn
+        height = max(3, self.console.size.height - 2)
+        parts: list[RenderableType] = []
+        if rest:
+            from chatbot.terminal.render import Markdown
+
+            parts.append(Tail(Markdown(rest), height - (1 if self.status else 0)))
+        if self.status:
+            words = Text(f"{self.status} {int(elapsed)}s", style="dim")
+            parts.append(Spinner("dots", text=words, style="dim"))
+        self._live.update(Group(*parts), refresh=True)
+
+    # --- the end --------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Stop drawing and print what has not been printed yet (the last block)."""
+        if self._live is not None:
+            self._live.update(Group(), refresh=True)
+            self._live.stop()
+            self._live = None
+        rest = self.text[self._printed :]
+        if rest.strip():
+            from chatbot.terminal.render import Markdown
+
+            if self._printed:
+                self.console.print()
+            self.console.print(Markdown(rest), soft_wrap=self._soft_wrap)
+        self._printed = len(self.text)
+
+    def _print_finished_blocks(self) -> None:
+        boundary = stable_prefix(self.text, self._printed)
+        if boundary <= self._printed:
+            return
+        assert self._live is not None
+        from chatbot.terminal.render import Markdown
+
+        if self._printed:
+            self._live.console.print()
+        self._live.console.print(
+            Markdown(self.text[self._printed : boundary]), soft_wrap=self._soft_wrap
+        )
+        self._printed = boundary
+
+    @property
+    def _soft_wrap(self) -> bool | None:
+        """On a terminal Rich wraps the reply at word boundaries (a soft-wrapping console
+        leaves long lines to the terminal, which breaks them in the middle of words)."""
+        return False if self.live else None
+
+    def _set_status(self, status: str) -> None:
+        self.status = status
+        self._status_since = time.monotonic()
+
+
+def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:
+    """The line shown after a turn for what happened to the summary (Rich markup)."""
+    from chatbot.terminal.render import describe_nothing_to_fold, describe_summary
+    from chatbot.threads.events import Summarized, SummaryFailed
+
+    if isinstance(event, Summarized):
+        return f"[dim]{escape(describe_summary(event))}[/]"
+    if isinstance(event, SummaryFailed):
+        retry = "/compact again" if event.reason == "compact" else "next turn retries"
+        return (
+            f"[yellow]summary failed, nothing was removed ({retry}):[/] "
+            f"{escape(sanitize(redact(event.error)))}"
+        )
+    return f"[dim]{escape(describe_nothing_to_fold(event))}[/]"

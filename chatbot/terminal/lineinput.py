@@ -1,0 +1,205 @@
+"""Line editing for the REPL with prompt_toolkit: history across runs, multi-line input,
+completion of slash commands, thread ids and checkpoint ids; and output from another thread
+shown above the prompt while a line is being typed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.application.current import set_app
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+
+from chatbot.files import make_private_dirs
+
+
+class SlashCompleter(Completer):
+    """Completes ``/commands``, then thread ids or checkpoint ids where a command takes one."""
+
+    THREAD_ARGS = ("thread", "delete")
+    CHECKPOINT_ARGS = ("show", "fork")
+    MODEL_ARGS = ("model", "retry")
+
+    def __init__(
+        self,
+        commands: Callable[[], Iterable[str]],
+        thread_ids: Callable[[], Iterable[str]],
+        checkpoint_ids: Callable[[], Iterable[str]],
+        model_names: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
+        self.commands = commands
+        self.thread_ids = thread_ids
+        self.checkpoint_ids = checkpoint_ids
+        self.model_names = model_names
+        """The endpoint's models (see chatbot.engine.modellist.ModelCatalog), for /model and
+        /retry."""
+
+    def get_completions(
+        self, document: Document, complete_event: CompleteEvent
+    ) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        name, space, arg = text[1:].partition(" ")
+        if not space:
+            for command in sorted(self.commands()):
+                if command.startswith(name):
+                    yield Completion(command, start_position=-len(name))
+            return
+        if name == "file":  # paths: the word being typed, quoted as /file reads it
+            yield from _path_completions(arg, complete_event)
+            return
+        if name in self.THREAD_ARGS:
+            candidates: Iterable[str] = self.thread_ids()
+        elif name in self.CHECKPOINT_ARGS:
+            candidates = self.checkpoint_ids()
+        elif name in self.MODEL_ARGS:
+            candidates = self.model_names()
+        elif name == "summary":
+            candidates = ["history"]
+        else:
+            return
+        for candidate in candidates:
+            if candidate.startswith(arg):
+                yield Completion(candidate, start_position=-len(arg))
+
+
+def last_word(line: str) -> tuple[int, str]:
+    """Where the last shell word of ``line`` starts, and its text with quotes and backslashes
+    taken out (``my\\ no`` and ``"my no`` are both ``my no``)."""
+    start, word, quote, escaped = 0, "", "", False
+    for index, char in enumerate(line):
+        if escaped:
+            word, escaped = word + char, False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if char == quote:
+                quote = ""
+            else:
+                word += char
+        elif char in "'\"":
+            quote = char
+        elif char.isspace():
+            start, word = index + 1, ""
+        else:
+            word += char
+    return start, word
+
+
+def _path_completions(arg: str, complete_event: CompleteEvent) -> Iterable[Completion]:
+    """Paths for ``/file``: a name with spaces or quotes comes back escaped, so that the line
+    still splits into the same paths."""
+    start, word = last_word(arg)
+    typed = len(arg) - start
+    for found in PathCompleter(expanduser=True).get_completions(Document(word), complete_event):
+        full = word + found.text
+        quoted = "".join("\\" + c if c.isspace() or c in "\\'\"" else c for c in full)
+        yield Completion(quoted, start_position=-typed, display=found.display)
+
+
+def _key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("escape", "enter")
+    def _newline(event: KeyPressEvent) -> None:
+        """Alt-Enter (or Esc then Enter) inserts a newline instead of sending."""
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+def _continuation(width: int, line_number: int, is_soft_wrap: int) -> str:
+    """Dots before a line that Alt-Enter started; blanks where a long line merely wraps."""
+    return " " * width if is_soft_wrap else "." * (width - 1) + " "
+
+
+def private_history_file(path: Path) -> Path:
+    """Create the input-history file 0600 (it holds what the user typed)."""
+    make_private_dirs(path.parent)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    return path
+
+
+class PrivateFileHistory(FileHistory):
+    """The input history in a file created private (see :func:`private_history_file`) when
+    the first line is stored: opening the REPL creates nothing."""
+
+    def store_string(self, string: str) -> None:
+        private_history_file(Path(os.fsdecode(self.filename)))
+        super().store_string(string)
+
+
+class PromptToolkitReader:
+    """Reads lines in a real terminal: Enter sends, Alt-Enter adds a line, pastes stay whole.
+
+    ``shown`` is called once each prompt is on the screen (from the prompt's event loop):
+    work started there does not delay the prompt.
+    """
+
+    def __init__(
+        self,
+        history_path: Path,
+        completer: Completer,
+        shown: Callable[[], None] | None = None,
+    ) -> None:
+        self.shown = shown
+        self.session: PromptSession[str] = PromptSession(
+            history=PrivateFileHistory(str(history_path)),
+            completer=completer,
+            complete_while_typing=False,
+            key_bindings=_key_bindings(),
+            multiline=False,
+            enable_history_search=False,
+            enable_open_in_editor=True,  # Ctrl-X Ctrl-E: $VISUAL / $EDITOR, then sent
+            prompt_continuation=_continuation,
+        )
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
+        """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C."""
+        return self.session.prompt(prompt, bottom_toolbar=toolbar, pre_run=self._pre_run)
+
+    def _pre_run(self) -> None:
+        if self.shown is not None:  # pre_run comes before the first drawing; this after it
+            asyncio.get_running_loop().call_soon(self.shown)
+
+    def interject(self, action: Callable[[], None]) -> bool:
+        """Run ``action`` at the prompt being read, from any thread: the prompt is erased,
+        what ``action`` prints appears above it, and it is drawn again with the text typed so
+        far (and the bottom toolbar redrawn). If ``action`` raises, the read raises that.
+
+        Best effort: False when no line is being read, and a prompt that ends before it gets
+        to ``action`` drops it; the caller then runs ``action`` itself.
+        """
+        app = self.session.app
+        loop = app.loop
+        if loop is None or not app.is_running:
+            return False
+
+        async def in_terminal() -> None:
+            try:
+                await run_in_terminal(action)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as error:  # the read ends with it
+                if not app.is_done:
+                    app.exit(exception=error)
+
+        def schedule() -> None:
+            if app.is_running and not app.is_done:
+                with set_app(app):  # run_in_terminal finds the prompt through the context
+                    app.create_background_task(in_terminal())
+
+        try:
+            loop.call_soon_threadsafe(schedule)
+        except RuntimeError:  # the prompt's loop closed meanwhile
+            return False
+        return True

@@ -1,0 +1,360 @@
+"""Rich renderables for threads, histories, summaries and states. Rendering only: no I/O."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from langchain_core.messages import AIMessage, BaseMessage
+from markdown_it import MarkdownIt
+from rich.console import (
+    Console,
+    ConsoleOptions,
+    Group,
+    JustifyMethod,
+    RenderableType,
+    RenderResult,
+)
+from rich.markdown import Markdown as RichMarkdown
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+
+from chatbot.history.records import ROLE_NAMES
+from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.parts import readable_text
+from chatbot.plural import counted
+from chatbot.sanitize import sanitize
+from chatbot.store.sqlite import ThreadInfo
+
+if TYPE_CHECKING:
+    from chatbot.threads.events import Kept, NothingToFold, Summarized
+
+
+class Markdown(RichMarkdown):
+    """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
+    Escape sequences and control characters in the text are removed (:func:`sanitize`), and
+    links show their address.
+
+    Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
+    """
+
+    def __init__(
+        self,
+        markup: str,
+        code_theme: str = "monokai",
+        justify: JustifyMethod | None = None,
+        style: str | Style = "none",
+        hyperlinks: bool = False,  # "text (url)": a link never hides its address
+        inline_code_lexer: str | None = None,
+        inline_code_theme: str | None = None,
+    ) -> None:
+        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on):
+        # making one takes as long as parsing a short reply, and a thread shows dozens.
+        self.markup = sanitize(markup)
+        self.parsed = _markdown_parser().parse(self.markup)
+        self.code_theme = code_theme
+        self.justify = justify
+        self.style = style
+        self.hyperlinks = hyperlinks
+        self.inline_code_lexer = inline_code_lexer
+        self.inline_code_theme = inline_code_theme or code_theme
+
+
+@functools.cache
+def _markdown_parser() -> MarkdownIt:
+    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once, as
+    making one takes as long as parsing a short reply."""
+    return MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
+
+
+class Wrapped:
+    """A renderable word-wrapped at the console's width, long words folded onto the next line:
+    nothing is ever cut at the edge, whatever the console's defaults.
+
+    The CLI's console soft-wraps (a plain line is left for the terminal to break), and under
+    soft wrap Rich crops whatever sits in a panel or a table cell at its edge.
+    """
+
+    def __init__(self, *renderables: RenderableType) -> None:
+        self.renderable = Group(*renderables)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield from console.render(self.renderable, options.update(no_wrap=False, overflow="fold"))
+
+
+ROLE_STYLES = {"human": "bold cyan", "ai": "bold green", "tool": "bold magenta", "system": "bold"}
+
+
+def plain(text: str, style: str = "") -> Text:
+    """Text from a model, a file or a user, shown as it is (no markup) and made safe to print."""
+    return Text(sanitize(text), style=style)
+
+
+def when(moment: datetime | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """A timestamp in local time, to the second; '-' when unknown."""
+    if moment is None:
+        return "-"
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().strftime(fmt)
+
+
+def describe_summary(event: Summarized) -> str:
+    """The one dim line shown when messages are folded into the summary."""
+    steps = f" in {event.calls} steps" if event.calls > 1 else ""
+    messages = counted(event.messages, "message")
+    folded = f"{messages} ({event.tokens_in:,} tokens) into {event.tokens_out:,} tokens{steps}"
+    context = (
+        f"; context {event.context_before:,} → {event.context_after:,} tokens"
+        if event.context_before
+        else ""
+    )
+    if event.reason == "fit":
+        return f"folded {folded} before answering, so the request fits the model{context}"
+    if event.reason == "overflow":
+        return f"the model said the context was too long: folded {folded}, trying again{context}"
+    if event.reason == "compact":
+        return f"compacted: folded {folded}{context}"
+    return f"summarized {folded}"
+
+
+def describe_nothing_to_fold(event: NothingToFold) -> str:
+    """The line shown when a compaction finds nothing safe to fold."""
+    return (
+        f"nothing to fold: the kept window holds the whole conversation "
+        f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size"
+    )
+
+
+def failed_turn(problem: str, kept: Kept | None, shown: bool, again: str) -> str:
+    """The line a failed or stopped turn ends with: ``problem``, then exactly what the thread
+    holds of the turn (``kept``; ``None``: it could not be read, so nothing is claimed).
+    ``shown``: a whole reply was on the screen; ``again``: how to ask again, said when the
+    message is kept (``" in thread 't1': ..."``, ``"; /retry tries again"``)."""
+    if kept is None:
+        return problem
+    if kept.message and kept.reply:
+        return f"{problem} - your message and the reply are saved"
+    if kept.message:
+        lost = "this reply was not saved; " if shown else ""
+        return f"{problem} - {lost}your message is kept{again}"
+    if shown:
+        return f"{problem} - your message and this reply were not saved"
+    return f"{problem} - your message was not saved"
+
+
+def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:
+    """/threads and ``chatbot threads``."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("thread", "messages", "summary", "last active", "title"):
+        table.add_column(column, overflow="fold")
+    for info in threads:
+        marker = "* " if info.thread_id == current else "  "
+        table.add_row(
+            plain(marker + info.thread_id),
+            "-" if info.message_count is None else str(info.message_count),
+            {True: "yes", False: "no", None: "-"}[info.has_summary],
+            when(info.last_active),
+            plain(info.title or ""),
+        )
+    return Wrapped(table)
+
+
+def _short_time(moment: datetime | None) -> str:
+    """The time of day for today, the date and minute before."""
+    if moment is not None and moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    same_day = moment is not None and moment.astimezone().date() == datetime.now().date()
+    return when(moment, "%H:%M:%S" if same_day else "%Y-%m-%d %H:%M")
+
+
+def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
+    """/history all and ``chatbot history --all``: one row per checkpoint, newest first."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("checkpoint", "step", "node", "next", "msgs", "summary", "time"):
+        table.add_column(
+            column,
+            justify="right" if column in ("step", "msgs") else "left",
+            no_wrap=column == "checkpoint",
+            min_width=8 if column == "checkpoint" else None,
+            overflow="fold",
+        )
+    for row in rows:
+        table.add_row(
+            short_id(row.checkpoint_id),
+            str(row.step),
+            plain(row.node),
+            plain(", ".join(row.next) or "-"),
+            str(row.messages),
+            f"{row.summary_chars} ch" if row.summary_chars else "-",
+            _short_time(row.created_at),
+        )
+    return Wrapped(table)
+
+
+PREVIEW_CHARS = 60
+FATES = {"undone": "undone by /undo", "retried": "replaced by /retry", "branch": "side branch"}
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """The start of a message on one line: whitespace runs become one space, cut with '…'."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def describe_entry(entry: TurnEntry) -> Text:
+    """What a history entry was, in a few words: the message, or the command that wrote it."""
+    said = plain(preview(entry.text))
+    if entry.kind == "turn":
+        line = said if entry.text else Text("(no message)", style="dim")
+    elif entry.kind == "retry":
+        line = Text.assemble(("/retry ", "dim"), said)
+    elif entry.kind == "fork" and entry.origin:
+        thread, _, checkpoint = entry.origin.partition("@")
+        line = Text.assemble(("/fork of ", "dim"), plain(thread), (" at ", "dim"))
+        line.append(short_id(checkpoint))
+    elif entry.kind == "system":
+        line = Text.assemble(("/system ", "dim"), said) if entry.text else Text("/system clear")
+    elif entry.kind in ("undo", "compact", "fork"):
+        line = Text(f"/{entry.kind}", style="dim")
+    else:
+        line = Text(f"({entry.kind})", style="dim")
+    if not entry.finished:
+        line.append(" (unfinished: /retry)", style="yellow")
+    if entry.fate:
+        line.append(f" ({FATES.get(entry.fate, entry.fate)})", style="yellow")
+    return line
+
+
+class _ByWidth:
+    """One of two layouts, by the width there is: a table where it fits, lines where not."""
+
+    def __init__(self, wide: RenderableType, narrow: RenderableType, min_width: int) -> None:
+        self.wide, self.narrow, self.min_width = wide, narrow, min_width
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.wide if options.max_width >= self.min_width else self.narrow
+
+
+TURN_TABLE_MIN_WIDTH = 72
+"""Narrower than this, /history shows each turn as two lines rather than a table row."""
+
+
+def _summary_change(entry: TurnEntry) -> str:
+    if entry.folded:
+        return f"folded {entry.folded}"
+    return "changed" if entry.summary_changed else "-"
+
+
+def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
+    """/history and ``chatbot history``: one row per turn (and per undo, retry, compaction),
+    newest first, with the checkpoint to give /show and /fork. On a narrow screen each turn is
+    a line of facts and, below it, the message (a table would squeeze the message to a sliver).
+    """
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("checkpoint", no_wrap=True)
+    table.add_column("time", no_wrap=True)
+    table.add_column("message", overflow="fold")
+    table.add_column("msgs", justify="right", no_wrap=True)
+    table.add_column("summary", no_wrap=True)
+    lines: list[RenderableType] = []
+    for entry in entries:
+        table.add_row(
+            short_id(entry.checkpoint_id),
+            _short_time(entry.created_at),
+            describe_entry(entry),
+            f"{entry.messages_before}→{entry.messages_after}",
+            _summary_change(entry),
+        )
+        change = _summary_change(entry)
+        facts = Text.assemble(
+            (short_id(entry.checkpoint_id), "bold"),
+            f"  {_short_time(entry.created_at)}  {entry.messages_before}→"
+            f"{entry.messages_after} msgs",
+            "" if change == "-" else f"  summary {change}",
+        )
+        lines += [facts, Padding(describe_entry(entry), (0, 0, 0, 2))]
+    return Wrapped(_ByWidth(table, Group(*lines), TURN_TABLE_MIN_WIDTH))
+
+
+def summary_view(summary: str, tokens: int) -> RenderableType:
+    """/summary: the current summary, as Markdown (a model writes it in Markdown sections)."""
+    return Wrapped(Panel(Markdown(summary), title=f"summary ({tokens:,} tokens)"))
+
+
+def summary_timeline_view(changes: Sequence[SummaryChange]) -> RenderableType:
+    """/summary history: each checkpoint where the summary changed, with that version.
+
+    The heading is a line of its own, not a panel title: a title is cut at the panel's edge,
+    and the heading holds the full checkpoint id, to copy into /show or /fork.
+    """
+    parts: list[RenderableType] = []
+    for number, change in enumerate(changes, start=1):
+        heading = (
+            f"#{number} step {change.step} · {when(change.created_at)} · folded "
+            f"{change.folded} messages ({change.folded_tokens:,} tokens) · checkpoint "
+            f"{change.checkpoint_id}"
+        )
+        parts.append(Text(heading, style="bold"))
+        parts.append(Panel(Markdown(change.summary), border_style="dim"))
+    return Wrapped(*parts)
+
+
+def checkpoint_heading(snapshot: Snapshot) -> str:
+    """The line above a past state: its full checkpoint id (to copy), step and time."""
+    return (
+        f"checkpoint {snapshot.checkpoint_id} · step {snapshot.step} · {when(snapshot.created_at)}"
+    )
+
+
+def message_view(message: BaseMessage) -> RenderableType:
+    """One message, with its role.
+
+    A model's text is Markdown, as its reply was shown while it streamed. What people wrote
+    (the user's messages, a system prompt) and tool output is plain text, shown as written:
+    its line breaks, indentation and ``*_#<>`` characters are what the model was sent, and
+    Markdown would join the lines and eat them.
+    """
+    role = message.type
+    label = Text(ROLE_NAMES.get(role, role), style=ROLE_STYLES.get(role, "bold"))
+    body: RenderableType
+    if not isinstance(message, AIMessage) and isinstance(message.content, list):
+        readable = readable_text(message.content)  # files: text as written; [image: cat.png]
+        return Group(label, plain(readable) if readable else Text("(no text)", style="dim"))
+    if not message.text and not (isinstance(message, AIMessage) and message.tool_calls):
+        body = Text("(no text)", style="dim")
+    elif isinstance(message, AIMessage) and message.tool_calls:
+        calls = ", ".join(f"{c['name']}({c.get('args', {})})" for c in message.tool_calls)
+        body = Group(Markdown(message.text) if message.text else Text(""), plain(f"-> {calls}"))
+    elif isinstance(message, AIMessage):
+        body = Markdown(message.text)
+    else:
+        body = plain(message.text)
+    return Group(label, body)
+
+
+def state_view(
+    snapshot: Snapshot, *, folded: Sequence[BaseMessage] = (), title: str = ""
+) -> RenderableType:
+    """A full state: summary, then (optionally) messages already folded, then live messages."""
+    parts: list[RenderableType] = []
+    if title:
+        parts.append(plain(title, style="bold"))
+    if snapshot.system_prompt:
+        role = f" (role {snapshot.system_role})" if snapshot.system_role else ""
+        parts.append(Panel(plain(snapshot.system_prompt), title=f"system prompt{role}"))
+    if snapshot.summary:
+        parts.append(Panel(Markdown(snapshot.summary), title="summary", border_style="dim"))
+    if folded:
+        parts.append(Text(f"folded into the summary ({len(folded)} messages):", style="dim"))
+        parts.extend(message_view(m) for m in folded)
+        parts.append(Text("live messages:", style="dim"))
+    if not snapshot.messages:
+        parts.append(Text("(no messages)", style="dim"))
+    parts.extend(message_view(m) for m in snapshot.messages)
+    return Wrapped(*parts)

@@ -1,0 +1,642 @@
+"""The interactive chat loop: reads lines, streams replies, runs slash commands.
+
+The loop gets its console and its line reader injected, so it runs the same in a terminal
+(prompt_toolkit + Rich) and in tests (a list of lines + a Rich console writing to a buffer).
+Slash commands live in :mod:`chatbot.terminal.commands`, which the caller hands in as ``dispatch``.
+
+A REPL can start before its slow parts exist. Given a :class:`LoadingBackend`, it greets and
+shows the prompt at once, while a daemon thread checks the settings and opens the backend
+(then threads can be read), then makes the models and the graph (then turns can run). A line
+that needs a part not made yet waits for it with the spinner; what needs them (the notice of
+the offline model, a last turn that did not finish, the status line's model and context) is
+shown above the prompt once they are there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from rich.console import Console
+from rich.markup import escape
+
+from chatbot import interrupts
+from chatbot.config.sources import SettingsError
+from chatbot.logs import logger
+from chatbot.plural import counted
+from chatbot.sanitize import sanitize
+from chatbot.threads.runner import TICK_SECONDS, TurnRunner, session_runner
+
+if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
+    from chatbot.config.settings import Settings
+    from chatbot.engine.runsettings import RunSettings
+    from chatbot.history.timeline import Snapshot
+    from chatbot.memory.tokens import TokenCounter
+    from chatbot.store.sqlite import SqlStore, ThreadInfo
+    from chatbot.terminal.display import ReplyView
+    from chatbot.threads.attachments import Attachment
+    from chatbot.threads.backend import Backend
+    from chatbot.threads.events import Kept, TurnStream
+
+log = logger("repl")
+
+
+class LineReader(Protocol):
+    """Reads one line of input. Raises ``EOFError`` (Ctrl-D) or ``KeyboardInterrupt`` (Ctrl-C)."""
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str: ...
+
+
+class ScriptedReader:
+    """A reader that replays given lines, then behaves like Ctrl-D. For tests and pipes."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self._lines: Iterator[str] = iter(lines)
+
+    def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
+        line = next(self._lines, None)
+        if line is None:
+            raise EOFError
+        if isinstance(line, BaseException):
+            raise line
+        return line
+
+
+Dispatch = Callable[["Repl", str], "str | None"]
+"""Runs one slash-command line on a REPL; ``"exit"`` ends the loop. The REPL is given its
+commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."""
+
+
+# --- starting behind the prompt ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Opened:
+    """Loading's first stage: the settings checked and the backend open (threads can be read)."""
+
+    backend: Backend
+    settings: Settings
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Loading's second stage: the models and the graph are made (turns can run)."""
+
+    model_name: str
+    notice: str = ""
+
+
+class LoadFailed(BaseException):
+    """Loading failed (a bad setting, a database that cannot be opened): the REPL ends with
+    ``error``. A BaseException, as KeyboardInterrupt is, so that no command's error handling
+    turns it into one more line and carries on."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class LoadingInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a line waited for loading: the line is dropped, the REPL goes on."""
+
+
+READS = frozenset(
+    {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
+)
+"""Backend operations that need only the backend open (loading's first stage)."""
+RUNS = frozenset(
+    {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
+    | {"set_system_prompt"}
+)
+"""Backend operations that need the graph (loading's second stage)."""
+
+Waiting = Callable[[threading.Event, str], None]
+
+
+class LoadingBackend:
+    """A local backend while it is being made, on a daemon thread started behind the prompt.
+
+    ``open_backend`` checks the settings and opens the backend (importing LangGraph's checkpoint
+    code); ``load_models`` makes the models and the graph. Each operation waits for the stage it
+    needs (:data:`READS`, :data:`RUNS`) through ``waiting`` (the REPL shows its spinner there),
+    then is the real backend's. Listing threads never waits: until the backend is open it reads
+    the database the REPL started from (``store``; ``None`` when none exists yet). Once loading
+    failed, every wait raises :class:`LoadFailed`.
+    """
+
+    local_only_note = ""
+
+    def __init__(
+        self,
+        location: str,
+        store: SqlStore | None,
+        open_backend: Callable[[], Opened],
+        load_models: Callable[[Opened], Loaded],
+    ) -> None:
+        self.location = location
+        self.store = store
+        self._open_backend = open_backend
+        self._load_models = load_models
+        self.waiting: Waiting = _wait_quietly
+        self.finished_hook: Callable[[], None] | None = None
+        """Called on the loading thread when loading has ended, well or not."""
+        self._opened_event = threading.Event()
+        self._loaded_event = threading.Event()
+        self._opened: Opened | None = None
+        self._loaded: Loaded | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
+
+    def start(self) -> None:
+        """Start loading (once; later calls do nothing)."""
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._load, name="chatbot-load", daemon=True)
+                self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            self._opened = self._open_backend()
+            self._opened_event.set()
+            self._loaded = self._load_models(self._opened)
+        except BaseException as error:  # shown by the REPL, on its own thread
+            self._error = error
+        finally:
+            self._opened_event.set()
+            self._loaded_event.set()
+            if self.finished_hook is not None:
+                try:
+                    self.finished_hook()
+                except Exception:
+                    log.debug("after loading", exc_info=True)
+
+    @property
+    def is_open(self) -> bool:
+        """True when threads can be read without waiting."""
+        return self._opened is not None
+
+    @property
+    def finished(self) -> bool:
+        """True when loading has ended, well or not."""
+        return self._loaded_event.is_set()
+
+    def wait(self, *, reading: bool = False) -> Opened:
+        """Wait until turns can run (with ``reading``: until threads can be read)."""
+        self.start()
+        if reading:
+            done, words = self._opened_event, "opening the threads…"
+        else:
+            done, words = self._loaded_event, "loading the model…"
+        if not done.is_set():
+            self.waiting(done, words)
+        if self._error is not None:
+            raise LoadFailed(self._error)
+        assert self._opened is not None
+        return self._opened
+
+    def result(self) -> tuple[Opened, Loaded]:
+        """What loading made, once it has finished; raises :class:`LoadFailed` if it failed."""
+        if self._error is not None:
+            raise LoadFailed(self._error)
+        assert self._opened is not None and self._loaded is not None
+        return self._opened, self._loaded
+
+    def thread_info(self, thread_id: str) -> ThreadInfo | None:
+        """A thread's listing row from the database the REPL started from (plain SQL)."""
+        return self.store.thread_info(thread_id) if self.store is not None else None
+
+    def threads(self) -> list[ThreadInfo]:
+        """All threads, newest activity first, without waiting (see the class)."""
+        if self._opened is not None:
+            return self._opened.backend.threads()
+        return self.store.list_threads() if self.store is not None else []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in RUNS:
+            return getattr(self.wait().backend, name)
+        if name in READS:
+            return getattr(self.wait(reading=True).backend, name)
+        raise AttributeError(name)
+
+    def as_backend(self) -> Backend:
+        """This object where a :class:`~chatbot.threads.backend.Backend` is expected (it is one, by
+        delegation: :data:`READS` and :data:`RUNS` cover the protocol's operations)."""
+        return cast("Backend", self)
+
+
+def thread_line(thread_id: str, messages: int, summary: bool) -> str:
+    """``thread t1: 2 messages, no summary yet``: what a thread holds, as the REPL says it when
+    it opens the thread and at ``/thread``."""
+    told = "with a summary" if summary else "no summary yet"
+    return f"thread {thread_id}: {counted(messages, 'message')}, {told}"
+
+
+def _wait_quietly(done: threading.Event, words: str) -> None:
+    done.wait()
+
+
+# --- the REPL --------------------------------------------------------------------------------
+
+
+@dataclass
+class Repl:
+    """One interactive session: a current thread, a chat model name, and the screen.
+
+    With a :class:`LoadingBackend` as its ``backend`` (``settings`` ``None``, ``model_name``
+    empty), it starts before those are made; it takes them into use once loaded.
+    """
+
+    backend: Backend
+    console: Console
+    reader: LineReader
+    settings: Settings | None
+    thread_id: str
+    model_name: str
+    dispatch: Dispatch
+    notice: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
+    err: Console | None = None
+    interject: Callable[[Callable[[], None]], bool] | None = None
+    """Runs output above a prompt being read, from any thread (a terminal reader's
+    ``interject``); without it, what loading has to say waits for the next line."""
+    _context_tokens: int = 0
+    _message_count: int = 0
+    _priced: Snapshot | None = None
+    """The checkpoint the status line's cost is read from (its usage record)."""
+    runner: TurnRunner = field(default_factory=session_runner)
+    _untold: str | None = None
+    """The thread whose state the greeting told only from its listing row (before loading)."""
+    _counts_told: bool = True
+    attachments: list[Attachment] = field(default_factory=list)
+    """Files attached (``/file``) to the next message."""
+
+    def __post_init__(self) -> None:
+        loading = self._loading()
+        if loading is not None:
+            loading.waiting = self._wait_for
+            loading.finished_hook = self._wake
+
+    # --- output helpers ------------------------------------------------------------------
+
+    def print(self, *objects: Any) -> None:
+        """Print; on a terminal Rich wraps at word boundaries (a soft-wrapping console leaves
+        long lines to the terminal, which breaks them in the middle of words)."""
+        self.console.print(*objects, soft_wrap=False if self.console.is_terminal else None)
+
+    def say(self, text: str, style: str = "") -> None:
+        """One line of feedback (escaped and sanitized: user text never becomes markup or
+        reaches the terminal as control codes)."""
+        text = escape(sanitize(text))
+        self.print(f"[{style}]{text}[/]" if style else text)
+
+    def problem(self, text: str) -> None:
+        """One line saying what is wrong and how to fix it."""
+        self.print(f"[red]error:[/] {escape(sanitize(text))}")
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Chat until /exit or Ctrl-D. Returns the exit code. If loading fails, raises its
+        error (a :class:`~chatbot.config.sources.SettingsError` for a bad setting)."""
+        try:
+            self._loop()
+        except LoadFailed as failed:
+            raise failed.error from None
+        return 0
+
+    def _loop(self) -> None:
+        self.greet()
+        while True:
+            interrupts.forget()  # (a Ctrl-C that stopped a command is handled)
+            self._settle()
+            try:
+                line = self.reader.read(self.prompt(), self.toolbar)
+            except KeyboardInterrupt:
+                continue  # Ctrl-C at the prompt clears the line
+            except EOFError:
+                self.console.print()
+                return
+            if not line.strip():
+                continue
+            try:
+                if line.lstrip().startswith("/"):
+                    if self.dispatch(self, line.strip()) == "exit":
+                        return
+                else:
+                    self.chat(line)
+            except LoadingInterrupted:
+                self.print("[yellow]interrupted[/] [dim]- still loading; nothing was done[/]")
+            except KeyboardInterrupt:  # Ctrl-C stops a command, not the REPL
+                self.print("[yellow]interrupted[/]")
+
+    def prompt(self) -> str:
+        """The input prompt: the current thread."""
+        return f"{self.thread_id}> "
+
+    def toolbar(self) -> str:
+        """The status line: thread, model, context size against the trigger."""
+        if self._loading() is not None:
+            return f" {self.thread_id} · loading the model… · /help · Alt-Enter: newline "
+        from chatbot.memory.pricing import status_meter
+
+        cost = status_meter(self._priced)  # from the thread's usage record
+        return (
+            f" {self.thread_id} · {self.model_name} · {self.context_meter()} · "
+            f"{cost + ' · ' if cost else ''}/help · Alt-Enter: newline "
+        )
+
+    # --- loading ---------------------------------------------------------------------------
+
+    def _loading(self) -> LoadingBackend | None:
+        backend: object = self.backend
+        return backend if isinstance(backend, LoadingBackend) else None
+
+    def ready(self, *, reading: bool = False) -> None:
+        """Wait, with the spinner, until the session is loaded: settings, models and graph
+        (with ``reading``: until threads can be read). At once when they are there, or the
+        REPL was not started before them. Ctrl-C stops waiting (:class:`LoadingInterrupted`);
+        a failed loading raises :class:`LoadFailed`."""
+        loading = self._loading()
+        if loading is not None:
+            loading.wait(reading=reading)
+            self._settle()
+
+    def prompt_shown(self) -> None:
+        """A terminal's reader calls this once each prompt is drawn (in the prompt's event
+        loop): the first starts loading; once loading has ended, what it has to say is said
+        above the prompt, if it ended while no prompt was up to say it."""
+        loading = self._loading()
+        if loading is None:
+            return
+        if loading.finished:
+            if self.interject is not None:
+                self.interject(self._settle)
+            return
+        import chatbot.terminal.display  # noqa: F401  (the spinner's: imported before loading imports)
+
+        loading.start()
+
+    def can_read(self) -> bool:
+        """True when threads can be read without waiting (for completion, which never waits)."""
+        loading = self._loading()
+        return loading is None or loading.is_open
+
+    def _wait_for(self, done: threading.Event, words: str) -> None:
+        """Wait for loading with the spinner saying ``words``; Ctrl-C stops waiting."""
+        from chatbot.terminal.display import ReplyView
+
+        view = ReplyView(self.console, live=self.console.is_terminal)
+        view.start(words)
+        try:
+            with _keys_not_echoed() if view.live else contextlib.nullcontext():
+                view.tick()
+                while not done.wait(TICK_SECONDS):
+                    view.tick()
+        except KeyboardInterrupt:
+            raise LoadingInterrupted from None
+        finally:
+            view.finish()
+        self._settle()
+
+    def _wake(self) -> None:
+        """Loading has ended (on the loading thread): say so above the prompt, if one is up."""
+        if self.interject is not None:
+            self.interject(self._settle)
+
+    def _settle(self) -> None:
+        """Once loading has finished, take what it made into use and say what needed it: the
+        model's notice, the opened thread's unfinished turn, the context. Raises
+        :class:`LoadFailed` if it failed. On the REPL's own thread only."""
+        loading = self._loading()
+        if loading is None or not loading.finished:
+            return
+        opened, loaded = loading.result()
+        self.backend, self.settings = opened.backend, opened.settings
+        self.model_name, self.notice = loaded.model_name, loaded.notice
+        if self.notice:
+            self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
+        snapshot = self.backend.current(self.thread_id)
+        if self._untold == self.thread_id:
+            self._tell(self.thread_id, snapshot, counts=not self._counts_told)
+        self._untold = None
+        self.measure(snapshot)
+
+    @property
+    def remote(self) -> bool:
+        """True when the threads live on a LangGraph server (whose own .env sets the policy)."""
+        return bool(self.backend.local_only_note)
+
+    def run_settings(self, thread_prompt: str = "") -> RunSettings | None:
+        """What the next run in this session uses: the graph's own resolver applied to the
+        session's context (a /model switch included) and the thread's own system prompt.
+        ``None`` on a server, which resolves its runs with its own settings, or when the
+        context does not resolve."""
+        try:
+            return self.backend.run_settings(self.context, thread_prompt)
+        except SettingsError:
+            return None
+
+    def counter(self) -> TokenCounter:
+        """The token counter the graph counts with (on a server: this side's best guess)."""
+        from chatbot.memory.tokens import counter_for
+
+        run = self.run_settings()
+        if run is not None:
+            return run.counter
+        return counter_for("", self.settings.tokenizer if self.settings else "auto")
+
+    def context_meter(self) -> str:
+        """``context 1,234/12,000 tokens`` or ``5/6 messages``, against the trigger."""
+        run = self.run_settings()
+        if run is None:
+            return f"context {self._context_tokens:,} tokens"
+        if not run.policy.automatic:
+            return f"context {self._context_tokens:,} tokens · auto-fold off"
+        threshold = run.policy.trigger_tokens()
+        if threshold is not None:
+            return f"context {self._context_tokens:,}/{threshold:,} tokens"
+        first = run.policy.trigger[0]  # with no token threshold, every limit counts messages
+        return f"{self._message_count}/{int(first.value)} messages"
+
+    def measure(self, snapshot: Snapshot | None) -> int:
+        """Refresh the context size from a snapshot: what the graph would send now, counted as
+        the graph counts it (on a server, whose default system prompt is its own: an estimate
+        of the thread's system prompt, the messages and the summary). Returns the tokens."""
+        self._priced = snapshot
+        if snapshot is None:
+            self._context_tokens = self._message_count = 0
+            return 0
+        from chatbot.memory import prompts
+
+        run = self.run_settings(snapshot.system_prompt)
+        sent = prompts.conversation_input(
+            list(snapshot.messages),
+            snapshot.summary,
+            run.system_prompt if run else snapshot.system_prompt,
+            run.language if run else "en",
+        )
+        self._context_tokens = (run.counter if run else self.counter()).messages(sent)
+        self._message_count = len(snapshot.messages)
+        return self._context_tokens
+
+    # --- threads ---------------------------------------------------------------------------
+
+    def greet(self) -> None:
+        """The opening lines: version, where threads live, the model; any notice; the thread.
+        While loading, what the thread's listing row says (the rest follows once loaded)."""
+        from chatbot import __version__
+
+        loading = self._loading()
+        if loading is not None:
+            self.print(
+                f"[bold]chatbot {__version__}[/] · threads in {escape(sanitize(loading.location))}"
+                " · /help for commands, Ctrl-D to leave"
+            )
+            info = loading.thread_info(self.thread_id)
+            if info is None:
+                self.say(f"new thread {self.thread_id}", "dim")
+                return
+            self._untold = self.thread_id
+            self._counts_told = info.message_count is not None and info.has_summary is not None
+            if self._counts_told:
+                line = thread_line(self.thread_id, info.message_count or 0, bool(info.has_summary))
+                self.say(line, "dim")
+            return
+        self.print(
+            f"[bold]chatbot {__version__}[/] · model [bold]{escape(sanitize(self.model_name))}[/]"
+            f" · threads in {escape(sanitize(self.backend.location))} · /help for commands, "
+            "Ctrl-D to leave"
+        )
+        if self.notice:
+            self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
+        self.open_thread(self.thread_id)
+
+    def open_thread(self, thread_id: str) -> None:
+        """Make a thread current and say what is in it."""
+        self.thread_id = thread_id
+        self._untold = None
+        snapshot = self.backend.current(thread_id)
+        if self._loading() is None:  # (while loading, it is measured once loaded)
+            self.measure(snapshot)
+        self._tell(thread_id, snapshot)
+        if self.attachments:  # attached in the thread left: they go with this one's next message
+            names = ", ".join(attachment.name for attachment in self.attachments)
+            self.say(f"still attached to the next message: {names} (/file clear drops them)", "dim")
+
+    def _tell(self, thread_id: str, snapshot: Snapshot | None, counts: bool = True) -> None:
+        """What is in a thread: its messages and summary (``counts``), an unfinished turn."""
+        if counts:
+            if snapshot is None:
+                self.say(f"new thread {thread_id}", "dim")
+                return
+            line = thread_line(thread_id, len(snapshot.messages), bool(snapshot.summary))
+            self.say(line, "dim")
+        if snapshot is None:
+            return
+        if snapshot.awaiting_reply:
+            self.print(
+                "[yellow]The last turn in this thread did not finish (interrupted or failed)."
+                "[/] /retry resumes it."
+            )
+        elif snapshot.unfinished:  # the reply is saved; only the fold after it was cut short
+            self.print(
+                "[dim]The summary after the last reply did not finish; /retry finishes it "
+                "(or the next turn does).[/]"
+            )
+
+    # --- a turn ----------------------------------------------------------------------------
+
+    def chat(self, text: str) -> None:
+        """Send a message, with the files attached to it, and stream the reply (once the
+        model is loaded)."""
+        from chatbot.threads.attachments import message_content
+
+        self.ready()
+        content = message_content(text, self.attachments)
+        self.attachments = []  # sent: the message (kept however the turn ends) holds them
+        self.stream(self.backend.send(self.thread_id, content, self.context))
+
+    def stream(self, turn: TurnStream, waiting_for: str | None = None) -> None:
+        """Run a turn: a spinner while waiting (saying ``waiting_for``, by default
+        "thinking…"), the reply as Markdown while it streams, then notes about the summary.
+        Ctrl-C stops the turn at once (see :mod:`chatbot.threads.runner`)."""
+        from chatbot.errors import describe_error
+        from chatbot.terminal.display import THINKING, ReplyView
+        from chatbot.terminal.render import failed_turn
+        from chatbot.threads.events import Kept
+
+        view = ReplyView(self.console, live=self.console.is_terminal)
+        view.start(waiting_for or THINKING)
+        with _keys_not_echoed() if view.live else contextlib.nullcontext():
+            try:
+                outcome = self.runner.run(turn, view)
+            finally:
+                view.finish()
+        for warning in outcome.warnings:
+            self.print(f"[yellow]warning:[/] {escape(sanitize(warning))}")
+        kept = turn.kept() if outcome.interrupted or outcome.error is not None else None
+        if outcome.interrupted:
+            self.print(f"[yellow]interrupted[/] [dim]- {escape(_after_ctrl_c(kept, view))}[/]")
+        elif outcome.error is not None:  # one line, saying exactly what the thread holds
+            log.debug("turn failed", exc_info=outcome.error)
+            if kept is None:  # (a /retry, /compact: the message was saved before)
+                kept = Kept(message=True, reply=False)
+            again = "; /retry tries again"
+            self.problem(failed_turn(describe_error(outcome.error), kept, view.replied, again))
+        else:
+            for note in view.notes:
+                self.print(note)
+        self.measure(self._safe_current())
+
+    def _safe_current(self) -> Snapshot | None:
+        try:
+            return self.backend.current(self.thread_id)
+        except Exception:  # measuring is best effort after a failure
+            return None
+
+
+def _after_ctrl_c(kept: Kept | None, view: ReplyView) -> str:
+    """What a turn stopped with Ctrl-C leaves (``kept``: None for a turn without a message
+    of its own, a /retry: what was on the screen tells)."""
+    from chatbot.threads.events import Kept
+
+    if kept is None:
+        kept = Kept(message=True, reply=view.replied)
+    if kept.reply:
+        return "the reply is saved; the summary is made next turn"
+    if kept.message:
+        return "your message is kept; /retry regenerates the reply"
+    return "your message was not saved"
+
+
+@contextlib.contextmanager
+def _keys_not_echoed() -> Iterator[None]:
+    """While a reply streams, the terminal does not echo keys into the live display.
+
+    An echoed ``^C`` or typed-ahead text moves the cursor, so the live display could no longer
+    erase itself and a copy of its first line stayed on the screen. Typed-ahead text still
+    reaches the next prompt; Ctrl-C still interrupts.
+    """
+    saved: list[Any] | None = None
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except Exception:  # not POSIX, or stdin is not a terminal
+        pass
+    if saved is None:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~termios.ECHO  # the local modes
+    termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)

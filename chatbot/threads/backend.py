@@ -1,0 +1,475 @@
+"""Where threads live: the operations the CLI and the REPL need, over one interface.
+
+``LocalBackend`` drives the graph in this process with SQLite checkpoints. A remote backend
+(``chatbot.threads.remote``) drives the same graph on a LangGraph server. Both report checkpoints as
+:class:`~chatbot.history.timeline.Snapshot` and turns as :mod:`chatbot.threads.events` events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.runnables import RunnableConfig
+
+from chatbot.errors import FriendlyError
+from chatbot.history.timeline import (
+    ACTION_KEY,
+    ORIGIN_KEY,
+    SYSTEM_ACTION,
+    SYSTEM_PROMPT_KEY,
+    SYSTEM_ROLE_KEY,
+    Snapshot,
+    fork_values,
+)
+from chatbot.store.checkpoints import lazy_history, read_checkpoint
+from chatbot.store.sqlite import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
+
+if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
+    from chatbot.engine.runsettings import RunSettings
+    from chatbot.memory.state import ChatGraph
+    from chatbot.store.leases import Lease
+    from chatbot.threads.attachments import Content
+    from chatbot.threads.events import Event, TurnStream
+
+
+class BackendError(FriendlyError, RuntimeError):
+    """An operation that cannot be done; the message is one line for the user."""
+
+
+class Backend(Protocol):
+    """The thread operations the CLI and REPL use."""
+
+    location: str
+    local_only_note: str
+
+    def send(
+        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
+    ) -> TurnStream: ...
+    def resume(
+        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
+    ) -> TurnStream: ...
+    def compact(
+        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> TurnStream: ...
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
+    def current(self, thread_id: str) -> Snapshot | None: ...
+    def history(self, thread_id: str) -> list[Snapshot]: ...
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]: ...
+    def threads(self) -> list[ThreadInfo]: ...
+    def thread_exists(self, thread_id: str) -> bool: ...
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None: ...
+    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool: ...
+    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None: ...
+    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
+    def rename(self, thread_id: str, new_id: str) -> None: ...
+    def delete(self, thread_id: str) -> bool: ...
+
+
+def _as_context(values: dict[str, Any] | None) -> Any:
+    """A run's context as LangGraph takes it: a dict of :class:`~chatbot.memory.state.Context`
+    fields (LangGraph builds the dataclass; a missing field keeps its default), or ``None``."""
+    return values or None
+
+
+class LocalBackend:
+    """Threads in a local SQLite file, driven by a graph in this process.
+
+    Reading needs no graph: checkpoints are read from the store (:mod:`chatbot.store.checkpoints`).
+    The graph (and with it the models) can be given as a function that builds it, called at
+    the first run or state update.
+    """
+
+    local_only_note = ""
+
+    def __init__(
+        self,
+        graph: ChatGraph | None,
+        store: SqlStore,
+        build: Callable[[], ChatGraph] | None = None,
+    ) -> None:
+        """``graph``, or ``build`` to make it at the first run (reading never does)."""
+        self.lease_seconds = LEASE_SECONDS
+        self._graph = graph
+        self._build = build
+        self.store = store
+        self.location = store.path
+
+    @property
+    def graph(self) -> ChatGraph:
+        """The graph, built now if it was given as a function."""
+        if self._graph is None:
+            assert self._build is not None
+            self._graph = self._build()
+        return self._graph
+
+    # --- turns -------------------------------------------------------------------------
+
+    def _turn(
+        self,
+        thread_id: str,
+        payload: Any,
+        config: RunnableConfig,
+        context: dict[str, Any] | None,
+        title_hint: Content = "",
+        prepare: Callable[[], None] = lambda: None,
+        message_id: str | None = None,
+    ) -> TurnStream:
+        """A run of the graph as events, holding the thread's lease (one turn at a time per
+        thread, across processes: a busy thread is waited for, with a :class:`Waiting` event).
+        ``prepare`` runs once the lease is held, before the graph. A turn that sends the
+        message ``message_id`` says first when the thread's last message never got its reply
+        (:class:`Unanswered`: read under the lease, so never while another window answers it).
+        The thread's row is updated and the lease given back however the run ends."""
+        from chatbot.threads.events import (
+            STREAM_MODES,
+            TurnStream,
+            Unanswered,
+            Waiting,
+            events_from_stream,
+        )
+
+        def begin() -> tuple[RunnableConfig, list[Event]]:
+            """Under the lease: the run's config, and what to say before it runs."""
+            prepare()
+            now = self.current(thread_id)
+            turn.started_from = now.checkpoint_id if now is not None else None
+            unanswered = message_id is not None and now is not None and now.awaiting_reply
+            return self._spent_so_far(now, config), [Unanswered(thread_id)] if unanswered else []
+
+        def end(lease: Lease, failing: bool) -> None:
+            """The thread's row, then the lease back. A row that cannot be written (a full
+            disk) is the error only when the turn itself did not fail."""
+            try:
+                self._record(thread_id, title_hint)
+            except Exception:
+                if not failing:
+                    raise
+            finally:
+                lease.release()
+
+        def blocking() -> Iterator[Event]:
+            lease = self._lease(thread_id)
+            if not lease.try_acquire():
+                yield Waiting(thread_id)
+                lease.acquire()
+            failing = True
+            try:
+                run_config, said = begin()
+                yield from said
+                stream = self.graph.stream(
+                    payload,
+                    run_config,
+                    context=_as_context(context),
+                    stream_mode=STREAM_MODES,
+                )
+                yield from events_from_stream(stream)
+                failing = False
+            finally:
+                end(lease, failing)
+
+        async def cancellable() -> AsyncIterator[Event]:
+            lease = self._lease(thread_id)
+            if not lease.try_acquire():
+                yield Waiting(thread_id)
+                await lease.aacquire()
+            stream: Any = None
+            failing = True
+            try:
+                run_config, said = begin()
+                for event in said:
+                    yield event
+                stream = self.graph.astream(
+                    payload,
+                    run_config,
+                    context=_as_context(context),
+                    stream_mode=STREAM_MODES,
+                )
+                async for part in stream:
+                    for event in events_from_stream([part]):
+                        yield event
+                failing = False
+            finally:
+                try:
+                    aclose = getattr(stream, "aclose", None)  # an async generator's
+                    if aclose is not None:
+                        await aclose()
+                finally:
+                    end(lease, failing)
+
+        turn = TurnStream(
+            blocking,
+            cancellable,
+            message_id=message_id,
+            current=lambda: self.current(thread_id),
+        )
+        return turn
+
+    def _lease(self, thread_id: str) -> Lease:
+        """The thread's lease (:mod:`chatbot.store.leases`), for a turn or a change of its state."""
+        from chatbot.store.leases import Lease
+
+        return Lease(self.store, thread_id, self.lease_seconds)
+
+    def _spent_so_far(self, now: Snapshot | None, config: RunnableConfig) -> RunnableConfig:
+        """The run's config with the thread's spend so far (``now``: its latest checkpoint),
+        the floor of the run's usage record: a run from an older checkpoint (/retry) or after
+        /undo keeps what the calls it went back past cost (see :mod:`chatbot.memory.pricing`)."""
+        from chatbot.memory.pricing import SPENT_KEY, spent
+
+        record = spent(now)
+        if record is None:
+            return config
+        return {**config, "configurable": {**config.get("configurable", {}), SPENT_KEY: record}}
+
+    def send(
+        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Run one turn: stream the reply, then report a summary if one was made. ``content``:
+        the message's text, or its content blocks (text, attached files)."""
+        import uuid
+
+        message = HumanMessage(content=content, id=str(uuid.uuid4()))
+        payload = {"messages": [message]}
+        return self._turn(
+            thread_id, payload, thread_config(thread_id), context, content, message_id=message.id
+        )
+
+    def resume(
+        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Run the graph on from a checkpoint (default: the thread's latest); a new branch."""
+        return self._turn(thread_id, None, thread_config(thread_id, checkpoint_id), context)
+
+    def compact(
+        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Fold the older messages into the summary now (a run with no message, not a turn).
+        With nothing to fold, nothing is run: a run would leave a checkpoint that changes
+        nothing, a row in the thread's history at every try."""
+        run_context = {**(context or {}), "compact": True, "compact_focus": focus}
+        unchanged = self._nothing_to_compact(thread_id, run_context)
+        if unchanged is not None:
+            return unchanged
+        return self._turn(
+            thread_id,
+            {"messages": []},
+            thread_config(thread_id, metadata={ACTION_KEY: "compact"}),
+            run_context,
+        )
+
+    def _nothing_to_compact(self, thread_id: str, context: dict[str, Any]) -> TurnStream | None:
+        """The events of a compaction that has nothing to fold (the graph's own rule), or None
+        when it has something (or its last message waits for a reply: the graph says so)."""
+        from chatbot.engine import folding
+        from chatbot.threads.events import NothingToFold, TurnStream
+
+        now = self.current(thread_id)
+        if now is None or now.awaiting_reply:
+            return None
+        run = self.run_settings(context, now.state.system_prompt)
+        if run is None:
+            return None
+        messages, summary = now.state.messages, now.state.summary
+        if folding.worth_folding({"messages": messages, "summary": summary}, run, "compact"):
+            return None
+        event = NothingToFold(context=folding.context_tokens(messages, summary, run))
+
+        def blocking() -> Iterator[Event]:
+            yield event
+
+        async def cancellable() -> AsyncIterator[Event]:
+            yield event
+
+        return TurnStream(blocking, cancellable)
+
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
+        """Answer the last message again from the state as it is now (summary included).
+
+        The last reply is removed in a new checkpoint, so history keeps it.
+        """
+
+        def last_reply() -> AIMessage:
+            current = self.current(thread_id)
+            messages = current.messages if current else ()
+            if not messages or not isinstance(messages[-1], AIMessage):
+                raise BackendError("nothing to regenerate: the last message has no reply")
+            return messages[-1]
+
+        last_reply()  # said now, before any turn starts
+
+        def remove_it() -> None:  # under the lease: the reply is still the last one
+            self.graph.update_state(
+                thread_config(thread_id, metadata={ACTION_KEY: "retry"}),
+                {"messages": [RemoveMessage(id=str(last_reply().id))]},
+                as_node="summarize_conversation",
+            )
+
+        return self._turn(thread_id, None, thread_config(thread_id), context, prepare=remove_it)
+
+    def _record(
+        self, thread_id: str, title_hint: Content = "", origin: tuple[str, str] | None = None
+    ) -> None:
+        from chatbot.threads.events import make_title
+
+        state = self.current(thread_id)
+        if state is None:
+            return
+        first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
+        self.store.record_turn(
+            thread_id,
+            title=make_title(title_hint or (first.content if first else "")),
+            message_count=len(state.messages),
+            has_summary=bool(state.summary),
+            origin=origin,
+        )
+
+    def list_unlisted(self) -> int:
+        """Give the listing a row for each thread that has checkpoints and none (the threads
+        of a LangGraph program's database, adopted): its title and counts, read from its
+        latest checkpoint. Returns how many were listed."""
+        unlisted = [info.thread_id for info in self.store.list_threads() if info.title == ""]
+        listed = 0
+        for thread_id in unlisted:
+            if self.store.thread_row(thread_id) is None:
+                self._record(thread_id)
+                listed += 1
+        return listed
+
+    # --- reading -----------------------------------------------------------------------
+
+    def current(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest checkpoint, or ``None`` for a thread with none."""
+        if self.store.latest_checkpoint_id(thread_id) is None:
+            return None
+        return read_checkpoint(self.store, thread_id)
+
+    def history(self, thread_id: str) -> list[Snapshot]:
+        """Every checkpoint of the thread (all branches), newest first; each one's state is
+        deserialised when first used."""
+        return lazy_history(self.store, thread_id)
+
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
+        """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing
+        /show and /fork): from the index, nothing deserialised."""
+        return self.store.recent_checkpoint_ids(thread_id, limit)
+
+    def threads(self) -> list[ThreadInfo]:
+        """All threads, newest activity first (plain SQL)."""
+        return self.store.list_threads()
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the thread has checkpoints."""
+        return self.store.thread_exists(thread_id)
+
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None:
+        """What a run with this context uses, in a thread whose own system prompt is
+        ``thread_prompt``: the graph's own resolver's answer (a bad value is one
+        ``SettingsError``)."""
+        from chatbot.engine.graph import run_resolver
+
+        return run_resolver(self.graph)(context, thread_prompt)  # (the graph is built for this)
+
+    # --- changing ----------------------------------------------------------------------
+
+    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
+        """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
+        with self._lease(new_id):
+            self._fork(thread_id, checkpoint_id, new_id)
+
+    def _fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
+        if self.thread_exists(new_id):
+            raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
+        if not source.values:
+            raise BackendError(f"thread {thread_id!r} has no state to fork")
+        origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
+        self.graph.update_state(
+            thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
+            fork_values(source.values),
+            as_node="summarize_conversation",
+        )
+        info = self.store.thread_info(thread_id)
+        self._record(
+            new_id,
+            title_hint=info.title if info else "",
+            origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
+        )
+
+    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
+        """Make an older checkpoint's state current again, as a new checkpoint (undo).
+
+        ``checkpoint_id=None`` restores the empty state a thread had before its first turn.
+        Waits for a turn another process is taking on the thread.
+        """
+        with self._lease(thread_id):
+            self._restore(thread_id, checkpoint_id, action)
+
+    def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
+        from chatbot.memory.pricing import spent_metadata
+
+        now = self.current(thread_id)
+        metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
+        kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
+        if checkpoint_id is None:
+            from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+            self.graph.update_state(
+                thread_config(thread_id, metadata=metadata),
+                {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
+                as_node="summarize_conversation",
+            )
+        else:
+            self.graph.update_state(
+                thread_config(thread_id, checkpoint_id, metadata=metadata),
+                None,
+                as_node="__end__",
+            )
+            # The system prompt is the thread's setting, not part of a turn: one set after the
+            # restored state stays (written again, as its own /system checkpoint).
+            self._set_system_prompt(thread_id, *kept)
+        self._record(thread_id)
+
+    # --- the thread's system prompt ------------------------------------------------------
+
+    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
+        """Store the thread's own system prompt (``""``: none) and the role it came from, as
+        a checkpoint of its own (``/system`` in /history); the thread is made if it is new.
+        False when it already was this prompt (nothing written). Waits for a turn another
+        process is taking on the thread."""
+        with self._lease(thread_id):
+            return self._set_system_prompt(thread_id, prompt, role)
+
+    def _set_system_prompt(self, thread_id: str, prompt: str, role: str) -> bool:
+        current = self.current(thread_id)
+        if current is not None and (current.system_prompt, current.system_role) == (prompt, role):
+            return False
+        if current is None and not prompt:
+            return False
+        from chatbot.memory.pricing import spent_metadata
+
+        metadata = {ACTION_KEY: SYSTEM_ACTION, **spent_metadata(current)}  # (after an /undo too)
+        self.graph.update_state(
+            thread_config(thread_id, metadata=metadata),
+            {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
+            as_node="summarize_conversation",
+        )
+        self._record(thread_id)
+        return True
+
+    def rename(self, thread_id: str, new_id: str) -> None:
+        """Give a thread another id, keeping every checkpoint."""
+        if not self.thread_exists(thread_id):
+            raise BackendError(f"no thread {thread_id!r}")
+        if self.thread_exists(new_id):
+            raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        self.store.rename_thread(thread_id, new_id)
+
+    def delete(self, thread_id: str) -> bool:
+        """Delete a thread and its checkpoints; False if there was none."""
+        return self.store.delete_thread(thread_id)

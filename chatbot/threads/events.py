@@ -1,0 +1,240 @@
+"""A chat turn as a stream of events. Knows nothing about terminals.
+
+The CLI and the REPL render these events; tests read them directly. ``events_from_stream``
+turns LangGraph's ``stream_mode=["messages", "custom", "updates"]`` output into events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from langchain_core.messages import AIMessage, AIMessageChunk
+
+from chatbot.engine.stream import SUMMARY_TAG
+from chatbot.sanitize import valid_text
+
+if TYPE_CHECKING:  # langgraph.types pulls in LangGraph's runtime: not needed to read threads
+    from langgraph.types import StreamMode
+
+    from chatbot.history.timeline import Snapshot
+
+TITLE_CHARS = 80
+STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]
+
+
+@dataclass(frozen=True)
+class Token:
+    """A piece of the reply as the model streams it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The finished reply."""
+
+    message: AIMessage
+
+
+@dataclass(frozen=True)
+class Summarized:
+    """Older messages were folded into the summary.
+
+    ``reason``: ``trigger`` (after a reply), ``fit`` (before the call, so it fits the model),
+    ``overflow`` (the provider said the context was too long; the call is tried again) or
+    ``compact`` (asked for). ``context_before``/``context_after``: tokens the chat model is
+    sent, before and after (0 when a server did not say).
+    """
+
+    messages: int
+    tokens_in: int
+    tokens_out: int
+    calls: int = 1
+    extended: bool = False
+    reason: str = "trigger"
+    context_before: int = 0
+    context_after: int = 0
+
+
+@dataclass(frozen=True)
+class Folding:
+    """A summary call is starting: ``messages`` are being folded (it can take a while)."""
+
+    messages: int
+    reason: str = "trigger"
+
+
+@dataclass(frozen=True)
+class NothingToFold:
+    """A compaction found nothing safe to fold (the kept window holds everything)."""
+
+    context: int
+
+
+@dataclass(frozen=True)
+class SummaryFailed:
+    """The summary call failed; nothing was removed and the next turn tries again."""
+
+    error: str
+    reason: str = "trigger"
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Another window or process is taking a turn on this thread; this one waits for it to
+    finish (see :mod:`chatbot.store.leases`), then runs."""
+
+    thread_id: str
+
+    @property
+    def words(self) -> str:
+        return f"thread {self.thread_id} is answering in another window — waiting, Ctrl-C to stop"
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """The thread's last message never got its reply (its turn failed, was stopped, or its
+    process died) and stays before this turn's message. Said once the turn holds the thread,
+    so never about a turn that another window is still answering."""
+
+    thread_id: str
+
+    @property
+    def words(self) -> str:
+        return "the previous turn in this thread never got a reply; it stays in the conversation"
+
+
+Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold | Waiting | Unanswered
+
+
+class Kept(NamedTuple):
+    """What the thread holds of a turn that failed or was stopped: its message, its reply."""
+
+    message: bool
+    reply: bool
+
+
+def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -> Kept:
+    """What ``after`` (the thread's latest checkpoint, read after the turn) holds of the
+    message ``message_id`` and its reply. ``started_from``: the checkpoint the turn started
+    from (``None`` for a new thread, or when the turn never got to start)."""
+    if after is None:
+        return Kept(message=False, reply=False)
+    messages = after.messages
+    for at, message in enumerate(messages):
+        if message.id == message_id:
+            return Kept(message=True, reply=any(m.type == "ai" for m in messages[at + 1 :]))
+    # Not among the messages: never written, or written with its reply and then folded into
+    # the summary (only a message that has its reply is ever folded).
+    written = started_from is not None and after.checkpoint_id != started_from
+    return Kept(message=written, reply=written)
+
+
+class TurnStream:
+    """A turn's events, two ways: iterate it for blocking calls (tests, scripts), or
+    ``async for`` it in a task, which Ctrl-C cancels (closing the model's HTTP request).
+
+    A turn that sends a message knows its id (``message_id``), and once it holds the thread,
+    the checkpoint it started from, so that :meth:`kept` can say what the thread holds of it
+    when it failed or was stopped."""
+
+    def __init__(
+        self,
+        blocking: Callable[[], Iterator[Event]],
+        cancellable: Callable[[], AsyncIterator[Event]],
+        *,
+        message_id: str | None = None,
+        current: Callable[[], Snapshot | None] | None = None,
+    ) -> None:
+        self._blocking = blocking
+        self._cancellable = cancellable
+        self.message_id = message_id
+        self._current = current
+        self.started_from: str | None = None
+        """The thread's latest checkpoint when the turn began to run (None: not yet, or none)."""
+
+    def __iter__(self) -> Iterator[Event]:
+        return self._blocking()
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._cancellable()
+
+    def kept(self) -> Kept | None:
+        """What the thread holds of this turn's message and reply, read now; ``None`` for a
+        turn without a message of its own, or when the thread cannot be read."""
+        if self.message_id is None or self._current is None:
+            return None
+        try:
+            after = self._current()
+        except Exception:  # (the store that just failed may fail again: then nothing is said)
+            return None
+        return kept_of(after, self.message_id, self.started_from)
+
+
+def make_title(text: Any) -> str:
+    """A thread's title: its first user message on one line, shortened (attached files as
+    ``[+ notes.txt]`` after the text; ``text`` may be a message's content list)."""
+    from chatbot.parts import describe
+
+    line = " ".join(describe(text).split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+def is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
+    """True for a streamed piece of the conversation node's reply (never the summary's)."""
+    if not isinstance(message, AIMessageChunk | AIMessage):
+        return False
+    if SUMMARY_TAG in (metadata.get("tags") or []):
+        return False
+    return metadata.get("langgraph_node") == "conversation"
+
+
+def custom_event(payload: Any) -> Event | None:
+    """The event a ``stream_mode="custom"`` payload of the summarize node stands for."""
+    if not isinstance(payload, dict):
+        return None
+    kind = payload.get("event")
+    if kind == "summarized":
+        return Summarized(
+            messages=int(payload["messages"]),
+            tokens_in=int(payload["tokens_in"]),
+            tokens_out=int(payload["tokens_out"]),
+            calls=int(payload.get("calls", 1)),
+            extended=bool(payload.get("extended", False)),
+            reason=str(payload.get("reason") or "trigger"),
+            context_before=int(payload.get("context_before") or 0),
+            context_after=int(payload.get("context_after") or 0),
+        )
+    if kind == "folding":
+        return Folding(
+            messages=int(payload.get("messages") or 0), reason=str(payload.get("reason") or "")
+        )
+    if kind == "nothing_to_fold":
+        return NothingToFold(context=int(payload.get("context") or 0))
+    if kind == "summary_failed":
+        return SummaryFailed(
+            error=str(payload["error"]), reason=str(payload.get("reason") or "trigger")
+        )
+    return None
+
+
+def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
+    """Translate a local graph stream into events, in order."""
+    for mode, payload in stream:
+        if mode == "messages":
+            message, metadata = payload
+            if is_reply_chunk(message, metadata) and message.text:
+                yield Token(
+                    valid_text(message.text)
+                )  # as the stored reply is (chatbot.engine.steps)
+        elif mode == "custom":
+            event = custom_event(payload)
+            if event is not None:
+                yield event
+        elif mode == "updates" and isinstance(payload, dict) and "conversation" in payload:
+            update = payload.get("conversation") or {}
+            replies = [m for m in update.get("messages", []) if isinstance(m, AIMessage)]
+            if replies:
+                yield Reply(replies[-1])

@@ -1,0 +1,475 @@
+"""The same thread operations against a LangGraph server (``langgraph dev`` or a deployment).
+
+Threads, checkpoints and state history live on the server; replies stream from it through
+langgraph-sdk. The server wants UUID thread ids, so the names people type (``main``, ``work``)
+are kept in each thread's metadata under ``chatbot_name``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, convert_to_messages
+
+from chatbot.config.sources import without_password
+from chatbot.engine.runsettings import RunSettings
+from chatbot.history.timeline import (
+    ACTION_KEY,
+    ORIGIN_KEY,
+    SYSTEM_PROMPT_KEY,
+    SYSTEM_ROLE_KEY,
+    Snapshot,
+    fork_values,
+    snapshot_from_parts,
+)
+from chatbot.sanitize import valid_text
+from chatbot.store.sqlite import ThreadInfo
+from chatbot.threads.attachments import Content
+from chatbot.threads.backend import BackendError
+from chatbot.threads.events import (
+    Event,
+    Reply,
+    Token,
+    TurnStream,
+    Unanswered,
+    custom_event,
+    make_title,
+)
+
+NAME_KEY = "chatbot_name"
+ASSISTANT = "chatbot"
+STREAM_MODES = ["messages-tuple", "custom", "updates"]
+_PAGE = 200
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _when(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def snapshot_from_state(state: dict[str, Any]) -> Snapshot | None:
+    """A server ``ThreadState`` as a :class:`Snapshot` (``None`` for a thread with no state)."""
+    checkpoint = state.get("checkpoint") or {}
+    checkpoint_id = checkpoint.get("checkpoint_id") or state.get("checkpoint_id")
+    if not checkpoint_id:
+        return None
+    parent = state.get("parent_checkpoint") or {}
+    return snapshot_from_parts(
+        checkpoint_id=checkpoint_id,
+        parent_id=parent.get("checkpoint_id") or state.get("parent_checkpoint_id"),
+        metadata=state.get("metadata") or {},
+        values=state.get("values") if isinstance(state.get("values"), dict) else {},
+        next_nodes=state.get("next") or (),
+        created_at=state.get("created_at"),
+    )
+
+
+def events_from_parts(parts: Any) -> Iterator[Event]:
+    """Translate a server stream (``messages-tuple``, ``custom``, ``updates``) into events."""
+    for part in parts:
+        kind, data = part.event, part.data
+        if kind == "messages" and isinstance(data, list | tuple) and len(data) == 2:
+            chunk, metadata = data
+            if (
+                isinstance(chunk, dict)
+                and chunk.get("type") in ("AIMessageChunk", "ai")
+                and (metadata or {}).get("langgraph_node") == "conversation"
+                and isinstance(chunk.get("content"), str)
+                and chunk["content"]
+            ):
+                yield Token(valid_text(chunk["content"]))
+        elif kind == "custom":
+            event = custom_event(data)
+            if event is not None:
+                yield event
+        elif kind == "updates" and isinstance(data, dict) and data.get("conversation"):
+            raw = [m for m in data["conversation"].get("messages", []) if m.get("type") == "ai"]
+            if raw:
+                message = convert_to_messages([raw[-1]])[0]
+                if isinstance(message, AIMessage):
+                    yield Reply(message)
+        elif kind == "error":
+            detail = data.get("message") if isinstance(data, dict) else data
+            raise BackendError(f"the server's run failed: {detail}")
+
+
+class RemoteBackend:
+    """Threads on a LangGraph server, driven through langgraph-sdk."""
+
+    def __init__(self, url: str, assistant: str = ASSISTANT) -> None:
+        from langgraph_sdk import get_sync_client
+
+        self.url = url.rstrip("/")
+        self.location = without_password(self.url)  # (what people see)
+        self.local_only_note = f"this session uses the LangGraph server at {self.location}"
+        self.assistant = assistant
+        self._check_reachable()
+        self.client = get_sync_client(url=self.url)
+        self._aclient: Any = None  # for cancellable turns, made on first use in the loop
+        self._ids: dict[str, str] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}  # (by server id, as last seen)
+
+    def _check_reachable(self) -> None:
+        """Fail fast (the SDK retries a refused connection for several seconds)."""
+        import httpx
+
+        try:
+            answer = httpx.get(f"{self.url}/ok", timeout=5)
+        except httpx.HTTPError as error:
+            raise BackendError(
+                f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
+                "is it running? (uv run langgraph dev)"
+            ) from None
+        if answer.status_code != 200:
+            raise BackendError(
+                f"{self.location} answered HTTP {answer.status_code} to /ok: "
+                "is it a LangGraph server?"
+            )
+
+    def _call(self, action: Any) -> Any:
+        """Run an SDK call; a connection or HTTP problem becomes one BackendError line."""
+        import httpx
+        from langgraph_sdk import errors
+
+        try:
+            return action()
+        except httpx.TransportError as error:
+            raise BackendError(
+                f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
+                "is it running? (uv run langgraph dev)"
+            ) from None
+        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+            raise self._refused(error) from None
+
+    def _refused(self, error: Exception) -> BackendError:
+        return BackendError(f"the LangGraph server at {self.location} refused: {error}")
+
+    def _lost(self, error: Exception) -> BackendError:
+        return BackendError(
+            f"lost the LangGraph server at {self.location} ({type(error).__name__})"
+        )
+
+    # --- names ----------------------------------------------------------------------------
+
+    def _find(self, name: str) -> str | None:
+        if name in self._ids:
+            return self._ids[name]
+        found = self._call(lambda: self.client.threads.search(metadata={NAME_KEY: name}, limit=1))
+        if found:
+            return self._remember(name, found[0])
+        if _is_uuid(name):
+            try:
+                thread = self.client.threads.get(name)
+            except Exception:
+                return None
+            return self._remember(name, thread)
+        return None
+
+    def _remember(self, name: str, thread: Mapping[str, Any]) -> str:
+        server_id = str(thread["thread_id"])
+        self._ids[name] = server_id
+        self._metadata[server_id] = dict(thread.get("metadata") or {})
+        return server_id
+
+    def _require(self, name: str) -> str:
+        thread_id = self._find(name)
+        if thread_id is None:
+            raise BackendError(
+                f"no thread {name!r} on {self.location} ('--url ... threads' lists them)"
+            )
+        return thread_id
+
+    def _create(self, name: str, metadata: dict[str, Any] | None = None) -> str:
+        thread = self._call(
+            lambda: self.client.threads.create(
+                metadata={NAME_KEY: name, **(metadata or {})}, graph_id=self.assistant
+            )
+        )
+        return self._remember(name, thread)
+
+    def _title(self, server_id: str, title: str) -> None:
+        """Give a thread made before its first message (by /system, or a fork of an untitled
+        one) that message's title, as the local store does."""
+        metadata = self._metadata.get(server_id)
+        if metadata is None or metadata.get("title") or not title:
+            return
+        self._call(lambda: self.client.threads.update(server_id, metadata={"title": title}))
+        metadata["title"] = title
+
+    def _marked(self, server_id: str, state: dict[str, Any]) -> dict[str, Any]:
+        """A server state with a fork's first checkpoint marked as the local store marks it
+        (the server's state updates carry no metadata of ours; the thread's does)."""
+        origin = (self._metadata.get(server_id) or {}).get(ORIGIN_KEY)
+        metadata = state.get("metadata") or {}
+        if not origin or state.get("parent_checkpoint") or metadata.get("source") != "update":
+            return state
+        return {**state, "metadata": {**metadata, ACTION_KEY: "fork", ORIGIN_KEY: origin}}
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def _run(
+        self,
+        server_id: str,
+        first: tuple[Event, ...] = (),
+        sent: tuple[str, str] | None = None,
+        **arguments: Any,
+    ) -> TurnStream:
+        """A run on the server as events (``first`` before them). The stream asks the server
+        to cancel the run when the client goes away, so Ctrl-C (which closes the stream) stops
+        the run too. ``sent``: the thread's name and the id of the message the run sends."""
+        arguments = {"stream_mode": STREAM_MODES, "on_disconnect": "cancel", **arguments}
+
+        def blocking() -> Iterator[Event]:
+            yield from first
+            parts = self._call(
+                lambda: self.client.runs.stream(server_id, self.assistant, **arguments)
+            )
+            yield from self._guarded_stream(parts)
+
+        async def cancellable() -> AsyncIterator[Event]:
+            import httpx
+            from langgraph_sdk import errors
+
+            for event in first:
+                yield event
+            try:
+                async for part in self._async_client().runs.stream(
+                    server_id, self.assistant, **arguments
+                ):
+                    for event in events_from_parts([part]):
+                        yield event
+            except httpx.TransportError as error:
+                raise self._lost(error) from None
+            except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+                raise self._refused(error) from None
+
+        if sent is None:
+            return TurnStream(blocking, cancellable)
+        name, message_id = sent
+        return TurnStream(
+            blocking, cancellable, message_id=message_id, current=lambda: self.current(name)
+        )
+
+    def _async_client(self) -> Any:
+        if self._aclient is None:
+            from langgraph_sdk import get_client
+
+            self._aclient = get_client(url=self.url)
+        return self._aclient
+
+    def send(
+        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Run one turn on the server, streaming the reply (``content``: text or blocks)."""
+        title = make_title(content)
+        server_id = self._find(thread_id)
+        first: tuple[Event, ...] = ()
+        if server_id is None:
+            server_id = self._create(thread_id, {"title": title})
+        else:
+            self._title(server_id, title)
+            now = self.current(thread_id)
+            if now is not None and now.awaiting_reply:
+                first = (Unanswered(thread_id),)
+        message_id = str(uuid.uuid4())
+        return self._run(
+            server_id,
+            first,
+            (thread_id, message_id),
+            input={"messages": [{"role": "user", "content": content, "id": message_id}]},
+            context=context or None,
+        )
+
+    def resume(
+        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Run on from a checkpoint (default: the latest), as LangGraph time travel does."""
+        return self._run(
+            self._require(thread_id),
+            input=None,
+            context=context or None,
+            checkpoint_id=checkpoint_id,
+        )
+
+    def compact(
+        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
+    ) -> TurnStream:
+        """Fold the older messages into the summary now, on the server."""
+        return self._run(
+            self._require(thread_id),
+            input={"messages": []},
+            context={**(context or {}), "compact": True, "compact_focus": focus},
+            metadata={ACTION_KEY: "compact"},
+        )
+
+    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
+        """Answer the last message again from the state as it is now (summary included)."""
+        server_id = self._require(thread_id)
+        state = self._call(lambda: self.client.threads.get_state(server_id))
+        messages = (state.get("values") or {}).get("messages") or []
+        if not messages or messages[-1].get("type") != "ai":
+            raise BackendError("nothing to regenerate: the last message has no reply")
+        self._call(
+            lambda: self.client.threads.update_state(
+                server_id,
+                {"messages": [{"type": "remove", "id": messages[-1]["id"], "content": ""}]},
+                as_node="summarize_conversation",
+            )
+        )
+        return self.resume(thread_id, None, context)
+
+    def _guarded_stream(self, parts: Any) -> Iterator[Event]:
+        import httpx
+
+        try:
+            yield from events_from_parts(parts)
+        except httpx.TransportError as error:
+            raise self._lost(error) from None
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def current(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest state on the server (``None`` if it has none)."""
+        server_id = self._find(thread_id)
+        if server_id is None:
+            return None
+        return snapshot_from_state(self._call(lambda: self.client.threads.get_state(server_id)))
+
+    def history(self, thread_id: str) -> list[Snapshot]:
+        """Every checkpoint of the thread on the server, newest first."""
+        server_id = self._find(thread_id)
+        if server_id is None:
+            return []
+        snapshots: list[Snapshot] = []
+        before: Any = None
+        while True:
+            page = self._call(
+                lambda before=before: self.client.threads.get_history(
+                    server_id, limit=_PAGE, before=before
+                )
+            )
+            states = (snapshot_from_state(self._marked(server_id, state)) for state in page)
+            snapshots += [s for s in states if s]
+            if len(page) < _PAGE:
+                return snapshots
+            before = page[-1]["checkpoint"]
+
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
+        """The ids of the thread's newest ``limit`` checkpoints on the server, newest first."""
+        server_id = self._find(thread_id)
+        if server_id is None or limit <= 0:
+            return []
+        page = self._call(lambda: self.client.threads.get_history(server_id, limit=limit))
+        ids = [(state.get("checkpoint") or {}).get("checkpoint_id") for state in page]
+        return [str(checkpoint_id) for checkpoint_id in ids if checkpoint_id]
+
+    def threads(self) -> list[ThreadInfo]:
+        """The server's threads, most recently updated first."""
+        found = self._call(
+            lambda: self.client.threads.search(limit=100, sort_by="updated_at", sort_order="desc")
+        )
+        listing = []
+        for thread in found:
+            metadata = thread.get("metadata") or {}
+            values = thread.get("values") if isinstance(thread.get("values"), dict) else {}
+            name = metadata.get(NAME_KEY) or thread["thread_id"]
+            if name not in self._ids:
+                self._remember(name, thread)
+            origin = str(metadata.get("chatbot_origin") or "")
+            listing.append(
+                ThreadInfo(
+                    thread_id=name,
+                    checkpoints=None,
+                    last_active=_when(thread.get("updated_at")),
+                    title=str(metadata.get("title") or ""),
+                    message_count=len(values.get("messages") or []) if values else 0,
+                    has_summary=bool(values.get("summary")) if values else False,
+                    origin_thread=origin.partition("@")[0] or None,
+                    origin_checkpoint=origin.partition("@")[2] or None,
+                )
+            )
+        return listing
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the server has a thread by that name (or id)."""
+        return self._find(thread_id) is not None
+
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None:
+        """``None``: the server resolves its runs with its own settings and models."""
+        return None
+
+    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
+        """Store the thread's own system prompt on the server (the thread is made if new);
+        False when it already was this prompt."""
+        server_id = self._find(thread_id)
+        if server_id is None and not prompt:
+            return False
+        if server_id is not None:
+            state = self._call(lambda: self.client.threads.get_state(server_id))
+            values = state.get("values") if isinstance(state.get("values"), dict) else {}
+            now = (values.get(SYSTEM_PROMPT_KEY) or "", values.get(SYSTEM_ROLE_KEY) or "")
+            if now == (prompt, role):
+                return False
+        else:
+            server_id = self._create(thread_id)
+        self._call(
+            lambda: self.client.threads.update_state(
+                server_id,
+                {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
+                as_node="summarize_conversation",
+            )
+        )
+        return True
+
+    # --- changing ---------------------------------------------------------------------------
+
+    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
+        """A new server thread holding the state of ``thread_id`` at a checkpoint."""
+        server_id = self._require(thread_id)
+        if self._find(new_id) is not None:
+            raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        state = self._call(
+            lambda: self.client.threads.get_state(server_id, checkpoint_id=checkpoint_id)
+        )
+        source = snapshot_from_state(state)
+        if source is None:
+            raise BackendError(f"thread {thread_id!r} has no state to fork")
+        thread = self._call(lambda: self.client.threads.get(server_id))
+        origin = f"{thread_id}@{source.checkpoint_id}"
+        title = (thread.get("metadata") or {}).get("title", "")
+        new_server_id = self._create(new_id, {ORIGIN_KEY: origin, "title": title})
+        values = state.get("values") or {}
+        self._call(
+            lambda: self.client.threads.update_state(
+                new_server_id, fork_values(values), as_node="summarize_conversation"
+            )
+        )
+
+    def _local_only(self, what: str) -> BackendError:
+        return BackendError(f"{what} works on local threads only ({self.local_only_note})")
+
+    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
+        raise self._local_only(f"/{action}")
+
+    def rename(self, thread_id: str, new_id: str) -> None:
+        raise self._local_only("rename")
+
+    def delete(self, thread_id: str) -> bool:
+        raise self._local_only("delete")

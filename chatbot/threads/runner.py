@@ -1,0 +1,159 @@
+"""Running a turn: one asyncio event loop for the session, each turn a task that Ctrl-C cancels.
+
+Cancelling the task cancels the graph's ``astream`` and with it the model's HTTP request, whose
+connection closes at once: the provider stops generating, nothing arrives late to be saved,
+and no thread is left running. The user's message was checkpointed before the model was
+called, so the thread stays usable and ``/retry`` regenerates the reply.
+
+SIGTERM and SIGHUP (a closed terminal) cancel the turn the same way, so that it gives its
+thread's lease back, then end the process (:mod:`chatbot.interrupts`).
+
+The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
+each turn the call log's lines are written (:func:`chatbot.engine.calllog.settle`), and what could
+not be written is told once, in the outcome's ``warnings``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import sys
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from chatbot import interrupts
+
+if TYPE_CHECKING:
+    from chatbot.threads.events import Event
+
+TICK_SECONDS = 1 / 12
+"""How often a display is asked to redraw (spinners, the reply so far)."""
+
+
+class Display(Protocol):
+    """What a turn looks like while it runs (the runner calls it from the event loop)."""
+
+    def show(self, event: Event) -> None:
+        """An event arrived: remember it (cheaply; drawing happens in :meth:`tick`)."""
+
+    def tick(self) -> None:
+        """Time to redraw."""
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """How a turn ended: normally, stopped with Ctrl-C, or with an error."""
+
+    interrupted: bool = False
+    error: Exception | None = None
+    warnings: tuple[str, ...] = ()
+    """Problems beside the turn, each told once (call-log lines that could not be written)."""
+
+
+_session: TurnRunner | None = None
+
+
+def session_runner() -> TurnRunner:
+    """The process's turn runner: one event loop for the whole session, because the model
+    clients keep pooled connections that belong to the loop they were opened in. Closed at
+    exit."""
+    global _session
+    if _session is None:
+        _session = TurnRunner()
+        atexit.register(_session.close)
+    return _session
+
+
+class TurnRunner:
+    """Runs turns on one event loop kept for the whole session (the model clients' pooled
+    connections belong to it). Close it when the session ends."""
+
+    def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
+        self.tick_seconds = tick_seconds
+        self._runner: asyncio.Runner | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
+        """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
+        or SIGHUP cancel it too, then raise :class:`~chatbot.interrupts.Terminated`."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        ended: list[int] = []
+        with interrupts.during_turn(lambda signum: self._stop(signum, ended)):
+            outcome = self._run(turn, display, ended)
+        if ended:
+            raise interrupts.Terminated(ended[0])
+        return TurnOutcome(outcome.interrupted, outcome.error, tuple(_call_log_news()))
+
+    def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
+        assert self._runner is not None
+        try:
+            # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
+            # raises KeyboardInterrupt once the task has unwound (closing the HTTP request).
+            self._runner.run(self._consume(turn, display))
+        except KeyboardInterrupt:
+            self._unwind()
+            return TurnOutcome(interrupted=True)
+        except asyncio.CancelledError:
+            if not ended:
+                raise
+            return TurnOutcome(interrupted=True)  # (by SIGTERM or SIGHUP: see run)
+        except Exception as error:  # a model, network or server error: the caller says it
+            return TurnOutcome(error=error)
+        return TurnOutcome()
+
+    def _stop(self, signum: int, ended: list[int]) -> None:
+        """SIGTERM or SIGHUP during a turn: cancel it, as asyncio does for Ctrl-C."""
+        ended.append(signum)
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            task.get_loop().call_soon_threadsafe(lambda: None)  # (wake the loop)
+
+    async def _consume(self, turn: AsyncIterable[Event], display: Display) -> None:
+        self._task = asyncio.current_task()
+        ticker = asyncio.create_task(self._tick(display))
+        events = turn.__aiter__()
+        try:
+            async for event in events:
+                display.show(event)
+        finally:
+            self._task = None
+            ticker.cancel()
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+            display.tick()
+
+    async def _tick(self, display: Display) -> None:
+        while True:
+            display.tick()
+            await asyncio.sleep(self.tick_seconds)
+
+    def _unwind(self) -> None:
+        """Cancel what a KeyboardInterrupt raised inside the loop (not by the SIGINT handler,
+        which cancels cleanly) left pending, and let it finish unwinding."""
+        assert self._runner is not None
+        loop = self._runner.get_loop()
+        pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+    def close(self) -> None:
+        """End the session's event loop."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+
+def _call_log_news() -> list[str]:
+    """The call log's lines written, and what could not be, said once (nothing to do when no
+    call log was ever opened: the module is not even imported then)."""
+    calllog = sys.modules.get("chatbot.engine.calllog")
+    return calllog.settle() if calllog is not None else []
