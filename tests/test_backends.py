@@ -288,3 +288,72 @@ def test_regenerating_after_a_new_system_prompt_is_a_retry_that_replaces_the_rep
         ("turn", "two", "retried"),
         ("turn", "one", ""),
     ]
+
+
+def test_undo_rewinds_turn_by_turn_to_the_empty_thread_and_keeps_what_it_undid(
+    backend: Backend, thread: str
+) -> None:
+    with pytest.raises(BackendError, match="nothing to undo"):
+        backend.undo(thread)
+    list(backend.send(thread, "one"))
+    list(backend.send(thread, "two"))
+    if backend.local_only_note:  # a server: refused, with the reason, and nothing changes
+        with pytest.raises(BackendError, match="works on local threads only"):
+            backend.undo(thread)
+        assert len(texts(backend, thread)) == 4
+        return
+    newest = backend.current(thread)
+    assert newest is not None
+    undone = backend.undo(thread)
+    assert undone.restored is not None and texts(backend, thread)[0] == "one"
+    assert [m.text for m in undone.restored.messages] == texts(backend, thread)
+    assert undone.undone_checkpoint_id == newest.checkpoint_id
+    assert newest.checkpoint_id in {s.checkpoint_id for s in backend.history(thread)}
+    assert backend.undo(thread).restored is None  # the first turn: back to the empty thread
+    assert texts(backend, thread) == []
+    with pytest.raises(BackendError, match="nothing to undo"):
+        backend.undo(thread)
+
+
+def test_retry_answers_the_last_message_again_and_the_history_says_so(
+    backend: Backend, thread: str
+) -> None:
+    with pytest.raises(BackendError, match="nothing to retry"):
+        backend.retry(thread)
+    list(backend.send(thread, "one"))
+    list(backend.send(thread, "two"))
+    reply = reply_of(list(backend.retry(thread)))
+    assert texts(backend, thread)[2:] == ["two", reply]
+    entries = turn_entries(backend.history(thread))
+    assert [(e.kind, e.text, e.fate) for e in entries][:2] == [
+        ("retry", "two", ""),
+        ("turn", "two", "retried"),
+    ]
+
+
+def test_retry_after_a_new_system_prompt_answers_from_the_state_now(
+    backend: Backend, thread: str
+) -> None:
+    list(backend.send(thread, "one"))
+    assert backend.set_system_prompt(thread, "Be brief.")
+    reply_of(list(backend.retry(thread)))  # (going back would drop the new prompt)
+    current = backend.current(thread)
+    assert current is not None and current.system_prompt == "Be brief."
+    assert [m.text for m in current.messages[:1]] == ["one"] and len(current.messages) == 2
+
+
+def test_search_finds_folded_messages_here_and_is_refused_on_a_server(
+    backend: Backend, thread: str
+) -> None:
+    word = f"zebra{uuid.uuid4().hex[:6]}"
+    for text in (f"first {word}", "second", "third"):  # the third turn folds the first
+        list(backend.send(thread, text))
+    if backend.local_only_note:
+        with pytest.raises(BackendError, match="works on local threads only"):
+            backend.search(word)
+        return
+    current = backend.current(thread)
+    assert current is not None and all(word not in m.text for m in current.messages)
+    hits = backend.search(word)
+    assert hits and {hit.thread_id for hit in hits} == {thread}
+    assert backend.search(word, thread_id="another") == []

@@ -25,7 +25,6 @@ from chatbot.history.timeline import (
     compact_refusal,
     find_checkpoint,
     history_rows,
-    last_turn,
     lineage,
     short_id,
     summary_savings,
@@ -341,25 +340,19 @@ def _fork(repl: Repl, arg: str) -> Outcome:
 )
 def _undo(repl: Repl, arg: str) -> Outcome:
     _no_argument("undo", arg)
-    history = repl.backend.history(repl.thread_id)
-    current = repl.backend.current(repl.thread_id)
-    turn = last_turn(history)
-    if turn is None or current is None or not (current.messages or current.summary):
-        raise CommandError("nothing to undo in this thread")
-    if turn.before is None:  # the first turn: back to the empty thread
-        repl.backend.restore(repl.thread_id, None, "undo")
+    undone = repl.backend.undo(repl.thread_id)
+    if undone.restored is None:  # the first turn: back to the empty thread
         where = "the empty thread"
     else:
-        repl.backend.restore(repl.thread_id, turn.before.checkpoint_id, "undo")
         where = (
-            f"checkpoint {short_id(turn.before.checkpoint_id)} "
-            f"({len(turn.before.messages)} messages)"
+            f"checkpoint {short_id(undone.restored.checkpoint_id)} "
+            f"({len(undone.restored.messages)} messages)"
         )
     repl.measure(repl.backend.current(repl.thread_id))
-    undone = short_id(current.checkpoint_id)  # the state the undo left: its turn's last
+    left = short_id(undone.undone_checkpoint_id)
     repl.say(
         f"rewound the last turn: back to {where}. It stays in /history, marked undone, as "
-        f"checkpoint {undone} (/show {undone} to see it, /fork {undone} to carry on from it)"
+        f"checkpoint {left} (/show {left} to see it, /fork {left} to carry on from it)"
     )
     return None
 
@@ -375,21 +368,7 @@ def _retry(repl: Repl, arg: str) -> Outcome:
     if arg:
         _check_model(repl, arg)
         context["chat_model"] = arg
-    current = repl.backend.current(repl.thread_id)
-    if current is not None and current.unfinished:
-        # An interrupted or failed run (a reply, or the fold after one): carry on with
-        # exactly what was left to do.
-        repl.stream(repl.backend.resume(repl.thread_id, None, context))
-        return None
-    turn = last_turn(repl.backend.history(repl.thread_id))
-    if turn is None or turn.after_input is None or current is None or not current.messages:
-        raise CommandError("nothing to retry in this thread")
-    if turn.compacted or turn.after_input.system_prompt != current.system_prompt:
-        # Time travel would undo the compaction, or the system prompt set since the message
-        # arrived: answer from the state now.
-        repl.stream(repl.backend.regenerate(repl.thread_id, context))
-        return None
-    repl.stream(repl.backend.resume(repl.thread_id, turn.after_input.checkpoint_id, context))
+    repl.stream(repl.backend.retry(repl.thread_id, context))
     return None
 
 
@@ -734,20 +713,13 @@ def _role(repl: Repl, arg: str) -> Outcome:
     remote=False,
 )
 def _search(repl: Repl, arg: str) -> Outcome:
-    from chatbot.store.search import SearchError, ensure_indexed, hits_view, search
+    from chatbot.store.search import SearchError, hits_view
 
     if not arg:
         raise CommandError('give the text to find: /search TEXT (all words; "a phrase")')
-    store = getattr(repl.backend, "store", None)
-    if store is None and hasattr(repl.backend, "wait"):  # no database when the REPL started
-        store = repl.backend.wait(reading=True).backend.store
-    if store is None:
-        repl.say("nothing found: there are no threads yet", "dim")
-        return None
     limit = 20
     try:
-        ensure_indexed(store, repl.console)
-        hits = search(store, arg, limit=limit + 1)
+        hits = repl.backend.search(arg, limit=limit + 1, progress=repl.console)
     except SearchError as error:
         raise CommandError(str(error)) from None
     if not hits:

@@ -106,11 +106,12 @@ class LoadingInterrupted(KeyboardInterrupt):
 
 READS = frozenset(
     {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
+    | {"search"}
 )
 """Backend operations that need only the backend open (loading's first stage)."""
 RUNS = frozenset(
     {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
-    | {"set_system_prompt"}
+    | {"set_system_prompt", "undo", "retry"}
 )
 """Backend operations that need the graph (loading's second stage)."""
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
-from chatbot.errors import FriendlyError
 from chatbot.history.timeline import (
     ACTION_KEY,
     ORIGIN_KEY,
@@ -25,17 +24,15 @@ from chatbot.history.timeline import (
 )
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
 from chatbot.store.sqlite import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
+from chatbot.threads.operations import BackendError, ThreadOperations, Undone
 
 if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
     from chatbot.engine.runsettings import RunSettings
     from chatbot.memory.state import ChatGraph
     from chatbot.store.leases import Lease
+    from chatbot.store.search import Hit
     from chatbot.threads.attachments import Content
     from chatbot.threads.events import Event, TurnStream
-
-
-class BackendError(FriendlyError, RuntimeError):
-    """An operation that cannot be done; the message is one line for the user."""
 
 
 class Backend(Protocol):
@@ -67,6 +64,11 @@ class Backend(Protocol):
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
     def rename(self, thread_id: str, new_id: str) -> None: ...
     def delete(self, thread_id: str) -> bool: ...
+    def undo(self, thread_id: str) -> Undone: ...
+    def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
+    def search(
+        self, text: str, *, thread_id: str | None = None, limit: int = 20, progress: Any = None
+    ) -> list[Hit]: ...
 
 
 def _as_context(values: dict[str, Any] | None) -> Any:
@@ -75,7 +77,7 @@ def _as_context(values: dict[str, Any] | None) -> Any:
     return values or None
 
 
-class LocalBackend:
+class LocalBackend(ThreadOperations):
     """Threads in a local SQLite file, driven by a graph in this process.
 
     Reading needs no graph: checkpoints are read from the store (:mod:`chatbot.store.checkpoints`).
@@ -360,6 +362,18 @@ class LocalBackend:
     def threads(self) -> list[ThreadInfo]:
         """All threads, newest activity first (plain SQL)."""
         return self.store.list_threads()
+
+    def search(
+        self, text: str, *, thread_id: str | None = None, limit: int = 20, progress: Any = None
+    ) -> list[Hit]:
+        """The messages of every thread (or one) holding every term of ``text``, folded ones
+        too, newest first. A database made before the search index is indexed first, once,
+        with a progress bar on ``progress`` (a Rich console) when that takes a while. Raises
+        :class:`~chatbot.store.search.SearchError` for a query it cannot run."""
+        from chatbot.store.search import ensure_indexed, search
+
+        ensure_indexed(self.store, progress)
+        return search(self.store, text, thread_id=thread_id, limit=limit)
 
     def thread_exists(self, thread_id: str) -> bool:
         """True if the thread has checkpoints."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, convert_to_messages
 
@@ -28,7 +28,6 @@ from chatbot.history.timeline import (
 from chatbot.sanitize import valid_text
 from chatbot.store.sqlite import ThreadInfo
 from chatbot.threads.attachments import Content
-from chatbot.threads.backend import BackendError
 from chatbot.threads.events import (
     Event,
     Reply,
@@ -38,6 +37,10 @@ from chatbot.threads.events import (
     custom_event,
     make_title,
 )
+from chatbot.threads.operations import BackendError, ThreadOperations
+
+if TYPE_CHECKING:
+    from chatbot.store.search import Hit
 
 NAME_KEY = "chatbot_name"
 ASSISTANT = "chatbot"
@@ -108,7 +111,7 @@ def events_from_parts(parts: Any) -> Iterator[Event]:
             raise BackendError(f"the server's run failed: {detail}")
 
 
-class RemoteBackend:
+class RemoteBackend(ThreadOperations):
     """Threads on a LangGraph server, driven through langgraph-sdk."""
 
     def __init__(self, url: str, assistant: str = ASSISTANT) -> None:
@@ -404,6 +407,12 @@ class RemoteBackend:
                 )
             )
         return listing
+
+    def search(
+        self, text: str, *, thread_id: str | None = None, limit: int = 20, progress: Any = None
+    ) -> list[Hit]:
+        """Not on a server: its threads have no search index of chatbot's."""
+        raise BackendError(f"search works on local threads only ({self.local_only_note})")
 
     def thread_exists(self, thread_id: str) -> bool:
         """True if the server has a thread by that name (or id)."""
