@@ -3,6 +3,7 @@ its owner only (folders 0700, files 0600), whatever the umask."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -29,3 +30,27 @@ def create_private_file(path: Path) -> None:
     except FileExistsError:
         return
     os.close(fd)
+
+
+def replace_private(path: Path, text: str) -> None:
+    """``path`` holding ``text``, whole or not at all: written to a new private file beside it
+    (0600), synced to the disk, renamed over it; a failure leaves the file that was there as
+    it was and no part file. The folder must exist."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself on the disk (the text is there)
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,20 +111,14 @@ def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> Non
     """Keep the last listing for completion: a private file, replaced whole (best effort).
     The endpoint is kept without its password (``http://user:***@host/v1``): a cache is no
     place for a secret."""
-    from chatbot.files import make_private_dirs
+    from chatbot.files import make_private_dirs, replace_private
 
     path = path or cache_path()
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         make_private_dirs(path.parent)
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump({"endpoint": without_password(endpoint), "models": names}, handle)
-        os.replace(temporary, path)
+        replace_private(path, json.dumps({"endpoint": without_password(endpoint), "models": names}))
     except OSError:
         log.debug("cannot cache the model list", exc_info=True)
-        with contextlib.suppress(OSError):  # (its folder may be what failed)
-            temporary.unlink(missing_ok=True)
 
 
 def cached_names(endpoint: str, path: Path | None = None) -> list[str]:

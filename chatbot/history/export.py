@@ -3,7 +3,6 @@ the checkpoint history) and the live messages. Nothing is hidden from the user."
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from chatbot.errors import FriendlyError
+from chatbot.files import replace_private
 from chatbot.history.records import ROLE_NAMES, message_record
 from chatbot.history.timeline import Snapshot, lineage, summary_story
 from chatbot.parts import fenced as verbatim  # text as written: Markdown keeps it so
@@ -176,33 +176,10 @@ def write_private(path: Path, text: str) -> Path:
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
         else:
-            _replace_whole(Path(os.path.realpath(path)), text)
+            replace_private(Path(os.path.realpath(path)), text)
     except OSError as error:
         kept = "the file is as it was" if existed else "nothing was written"
         raise ExportError(
             f"cannot write {shown(path)}: {error.strerror or error} ({kept})"
         ) from None
     return path
-
-
-def _replace_whole(path: Path, text: str) -> None:
-    """``path`` holding ``text``: written beside it, synced, renamed over it (see
-    :func:`write_private`)."""
-    import tempfile
-
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(name, path)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
-    with contextlib.suppress(OSError):  # the rename itself on the disk (the text is there)
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
