@@ -44,7 +44,7 @@ SUMMARY_SLACK = 2
 length loosely); past that it is too big to keep."""
 
 
-class SummaryFailed(RuntimeError):
+class SummaryError(RuntimeError):
     """The summary model raised, timed out or returned no usable summary; the state was left
     untouched."""
 
@@ -189,7 +189,7 @@ def fold(
     state: Mapping[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
 ) -> Steps[Fold]:
     """Fold the planned messages into the summary (steps: the summary calls it needs);
-    raises :class:`SummaryFailed`."""
+    raises :class:`SummaryError`."""
     messages = state["messages"]
     counts = run.counter.per_message(messages)
     folded = [messages[i] for i in plan.fold]
@@ -232,7 +232,7 @@ def summarize(
     summary, so an input bigger than the model's budget is folded whole, never truncated; if
     the summary model itself says a chunk is too long, the rest is chunked at half the size
     (up to three times). A summary too big to keep (:func:`summary_oversized`) is folded in
-    as the oldest message, into a new one. Raises :class:`SummaryFailed` if a call fails or
+    as the oldest message, into a new one. Raises :class:`SummaryError` if a call fails or
     its reply is no usable summary (:func:`summary_text`, :func:`_kept_to_limit`).
     """
     counter = run.summary_counter
@@ -273,7 +273,7 @@ def summarize(
                 rest = [message for chunk in chunks[done:] for message in chunk]
                 chunks = chunks[:done] + policy.chunk_for_summary(rest, budget, counter)
                 continue
-            raise SummaryFailed(describe_error(error)) from error
+            raise SummaryError(describe_error(error)) from error
         calls += 1
         summary, condensing = yield from _kept_to_limit(summary_text(response), run, model)
         calls += condensing
@@ -290,15 +290,15 @@ def _instructions_tokens(counter: TokenCounter, language: prompts.Language, focu
 def summary_text(response: AIMessage) -> str:
     """The summary a reply holds: its usable text (:func:`~chatbot.memory.finish.usable_text`).
 
-    Raises :class:`SummaryFailed` when the reply did not finish, or holds no usable text
+    Raises :class:`SummaryError` when the reply did not finish, or holds no usable text
     (only whitespace or invisible characters, only reasoning, or a tool call instead): the
     rule a chat reply meets too.
     """
     ending = finish.finish_of(response)
     if ending == "empty":
-        raise SummaryFailed(finish.without_text(response, "summary"))
+        raise SummaryError(finish.without_text(response, "summary"))
     if ending != "complete":  # a cut-off summary must never replace the real one
-        raise SummaryFailed(finish.incomplete(ending, "summary"))
+        raise SummaryError(finish.incomplete(ending, "summary"))
     return finish.usable_text(response)
 
 
@@ -306,7 +306,7 @@ def _kept_to_limit(
     summary: str, run: RunSettings, model: Runnable[Any, Any]
 ) -> Steps[tuple[str, int]]:
     """The summary, if it is within :func:`summary_limit`; else condensed by one more call
-    (returns the calls it made). Raises :class:`SummaryFailed` when it is too big to send
+    (returns the calls it made). Raises :class:`SummaryError` when it is too big to send
     back to be condensed, or still too big condensed: it is never stored."""
     counter = run.summary_counter
     tokens = counter.text(summary)
@@ -326,14 +326,14 @@ def _kept_to_limit(
         extend_prompt=run.extend_prompt,
     )
     if counter.raw(request) + run.max_summary_tokens > run.summary_input_tokens:
-        raise SummaryFailed(f"{refusal}; it was not stored")
+        raise SummaryError(f"{refusal}; it was not stored")
     try:
         response = yield (model, request)
     except Exception as error:
-        raise SummaryFailed(
+        raise SummaryError(
             f"{refusal}, and condensing it failed: {describe_error(error)}"
         ) from error
     condensed = summary_text(response)
     if counter.text(condensed) > limit:
-        raise SummaryFailed(f"{refusal}, and still {counter.text(condensed):,} condensed")
+        raise SummaryError(f"{refusal}, and still {counter.text(condensed):,} condensed")
     return condensed, 1

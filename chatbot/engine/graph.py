@@ -37,7 +37,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from chatbot.config.settings import Settings
-from chatbot.engine import folding
+from chatbot.engine import folding, stream
 from chatbot.engine.runsettings import RunResolver, RunSettings
 from chatbot.engine.steps import Steps, adrive, drive, watched
 from chatbot.errors import (
@@ -57,8 +57,6 @@ log = logger("graph")
 DONE: Literal["__end__"] = "__end__"
 """LangGraph's ``END``, typed for the routing functions' ``Literal`` return types."""
 assert DONE == END
-
-SummaryFailed = folding.SummaryFailed  # kept importable from here
 
 _RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
 
@@ -173,20 +171,20 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         alone = folding.context_tokens(messages[-1:], summary, run)
         raise _too_long(alone, run.policy.max_input_tokens, "your message")
     if not plan and not folding.summary_oversized(summary, run):
-        writer({"event": "nothing_to_fold", "reason": reason, "context": before})
+        writer(stream.as_payload(stream.NothingToFold(context=before, reason=reason)))
         return {}
     replies: list[AIMessage] = []
     try:
-        writer({"event": "folding", "reason": reason, "messages": len(plan.fold)})
+        writer(stream.as_payload(stream.Folding(messages=len(plan.fold), reason=reason)))
         done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
-    except folding.SummaryFailed as error:
+    except folding.SummaryError as error:
         if reason == "overflow":
             raise ContextTooLong(
                 f"the request is too long for the model and folding the history failed: "
                 f"{error}; your message is kept, /retry tries again"
             ) from None
         log.warning("summary failed, nothing was removed: %s", error)
-        writer({"event": "summary_failed", "error": str(error), "reason": reason})
+        writer(stream.as_payload(stream.SummaryFailed(error=str(error), reason=reason)))
         return _paid(state, "summary", run.summary_model, replies)  # the calls were made
     folded_at = set(plan.fold)
     kept = [m for i, m in enumerate(messages) if i not in folded_at]
@@ -198,19 +196,17 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
             f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
             "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
         )
-    writer(
-        {
-            "event": "summarized",
-            "reason": reason,
-            "messages": len(done.folded),
-            "tokens_in": done.folded_tokens,
-            "tokens_out": run.counter.text(done.summary),
-            "calls": done.calls,
-            "extended": bool(summary),
-            "context_before": before,
-            "context_after": after,
-        }
+    summarized = stream.Summarized(
+        messages=len(done.folded),
+        tokens_in=done.folded_tokens,
+        tokens_out=run.counter.text(done.summary),
+        calls=done.calls,
+        extended=bool(summary),
+        reason=reason,
+        context_before=before,
+        context_after=after,
     )
+    writer(stream.as_payload(summarized))
     update: dict[str, Any] = {
         "summary": done.summary,
         "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],

@@ -1,5 +1,104 @@
-"""What the graph streams that its readers recognise. Imports nothing: the readers of a
-stream (the turn events, the benchmarks) take it without the graph."""
+"""What the graph streams about folding, as small typed records, and their form on the wire.
+
+The summarize node writes each record to LangGraph's ``stream_mode="custom"`` as a plain dict
+(:meth:`as_payload`: ``{"event": "summarized", ...}``), which is what a LangGraph server,
+Studio and the SDK pass on; :func:`from_payload` reads such a dict back into its record, for a
+local graph and a server's stream alike. Both directions are written here, once. Imports
+nothing: the readers of a stream take it without the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 SUMMARY_TAG = "chatbot:summary"
 """The tag of the summary model's calls: their tokens are not the reply's."""
+
+
+@dataclass(frozen=True)
+class Folding:
+    """A summary call is starting: ``messages`` are being folded (it can take a while)."""
+
+    event: ClassVar[str] = "folding"
+    messages: int
+    reason: str = "trigger"
+
+
+@dataclass(frozen=True)
+class Summarized:
+    """Older messages were folded into the summary.
+
+    ``reason``: ``trigger`` (after a reply), ``fit`` (before the call, so it fits the model),
+    ``overflow`` (the provider said the context was too long; the call is tried again) or
+    ``compact`` (asked for). ``context_before``/``context_after``: tokens the chat model is
+    sent, before and after (0 when a server did not say).
+    """
+
+    event: ClassVar[str] = "summarized"
+    messages: int
+    tokens_in: int
+    tokens_out: int
+    calls: int = 1
+    extended: bool = False
+    reason: str = "trigger"
+    context_before: int = 0
+    context_after: int = 0
+
+
+@dataclass(frozen=True)
+class NothingToFold:
+    """A compaction found nothing safe to fold (the kept window holds everything)."""
+
+    event: ClassVar[str] = "nothing_to_fold"
+    context: int
+    reason: str = "compact"
+
+
+@dataclass(frozen=True)
+class SummaryFailed:
+    """The summary call failed; nothing was removed and the next turn tries again."""
+
+    event: ClassVar[str] = "summary_failed"
+    error: str
+    reason: str = "trigger"
+
+
+FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed
+
+
+def as_payload(record: FoldEvent) -> dict[str, Any]:
+    """The record as the graph streams it: a dict naming its ``event``."""
+    return {"event": record.event, **asdict(record)}
+
+
+def _number(value: Any) -> int:
+    return int(value or 0)
+
+
+def from_payload(payload: Any) -> FoldEvent | None:
+    """The record a ``stream_mode="custom"`` payload stands for; ``None`` for anything else
+    (another node's custom data). A server's payload may lack fields an older graph did not
+    write: they take their defaults."""
+    if not isinstance(payload, dict):
+        return None
+    kind = payload.get("event")
+    reason = str(payload.get("reason") or "")
+    if kind == Summarized.event:
+        return Summarized(
+            messages=int(payload["messages"]),
+            tokens_in=int(payload["tokens_in"]),
+            tokens_out=int(payload["tokens_out"]),
+            calls=int(payload.get("calls", 1)),
+            extended=bool(payload.get("extended", False)),
+            reason=reason or "trigger",
+            context_before=_number(payload.get("context_before")),
+            context_after=_number(payload.get("context_after")),
+        )
+    if kind == Folding.event:
+        return Folding(messages=_number(payload.get("messages")), reason=reason)
+    if kind == NothingToFold.event:
+        return NothingToFold(context=_number(payload.get("context")), reason=reason or "compact")
+    if kind == SummaryFailed.event:
+        return SummaryFailed(error=str(payload["error"]), reason=reason or "trigger")
+    return None

@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from langchain_core.messages import AIMessage, AIMessageChunk
 
-from chatbot.engine.stream import SUMMARY_TAG
+from chatbot.engine.stream import (
+    SUMMARY_TAG,
+    Folding,
+    NothingToFold,
+    Summarized,
+    SummaryFailed,
+    from_payload,
+)
 from chatbot.sanitize import valid_text
 
 if TYPE_CHECKING:  # langgraph.types pulls in LangGraph's runtime: not needed to read threads
@@ -36,49 +43,6 @@ class Reply:
     """The finished reply."""
 
     message: AIMessage
-
-
-@dataclass(frozen=True)
-class Summarized:
-    """Older messages were folded into the summary.
-
-    ``reason``: ``trigger`` (after a reply), ``fit`` (before the call, so it fits the model),
-    ``overflow`` (the provider said the context was too long; the call is tried again) or
-    ``compact`` (asked for). ``context_before``/``context_after``: tokens the chat model is
-    sent, before and after (0 when a server did not say).
-    """
-
-    messages: int
-    tokens_in: int
-    tokens_out: int
-    calls: int = 1
-    extended: bool = False
-    reason: str = "trigger"
-    context_before: int = 0
-    context_after: int = 0
-
-
-@dataclass(frozen=True)
-class Folding:
-    """A summary call is starting: ``messages`` are being folded (it can take a while)."""
-
-    messages: int
-    reason: str = "trigger"
-
-
-@dataclass(frozen=True)
-class NothingToFold:
-    """A compaction found nothing safe to fold (the kept window holds everything)."""
-
-    context: int
-
-
-@dataclass(frozen=True)
-class SummaryFailed:
-    """The summary call failed; nothing was removed and the next turn tries again."""
-
-    error: str
-    reason: str = "trigger"
 
 
 @dataclass(frozen=True)
@@ -193,31 +157,7 @@ def is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
 
 def custom_event(payload: Any) -> Event | None:
     """The event a ``stream_mode="custom"`` payload of the summarize node stands for."""
-    if not isinstance(payload, dict):
-        return None
-    kind = payload.get("event")
-    if kind == "summarized":
-        return Summarized(
-            messages=int(payload["messages"]),
-            tokens_in=int(payload["tokens_in"]),
-            tokens_out=int(payload["tokens_out"]),
-            calls=int(payload.get("calls", 1)),
-            extended=bool(payload.get("extended", False)),
-            reason=str(payload.get("reason") or "trigger"),
-            context_before=int(payload.get("context_before") or 0),
-            context_after=int(payload.get("context_after") or 0),
-        )
-    if kind == "folding":
-        return Folding(
-            messages=int(payload.get("messages") or 0), reason=str(payload.get("reason") or "")
-        )
-    if kind == "nothing_to_fold":
-        return NothingToFold(context=int(payload.get("context") or 0))
-    if kind == "summary_failed":
-        return SummaryFailed(
-            error=str(payload["error"]), reason=str(payload.get("reason") or "trigger")
-        )
-    return None
+    return from_payload(payload)
 
 
 def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
