@@ -62,7 +62,7 @@ FoldRecord = Mapping[str, Any]
 name: raw tokens}}`` (see :func:`extend_fold_record`)."""
 
 
-class State(NamedTuple):
+class CheckpointState(NamedTuple):
     """What a checkpoint holds: its messages, its summary, what was left to run, when."""
 
     messages: tuple[BaseMessage, ...] = ()
@@ -114,8 +114,8 @@ class Snapshot:
         created_at: datetime | None = None,
         metadata: dict[str, Any] | None = None,
         *,
-        state: State | None = None,
-        load: Callable[[], State] | None = None,
+        state: CheckpointState | None = None,
+        load: Callable[[], CheckpointState] | None = None,
         meta: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         """The state is ``state``, else the fields given, else (with ``load``) read on use.
@@ -131,8 +131,8 @@ class Snapshot:
             self._step, self._source = step, source
         self._load = load
         if state is None and load is None:
-            state = State(tuple(messages), summary, tuple(next), created_at)
-        self._state: State | None = state
+            state = CheckpointState(tuple(messages), summary, tuple(next), created_at)
+        self._state: CheckpointState | None = state
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -156,13 +156,13 @@ class Snapshot:
         return self._source
 
     @property
-    def state(self) -> State:
+    def state(self) -> CheckpointState:
         """The checkpoint's state, read now (and kept) if it was not yet."""
         if self._state is None:
             self._state = self.peek()
         return self._state
 
-    def peek(self) -> State:
+    def peek(self) -> CheckpointState:
         """The checkpoint's state, read now without keeping it if it was not read yet."""
         if self._state is not None:
             return self._state
@@ -243,13 +243,13 @@ def state_from_values(
     values: dict[str, Any] | None,
     next_nodes: Sequence[str] = (),
     created_at: str | datetime | None = None,
-) -> State:
+) -> CheckpointState:
     """A checkpoint's state from its channel values (messages may be dicts, as a server
     sends them)."""
     values = values or {}
     raw_messages = values.get("messages") or []
     record = values.get(FOLDED_KEY)
-    return State(
+    return CheckpointState(
         messages=tuple(convert_to_messages(raw_messages)) if raw_messages else (),
         summary=str(values.get("summary") or ""),
         next=tuple(next_nodes),
@@ -332,9 +332,9 @@ class _States:
 
     def __init__(self, size: int = 16) -> None:
         self._size = size
-        self._recent: OrderedDict[str, State] = OrderedDict()
+        self._recent: OrderedDict[str, CheckpointState] = OrderedDict()
 
-    def __call__(self, snapshot: Snapshot) -> State:
+    def __call__(self, snapshot: Snapshot) -> CheckpointState:
         if snapshot.loaded:
             return snapshot.state
         key = snapshot.checkpoint_id
@@ -349,10 +349,10 @@ class _States:
         return state
 
 
-StateOf = Callable[[Snapshot], State]
+StateOf = Callable[[Snapshot], CheckpointState]
 
 
-def _kept(snapshot: Snapshot) -> State:
+def _kept(snapshot: Snapshot) -> CheckpointState:
     return snapshot.state
 
 
@@ -739,7 +739,7 @@ def summary_story(
     live = {m.id for m in state_of(chain[-1]).messages}
     changes = []
     gone: dict[str, BaseMessage] = {}  # in the order they first appeared
-    previous: State | None = None
+    previous: CheckpointState | None = None
     for snapshot in chain:
         state = state_of(snapshot)
         for message in state.messages:
@@ -833,7 +833,7 @@ def summary_folds(history: Sequence[Snapshot], head: Snapshot | None = None) -> 
     chain = lineage(history, head)
     state_of = _States(size=2)
     folded: dict[str, BaseMessage] = {}
-    previous: State | None = None
+    previous: CheckpointState | None = None
     for snapshot in chain:
         state = state_of(snapshot)
         if not state.summary:

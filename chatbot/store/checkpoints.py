@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from chatbot.history.timeline import Snapshot, State, state_from_values
+from chatbot.history.timeline import CheckpointState, Snapshot, state_from_values
 from chatbot.store.sqlite import SqlStore, thread_config
 
 NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
@@ -54,7 +54,7 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
     return tuple(pending)
 
 
-def state_of(saved: CheckpointTuple) -> State:
+def state_of(saved: CheckpointTuple) -> CheckpointState:
     """The state a checkpoint holds, as ``graph.get_state`` reads it."""
     checkpoint = saved.checkpoint
     return state_from_values(
@@ -140,7 +140,7 @@ class _MetadataReader:
         return self.read.setdefault(checkpoint_id, {})
 
 
-def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> State:
+def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> CheckpointState:
     """The state at one checkpoint of a thread (empty if it has gone since)."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
-    return state_of(saved) if saved is not None else State()
+    return state_of(saved) if saved is not None else CheckpointState()
