@@ -16,9 +16,8 @@ from chatbot.config.sources import SettingsError, prepare_threshold, read_places
 from tests.helpers import chatbot_argv, offline_threads
 
 # The CLI run with an import hook that makes the named modules fail to import: a command that
-# needed a model (chatbot.engine.models, langchain_openai) or the graph (chatbot.engine.graph)
-# fails.
-_NO_MODELS = "chatbot.engine.models,chatbot.engine.graph,langchain_openai,openai"
+# made a chat model (langchain_openai, openai) or built the graph (langgraph.graph) fails.
+_NO_MODELS = "langchain_openai,openai,langgraph.graph"
 
 
 def _run(
@@ -58,6 +57,8 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     assert 'You said: "three"' in shown["messages"][-1]["content"]
     deleted = _run(_NO_MODELS, "delete", "t2", "--yes", "--db", str(db), env=env)
     assert deleted.returncode == 0, deleted.stderr
+    asked = _run(_NO_MODELS, "ask", "hi", "-t", "t1", "--db", str(db))
+    assert asked.returncode != 0, "the hook blocks what a turn needs: the checks above count"
     listed = _run(
         "langgraph,langchain_core,pydantic,pydantic_settings,rich,typer,dataclasses,logging,uuid",
         "threads",
