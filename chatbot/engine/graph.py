@@ -1,4 +1,5 @@
-"""The summarizing chat graph: wiring only; decisions live in ``folding`` and ``policy``.
+"""The summarizing chat graph: wiring only; decisions live in ``folding`` (whether and what to
+fold), ``overflow`` (a request too long for the model) and ``policy``.
 
 The tutorial's shape, with a guard in front and a way back to ``conversation``::
 
@@ -16,8 +17,7 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 Nodes and routers are plain functions of the state and the run's settings
 (:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
 defaults). :func:`build_graph` binds them to its settings; a router works with or without a
-runtime, so
-``update_state`` (Studio's state editor, forks) needs no ``as_node``.
+runtime, so ``update_state`` (Studio's state editor, forks) needs no ``as_node``.
 """
 
 from __future__ import annotations
@@ -37,18 +37,17 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from chatbot.config.settings import Settings
-from chatbot.engine import folding, stream
+from chatbot.engine import folding, overflow, stream
 from chatbot.engine.runsettings import RunResolver, RunSettings
 from chatbot.engine.steps import Steps, adrive, drive, watched
 from chatbot.errors import (
-    ContextTooLong,
     ModelCallFailed,
     context_overflow,
     describe_error,
     remember_secret,
 )
 from chatbot.logs import logger
-from chatbot.memory import finish, policy, pricing, prompts
+from chatbot.memory import finish, pricing, prompts
 from chatbot.memory.state import ChatGraph, ChatInput, Context, RunState, State
 from chatbot.memory.tokens import USAGE_KEY, model_name
 
@@ -66,14 +65,6 @@ def run_resolver(graph: ChatGraph) -> RunResolver:
     what a run would use (policy, models, counter, language, prompts) and get the graph's
     own answer."""
     return _RESOLVERS[graph]
-
-
-def _too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
-    limit_text = f" but the model takes at most {limit:,}" if limit else ""
-    return ContextTooLong(
-        f"{what} is about {tokens:,} tokens{limit_text}: shorten it or split it "
-        "(it stays in the thread; the next message folds it into the summary)"
-    )
 
 
 def _paid(
@@ -99,36 +90,16 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     messages, summary = state["messages"], state.get("summary", "")
     sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
     raw = run.counter.raw(sent)  # (for the usage record, and an overflow's note)
-    limit = run.policy.max_input_tokens
-    # (the message alone is never more than the whole request: counted only when that is)
-    if limit and raw > limit and folding.pending_reply(messages):
-        alone = folding.context_tokens(messages[-1:], summary, run)
-        if alone > limit:
-            raise _too_long(alone, limit, "your message (with the summary)")
+    overflow.check_message_fits(messages, summary, run, raw)
     try:
         response = yield (run.chat_model, sent)
     except Exception as error:
-        overflow = context_overflow(error)
-        if overflow is None or not folding.pending_reply(messages):
+        refusal = context_overflow(error)
+        if refusal is None or not folding.pending_reply(messages):
             # LangGraph stores a failed task's error in the checkpoint database, and
             # provider errors can quote the API key: store (and raise) only the redacted text.
             raise ModelCallFailed(describe_error(error)) from None
-        counted = run.counter.scaled(raw, sent)
-        if folding.overflow_of(state) is not None:  # folded once for it already: stop
-            raise ContextTooLong(
-                f"the model refused the request as too long again after folding the "
-                f"history (about {counted:,} tokens now): /compact, or lower "
-                "CHATBOT_SUMMARY_KEEP; your message is kept"
-            ) from None
-        log.info("context too long (%s tokens by our count): folding", counted)
-        return {
-            "context_overflow": {
-                "message_id": messages[-1].id,
-                "counted": counted,
-                "limit": overflow.limit,
-                "requested": overflow.requested,
-            }
-        }
+        return overflow.refusal_update(state, refusal, run.counter.scaled(raw, sent))
     ending = finish.finish_of(response)
     # A fragment, or a reply with nothing to read, is not an answer: the turn fails and the
     # message waits for /retry.
@@ -167,9 +138,8 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         return {}
     before = folding.context_tokens(messages, summary, run)
     plan = folding.plan_fold(state, run, reason)
-    if reason == "overflow" and not folding.could_shrink(state, run, plan):
-        alone = folding.context_tokens(messages[-1:], summary, run)
-        raise _too_long(alone, run.policy.max_input_tokens, "your message")
+    if reason == "overflow":
+        overflow.check_fold_can_help(state, run, plan)
     if not plan and not folding.summary_oversized(summary, run):
         writer(stream.as_payload(stream.NothingToFold(context=before, reason=reason)))
         return {}
@@ -179,23 +149,15 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
     except folding.SummaryError as error:
         if reason == "overflow":
-            raise ContextTooLong(
-                f"the request is too long for the model and folding the history failed: "
-                f"{error}; your message is kept, /retry tries again"
-            ) from None
+            raise overflow.fold_failed(error) from None
         log.warning("summary failed, nothing was removed: %s", error)
         writer(stream.as_payload(stream.SummaryFailed(error=str(error), reason=reason)))
         return _paid(state, "summary", run.summary_model, replies)  # the calls were made
     folded_at = set(plan.fold)
     kept = [m for i, m in enumerate(messages) if i not in folded_at]
     after = folding.context_tokens(kept, done.summary, run)
-    refused = folding.refused_tokens(state, run) if reason == "overflow" else 0
-    if reason == "overflow" and after > refused * (1 - policy.MIN_SHRINK):
-        raise ContextTooLong(
-            f"the request is too long for the model and folding the history only brings "
-            f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
-            "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
-        )
+    if reason == "overflow":
+        overflow.check_shrunk(state, run, after)
     summarized = stream.Summarized(
         messages=len(done.folded),
         tokens_in=done.folded_tokens,
