@@ -357,3 +357,18 @@ def test_search_finds_folded_messages_here_and_is_refused_on_a_server(
     hits = backend.search(word)
     assert hits and {hit.thread_id for hit in hits} == {thread}
     assert backend.search(word, thread_id="another") == []
+
+
+def test_context_tokens_count_what_the_next_call_would_send(backend: Backend, thread: str) -> None:
+    list(backend.send(thread, "hello"))
+    before = backend.current(thread)
+    assert before is not None
+    short = backend.context_tokens(before)
+    assert short > 0
+    list(backend.send(thread, "a much longer message " * 40))
+    after = backend.current(thread)
+    assert after is not None and backend.context_tokens(after) > short + 100
+    assert backend.set_system_prompt(thread, "You are terse. " * 30)
+    prompted = backend.current(thread)
+    assert prompted is not None
+    assert backend.context_tokens(prompted) > backend.context_tokens(after) + 50

@@ -111,7 +111,7 @@ READS = frozenset(
 """Backend operations that need only the backend open (loading's first stage)."""
 RUNS = frozenset(
     {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
-    | {"set_system_prompt", "undo", "retry"}
+    | {"set_system_prompt", "undo", "retry", "context_tokens"}
 )
 """Backend operations that need the graph (loading's second stage)."""
 
@@ -472,16 +472,8 @@ class Repl:
         if snapshot is None:
             self._context_tokens = self._message_count = 0
             return 0
-        from chatbot.memory import prompts
-
-        run = self.run_settings(snapshot.system_prompt)
-        sent = prompts.conversation_input(
-            list(snapshot.messages),
-            snapshot.summary,
-            run.system_prompt if run else snapshot.system_prompt,
-            run.language if run else "en",
-        )
-        self._context_tokens = (run.counter if run else self.counter()).messages(sent)
+        tokenizer = self.settings.tokenizer if self.settings else "auto"
+        self._context_tokens = self.backend.context_tokens(snapshot, self.context, tokenizer)
         self._message_count = len(snapshot.messages)
         return self._context_tokens
 

@@ -6,6 +6,8 @@ backend do them alike and the REPL's commands only parse, call and render.
 - :meth:`ThreadOperations.retry`: ask for the last reply again: carry on an unfinished run,
   answer from the state now when going back would undo a compaction or a system prompt set
   since, else resume from the checkpoint where the message had arrived.
+- :meth:`ThreadOperations.context_tokens`: what the chat model would be sent for a state now,
+  counted as the graph counts it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from chatbot.errors import FriendlyError
 from chatbot.history.timeline import Snapshot, last_turn
 
 if TYPE_CHECKING:
+    from chatbot.engine.runsettings import RunSettings
     from chatbot.threads.events import TurnStream
 
 
@@ -52,6 +55,34 @@ class ThreadOperations:
 
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         raise NotImplementedError
+
+    def run_settings(
+        self, context: dict[str, Any] | None, thread_prompt: str = ""
+    ) -> RunSettings | None:
+        raise NotImplementedError
+
+    def context_tokens(
+        self, snapshot: Snapshot, context: dict[str, Any] | None = None, tokenizer: str = "auto"
+    ) -> int:
+        """Tokens the chat model would be sent for ``snapshot`` by a run with ``context``: its
+        system prompt, summary and messages, counted as the graph counts them. On a server,
+        which resolves runs with its own settings (or when the context does not resolve): an
+        estimate with the thread's own system prompt and ``tokenizer``."""
+        from chatbot.config.sources import SettingsError
+        from chatbot.memory import prompts
+        from chatbot.memory.tokens import counter_for
+
+        try:
+            run = self.run_settings(context, snapshot.system_prompt)
+        except SettingsError:
+            run = None
+        sent = prompts.conversation_input(
+            list(snapshot.messages),
+            snapshot.summary,
+            run.system_prompt if run else snapshot.system_prompt,
+            run.language if run else "en",
+        )
+        return (run.counter if run else counter_for("", tokenizer)).messages(sent)
 
     def undo(self, thread_id: str) -> Undone:
         """Rewind the thread's last turn; :class:`BackendError` when there is none."""
