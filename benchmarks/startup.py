@@ -18,6 +18,10 @@ Every figure is measured next to its reference, in the same run, on the same mac
   limit=K)`` (K: the checkpoints those 50 turns span, and K=50) and
   ``SqliteSaver.get_tuple(config)`` (which prints nothing: `show` also renders every message
   as Markdown, `show --json` writes them as JSON);
+- `chatbot search WORD --json` on the many-threads database against the same FTS5 statement in
+  a plain script (sqlite3 + json), and `chatbot export T -f json` on the long thread against
+  LangGraph's ``SqliteSaver.list`` reading every checkpoint of it and writing each message
+  once as JSON (goal: 1.5×);
 - on the same thread, `chatbot history T --limit 1` and the REPL's /undo, /retry and /tokens
   (piped into `chatbot chat --thread T`, on a fresh copy of the database each run): the time
   beyond start-up (the same process doing nothing: the history of a 1-turn thread, a chat
@@ -82,6 +86,8 @@ LEAKY_NAMES = {"columns", "lines", "http_proxy", "https_proxy", "all_proxy", "no
 PROMPT_GOAL = 0.300
 EXIT_GOAL = 0.200
 RATIO_GOAL = 1.3
+READING_GOAL = 1.5
+"""search and export against their plain-script references (issue: every reading command)."""
 BEYOND_GOAL = 0.2
 MEMORY_GOAL_MB = 150.0
 
@@ -182,6 +188,36 @@ saver = SqliteSaver(sqlite3.connect(sys.argv[1]))
 found = saver.get_tuple({"configurable": {"thread_id": sys.argv[2]}})
 print(len(found.checkpoint["channel_values"].get("messages", [])))
 """
+
+PLAIN_SEARCH = """\
+import json, sqlite3, sys
+
+conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = conn.execute(
+    "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
+    "FROM chatbot_messages_fts AS f JOIN chatbot_messages AS m ON m.id = f.rowid "
+    "WHERE chatbot_messages_fts MATCH ? ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 21",
+    ('"' + sys.argv[2] + '"',),
+).fetchall()
+keys = ("thread_id", "message_id", "checkpoint_id", "role", "text")
+print(json.dumps([dict(zip(keys, row)) for row in rows[:20]], indent=2, ensure_ascii=False))
+"""
+"""The statement `chatbot search WORD --json` runs on its FTS5 index, in a plain script."""
+
+LANGGRAPH_EXPORT = """\
+import json, sqlite3, sys
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+saver = SqliteSaver(sqlite3.connect(sys.argv[1]))
+seen = {}
+for saved in saver.list({"configurable": {"thread_id": sys.argv[2]}}):
+    for message in saved.checkpoint["channel_values"].get("messages", []):
+        seen.setdefault(message.id, {"type": message.type, "content": message.content})
+print(json.dumps(list(seen.values()), indent=2, ensure_ascii=False))
+"""
+"""What an export of every message ever in a thread needs from LangGraph alone: every
+checkpoint read, each message kept once, written as JSON."""
 
 
 # --- the test databases -------------------------------------------------------------------------
@@ -718,6 +754,41 @@ def measure_reading(
     return rows
 
 
+def measure_search_export(
+    context: Context, many: Path, long: Path, scripts: Path, rounds: int, warmup: int
+) -> list[Row]:
+    python, chatbot = str(BIN / "python"), str(BIN / "chatbot")
+    word = "realistic"  # (in every message: the newest 20 of 20,000 hits)
+    runs = {
+        "search": Process([chatbot, "search", word, "--json", "--db", str(many)]),
+        "plain search": Process([python, str(scripts / "plain_search.py"), str(many), word]),
+        "export": Process([chatbot, "export", LONG, "-f", "json", "--db", str(long)]),
+        "list all": Process([python, str(scripts / "langgraph_export.py"), str(long), LONG]),
+    }
+    samples = take_turns(
+        {name: functools.partial(run_process, process, context) for name, process in runs.items()},
+        rounds,
+        warmup,
+    )
+    rows = [
+        ratio_row(
+            f"search WORD --json ({many.name})",
+            samples["search"],
+            samples["plain search"],
+            "the same FTS5 query: sqlite3 + json",
+        ),
+        ratio_row(
+            f"export T -f json ({long.name})",
+            samples["export"],
+            samples["list all"],
+            "SqliteSaver.list (every checkpoint) + json",
+        ),
+    ]
+    for row in rows:
+        row.goal, row.within = f"≤ {READING_GOAL}×", (row.ratio or 0) <= READING_GOAL
+    return rows
+
+
 def measure_history_one(context: Context, db: Path, rounds: int, warmup: int) -> list[Row]:
     chatbot = str(BIN / "chatbot")
     history = {
@@ -813,6 +884,8 @@ def main() -> None:
             "typer_threads.py": TYPER_THREADS,
             "langgraph_list.py": LANGGRAPH_LIST,
             "langgraph_get.py": LANGGRAPH_GET,
+            "plain_search.py": PLAIN_SEARCH,
+            "langgraph_export.py": LANGGRAPH_EXPORT,
         }.items():
             (scripts / name).write_text(text)
         work = home / "cwd"  # no .env of the project's is read
@@ -834,6 +907,10 @@ def main() -> None:
             (
                 "history, show",
                 lambda: measure_reading(context, long, scripts, *rounds, args.limit),
+            ),
+            (
+                "search, export",
+                lambda: measure_search_export(context, many, long, scripts, *rounds),
             ),
             ("history T --limit 1", lambda: measure_history_one(context, long, *rounds)),
             ("REPL /undo, /retry, /tokens", lambda: measure_slash_commands(context, long, *rounds)),

@@ -10,12 +10,13 @@ much as the REPL takes to show its prompt and several times what ``threads --jso
     chatbot [GLOBAL] threads [--json] [--db X] [--url X]
     chatbot [GLOBAL] show THREAD [--checkpoint X] [--json] [--db X] [--url X]
     chatbot [GLOBAL] history THREAD [--limit N] [--all] [--json] [--db X] [--url X]
+    chatbot [GLOBAL] search TEXT [--thread X] [--limit N] [--json] [--db X] [--url X]
 
 (long options as ``--name VALUE`` or ``--name=VALUE``; ``-t``, ``-m``, ``-c`` and ``-n`` as
 ``-t VALUE``; ``-a`` alone) and runs the same code the Typer commands run
 (:func:`chatbot.cli.chat.run_chat`; :func:`chatbot.cli.read.run_threads`, ``run_history``,
-``run_show``). Anything else (help, completion, another command, another spelling, a usage
-error) goes to the Typer app, which is the reference: a test holds every form above to the
+``run_show``, ``run_search``). Anything else (help, completion, another command, another spelling,
+a usage error) goes to the Typer app, which is the reference: a test holds every form above to the
 Typer app's output.
 """
 
@@ -51,6 +52,12 @@ _COMMANDS: dict[str, tuple[dict[str, str], dict[str, str], int]] = {
     "history": (
         {"--limit": "limit", "-n": "limit", "--db": "db", "--url": "url"},
         {"--all": "every", "-a": "every", "--json": "as_json"},
+        1,
+    ),
+    "search": (
+        {"--thread": "thread", "-t": "thread", "--limit": "limit", "-n": "limit"}
+        | {"--db": "db", "--url": "url"},
+        {"--json": "as_json"},
         1,
     ),
 }
@@ -153,6 +160,13 @@ def run(invocation: Invocation) -> int:
             from chatbot.cli.read import run_show
 
             run_show(state, thread_id, own.get("checkpoint"), bool(own.get("as_json")))
+            return 0
+        if invocation.command == "search":
+            from chatbot.cli.read import run_search
+
+            thread = own.get("thread")
+            limit, as_json = int(own.get("limit", 20)), bool(own.get("as_json"))
+            run_search(state, invocation.arguments[0], thread, limit, as_json)
             return 0
         thread = own.get("thread", options.get("thread"))
         from chatbot.cli.chat import run_chat

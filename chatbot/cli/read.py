@@ -1,5 +1,5 @@
 """The reading commands the Typer app and the quick entry point (:mod:`chatbot.cli.main`) share:
-``threads``, ``history`` and ``show``."""
+``threads``, ``history``, ``show`` and ``search``."""
 
 from __future__ import annotations
 
@@ -94,3 +94,59 @@ def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_jso
         from chatbot.terminal.render import turn_table
 
         out.print(turn_table(entries))
+
+
+def run_search(state: AppState, text: str, thread: str | None, limit: int, as_json: bool) -> None:
+    """``chatbot search``: every message ever written in local threads, folded ones too,
+    newest first, as a table or JSON."""
+    from chatbot.cli.core import err, escape, fail, out, print_json, valid_text
+    from chatbot.store.search import (
+        SearchError,
+        hit_record,
+        hits_view,
+        lacks_past_messages,
+        parse_query,
+    )
+    from chatbot.store.search import search as run_query
+
+    text = valid_text(text)
+    try:
+        parse_query(text)
+    except SearchError as error:
+        fail(str(error), 2)
+    state.read_only = True
+    if state.remote:
+        fail(
+            "search works on local threads only "
+            f"(this session uses the LangGraph server at {state.places.url})",
+            2,
+        )
+    if state.db_missing:
+        hits = []
+    else:
+        store = state.store
+        if thread is not None and not store.thread_exists(thread):
+            from chatbot.threadids import quoted
+
+            fail(f"no thread {quoted(thread)} in {state.where} ({state.threads_hint})")
+        if lacks_past_messages(store):
+            err.print(
+                "[yellow]note:[/] messages saved before this database had its search index are "
+                "not searched until '/search' in 'chatbot chat' indexes them (once)"
+            )
+        hits = run_query(store, text, thread_id=thread, limit=limit + 1)
+    more = len(hits) > limit
+    hits = hits[:limit]
+    if as_json:
+        print_json([hit_record(hit) for hit in hits])
+        return
+    if not hits:
+        shown = text if len(text) <= 80 else text[:79] + "…"  # (not a pasted page back)
+        err.print(f"[dim]nothing found for {escape(repr(shown))} in {escape(state.where)}[/]")
+        return
+    out.print(hits_view(hits))
+    err.print(
+        "[dim]"
+        + (f"newest {limit} shown: --limit {limit * 2} for more; " if more else "")
+        + "chatbot show THREAD --checkpoint ID shows one in full[/]"
+    )
