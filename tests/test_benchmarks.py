@@ -44,6 +44,8 @@ def test_startup_benchmark_prints_every_row(tmp_path: Path) -> None:
         "history T --limit 2",
         "show T",
         "show T --json",
+        "search WORD --json",
+        "export T -f json",
         *(
             f"{what}: {figure}"
             for what in ("history T --limit 1", "REPL /undo", "REPL /retry", "REPL /tokens")
