@@ -23,13 +23,23 @@ def make_private_dirs(folder: Path) -> None:
 
 def create_private_file(path: Path) -> None:
     """Create an empty file 0600 (and its missing folders 0700) unless it exists: before
-    SQLite opens a new database, for one."""
+    SQLite opens a new database, or prompt_toolkit appends the REPL's input history."""
     make_private_dirs(path.parent)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return
     os.close(fd)
+
+
+def write_new_private(path: Path, text: str) -> None:
+    """Create ``path`` holding ``text``, 0600 whatever the umask (its missing folders 0700);
+    :class:`FileExistsError` when something is there already: nothing is overwritten."""
+    make_private_dirs(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(text)
 
 
 def replace_private(path: Path, text: str) -> None:

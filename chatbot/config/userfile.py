@@ -12,7 +12,6 @@ only its owner can read; :func:`readable_key_warning` notices one that others ca
 from __future__ import annotations
 
 import functools
-import os
 import re
 import stat
 from pathlib import Path
@@ -193,13 +192,12 @@ class ConfigExists(Exception):
 def create_config(path: Path | None = None) -> Path:
     """Create the config folder (0700) and a commented ``config.env`` (0600) in it; refuse
     (:class:`ConfigExists`) if the file exists."""
-    from chatbot.files import make_private_dirs
+    from chatbot.files import write_new_private
 
     path = path or resolve_config_file(USER_CONFIG)
     assert path is not None
     try:
-        make_private_dirs(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        write_new_private(path, config_template())
     except FileExistsError:
         if path.is_dir():
             raise SettingsError(
@@ -208,9 +206,6 @@ def create_config(path: Path | None = None) -> Path:
         raise ConfigExists(f"{path} already exists: edit it (it was left as it is)") from None
     except OSError as error:
         raise SettingsError(f"cannot create {path}: {error.strerror or error}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(config_template())
     return path
 
 

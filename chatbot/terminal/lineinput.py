@@ -17,7 +17,7 @@ from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 
-from chatbot.files import make_private_dirs
+from chatbot.files import create_private_file
 
 
 class SlashCompleter(Completer):
@@ -123,9 +123,7 @@ def _continuation(width: int, line_number: int, is_soft_wrap: int) -> str:
 
 def private_history_file(path: Path) -> Path:
     """Create the input-history file 0600 (it holds what the user typed)."""
-    make_private_dirs(path.parent)
-    if not path.exists():
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    create_private_file(path)
     return path
 
 
