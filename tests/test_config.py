@@ -17,7 +17,7 @@ from typer.testing import Result
 from chatbot.config.settings import Settings, load_settings
 from chatbot.config.sources import user_config_file
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import ROOT, SECRET, chatbot_argv, free_port, one_error, runner
+from tests.helpers import ROOT, SECRET, chatbot_argv, one_error, runner
 
 from chatbot.cli.commands import app  # isort: skip
 
@@ -297,8 +297,8 @@ def test_a_bad_server_url_is_shown_without_its_password(
         assert "hunter2pw" not in result.output, args
 
 
-def test_a_server_that_cannot_be_reached_is_named_without_its_password() -> None:
-    url = f"http://ada:hunter2pw@127.0.0.1:{free_port()}"  # nothing listens there
+def test_a_server_that_cannot_be_reached_is_named_without_its_password(refused_port: int) -> None:
+    url = f"http://ada:hunter2pw@127.0.0.1:{refused_port}"  # nothing listens there
     for args in (["--url", url, "threads"], ["history", "t", "--url", url]):
         result = invoke(*args)
         line = one_error(result)

@@ -15,7 +15,7 @@ from chatbot.config.settings import Settings
 from chatbot.engine.modellist import ModelCatalog, cache_path
 from chatbot.terminal.lineinput import SlashCompleter
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import SECRET, Cli, DevServer, free_port, offline_echo, ok, one_error
+from tests.helpers import SECRET, Cli, DevServer, offline_echo, ok, one_error
 
 
 def test_models_lists_what_the_endpoint_serves_with_the_key(cli: Cli) -> None:
@@ -70,8 +70,8 @@ def test_a_refused_key_is_one_line(cli: Cli) -> None:
     assert not cache_path().exists()
 
 
-def test_an_unreachable_endpoint_is_one_line(cli: Cli) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+def test_an_unreachable_endpoint_is_one_line(cli: Cli, refused_port: int) -> None:
+    dead = f"http://127.0.0.1:{refused_port}/v1"
     line = one_error(cli.invoke("models", OPENAI_BASE_URL=dead), 1)
     assert "cannot reach the model server" in line
 

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chatbot.cli.commands import app
-from tests.helpers import DevServer, free_port
+from tests.helpers import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -154,8 +154,8 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
     assert {"remote-main", "remote-main-fork1"} <= names
 
 
-def test_unreachable_server_is_one_clear_line() -> None:
-    result = CliRunner().invoke(app, ["threads", "--url", f"http://127.0.0.1:{free_port()}"])
+def test_unreachable_server_is_one_clear_line(refused_port: int) -> None:
+    result = CliRunner().invoke(app, ["threads", "--url", f"http://127.0.0.1:{refused_port}"])
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
     assert "cannot reach the LangGraph server" in line
