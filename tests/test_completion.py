@@ -243,7 +243,11 @@ class _LangGraphLike:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # (shutdown() waits for the next poll)
+            daemon=True,
+        ).start()
 
     def close(self) -> None:
         self.release.set()

@@ -199,7 +199,11 @@ class _OddModelServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # (shutdown() waits for the next poll)
+            daemon=True,
+        ).start()
 
     def __enter__(self) -> _OddModelServer:
         return self
