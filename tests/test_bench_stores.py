@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import POSTGRES_ADMIN_URL
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 

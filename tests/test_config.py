@@ -236,6 +236,7 @@ def test_a_config_file_with_a_key_that_others_can_read_is_warned_about(
     assert SECRET not in result.output
 
 
+@pytest.mark.slow
 def test_installed_as_a_tool_it_reads_the_config_file_from_any_folder(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -322,6 +323,7 @@ def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None
     assert invoke("threads", "--db", str(tmp_path / "none.sqlite")).exit_code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ["quick", "typer"])
 def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
     entry: str, tmp_path: Path
@@ -356,6 +358,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
     assert "AKEYPASTEDALONE" not in result.stderr
 
 
+@pytest.mark.slow
 def test_thousands_of_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("not a setting\n" * 3000, encoding="utf-8")
     result = subprocess.run(

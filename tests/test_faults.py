@@ -359,6 +359,7 @@ def test_the_readme_publishes_every_row() -> None:
 # --- kill -9 in the middle of a fold ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -528,6 +529,7 @@ def _env(server: FakeOpenAI, db: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -563,6 +565,7 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
 PARALLEL = 4  # processes: each start costs seconds on a 2-core machine
 
 
+@pytest.mark.slow
 def test_concurrent_asks_on_one_database_all_land(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -163,6 +163,7 @@ def test_a_failed_fetch_is_silent_and_keeps_the_last_listing(openai_server: Fake
     assert completions(completer, "/model fake-") == ["fake-chat-model-7", "fake-summary-model"]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_on_a_server_slash_models_says_it_does_not_apply(cli: Cli, dev_server: DevServer) -> None:
     result = ok(cli.invoke("chat", "--url", dev_server.url, "--new", stdin="/models\n"))
