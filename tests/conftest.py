@@ -4,13 +4,26 @@ variable from the machine, no ./.env, and a data directory under tmp_path."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import Cli, DevServer
+from tests.helpers import Cli, DevServer, closed_port
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` (pyproject.toml): one xdist worker more than the CPU cores this process may
+    use. A quarter of the suite's time is spent waiting (on child processes, pseudo-terminals,
+    timeouts), and the extra worker fills it; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides
+    when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # (xdist's own hook reads it)
+    if hasattr(os, "sched_getaffinity"):  # (Linux: the cores this process may run on)
+        return len(os.sched_getaffinity(0)) + 1
+    return (os.cpu_count() or 1) + 1
 
 
 @pytest.fixture
@@ -21,8 +34,19 @@ def openai_server() -> Iterator[FakeOpenAI]:
         yield server
 
 
+@pytest.fixture(scope="session", autouse=True)
+def user_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The user's data, config and cache folders of this test process (each xdist worker has
+    its own): between tests, or after one, nothing is written to the real home folder."""
+    folders = tmp_path_factory.mktemp("user")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+            patch.setenv(name, str(folders / name.lower()))
+        yield
+
+
 @pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """No setting leaks in from the machine running the tests."""
     for name in list(os.environ):
         if name.upper().startswith(("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")):
@@ -33,6 +57,21 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no user config.env
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no cached model list
     monkeypatch.chdir(tmp_path)
+    yield
+    # The REPL lists the endpoint's models on a daemon thread and caches them in the user's
+    # cache folder: it ends before this test's folders are given back.
+    for thread in threading.enumerate():
+        if thread.name == "chatbot-models":
+            thread.join(timeout=60)
+            assert not thread.is_alive(), "the model listing of the REPL never ended"
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for the whole test (see
+    :func:`tests.helpers.closed_port`)."""
+    with closed_port() as port:
+        yield port
 
 
 @pytest.fixture

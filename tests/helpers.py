@@ -2,7 +2,8 @@
 
 - the CLI in-process (:data:`runner`, :class:`Cli` against the fake OpenAI server), what the
   server was sent, and the one error line a failed command prints;
-- the offline model's reply, free ports, waiting for a condition (never a fixed sleep);
+- the offline model's reply, free ports and refusing ones, waiting for a condition (never a
+  fixed sleep);
 - :class:`DevServer`: a real ``langgraph dev`` serving the graph.
 
 The fakes at the edge have their own modules: ``tests.scripted`` (a chat model) and
@@ -21,7 +22,8 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections while the block runs: bound, never
+    listening, so that no other process (another xdist worker's server) can take it meanwhile,
+    as it could take a port :func:`free_port` found free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield int(sock.getsockname()[1])
 
 
 def wait_until(condition: Callable[[], Any], timeout: float = 30.0, what: str = "") -> None:

@@ -337,6 +337,7 @@ def test_a_message_with_files_reads_as_its_text_and_their_names() -> None:
 # --- against a LangGraph server -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_attachments_go_to_a_server_with_url(dev_server: DevServer, files: Path) -> None:
     thread = f"files-{uuid.uuid4().hex[:8]}"
@@ -370,6 +371,7 @@ def test_attachments_go_to_a_server_with_url(dev_server: DevServer, files: Path)
     ).items()
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_file_in_the_repl_with_url_counts_the_text_as_the_status_line_does(
     dev_server: DevServer, files: Path

@@ -29,7 +29,9 @@ from tests.helpers import DevServer, offline_echo
 TRIGGER, KEEP = "messages:4", "messages:2"  # as DevServer runs the graph
 
 
-@pytest.fixture(params=["local", pytest.param("remote", marks=pytest.mark.integration)])
+@pytest.fixture(
+    params=["local", pytest.param("remote", marks=[pytest.mark.integration, pytest.mark.slow])]
+)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     """A LocalBackend on a fresh SQLite file, or a RemoteBackend on the shared dev server."""
     if request.param == "remote":

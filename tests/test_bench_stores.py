@@ -5,33 +5,56 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import POSTGRES_ADMIN_URL
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _scratch_databases() -> set[str] | None:
-    """The benchmark's scratch databases on the test server, or ``None`` without a server."""
+@pytest.fixture
+def bench_url() -> Iterator[str | None]:
+    """The URL of a PostgreSQL role of this test's own that may create databases (``None``
+    without a server). The benchmark's scratch databases are that role's: the check that they
+    are dropped sees no other run's (another xdist worker's or checkout's on this server)."""
     import psycopg
 
+    role = f"chatbot_bench_{uuid.uuid4().hex[:12]}"
     try:
-        with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3, autocommit=True) as conn:
-            rows = conn.execute(
-                "SELECT datname FROM pg_database WHERE datname LIKE 'chatbot_bench_%'"
-            ).fetchall()
+        admin = psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3, autocommit=True)
     except psycopg.OperationalError:
-        return None
+        yield None
+        return
+    with admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN CREATEDB")  # type: ignore[arg-type]
+        try:
+            yield f"postgresql://{role}@127.0.0.1:5432/postgres"
+        finally:
+            for name in _scratch_databases(role):  # (a failed run's, after the test said so)
+                admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+            admin.execute(f"DROP ROLE {role}")  # type: ignore[arg-type]
+
+
+def _scratch_databases(role: str) -> set[str]:
+    """The databases ``role`` owns on the test server."""
+    import psycopg
+
+    with psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT d.datname FROM pg_database AS d JOIN pg_roles AS r ON r.oid = d.datdba "
+            "WHERE r.rolname = %s",
+            (role,),
+        ).fetchall()
     return {str(row[0]) for row in rows}
 
 
-def test_stores_benchmark_prints_every_row(tmp_path: Path) -> None:
-    before = _scratch_databases()
+def test_stores_benchmark_prints_every_row(tmp_path: Path, bench_url: str | None) -> None:
     report = tmp_path / "stores.json"
     result = subprocess.run(
         [
@@ -49,7 +72,7 @@ def test_stores_benchmark_prints_every_row(tmp_path: Path) -> None:
                 "--rounds",
                 "1",
             ),
-            *("--pg-url", POSTGRES_ADMIN_URL, "--dir", str(tmp_path / "dbs")),
+            *("--pg-url", bench_url or POSTGRES_ADMIN_URL, "--dir", str(tmp_path / "dbs")),
             *("--json", str(report)),
         ],
         capture_output=True,
@@ -57,8 +80,8 @@ def test_stores_benchmark_prints_every_row(tmp_path: Path) -> None:
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    kinds = ["SQLite"] if before is None else ["SQLite", "PostgreSQL"]
-    if before is None:
+    kinds = ["SQLite"] if bench_url is None else ["SQLite", "PostgreSQL"]
+    if bench_url is None:
         assert "PostgreSQL: not measured" in result.stdout
     document = json.loads(report.read_text())
     assert [s["database"] for s in document["serial"]] == kinds
@@ -97,5 +120,6 @@ def test_stores_benchmark_prints_every_row(tmp_path: Path) -> None:
     ):
         assert f"| {measure}" in result.stdout, measure
     assert list(tmp_path.joinpath("dbs").glob("*.sqlite")), "--dir keeps the SQLite files"
-    if before is not None:
-        assert _scratch_databases() == before, "scratch databases are dropped"
+    if bench_url is not None:
+        role = bench_url.removeprefix("postgresql://").split("@")[0]
+        assert not _scratch_databases(role), "scratch databases are dropped"

@@ -13,7 +13,7 @@ import pytest
 from chatbot import __version__
 from chatbot.cli.commands import app
 from chatbot.store.sqlite import Store
-from tests.helpers import free_port, one_error, runner
+from tests.helpers import one_error, runner
 
 
 def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):
@@ -181,8 +181,8 @@ def test_every_command_takes_db_and_url_after_it() -> None:
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_url_after_the_command_works_as_before_it(command: str) -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # no LangGraph server there
+def test_url_after_the_command_works_as_before_it(command: str, refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}"  # no LangGraph server there
     after = invoke(command, *ARGUMENTS[command], "--url", url)
     before = invoke("--url", url, command, *ARGUMENTS[command])
     line = one_error(after)

@@ -48,6 +48,7 @@ def run_chatbot(
 STDIN_MODES = ["utf-8:surrogateescape", "utf-8:strict"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("io_encoding", STDIN_MODES)
 def test_ask_with_bad_utf8_on_stdin_saves_one_turn_and_exits_0(
     tmp_path: Path, io_encoding: str
@@ -71,6 +72,7 @@ def test_ask_with_bad_utf8_on_stdin_saves_one_turn_and_exits_0(
     assert info.message_count == 2 and info.title == "hello \ufffd\ufffd world"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("io_encoding", STDIN_MODES)
 def test_a_piped_repl_line_with_bad_utf8_is_stored_whole(tmp_path: Path, io_encoding: str) -> None:
     db = tmp_path / "c.sqlite"
@@ -89,6 +91,7 @@ def test_a_piped_repl_line_with_bad_utf8_is_stored_whole(tmp_path: Path, io_enco
     assert stored_messages(db, "r")[0] == "hi \ufffd"
 
 
+@pytest.mark.slow
 def test_a_bad_utf8_argument_is_sent_with_a_replacement_character(tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite"
     result = run_chatbot(
@@ -98,6 +101,7 @@ def test_a_bad_utf8_argument_is_sent_with_a_replacement_character(tmp_path: Path
     assert stored_messages(db, "default")[0] == "caf\ufffd \ufffd"
 
 
+@pytest.mark.slow
 def test_piped_input_and_text_are_sent_together_input_first(tmp_path: Path) -> None:
     """``git diff | chatbot ask "review this"``: the input, then the text, as llm orders them."""
     db = tmp_path / "c.sqlite"

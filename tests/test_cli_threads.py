@@ -145,6 +145,7 @@ def test_a_thread_of_one_message_is_told_in_the_singular(db: Path, openai_server
 
     openai_server.script(Reply(status=500, error_message="down"))
     env = SUMMARY_ENV | {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": openai_server.base_url}
+    env["CHATBOT_MAX_RETRIES"] = "0"  # the 500 fails the turn at once, not after two backoffs
     failed = runner.invoke(app, ["ask", "--db", str(db), "--thread", "t1", "hello"], env=env)
     assert failed.exit_code == 1 and listing(db)["t1"].message_count == 1
     result = chat(db, "t1", "/thread")

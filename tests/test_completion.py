@@ -112,6 +112,7 @@ def test_thread_ids_complete_for_thread_arguments_and_options(threads: Path) -> 
     assert complete("chatbot show a", CHATBOT_DB=db) == ["another", "alpha"]
 
 
+@pytest.mark.slow
 def test_completing_thread_ids_reads_fast_without_models_or_langgraph(threads: Path) -> None:
     result = complete_in_a_process("chatbot show ", _NO_MODELS, CHATBOT_DB=str(threads))
     assert result.returncode == 0, result.stderr
@@ -134,6 +135,7 @@ def test_a_problem_means_no_completions_never_a_traceback(env: dict[str, str]) -
     assert result.stdout.strip() == "" and result.stderr == ""
 
 
+@pytest.mark.slow
 def test_a_database_server_that_never_answers_does_not_hold_the_shell() -> None:
     # A PostgreSQL host that accepts connections and never answers: the commands give it 10 s
     # to connect, a Tab only psycopg's shortest wait (2 s); the bound below is generous.
@@ -193,6 +195,7 @@ def test_model_names_complete_from_the_last_listing_and_the_settings(
     assert complete("chatbot -m ", **other) == ["my-configured-model", "offline"]
 
 
+@pytest.mark.slow
 def test_a_broken_model_cache_completes_the_configured_model_only(tmp_path: Path) -> None:
     from chatbot.engine.modellist import cache_path
 
@@ -243,7 +246,11 @@ class _LangGraphLike:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # (shutdown() waits for the next poll)
+            daemon=True,
+        ).start()
 
     def close(self) -> None:
         self.release.set()
@@ -271,6 +278,7 @@ def test_thread_ids_complete_from_a_server_by_their_names() -> None:
         server.close()
 
 
+@pytest.mark.slow
 def test_a_stuck_server_does_not_hold_the_shell(tmp_path: Path) -> None:
     # Completion runs on every Tab: a server that accepts and never answers gets a second,
     # not the SDK's minutes (the subprocess's generous limit below is far above that second).

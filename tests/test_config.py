@@ -17,7 +17,7 @@ from typer.testing import Result
 from chatbot.config.settings import Settings, load_settings
 from chatbot.config.sources import user_config_file
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import ROOT, SECRET, chatbot_argv, free_port, one_error, runner
+from tests.helpers import ROOT, SECRET, chatbot_argv, one_error, runner
 
 from chatbot.cli.commands import app  # isort: skip
 
@@ -236,6 +236,7 @@ def test_a_config_file_with_a_key_that_others_can_read_is_warned_about(
     assert SECRET not in result.output
 
 
+@pytest.mark.slow
 def test_installed_as_a_tool_it_reads_the_config_file_from_any_folder(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -297,8 +298,8 @@ def test_a_bad_server_url_is_shown_without_its_password(
         assert "hunter2pw" not in result.output, args
 
 
-def test_a_server_that_cannot_be_reached_is_named_without_its_password() -> None:
-    url = f"http://ada:hunter2pw@127.0.0.1:{free_port()}"  # nothing listens there
+def test_a_server_that_cannot_be_reached_is_named_without_its_password(refused_port: int) -> None:
+    url = f"http://ada:hunter2pw@127.0.0.1:{refused_port}"  # nothing listens there
     for args in (["--url", url, "threads"], ["history", "t", "--url", url]):
         result = invoke(*args)
         line = one_error(result)
@@ -322,6 +323,7 @@ def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None
     assert invoke("threads", "--db", str(tmp_path / "none.sqlite")).exit_code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry", ["quick", "typer"])
 def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
     entry: str, tmp_path: Path
@@ -356,6 +358,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
     assert "AKEYPASTEDALONE" not in result.stderr
 
 
+@pytest.mark.slow
 def test_thousands_of_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("not a setting\n" * 3000, encoding="utf-8")
     result = subprocess.run(

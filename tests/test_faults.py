@@ -24,7 +24,7 @@ from typing import Any, Literal
 import pytest
 
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, context_length_exceeded
-from tests.helpers import CONTROL, ROOT, SECRET, Cli, free_port, is_summary_request, wait_until
+from tests.helpers import CONTROL, ROOT, SECRET, Cli, closed_port, is_summary_request, wait_until
 
 ESCAPES = (
     "\x1b[2J\x1b[HHello \x1b]0;pwned\x07there \x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
@@ -280,9 +280,10 @@ def run_row(cli: Cli, server: FakeOpenAI, target: str, fault: Fault) -> dict[str
 
     script.arm(target, fault.replies)
     fault_env = {**env, "CHATBOT_MAX_RETRIES": str(fault.retries), **fault.env}
-    if fault_env.get("OPENAI_BASE_URL") == "refused":
-        fault_env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{free_port()}/v1"
-    result = cli.ask("three", **fault_env)
+    with closed_port() as port:
+        if fault_env.get("OPENAI_BASE_URL") == "refused":
+            fault_env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+        result = cli.ask("three", **fault_env)
     after = cli.show()
     following = cli.ask("four", **env)
     return {
@@ -358,6 +359,7 @@ def test_the_readme_publishes_every_row() -> None:
 # --- kill -9 in the middle of a fold ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -527,6 +529,7 @@ def _env(server: FakeOpenAI, db: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -562,6 +565,7 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
 PARALLEL = 4  # processes: each start costs seconds on a 2-core machine
 
 
+@pytest.mark.slow
 def test_concurrent_asks_on_one_database_all_land(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -54,6 +54,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_process_blocks_the_thread_no_longer_than_its_lease(any_db: str) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_AND_DIE, any_db, "1.5"],
@@ -98,6 +99,7 @@ print(json.dumps(done))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> None:
     workers, turns = 4, 50
@@ -139,6 +141,7 @@ def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> 
         assert len(chain) == len(history), "no side branch: no turn was answered twice at once"
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_four_processes_taking_turns_on_their_own_threads_never_meet_a_locked_database(
     any_db: str,
@@ -168,6 +171,7 @@ def test_four_processes_taking_turns_on_their_own_threads_never_meet_a_locked_da
     assert counts == {f"own-{n}-{t}": 2 for n in range(workers) for t in range(turns)}
 
 
+@pytest.mark.slow
 def test_the_lease_is_released_however_a_turn_ends(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
@@ -199,6 +203,7 @@ def test_the_lease_is_released_however_a_turn_ends(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1] == "True", result.stdout
 
 
+@pytest.mark.slow
 def test_ask_on_a_busy_thread_says_it_waits_and_answers_when_free(any_db: str) -> None:
     with open_store(any_db) as store:
         assert store.try_lease("work", "the other window", 60)

@@ -15,7 +15,7 @@ from chatbot.config.settings import Settings
 from chatbot.engine.modellist import ModelCatalog, cache_path
 from chatbot.terminal.lineinput import SlashCompleter
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import SECRET, Cli, DevServer, free_port, offline_echo, ok, one_error
+from tests.helpers import SECRET, Cli, DevServer, offline_echo, ok, one_error
 
 
 def test_models_lists_what_the_endpoint_serves_with_the_key(cli: Cli) -> None:
@@ -70,8 +70,8 @@ def test_a_refused_key_is_one_line(cli: Cli) -> None:
     assert not cache_path().exists()
 
 
-def test_an_unreachable_endpoint_is_one_line(cli: Cli) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+def test_an_unreachable_endpoint_is_one_line(cli: Cli, refused_port: int) -> None:
+    dead = f"http://127.0.0.1:{refused_port}/v1"
     line = one_error(cli.invoke("models", OPENAI_BASE_URL=dead), 1)
     assert "cannot reach the model server" in line
 
@@ -163,6 +163,7 @@ def test_a_failed_fetch_is_silent_and_keeps_the_last_listing(openai_server: Fake
     assert completions(completer, "/model fake-") == ["fake-chat-model-7", "fake-summary-model"]
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_on_a_server_slash_models_says_it_does_not_apply(cli: Cli, dev_server: DevServer) -> None:
     result = ok(cli.invoke("chat", "--url", dev_server.url, "--new", stdin="/models\n"))
@@ -199,7 +200,11 @@ class _OddModelServer:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(
+            target=self.server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # (shutdown() waits for the next poll)
+            daemon=True,
+        ).start()
 
     def __enter__(self) -> _OddModelServer:
         return self

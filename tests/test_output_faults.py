@@ -93,6 +93,7 @@ ON_FULL_STDOUT = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ON_FULL_STDOUT, ids=" ".join)
 def test_a_full_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> None:
     with open("/dev/full", "w") as full:
@@ -100,6 +101,7 @@ def test_a_full_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> None
     assert only_line(done) == FULL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", [["threads", "--json"], ["show", "t2"], ["history", "t2"]])
 def test_the_typer_app_reports_a_full_stdout_as_the_entry_point_does(
     db: Path, form: list[str]
@@ -109,6 +111,7 @@ def test_the_typer_app_reports_a_full_stdout_as_the_entry_point_does(
     assert only_line(done) == FULL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
 def test_ask_on_a_stdout_that_takes_nothing_saves_the_reply_and_says_so(
     tmp_path: Path, stdout: str
@@ -133,6 +136,7 @@ def test_ask_on_a_stdout_that_takes_nothing_saves_the_reply_and_says_so(
 @pytest.mark.parametrize(
     "form", [["threads"], ["threads", "--json"], ["show", "t1"], ["--version"]], ids=" ".join
 )
+@pytest.mark.slow
 def test_a_closed_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> None:
     assert only_line(run(*form, stdout=None, CHATBOT_DB=str(db))) == CLOSED
 
@@ -142,6 +146,7 @@ def test_a_closed_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> No
     [["export", "t1"], ["export", "t1", "-f", "json"], ["show", "t1"], ["history", "t1", "--json"]],
     ids=" ".join,
 )
+@pytest.mark.slow
 def test_a_reader_gone_ends_the_command_quietly_with_exit_1(db: Path, form: list[str]) -> None:
     child = subprocess.Popen(
         chatbot_argv(*form, "--db", str(db)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -154,6 +159,7 @@ def test_a_reader_gone_ends_the_command_quietly_with_exit_1(db: Path, form: list
     assert stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["0", "-3", "wide"])
 def test_a_columns_that_is_no_width_is_as_unset(db: Path, columns: str) -> None:
     for form in (["show", "t2"], ["history", "t2"], ["threads"]):
@@ -166,6 +172,7 @@ def test_a_columns_that_is_no_width_is_as_unset(db: Path, columns: str) -> None:
 # --- export -o ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["kept.md", "kept.json"])
 def test_an_export_that_cannot_be_written_whole_keeps_the_file_that_was_there(
     db: Path, tmp_path: Path, name: str
@@ -181,6 +188,7 @@ def test_an_export_that_cannot_be_written_whole_keeps_the_file_that_was_there(
     assert [p.name for p in tmp_path.iterdir()] == [name], "no part of a file is left"
 
 
+@pytest.mark.slow
 def test_export_replaces_the_file_whole_private_and_through_a_symlink(
     db: Path, tmp_path: Path
 ) -> None:
@@ -197,6 +205,7 @@ def test_export_replaces_the_file_whole_private_and_through_a_symlink(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.md", "real.md"]
 
 
+@pytest.mark.slow
 def test_export_to_a_missing_folder_creates_nothing(db: Path, tmp_path: Path) -> None:
     done = run("export", "t2", "-o", "nothing/here/x.md", "--db", str(db))
     assert only_line(done) == (
@@ -205,6 +214,7 @@ def test_export_to_a_missing_folder_creates_nothing(db: Path, tmp_path: Path) ->
     assert not (Path.cwd() / "nothing").exists()
 
 
+@pytest.mark.slow
 def test_export_to_a_device_says_it_failed(db: Path) -> None:
     done = run("export", "t2", "-o", "/dev/full", "--db", str(db))
     assert only_line(done) == (
@@ -212,6 +222,7 @@ def test_export_to_a_device_says_it_failed(db: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_huge_path_is_cut_in_errors(db: Path) -> None:
     done = run("export", "t2", "-o", "a" * 120_000, "--db", str(db))
     line = only_line(done)
@@ -222,6 +233,7 @@ def test_a_huge_path_is_cut_in_errors(db: Path) -> None:
 # --- settings ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_env_file_that_is_not_a_file_says_what_it_is(db: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "settings.fifo"
     os.mkfifo(fifo)
@@ -237,6 +249,7 @@ def test_an_env_file_that_is_not_a_file_says_what_it_is(db: Path, tmp_path: Path
             assert only_line(done, 2) == f"error: env file '{env_file}' {problem}"
 
 
+@pytest.mark.slow
 def test_the_env_file_dev_null_is_none(db: Path) -> None:
     done = run("--env-file", "/dev/null", "threads", CHATBOT_DB=str(db))
     assert done.returncode == 0 and "t2" in done.stdout
@@ -276,6 +289,7 @@ def test_a_huge_thread_id_is_cut_in_errors(db: Path) -> None:
         assert shown in line and len(line) < 300, line[:300]
 
 
+@pytest.mark.slow
 def test_a_thread_id_starting_with_a_dash_is_refused_where_threads_are_named(
     db: Path, tmp_path: Path
 ) -> None:
@@ -306,6 +320,7 @@ HIDDEN_IDS = {
 NOT_UTF8_IDS = [os.fsdecode(b"\xff"), os.fsdecode(b"ab\xc3")]  # (argv bytes, as Python has them)
 
 
+@pytest.mark.slow
 def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_named(
     db: Path, tmp_path: Path
 ) -> None:
@@ -340,6 +355,7 @@ def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_nam
     assert said.count("is not a usable thread id: it contains U+") == 2, said
 
 
+@pytest.mark.slow
 def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_path: Path) -> None:
     from chatbot.config.settings import Settings
     from chatbot.engine.graph import build_graph
@@ -370,6 +386,7 @@ def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_pa
 # --- the editor ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_edit_without_a_terminal_starts_no_editor(db: Path, tmp_path: Path) -> None:
     ran = tmp_path / "editor-ran"
     editor = tmp_path / "editor"

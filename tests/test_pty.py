@@ -42,7 +42,7 @@ from tests.helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ROWS, COLUMNS = 40, 120
 TIMEOUT = 30.0

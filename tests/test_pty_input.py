@@ -19,7 +19,7 @@ import pytest
 from tests.helpers import fake_wl_copy
 from tests.test_pty import Terminal, cli_json, plain, terminal_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture

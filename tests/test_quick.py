@@ -99,6 +99,7 @@ def _forms(db: Path, tmp: Path) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_every_quick_form_is_the_typer_apps(db: Path, tmp_path: Path) -> None:
     forms = _forms(db, tmp_path)
     for form in forms:
@@ -115,6 +116,7 @@ def test_every_quick_form_is_the_typer_apps(db: Path, tmp_path: Path) -> None:
     assert outcomes >= {0, 1, 2}, "the forms cover success, failure and bad input"
 
 
+@pytest.mark.slow
 def test_the_quick_forms_do_what_they_say(db: Path) -> None:
     listed = json.loads(_run("threads", "--json", "--db", str(db), blocked="typer").stdout)
     assert [t["thread_id"] for t in listed] == ["t2", "t1"]
@@ -125,6 +127,7 @@ def test_the_quick_forms_do_what_they_say(db: Path) -> None:
     assert missing.stderr.startswith("error: no thread 'nope'")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("closed", [1, 2])
 def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> None:
     """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None; the
@@ -148,6 +151,7 @@ def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> N
             assert reference[0] == 0 and reference[1], form
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("typer", [False, True])
 def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> None:
     """``chatbot threads --json | (exit)``: the pipe's reader is gone before the first write.
@@ -168,6 +172,7 @@ def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> No
         assert (gone.returncode, gone.stderr) == (1, ""), form
 
 
+@pytest.mark.slow
 def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
     """``chatbot <&-``: the REPL reads no line and leaves, as with ``< /dev/null``; ``ask``
     says there is no message; on both paths, without a traceback."""

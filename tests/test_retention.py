@@ -58,6 +58,7 @@ def test_the_script_plants_every_fact_and_correction_before_the_questions(
                 assert bench.normalise(fact.value) in bench.normalise(fact.statement)
 
 
+@pytest.mark.slow
 def test_offline_smoke_run_as_the_readme_says(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     done = subprocess.run(
@@ -87,6 +88,7 @@ def test_offline_smoke_run_as_the_readme_says(tmp_path: Path) -> None:
     assert f"in context {report['retention_in_context']:.2f}" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_bad_trigger_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--trigger", "messages:4", "--report", "r.json"],
@@ -102,6 +104,7 @@ def test_a_bad_trigger_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_against_an_openai_compatible_server(
     bench: ModuleType, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:

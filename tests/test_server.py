@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chatbot.cli.commands import app
-from tests.helpers import DevServer, free_port
+from tests.helpers import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -38,6 +38,7 @@ def run_turn(client: Any, thread_id: str, text: str, **kwargs: Any) -> list[Any]
     )
 
 
+@pytest.mark.slow
 def test_server_reports_the_port_it_bound_and_serves_the_graph(
     dev_server: DevServer, client: Any
 ) -> None:
@@ -49,6 +50,7 @@ def test_server_reports_the_port_it_bound_and_serves_the_graph(
     assert {"system_prompt", "language"} <= set(schema["properties"])
 
 
+@pytest.mark.slow
 def test_turns_on_the_server_fold_messages_into_a_summary(client: Any) -> None:
     thread = client.threads.create()
     for text in ["hi, I'm Ada", "I like tea", "and biscuits"]:
@@ -62,6 +64,7 @@ def test_turns_on_the_server_fold_messages_into_a_summary(client: Any) -> None:
     assert max(counts) == 6, "an older checkpoint still holds the messages later folded"
 
 
+@pytest.mark.slow
 def test_reply_stream_has_no_summary_tokens(client: Any) -> None:
     thread = client.threads.create()
     run_turn(client, thread["thread_id"], "first message")
@@ -79,6 +82,7 @@ def test_reply_stream_has_no_summary_tokens(client: Any) -> None:
     assert nodes == {"conversation"}
 
 
+@pytest.mark.slow
 def test_a_per_run_context_overrides_the_trigger(client: Any) -> None:
     thread = client.threads.create()
     run_turn(
@@ -96,6 +100,7 @@ def test_a_per_run_context_overrides_the_trigger(client: Any) -> None:
     assert not client.threads.get_state(other["thread_id"])["values"].get("summary")
 
 
+@pytest.mark.slow
 def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
     runner = CliRunner()
     script = "\n".join(
@@ -154,13 +159,14 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
     assert {"remote-main", "remote-main-fork1"} <= names
 
 
-def test_unreachable_server_is_one_clear_line() -> None:
-    result = CliRunner().invoke(app, ["threads", "--url", f"http://127.0.0.1:{free_port()}"])
+def test_unreachable_server_is_one_clear_line(refused_port: int) -> None:
+    result = CliRunner().invoke(app, ["threads", "--url", f"http://127.0.0.1:{refused_port}"])
     assert result.exit_code == 1
     (line,) = result.stderr.strip().splitlines()
     assert "cannot reach the LangGraph server" in line
 
 
+@pytest.mark.slow
 def test_delete_with_a_server_url_refuses_and_keeps_the_local_thread(
     dev_server: DevServer, tmp_path: Path
 ) -> None:
@@ -181,6 +187,7 @@ def test_delete_with_a_server_url_refuses_and_keeps_the_local_thread(
     assert [t["thread_id"] for t in listing] == ["work"], "the local thread is still there"
 
 
+@pytest.mark.slow
 def test_remote_compact_and_retry_after_it(dev_server: DevServer) -> None:
     runner = CliRunner()
     for text in ["first fact: the cat is Tom", "second fact: the dog is Rex"]:
@@ -213,6 +220,7 @@ def test_remote_compact_and_retry_after_it(dev_server: DevServer) -> None:
     assert [m["content"] for m in after["messages"]] == kept
 
 
+@pytest.mark.slow
 def test_studio_input_form_takes_what_a_user_gives_and_output_is_the_whole_state(
     client: Any,
 ) -> None:
@@ -224,6 +232,7 @@ def test_studio_input_form_takes_what_a_user_gives_and_output_is_the_whole_state
     assert "fold_tried" not in output, "the run's own note is not part of the state"
 
 
+@pytest.mark.slow
 def test_state_edits_without_as_node_after_a_turn_while_paused_and_from_an_old_checkpoint(
     client: Any,
 ) -> None:
@@ -263,6 +272,7 @@ def test_state_edits_without_as_node_after_a_turn_while_paused_and_from_an_old_c
     assert fork_state["parent_checkpoint"]["checkpoint_id"] == old["checkpoint"]["checkpoint_id"]
 
 
+@pytest.mark.slow
 def test_a_state_edit_of_the_wrong_type_is_refused_with_its_reason(client: Any) -> None:
     """The SDK (or Studio's editor) sends a number as the summary: HTTP 400 saying what the
     key must be, and the thread as it was."""

@@ -37,6 +37,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return offline_threads(tmp_path_factory.mktemp("startup") / "db.sqlite")
 
 
+@pytest.mark.slow
 def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Path) -> None:
     # A chat model that cannot be made: a real model name, a key that settings refuse.
     env = {"CHATBOT_MODEL": "gpt-4o", "OPENAI_API_KEY": "sk-bad key"}
@@ -71,6 +72,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
 
 
+@pytest.mark.slow
 def test_a_command_that_runs_the_graph_still_checks_the_settings(db: Path) -> None:
     result = _run(
         "", "ask", "hi", "--thread", "t1", "--db", str(db), env={"CHATBOT_SUMMARY_KEEP": "lots"}
@@ -176,6 +178,7 @@ def test_a_blank_database_is_the_same_one_line(
     assert str(fast.value).startswith("CHATBOT_DB=")
 
 
+@pytest.mark.slow
 def test_the_library_logs_nowhere_unless_the_application_says_where() -> None:
     """chatbot's loggers hang under ``chatbot``, which has a NullHandler as soon as a module
     that logs is imported (a library logs; the application decides where logs go)."""

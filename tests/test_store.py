@@ -58,6 +58,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+@pytest.mark.slow
 def test_thread_continues_in_a_new_process(tmp_path: Path) -> None:
     db = tmp_path / "chat.sqlite"
     first = run_cli("ask", "hi! I'm Lance", "--thread", "lance", "--db", str(db))
@@ -195,6 +196,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_processes_opening_a_fresh_file_together_do_not_fail(tmp_path: Path) -> None:
     for attempt in range(2):
         db = tmp_path / f"race{attempt}.sqlite"
@@ -326,6 +328,7 @@ def test_a_chatbot_database_from_before_the_mark_opens_and_gets_marked(tmp_path:
         assert store.conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_sqlite_is_refused_and_left_untouched(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")

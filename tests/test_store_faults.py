@@ -146,6 +146,7 @@ def _finish_all(processes: list[subprocess.Popen[str]], timeout: float) -> list[
     return results
 
 
+@pytest.mark.slow
 def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come_up(
     postgres_url: str,
 ) -> None:
@@ -427,6 +428,7 @@ def test_db_adopt_takes_a_langgraph_postgresql_database(cli: Cli, postgres_url: 
     )
 
 
+@pytest.mark.slow
 def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: Path) -> None:
     db = tmp_path / "orders.sqlite"
     _langgraph_sqlite(db)
@@ -593,6 +595,7 @@ def test_a_database_setting_that_is_no_path_is_refused_and_creates_nothing(
         ("postgresql://postgres@127.0.0.1/db\n", "it holds a control character (U+000A)"),
     ],
 )
+@pytest.mark.slow
 def test_a_blank_database_path_or_one_with_control_characters_is_refused(
     cli: Cli, tmp_path: Path, value: str, reason: str
 ) -> None:
@@ -755,6 +758,7 @@ def test_search_writes_nothing_and_a_new_database_is_indexed_from_the_start(
 # --- the campaign script ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_the_campaign_counts_every_round(tmp_path: Path) -> None:
     report = tmp_path / "campaign.json"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pytest
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -186,6 +187,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
+@pytest.mark.slow
 def test_a_turn_survives_chatbot_being_killed_right_after_it(tmp_path: Path) -> None:
     """Commits reach the write-ahead log without waiting for the disk (SQLite's
     ``synchronous=NORMAL``): a crash of the process loses nothing, only a power cut could."""

@@ -226,6 +226,7 @@ def postgres_on_small_disk() -> Iterator[tuple[str, SmallDisk]]:
 KEPT_AGAIN = "'chatbot chat -t t1' then /retry asks again"
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_while_the_model_answers_keeps_the_message_and_says_so(
     small_disk: SmallDisk, openai_server: FakeOpenAI
 ) -> None:
@@ -255,6 +256,7 @@ def test_a_disk_that_fills_while_the_model_answers_keeps_the_message_and_says_so
     assert messages(db, "t1") == [("human", "first"), ("ai", "echo: first"), ("human", "second")]
 
 
+@pytest.mark.slow
 def test_a_full_disk_before_the_turn_says_the_message_was_not_saved(
     small_disk: SmallDisk, openai_server: FakeOpenAI
 ) -> None:
@@ -280,6 +282,7 @@ def test_a_full_disk_before_the_turn_says_the_message_was_not_saved(
     assert messages(db, "t1") == [("human", "first")]
 
 
+@pytest.mark.slow
 def test_on_postgresql_a_disk_that_fills_while_the_model_answers(
     postgres_on_small_disk: tuple[str, SmallDisk], openai_server: FakeOpenAI
 ) -> None:
@@ -351,6 +354,7 @@ def test_a_reply_with_a_lone_surrogate_is_stored_and_shown_as_made_valid(
     assert stored == ["hello", MADE_VALID], "what is stored is what was shown"
 
 
+@pytest.mark.slow
 def test_in_the_repl_a_streamed_reply_with_a_lone_surrogate_shows_what_is_stored(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -378,6 +382,7 @@ def test_a_call_log_that_refuses_every_write_is_refused_at_start(cli: Cli, path:
     assert not cli.db.exists(), "nothing was sent or saved"
 
 
+@pytest.mark.slow
 def test_a_call_log_on_a_pipe_that_nothing_reads_is_refused_at_start(tmp_path: Path) -> None:
     """A FIFO with no reader: opening it to write waited for a reader for ever (the
     subprocess's timeout is only the safety net for that hang)."""
@@ -398,6 +403,7 @@ def log_lines(log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
+@pytest.mark.slow
 @pytest.mark.integration
 def test_the_call_log_is_written_under_langgraph_dev(tmp_path: Path) -> None:
     """The dev server forbids blocking I/O on its event loop, where model calls end: every
@@ -459,6 +465,7 @@ def interrupted_once(args: list[str], env: dict[str, str], marker: str) -> tuple
     [(["ask", "hi", "-t", "t1"], 10), (["history", "t1"], 4)],
     ids=["ask", "history"],
 )
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
     args: list[str], count: int, tmp_path: Path
 ) -> None:
@@ -483,6 +490,7 @@ def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
 # --- another window, and a process ended mid-turn -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_turn_waiting_for_another_window_never_says_the_previous_turn_got_no_reply(
     any_db: str, openai_server: FakeOpenAI
 ) -> None:
@@ -524,6 +532,7 @@ def test_a_turn_waiting_for_another_window_never_says_the_previous_turn_got_no_r
     [("ask", signal.SIGTERM), ("ask", signal.SIGHUP), ("chat", signal.SIGHUP)],
     ids=["ask-SIGTERM", "ask-SIGHUP", "chat-SIGHUP"],
 )
+@pytest.mark.slow
 def test_a_process_ended_mid_turn_gives_the_thread_back_and_keeps_the_message(
     any_db: str, openai_server: FakeOpenAI, command: str, ending: signal.Signals
 ) -> None:
@@ -660,6 +669,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
     any_db: str,
 ) -> None:
