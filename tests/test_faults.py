@@ -270,21 +270,28 @@ def run_row(cli: Cli, server: FakeOpenAI, target: str, fault: Fault) -> dict[str
     env = {
         "CHATBOT_SUMMARY_TRIGGER": "messages:3",
         "CHATBOT_SUMMARY_KEEP": "messages:2",
-        "CHATBOT_TIMEOUT": "1",
         "CHATBOT_MAX_RETRIES": "0",
     }
+    # The healthy turns around the faulted one keep the Cli's 10-second timeout: with 1 s, a
+    # busy machine (parallel workers) made them time out too.
     for text in ("one", "two"):
         assert cli.ask(text, **env).exit_code == 0
     before = cli.show()
     assert before["summary"].startswith("SUMMARY 1") and len(before["messages"]) == 2
 
     script.arm(target, fault.replies)
-    fault_env = {**env, "CHATBOT_MAX_RETRIES": str(fault.retries), **fault.env}
+    fault_env = {
+        **env,
+        "CHATBOT_TIMEOUT": "1",  # the timeout and stall rows wait it out
+        "CHATBOT_MAX_RETRIES": str(fault.retries),
+        **fault.env,
+    }
     with closed_port() as port:
         if fault_env.get("OPENAI_BASE_URL") == "refused":
             fault_env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
         result = cli.ask("three", **fault_env)
     after = cli.show()
+    assert not script.pending, "the faulted turn met every reply of the fault"
     following = cli.ask("four", **env)
     return {
         "result": result,
