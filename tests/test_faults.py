@@ -333,7 +333,13 @@ def check_row(row: dict[str, Any], fault: Fault) -> None:
     assert row["final"]["messages"][-1]["content"] == "echo: four"
 
 
-@pytest.mark.parametrize("fault", CHAT_FAULTS, ids=lambda f: f.label)
+def table(faults: list[Fault]) -> list[Any]:
+    """The rows as parameters; those that wait out CHATBOT_TIMEOUT (a second) are slow."""
+    waited = {"timeout", "stream stall"}
+    return [pytest.param(f, marks=pytest.mark.slow) if f.label in waited else f for f in faults]
+
+
+@pytest.mark.parametrize("fault", table(CHAT_FAULTS), ids=lambda f: f.label)
 def test_a_fault_on_the_chat_call(fault: Fault, cli: Cli, openai_server: FakeOpenAI) -> None:
     row = run_row(cli, openai_server, "chat", fault)
     check_row(row, fault)
@@ -348,7 +354,7 @@ def test_a_fault_on_the_chat_call(fault: Fault, cli: Cli, openai_server: FakeOpe
         assert "Hello there link" in result.stdout.replace("  ", " ")
 
 
-@pytest.mark.parametrize("fault", SUMMARY_FAULTS, ids=lambda f: f.label)
+@pytest.mark.parametrize("fault", table(SUMMARY_FAULTS), ids=lambda f: f.label)
 def test_a_fault_on_the_summary_call(fault: Fault, cli: Cli, openai_server: FakeOpenAI) -> None:
     row = run_row(cli, openai_server, "summary", fault)
     check_row(row, fault)

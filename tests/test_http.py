@@ -237,10 +237,14 @@ def test_after_a_summary_the_chat_call_carries_it_and_the_next_summary_extends_i
 @pytest.mark.parametrize(
     ("failure", "env"),
     [
-        (Reply(status=500, error_message="upstream exploded"), {}),
-        (Reply(text="too late", delay=3.0), {"CHATBOT_TIMEOUT": "1"}),
+        pytest.param(Reply(status=500, error_message="upstream exploded"), {}, id="http-500"),
+        pytest.param(
+            Reply(text="too late", delay=3.0),
+            {"CHATBOT_TIMEOUT": "1"},
+            id="slower-than-timeout",
+            marks=pytest.mark.slow,  # (it waits out the timeout)
+        ),
     ],
-    ids=["http-500", "slower-than-timeout"],
 )
 def test_failed_summary_call_keeps_every_message_and_a_later_turn_summarizes(
     cli: Cli, failure: Reply, env: dict[str, str]

@@ -35,6 +35,7 @@ def zh_server(body: dict[str, Any]) -> str:
     return ZH_REPLY
 
 
+@pytest.mark.slow  # (a long conversation: a second or more)
 @pytest.mark.parametrize("model", ["gpt-4o-mini", "qwen-plus"], ids=["o200k", "estimate"])
 def test_a_chinese_conversation_at_fraction_0_8_never_reaches_the_servers_limit(
     cli: Cli, model: str

@@ -166,6 +166,7 @@ def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come
     assert [code for code, _ in _finish_all(processes, timeout=300)] == [0] * 8
 
 
+@pytest.mark.slow  # (it waits out a second)
 def test_waiting_for_another_process_setting_up_gives_up_saying_for_what(
     postgres_url: str,
 ) -> None:
@@ -183,6 +184,7 @@ def test_waiting_for_another_process_setting_up_gives_up_saying_for_what(
     open_store(postgres_url).close()  # the lock gone, it opens
 
 
+@pytest.mark.slow  # (it waits out a second)
 def test_a_set_up_statement_waiting_for_another_session_gives_up_saying_so(
     postgres_url: str,
 ) -> None:
