@@ -424,8 +424,15 @@ def run_repl(argv: list[str], prompt: str, context: Context) -> Sample:
         _settle(child, SETTLE)
         leaving = time.perf_counter()
         child.sendeof()
-        _wait_for(child, pexpect.EOF)
-        _, status, rusage = os.wait4(child.pid, 0)
+        # pexpect asks whether the child lives (waitpid) whenever no output is ready, and so
+        # reaped a child that had just exited, before the os.wait4 below that reads its rusage
+        # (ChildProcessError, on a busy machine): until then it is told the child lives.
+        child.ptyproc.isalive = lambda: True
+        try:
+            _wait_for(child, pexpect.EOF)
+            _, status, rusage = os.wait4(child.pid, 0)
+        finally:
+            del child.ptyproc.isalive
         gone = time.perf_counter() - leaving
     except (pexpect.TIMEOUT, pexpect.EOF) as error:
         child.terminate(force=True)
