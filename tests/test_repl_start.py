@@ -28,8 +28,9 @@ from chatbot.engine.models import OfflineChatModel
 from chatbot.errors import ModelCallFailed
 from chatbot.store.sqlite import Store
 from chatbot.terminal.commands import dispatch
-from chatbot.terminal.repl import READS, RUNS, Loaded, LoadingBackend, Opened, Repl
+from chatbot.terminal.repl import Repl
 from chatbot.threads.backend import Backend, LocalBackend
+from chatbot.threads.loading import READS, RUNS, Loaded, LoadingBackend, Opened
 from tests.helpers import wait_until
 from tests.scripted import ScriptedChatModel
 

@@ -61,13 +61,14 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
     """A REPL in a terminal that shows its prompt first: before it, only the database file
     is opened (plain SQL, no LangGraph) to choose the thread and say what is in it; behind it,
     a daemon thread checks the settings, opens the backend and makes the models and the graph
-    (see :class:`chatbot.terminal.repl.LoadingBackend`)."""
+    (see :class:`chatbot.threads.loading.LoadingBackend`)."""
     import gc
 
     # Start-up allocates much and frees little: collecting garbage meanwhile only costs time
     # (a tenth of the time to the prompt). Collecting resumes once loading has ended.
     gc.disable()
-    from chatbot.terminal.repl import Loaded, LoadingBackend, Opened, Repl, ScriptedReader
+    from chatbot.terminal.repl import Repl, ScriptedReader
+    from chatbot.threads.loading import Loaded, LoadingBackend, Opened
 
     store = None if state.db_missing else state.store  # a new file waits for valid settings
     thread_id = _first_thread(thread, new, store.newest_thread if store else lambda: None)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.store.sqlite import SqlStore
     from chatbot.terminal.repl import LineReader
     from chatbot.threads.backend import Backend
+    from chatbot.threads.reading import LocalReader
 
 
 class _LazyConsole:
@@ -235,6 +236,17 @@ class AppState:
 
         db = self.places.db
         return not is_postgres_url(db) and not Path(db).expanduser().exists()
+
+    def local_reader(self) -> LocalReader:
+        """The local threads' reading door (listing, search): plain SQL, no graph, no
+        LangGraph import (:class:`~chatbot.threads.reading.LocalReader`)."""
+        from chatbot.threads.reading import LocalReader
+
+        return LocalReader(self.store)
+
+    def reader(self) -> LocalReader | Backend:
+        """What lists threads: the server's backend in remote mode, else :meth:`local_reader`."""
+        return self.backend() if self.places.url else self.local_reader()
 
     def backend(self, runs: bool = False) -> Backend:
         """The threads' backend. Locally its graph (and the models) is built at the first run:

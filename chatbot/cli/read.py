@@ -14,12 +14,8 @@ def run_threads(state: AppState, as_json: bool) -> None:
     from chatbot.cli.core import err, escape, print_json
 
     state.read_only = True
-    if state.db_missing:
-        listing = []
-    elif state.remote:
-        listing = state.backend().threads()
-    else:
-        listing = state.store.list_threads()  # plain SQL: nothing of LangGraph is imported
+    # (locally plain SQL: nothing of LangGraph is imported)
+    listing = [] if state.db_missing else state.reader().threads()
     if as_json:
         from chatbot.store.sqlite import thread_record
 
@@ -100,14 +96,7 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
     """``chatbot search``: every message ever written in local threads, folded ones too,
     newest first, as a table or JSON."""
     from chatbot.cli.core import err, escape, fail, out, print_json, valid_text
-    from chatbot.store.search import (
-        SearchError,
-        hit_record,
-        hits_view,
-        lacks_past_messages,
-        parse_query,
-    )
-    from chatbot.store.search import search as run_query
+    from chatbot.store.search import SearchError, hit_record, hits_view, parse_query
 
     text = valid_text(text)
     try:
@@ -124,17 +113,18 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
     if state.db_missing:
         hits = []
     else:
-        store = state.store
-        if thread is not None and not store.thread_exists(thread):
+        reader = state.local_reader()
+        if thread is not None and not reader.thread_exists(thread):
             from chatbot.threadids import quoted
 
             fail(f"no thread {quoted(thread)} in {state.where} ({state.threads_hint})")
-        if lacks_past_messages(store):
+        if reader.unindexed():
             err.print(
                 "[yellow]note:[/] messages saved before this database had its search index are "
                 "not searched until '/search' in 'chatbot chat' indexes them (once)"
             )
-        hits = run_query(store, text, thread_id=thread, limit=limit + 1)
+        # (a reading command writes nothing: what is not indexed yet waits for /search)
+        hits = reader.search(text, thread_id=thread, limit=limit + 1, index=False)
     more = len(hits) > limit
     hits = hits[:limit]
     if as_json:

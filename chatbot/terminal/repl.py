@@ -19,7 +19,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +29,7 @@ from chatbot.config.sources import SettingsError
 from chatbot.logs import logger
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
+from chatbot.threads.loading import LoadFailed, LoadingBackend
 from chatbot.threads.runner import TICK_SECONDS, TurnRunner, session_runner
 
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
@@ -36,7 +37,6 @@ if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind 
     from chatbot.engine.runsettings import RunSettings
     from chatbot.history.timeline import Snapshot
     from chatbot.memory.tokens import TokenCounter
-    from chatbot.store.sqlite import SqlStore, ThreadInfo
     from chatbot.terminal.display import ReplyView
     from chatbot.threads.attachments import Attachment
     from chatbot.threads.backend import Backend
@@ -74,160 +74,8 @@ commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."
 # --- starting behind the prompt ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Opened:
-    """Loading's first stage: the settings checked and the backend open (threads can be read)."""
-
-    backend: Backend
-    settings: Settings
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """Loading's second stage: the models and the graph are made (turns can run)."""
-
-    model_name: str
-    notice: str = ""
-
-
-class LoadFailed(BaseException):
-    """Loading failed (a bad setting, a database that cannot be opened): the REPL ends with
-    ``error``. A BaseException, as KeyboardInterrupt is, so that no command's error handling
-    turns it into one more line and carries on."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(error)
-        self.error = error
-
-
 class LoadingInterrupted(KeyboardInterrupt):
     """Ctrl-C while a line waited for loading: the line is dropped, the REPL goes on."""
-
-
-READS = frozenset(
-    {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
-    | {"search"}
-)
-"""Backend operations that need only the backend open (loading's first stage)."""
-RUNS = frozenset(
-    {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
-    | {"set_system_prompt", "undo", "retry", "context_tokens"}
-)
-"""Backend operations that need the graph (loading's second stage)."""
-
-Waiting = Callable[[threading.Event, str], None]
-
-
-class LoadingBackend:
-    """A local backend while it is being made, on a daemon thread started behind the prompt.
-
-    ``open_backend`` checks the settings and opens the backend (importing LangGraph's checkpoint
-    code); ``load_models`` makes the models and the graph. Each operation waits for the stage it
-    needs (:data:`READS`, :data:`RUNS`) through ``waiting`` (the REPL shows its spinner there),
-    then is the real backend's. Listing threads never waits: until the backend is open it reads
-    the database the REPL started from (``store``; ``None`` when none exists yet). Once loading
-    failed, every wait raises :class:`LoadFailed`.
-    """
-
-    local_only_note = ""
-
-    def __init__(
-        self,
-        location: str,
-        store: SqlStore | None,
-        open_backend: Callable[[], Opened],
-        load_models: Callable[[Opened], Loaded],
-    ) -> None:
-        self.location = location
-        self.store = store
-        self._open_backend = open_backend
-        self._load_models = load_models
-        self.waiting: Waiting = _wait_quietly
-        self.finished_hook: Callable[[], None] | None = None
-        """Called on the loading thread when loading has ended, well or not."""
-        self._opened_event = threading.Event()
-        self._loaded_event = threading.Event()
-        self._opened: Opened | None = None
-        self._loaded: Loaded | None = None
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._starting = threading.Lock()
-
-    def start(self) -> None:
-        """Start loading (once; later calls do nothing)."""
-        with self._starting:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._load, name="chatbot-load", daemon=True)
-                self._thread.start()
-
-    def _load(self) -> None:
-        try:
-            self._opened = self._open_backend()
-            self._opened_event.set()
-            self._loaded = self._load_models(self._opened)
-        except BaseException as error:  # shown by the REPL, on its own thread
-            self._error = error
-        finally:
-            self._opened_event.set()
-            self._loaded_event.set()
-            if self.finished_hook is not None:
-                try:
-                    self.finished_hook()
-                except Exception:
-                    log.debug("after loading", exc_info=True)
-
-    @property
-    def is_open(self) -> bool:
-        """True when threads can be read without waiting."""
-        return self._opened is not None
-
-    @property
-    def finished(self) -> bool:
-        """True when loading has ended, well or not."""
-        return self._loaded_event.is_set()
-
-    def wait(self, *, reading: bool = False) -> Opened:
-        """Wait until turns can run (with ``reading``: until threads can be read)."""
-        self.start()
-        if reading:
-            done, words = self._opened_event, "opening the threads…"
-        else:
-            done, words = self._loaded_event, "loading the model…"
-        if not done.is_set():
-            self.waiting(done, words)
-        if self._error is not None:
-            raise LoadFailed(self._error)
-        assert self._opened is not None
-        return self._opened
-
-    def result(self) -> tuple[Opened, Loaded]:
-        """What loading made, once it has finished; raises :class:`LoadFailed` if it failed."""
-        if self._error is not None:
-            raise LoadFailed(self._error)
-        assert self._opened is not None and self._loaded is not None
-        return self._opened, self._loaded
-
-    def thread_info(self, thread_id: str) -> ThreadInfo | None:
-        """A thread's listing row from the database the REPL started from (plain SQL)."""
-        return self.store.thread_info(thread_id) if self.store is not None else None
-
-    def threads(self) -> list[ThreadInfo]:
-        """All threads, newest activity first, without waiting (see the class)."""
-        if self._opened is not None:
-            return self._opened.backend.threads()
-        return self.store.list_threads() if self.store is not None else []
-
-    def __getattr__(self, name: str) -> Any:
-        if name in RUNS:
-            return getattr(self.wait().backend, name)
-        if name in READS:
-            return getattr(self.wait(reading=True).backend, name)
-        raise AttributeError(name)
-
-    def as_backend(self) -> Backend:
-        """This object where a :class:`~chatbot.threads.backend.Backend` is expected (it is one, by
-        delegation: :data:`READS` and :data:`RUNS` cover the protocol's operations)."""
-        return cast("Backend", self)
 
 
 def thread_line(thread_id: str, messages: int, summary: bool) -> str:
@@ -235,10 +83,6 @@ def thread_line(thread_id: str, messages: int, summary: bool) -> str:
     it opens the thread and at ``/thread``."""
     told = "with a summary" if summary else "no summary yet"
     return f"thread {thread_id}: {counted(messages, 'message')}, {told}"
-
-
-def _wait_quietly(done: threading.Event, words: str) -> None:
-    done.wait()
 
 
 # --- the REPL --------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from chatbot.history.timeline import (
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
 from chatbot.store.sqlite import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.threads.operations import BackendError, ThreadOperations, Undone
+from chatbot.threads.reading import LocalReader
 
 if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
     from chatbot.engine.runsettings import RunSettings
@@ -70,7 +71,13 @@ class Backend(Protocol):
     ) -> int: ...
     def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
     def search(
-        self, text: str, *, thread_id: str | None = None, limit: int = 20, progress: Any = None
+        self,
+        text: str,
+        *,
+        thread_id: str | None = None,
+        limit: int = 20,
+        progress: Any = None,
+        index: bool = True,
     ) -> list[Hit]: ...
 
 
@@ -80,10 +87,11 @@ def _as_context(values: dict[str, Any] | None) -> Any:
     return values or None
 
 
-class LocalBackend(ThreadOperations):
+class LocalBackend(LocalReader, ThreadOperations):
     """Threads in a local SQLite file, driven by a graph in this process.
 
-    Reading needs no graph: checkpoints are read from the store (:mod:`chatbot.store.checkpoints`).
+    Listing and search are :class:`~chatbot.threads.reading.LocalReader`'s. Reading needs no
+    graph: checkpoints are read from the store (:mod:`chatbot.store.checkpoints`).
     The graph (and with it the models) can be given as a function that builds it, called at
     the first run or state update.
     """
@@ -97,11 +105,10 @@ class LocalBackend(ThreadOperations):
         build: Callable[[], ChatGraph] | None = None,
     ) -> None:
         """``graph``, or ``build`` to make it at the first run (reading never does)."""
+        super().__init__(store)
         self.lease_seconds = LEASE_SECONDS
         self._graph = graph
         self._build = build
-        self.store = store
-        self.location = store.path
 
     @property
     def graph(self) -> ChatGraph:
@@ -356,31 +363,6 @@ class LocalBackend(ThreadOperations):
         """Every checkpoint of the thread (all branches), newest first; each one's state is
         deserialised when first used."""
         return lazy_history(self.store, thread_id)
-
-    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
-        """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing
-        /show and /fork): from the index, nothing deserialised."""
-        return self.store.recent_checkpoint_ids(thread_id, limit)
-
-    def threads(self) -> list[ThreadInfo]:
-        """All threads, newest activity first (plain SQL)."""
-        return self.store.list_threads()
-
-    def search(
-        self, text: str, *, thread_id: str | None = None, limit: int = 20, progress: Any = None
-    ) -> list[Hit]:
-        """The messages of every thread (or one) holding every term of ``text``, folded ones
-        too, newest first. A database made before the search index is indexed first, once,
-        with a progress bar on ``progress`` (a Rich console) when that takes a while. Raises
-        :class:`~chatbot.store.search.SearchError` for a query it cannot run."""
-        from chatbot.store.search import ensure_indexed, search
-
-        ensure_indexed(self.store, progress)
-        return search(self.store, text, thread_id=thread_id, limit=limit)
-
-    def thread_exists(self, thread_id: str) -> bool:
-        """True if the thread has checkpoints."""
-        return self.store.thread_exists(thread_id)
 
     def run_settings(
         self, context: dict[str, Any] | None, thread_prompt: str = ""

@@ -409,7 +409,13 @@ class RemoteBackend(ThreadOperations):
         return listing
 
     def search(
-        self, text: str, *, thread_id: str | None = None, limit: int = 20, progress: Any = None
+        self,
+        text: str,
+        *,
+        thread_id: str | None = None,
+        limit: int = 20,
+        progress: Any = None,
+        index: bool = True,
     ) -> list[Hit]:
         """Not on a server: its threads have no search index of chatbot's."""
         raise BackendError(f"search works on local threads only ({self.local_only_note})")
