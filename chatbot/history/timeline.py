@@ -434,12 +434,17 @@ class TurnEntry(NamedTuple):
     """Messages folded into the summary during the run."""
     summary_changed: bool
     finished: bool
-    """False when the run stopped before its end (interrupted, failed, killed)."""
+    """False when the run stopped before doing what it was for (interrupted, failed, killed):
+    a turn or a retry before its reply was saved, a compaction before it folded. A turn whose
+    reply was saved is finished even when the fold after it was cut short (:attr:`fold_left`)."""
     fate: Fate = ""
     """``undone`` (an /undo rewound it), ``retried`` (a /retry replaced its reply), ``branch``
     (a side branch, as two turns at once leave) or "" when its state is part of the current one."""
     origin: str = ""
     """For a fork: ``thread@checkpoint`` it was branched from."""
+    fold_left: bool = False
+    """The reply was saved, but the fold after it was cut short (Ctrl-C while folding, a
+    killed process): the next turn folds first."""
 
 
 class _Runs:
@@ -688,6 +693,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
             kind = "system"  # (a server's update carries no action name: told by the state)
         if kind == "system":
             text = states[-1].system_prompt
+        fold_left = kind != "compact" and _fold_left(states[-1])
         fate: Fate = ""
         if last.checkpoint_id in undone:
             fate = "undone"
@@ -707,12 +713,20 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 folded=folded,
                 summary_changed=states[-1].summary
                 != (before.summary if before is not None else ""),
-                finished=not states[-1].next,
+                finished=not states[-1].next or fold_left,
                 fate=fate,
                 origin=str(first.metadata.get(ORIGIN_KEY) or "") if kind == "fork" else "",
+                fold_left=fold_left,
             )
         )
     return entries
+
+
+def _fold_left(state: CheckpointState) -> bool:
+    """True for a run that stopped with its reply saved and only the fold after it to run."""
+    return (
+        state.next == (FOLD_NODE,) and bool(state.messages) and state.messages[-1].type == "ai"
+    )
 
 
 class SummaryChange(NamedTuple):
