@@ -678,8 +678,8 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
         if kind == "update" and _regenerates(first, runs, state_of):
             kind = "retry"  # (a server's /retry: see _regenerates)
         folded = 0  # the graph folds in its own steps, inside the run
-        for previous, state in itertools.pairwise(states):
-            if state.summary != previous.summary:
+        for (_, previous), (snapshot, state) in itertools.pairwise(zip(run, states, strict=True)):
+            if _folds(snapshot, previous, state):
                 kept = {m.id for m in state.messages}
                 folded += sum(1 for m in previous.messages if m.id not in kept)
         known = {m.id for m in states[0].messages} if first.source != "input" else set()
@@ -722,6 +722,18 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
     return entries
 
 
+def _folds(snapshot: Snapshot, previous: CheckpointState, state: CheckpointState) -> bool:
+    """True for a step that changed the summary: the summary's text changed, or the fold node
+    took messages out (a summary that came back word for word as it was is a fold all the
+    same)."""
+    if state.summary != previous.summary:
+        return True
+    if snapshot.source != "loop" or FOLD_NODE not in previous.next:
+        return False
+    kept = {m.id for m in state.messages}
+    return any(m.id not in kept for m in previous.messages)
+
+
 def _fold_left(state: CheckpointState) -> bool:
     """True for a run that stopped with its reply saved and only the fold after it to run."""
     return (
@@ -759,7 +771,7 @@ def summary_story(
         for message in state.messages:
             if message.id and message.id not in live:
                 gone.setdefault(message.id, message)
-        if previous is not None and state.summary != previous.summary:
+        if previous is not None and _folds(snapshot, previous, state):
             kept = {m.id for m in state.messages}
             left = [m for m in previous.messages if m.id not in kept]
             changes.append(
