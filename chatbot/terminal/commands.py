@@ -367,7 +367,7 @@ def _retry(repl: Repl, arg: str) -> Outcome:
     context = dict(repl.context)
     if arg:
         _check_model(repl, arg)
-        context["chat_model"] = arg
+        context["reply_model"] = arg  # (the summary model stays the session's)
     repl.stream(repl.backend.retry(repl.thread_id, context))
     return None
 
