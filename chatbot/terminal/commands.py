@@ -480,7 +480,8 @@ def _check_model(repl: Repl, name: str) -> None:
 def _model(repl: Repl, arg: str) -> Outcome:
     if not arg:
         repl.ready()  # the model's name is known once the models are loaded
-        repl.say(f"chat model: {repl.model_name}")
+        shown = repl.model_name or "the server's (its CHATBOT_MODEL)"
+        repl.say(f"chat model: {shown}")
         return None
     _check_model(repl, arg)
     repl.context["chat_model"] = arg
