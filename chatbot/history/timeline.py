@@ -736,9 +736,7 @@ def _folds(snapshot: Snapshot, previous: CheckpointState, state: CheckpointState
 
 def _fold_left(state: CheckpointState) -> bool:
     """True for a run that stopped with its reply saved and only the fold after it to run."""
-    return (
-        state.next == (FOLD_NODE,) and bool(state.messages) and state.messages[-1].type == "ai"
-    )
+    return state.next == (FOLD_NODE,) and bool(state.messages) and state.messages[-1].type == "ai"
 
 
 class SummaryChange(NamedTuple):
