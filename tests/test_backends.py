@@ -22,7 +22,7 @@ from chatbot.history.timeline import last_turn, lineage, summary_savings, turn_e
 from chatbot.memory.tokens import TokenCounter
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import Backend, BackendError, LocalBackend
-from chatbot.threads.events import Event, Reply, Summarized, Token, TurnStream
+from chatbot.threads.events import Event, NothingToFold, Reply, Summarized, Token, TurnStream
 from chatbot.threads.remote import RemoteBackend
 from tests.helpers import DevServer, offline_echo
 
@@ -142,6 +142,19 @@ def test_compact_folds_now_and_regenerate_answers_from_the_compacted_state(
     current = backend.current(thread)
     assert current is not None and current.summary == compacted.summary, "still compacted"
     assert [m.text for m in current.messages] == ["two", again]
+
+
+def test_a_compaction_with_nothing_to_fold_writes_nothing(backend: Backend, thread: str) -> None:
+    list(backend.send(thread, "only this"))  # two messages: the keep window holds them all
+    checkpoints = sorted(s.checkpoint_id for s in backend.history(thread))
+    listing = backend.threads()
+    for run in (list, lambda turn: asyncio.run(collect(turn))):  # as ``compact`` and the REPL
+        events = run(backend.compact(thread))
+        assert [type(e) for e in events] == [NothingToFold]
+    assert sorted(s.checkpoint_id for s in backend.history(thread)) == checkpoints
+    assert backend.threads() == listing, "the listing (last active too) is as it was"
+    kinds = [entry.kind for entry in turn_entries(backend.history(thread))]
+    assert kinds == ["turn"], "no /compact row: /undo has nothing new to undo"
 
 
 def test_a_fork_copies_the_state_and_records_its_origin(backend: Backend, thread: str) -> None:

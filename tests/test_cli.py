@@ -39,6 +39,21 @@ def test_ask_prints_the_reply_and_stores_the_turn(tmp_path: Path) -> None:
     assert info.thread_id == "t1" and info.title == "hello there" and info.message_count == 2
 
 
+def test_ask_tells_a_fold_before_the_call_before_the_reply_and_one_after_it_after(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "c.sqlite")
+    off = {"CHATBOT_SUMMARY_TRIGGER": "off", "CHATBOT_SUMMARY_KEEP": "messages:2"}
+    for text in ["one", "two", "three"]:
+        assert invoke("ask", text, "-t", "t1", "--db", db, env=off).exit_code == 0
+    folding = {**off, "CHATBOT_SUMMARY_TRIGGER": "messages:4"}
+    first = invoke("ask", "four", "-t", "t1", "--db", db, env=folding)  # folds, then answers
+    assert first.exit_code == 0, first.output
+    assert first.output.index("summarized 5 messages") < first.output.index('You said: "four"')
+    after = invoke("ask", "five", "-t", "t1", "--db", db, env=folding)  # answers, then folds
+    assert after.output.index('You said: "five"') < after.output.index("summarized")
+
+
 def test_ask_reads_stdin_with_dash(tmp_path: Path) -> None:
     db = tmp_path / "c.sqlite"
     result = invoke("--db", str(db), "ask", "-", input="piped question\n")

@@ -266,6 +266,7 @@ def test_history_lists_one_row_per_turn_newest_first_with_the_checkpoint_it_left
         "finished": True,
         "fate": None,
         "origin": None,
+        "fold_left": False,
     }
     (first,) = [s for s in chain(db, "t1") if s.checkpoint_id == four["first_checkpoint_id"]]
     assert first.source == "input" and len(first.messages) == 6, "where the turn's run began"

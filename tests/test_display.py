@@ -120,3 +120,28 @@ def test_a_compaction_waits_with_its_own_words() -> None:
     view.finish()
     assert "folding older messages into the summary… 0s" in out.getvalue()
     assert "thinking" not in out.getvalue()
+
+
+def test_a_fold_before_the_reply_is_told_above_it_and_one_after_below_it() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=12, force_terminal=True, color_system=None)
+    view = ReplyView(console, live=True)
+    view.start()
+    view.tick()
+    view.show(Folding(messages=5, reason="trigger"))
+    view.tick()
+    view.show(Summarized(messages=5, tokens_in=400, tokens_out=60, reason="trigger"))
+    assert view.status == "thinking…", "folded before the call: the reply is still to come"
+    view.tick()
+    for word in ["the ", "reply\n\n", "goes ", "on"]:
+        view.show(Token(word))
+        view.tick()
+    view.show(Reply(AIMessage("the reply\n\ngoes on")))
+    view.show(Summarized(messages=2, tokens_in=40, tokens_out=20, reason="trigger"))
+    view.tick()
+    view.finish()
+    lines = [line for line in seen_by_a_terminal(out.getvalue(), 80, 12) if line.strip()]
+    assert lines[0].startswith("summarized 5 messages"), lines
+    assert lines[1:3] == ["the reply", "goes on"]
+    assert [note.count("summarized 2 messages") for note in view.notes] == [1], "told after"
+    assert not any("summarized 5" in note for note in view.notes), "told once"

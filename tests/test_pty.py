@@ -720,6 +720,9 @@ def test_a_spinner_with_words_while_thinking_and_while_folding(
     term.child.sendintr()  # Ctrl-C works while folding too
     term.expect(r"interrupted.*the reply is saved; the summary is made next turn")
     term.expect_prompt("spin")
+    listed = plain(term.say("/history", "spin"))
+    assert "hello (summary left for the next turn)" in listed, listed
+    assert "unfinished" not in listed, "a turn whose reply was saved is finished"
     assert term.leave() == 0
     screen = term.transcript.getvalue()
     after = plain(screen[screen.rindex("here at last") :])

@@ -147,7 +147,7 @@ def entry(number: int, text: str, **changes: object) -> TurnEntry:
 ENTRIES = [
     entry(3, "", kind="undo", messages_after=2),
     entry(2, MESSAGE, fate="undone", folded=6, summary_changed=True),
-    entry(1, "hello there, a short one", fate="retried"),
+    entry(1, "hello there, a short one", fate="retried", fold_left=True),
     entry(0, "first", finished=False),
 ]
 
@@ -162,7 +162,8 @@ def test_history_shows_every_turns_checkpoint_and_preview_at_any_width(
     for item in ENTRIES:
         assert short_id(item.checkpoint_id) in screen
     assert_every_word_shown(render.preview(MESSAGE), screen)
-    for note in ("undone by /undo", "replaced by /retry", "unfinished: /retry", "/undo"):
+    notes = ("undone by /undo", "replaced by /retry", "unfinished: /retry", "/undo")
+    for note in (*notes, "summary left for the next turn"):
         assert_every_word_shown(note, screen)
     assert "/undo" in screen and "/retry" in screen
     assert "folded 6" in screen and "4→6" in screen and "6→2" in screen

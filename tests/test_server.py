@@ -116,6 +116,7 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
             "/thread remote-main",
             "/retry",
             "/tokens",
+            "/model",
             "/model offline",
             "after switching",
             "/model gpt-4o",
@@ -128,6 +129,10 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
     )
     assert result.exit_code == 0, result.output
     out = result.stdout
+    greeting = out.splitlines()[0]
+    assert " · the server's model · threads in http://127.0.0.1:" in greeting, greeting
+    assert "(the server's model)" not in out, "no placeholder where a name would be"
+    assert "chat model: the server's (its CHATBOT_MODEL)" in out
     assert 'You said: "hello from the terminal"' in out
     assert "remote-main" in out and "hello from the terminal" in out
     assert "summarized 4 messages" in out, "the server's summary event reaches the REPL"

@@ -51,7 +51,7 @@ def repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
         thread_id=_first_thread(
             thread, new, lambda: next((t.thread_id for t in backend.threads()), None)
         ),
-        model_name="(the server's model)" if state.remote else state.models.chat_name,
+        model_name="" if state.remote else state.models.chat_name,  # (a server's: not known here)
         dispatch=dispatch,
         notice="" if state.remote else state.models.notice,
     )

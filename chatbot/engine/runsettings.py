@@ -95,10 +95,12 @@ def resolve_run(
 ) -> RunSettings:
     """Apply a run's context to the defaults; a bad value raises one clear ``SettingsError``.
     ``thread_prompt``: the thread's own system prompt (the state's ``system_prompt``)."""
-    chat = models.get(context_value(context, "chat_model"), "chat")
+    chat_name = context_value(context, "chat_model")
+    # A reply model answers this run only: the summary model stays what the chat model makes it.
+    chat = models.get(context_value(context, "reply_model") or chat_name, "chat")
     summary_name = context_value(context, "summary_model")
-    if not summary_name and context_value(context, "chat_model") and not settings.summary_model:
-        summary_name = context_value(context, "chat_model")  # the summary follows the chat model
+    if not summary_name and chat_name and not settings.summary_model:
+        summary_name = chat_name  # the summary follows the chat model
     summary = models.get(summary_name, "summary")
     language = context_value(context, "language") or settings.language
     if language not in prompts.PROMPTS:
@@ -134,6 +136,7 @@ def resolve_run(
 
 CONTEXT_FIELDS = (
     "chat_model",
+    "reply_model",
     "summary_model",
     "summary_trigger",
     "summary_keep",

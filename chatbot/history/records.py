@@ -41,6 +41,7 @@ def turn_record(entry: TurnEntry) -> dict[str, Any]:
         "finished": entry.finished,
         "fate": entry.fate or None,
         "origin": entry.origin or None,
+        "fold_left": entry.fold_left,
     }
 
 

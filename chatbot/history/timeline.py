@@ -434,12 +434,17 @@ class TurnEntry(NamedTuple):
     """Messages folded into the summary during the run."""
     summary_changed: bool
     finished: bool
-    """False when the run stopped before its end (interrupted, failed, killed)."""
+    """False when the run stopped before doing what it was for (interrupted, failed, killed):
+    a turn or a retry before its reply was saved, a compaction before it folded. A turn whose
+    reply was saved is finished even when the fold after it was cut short (:attr:`fold_left`)."""
     fate: Fate = ""
     """``undone`` (an /undo rewound it), ``retried`` (a /retry replaced its reply), ``branch``
     (a side branch, as two turns at once leave) or "" when its state is part of the current one."""
     origin: str = ""
     """For a fork: ``thread@checkpoint`` it was branched from."""
+    fold_left: bool = False
+    """The reply was saved, but the fold after it was cut short (Ctrl-C while folding, a
+    killed process): the next turn folds first."""
 
 
 class _Runs:
@@ -673,8 +678,8 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
         if kind == "update" and _regenerates(first, runs, state_of):
             kind = "retry"  # (a server's /retry: see _regenerates)
         folded = 0  # the graph folds in its own steps, inside the run
-        for previous, state in itertools.pairwise(states):
-            if state.summary != previous.summary:
+        for (_, previous), (snapshot, state) in itertools.pairwise(zip(run, states, strict=True)):
+            if _folds(snapshot, previous, state):
                 kept = {m.id for m in state.messages}
                 folded += sum(1 for m in previous.messages if m.id not in kept)
         known = {m.id for m in states[0].messages} if first.source != "input" else set()
@@ -688,6 +693,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
             kind = "system"  # (a server's update carries no action name: told by the state)
         if kind == "system":
             text = states[-1].system_prompt
+        fold_left = kind != "compact" and _fold_left(states[-1])
         fate: Fate = ""
         if last.checkpoint_id in undone:
             fate = "undone"
@@ -707,12 +713,30 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 folded=folded,
                 summary_changed=states[-1].summary
                 != (before.summary if before is not None else ""),
-                finished=not states[-1].next,
+                finished=not states[-1].next or fold_left,
                 fate=fate,
                 origin=str(first.metadata.get(ORIGIN_KEY) or "") if kind == "fork" else "",
+                fold_left=fold_left,
             )
         )
     return entries
+
+
+def _folds(snapshot: Snapshot, previous: CheckpointState, state: CheckpointState) -> bool:
+    """True for a step that changed the summary: the summary's text changed, or the fold node
+    took messages out (a summary that came back word for word as it was is a fold all the
+    same)."""
+    if state.summary != previous.summary:
+        return True
+    if snapshot.source != "loop" or FOLD_NODE not in previous.next:
+        return False
+    kept = {m.id for m in state.messages}
+    return any(m.id not in kept for m in previous.messages)
+
+
+def _fold_left(state: CheckpointState) -> bool:
+    """True for a run that stopped with its reply saved and only the fold after it to run."""
+    return state.next == (FOLD_NODE,) and bool(state.messages) and state.messages[-1].type == "ai"
 
 
 class SummaryChange(NamedTuple):
@@ -745,7 +769,7 @@ def summary_story(
         for message in state.messages:
             if message.id and message.id not in live:
                 gone.setdefault(message.id, message)
-        if previous is not None and state.summary != previous.summary:
+        if previous is not None and _folds(snapshot, previous, state):
             kept = {m.id for m in state.messages}
             left = [m for m in previous.messages if m.id not in kept]
             changes.append(

@@ -145,6 +145,13 @@ class Context:
         default="",
         metadata={"description": "Chat model name, or 'offline'. Empty: CHATBOT_MODEL."},
     )
+    reply_model: str = field(
+        default="",
+        metadata={
+            "description": "This run's reply only: a model over chat_model, leaving the summary "
+            "model as it was (what /retry MODEL sends). Empty: chat_model."
+        },
+    )
     summary_model: str = field(
         default="",
         metadata={"description": "Model that writes the summary. Empty: CHATBOT_SUMMARY_MODEL."},

@@ -367,7 +367,7 @@ def _retry(repl: Repl, arg: str) -> Outcome:
     context = dict(repl.context)
     if arg:
         _check_model(repl, arg)
-        context["chat_model"] = arg
+        context["reply_model"] = arg  # (the summary model stays the session's)
     repl.stream(repl.backend.retry(repl.thread_id, context))
     return None
 
@@ -480,7 +480,8 @@ def _check_model(repl: Repl, name: str) -> None:
 def _model(repl: Repl, arg: str) -> Outcome:
     if not arg:
         repl.ready()  # the model's name is known once the models are loaded
-        repl.say(f"chat model: {repl.model_name}")
+        shown = repl.model_name or "the server's (its CHATBOT_MODEL)"
+        repl.say(f"chat model: {shown}")
         return None
     _check_model(repl, arg)
     repl.context["chat_model"] = arg

@@ -133,9 +133,14 @@ class ReplyView:
         elif isinstance(event, Folding):
             self._set_status(f"folding {counted(event.messages, 'message')} into the summary…")
         elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
-            self.notes.append(note_for(event))
-            before_reply = getattr(event, "reason", "") in ("fit", "overflow")
-            self._set_status(THINKING if before_reply and not self.text else "")
+            if self.text or self.replied:
+                self.notes.append(note_for(event))  # (after the reply: told after it)
+                self._set_status("")
+                return
+            # Before the reply (the graph folds first when the request would not fit, or the
+            # trigger already held): told now, above where the reply will be.
+            self._print_note(note_for(event))
+            self._set_status(THINKING if event.reason != "compact" else "")
 
     def tick(self) -> None:
         if self._live is None:
@@ -175,6 +180,13 @@ class ReplyView:
                 self.console.print()
             self.console.print(Markdown(rest), soft_wrap=self._soft_wrap)
         self._printed = len(self.text)
+
+    def _print_note(self, note: str) -> None:
+        """A line printed at once: above the live area on a terminal, in its place otherwise
+        (where nothing of the reply is printed before the end)."""
+        console = self._live.console if self._live is not None else self.console
+        console.print(note)
+        self._drawn = (-1, -1, "", -1)  # (the live area is drawn again below it)
 
     def _print_finished_blocks(self) -> None:
         boundary = stable_prefix(self.text, self._printed)

@@ -226,6 +226,8 @@ def describe_entry(entry: TurnEntry) -> Text:
         line = Text(f"({entry.kind})", style="dim")
     if not entry.finished:
         line.append(" (unfinished: /retry)", style="yellow")
+    elif entry.fold_left:  # the reply is saved; the next turn folds first
+        line.append(" (summary left for the next turn)", style="dim")
     if entry.fate:
         line.append(f" ({FATES.get(entry.fate, entry.fate)})", style="yellow")
     return line

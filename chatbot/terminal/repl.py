@@ -44,6 +44,10 @@ if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind 
 
 log = logger("repl")
 
+SERVERS_MODEL = "the server's model"
+"""What the REPL calls the chat model on a server that was not told one (its own setting,
+not known here): ``model_name`` is empty until ``/model NAME``."""
+
 
 class LineReader(Protocol):
     """Reads one line of input. Raises ``EOFError`` (Ctrl-D) or ``KeyboardInterrupt`` (Ctrl-C)."""
@@ -93,7 +97,7 @@ class Repl:
     """One interactive session: a current thread, a chat model name, and the screen.
 
     With a :class:`LoadingBackend` as its ``backend`` (``settings`` ``None``, ``model_name``
-    empty), it starts before those are made; it takes them into use once loaded.
+    not yet known), it starts before those are made; it takes them into use once loaded.
     """
 
     backend: Backend
@@ -102,6 +106,7 @@ class Repl:
     settings: Settings | None
     thread_id: str
     model_name: str
+    """The chat model's name; empty on a server that chooses its own (:data:`SERVERS_MODEL`)."""
     dispatch: Dispatch
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
@@ -191,7 +196,7 @@ class Repl:
 
         cost = status_meter(self._priced)  # from the thread's usage record
         return (
-            f" {self.thread_id} · {self.model_name} · {self.context_meter()} · "
+            f" {self.thread_id} · {self.model_name or SERVERS_MODEL} · {self.context_meter()} · "
             f"{cost + ' · ' if cost else ''}/help · Alt-Enter: newline "
         )
 
@@ -344,8 +349,9 @@ class Repl:
                 line = thread_line(self.thread_id, info.message_count or 0, bool(info.has_summary))
                 self.say(line, "dim")
             return
+        model = f"model [bold]{escape(sanitize(self.model_name))}[/]" if self.model_name else ""
         self.print(
-            f"[bold]chatbot {__version__}[/] · model [bold]{escape(sanitize(self.model_name))}[/]"
+            f"[bold]chatbot {__version__}[/] · {model or SERVERS_MODEL}"
             f" · threads in {escape(sanitize(self.backend.location))} · /help for commands, "
             "Ctrl-D to leave"
         )

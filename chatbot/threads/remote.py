@@ -30,6 +30,7 @@ from chatbot.store.sqlite import ThreadInfo
 from chatbot.threads.attachments import Content
 from chatbot.threads.events import (
     Event,
+    NothingToFold,
     Reply,
     Token,
     TurnStream,
@@ -109,6 +110,16 @@ def events_from_parts(parts: Any) -> Iterator[Event]:
         elif kind == "error":
             detail = data.get("message") if isinstance(data, dict) else data
             raise BackendError(f"the server's run failed: {detail}")
+
+
+def _probe_answer(part: Any) -> tuple[bool, NothingToFold | None]:
+    """What one part of a compaction probe's stream says: (answered, nothing to fold)."""
+    if part.event == "error":
+        return True, None  # (the real run meets the same and says it)
+    event = custom_event(part.data) if part.event == "custom" else None
+    if isinstance(event, NothingToFold):
+        return True, event
+    return event is not None, None  # a fold announced, made or failed: there is something
 
 
 class RemoteBackend(ThreadOperations):
@@ -230,15 +241,23 @@ class RemoteBackend(ThreadOperations):
         server_id: str,
         first: tuple[Event, ...] = (),
         sent: tuple[str, str] | None = None,
+        probe: dict[str, Any] | None = None,
         **arguments: Any,
     ) -> TurnStream:
         """A run on the server as events (``first`` before them). The stream asks the server
         to cancel the run when the client goes away, so Ctrl-C (which closes the stream) stops
-        the run too. ``sent``: the thread's name and the id of the message the run sends."""
+        the run too. ``sent``: the thread's name and the id of the message the run sends.
+        ``probe``: a stateless run asked first (see :meth:`_compaction_probe`); when it finds
+        nothing to fold, that is the run's one event and the thread is not run at all."""
         arguments = {"stream_mode": STREAM_MODES, "on_disconnect": "cancel", **arguments}
 
         def blocking() -> Iterator[Event]:
             yield from first
+            if probe is not None:
+                nothing = self._probe(probe)
+                if nothing is not None:
+                    yield nothing
+                    return
             parts = self._call(
                 lambda: self.client.runs.stream(server_id, self.assistant, **arguments)
             )
@@ -250,6 +269,11 @@ class RemoteBackend(ThreadOperations):
 
             for event in first:
                 yield event
+            if probe is not None:
+                nothing = await self._aprobe(probe)
+                if nothing is not None:
+                    yield nothing
+                    return
             try:
                 async for part in self._async_client().runs.stream(
                     server_id, self.assistant, **arguments
@@ -312,13 +336,77 @@ class RemoteBackend(ThreadOperations):
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Fold the older messages into the summary now, on the server."""
+        """Fold the older messages into the summary now, on the server. With nothing to fold,
+        nothing is run on the thread (as locally: no checkpoint, no /compact row, the thread's
+        last activity unchanged): a stateless run on a copy of its state asks the server's own
+        rule first (:meth:`_compaction_probe`)."""
+        server_id = self._require(thread_id)
+        run_context = {**(context or {}), "compact": True, "compact_focus": focus}
         return self._run(
-            self._require(thread_id),
+            server_id,
+            probe=self._compaction_probe(server_id, run_context),
             input={"messages": []},
-            context={**(context or {}), "compact": True, "compact_focus": focus},
+            context=run_context,
             metadata={ACTION_KEY: "compact"},
         )
+
+    def _compaction_probe(self, server_id: str, context: dict[str, Any]) -> dict[str, Any] | None:
+        """The arguments of a stateless run that tells whether a compaction of the thread
+        would fold anything, by the server's settings and rule: the thread's messages, summary
+        and system prompt as its input, the compaction's context, and the offline model as its
+        summary model, so that no provider is ever called (a fold announces itself before its
+        summary call, and a compaction with nothing to fold says so, then ends). ``None`` when
+        the thread's state is not one to probe (no reply yet: the real run says why)."""
+        state = self._call(lambda: self.client.threads.get_state(server_id))
+        values = state.get("values") if isinstance(state.get("values"), dict) else {}
+        messages = values.get("messages") or []
+        if not messages or messages[-1].get("type") != "ai":
+            return None
+        probe_input = {"messages": messages, "summary": str(values.get("summary") or "")}
+        if values.get(SYSTEM_PROMPT_KEY):
+            probe_input["system_prompt"] = str(values[SYSTEM_PROMPT_KEY])
+        return {
+            "input": probe_input,
+            "context": {**context, "summary_model": "offline"},
+            "stream_mode": ["custom"],
+            "on_disconnect": "cancel",
+        }
+
+    def _probe(self, probe: dict[str, Any]) -> NothingToFold | None:
+        """Run a compaction probe, reading its stream to the end (a stateless run: the server
+        deletes its thread then): its :class:`NothingToFold`, or ``None`` when the compaction
+        would fold something."""
+        import httpx
+        from langgraph_sdk import errors
+
+        found: NothingToFold | None = None
+        answered = False
+        try:
+            for part in self.client.runs.stream(None, self.assistant, **probe):
+                if not answered:
+                    answered, found = _probe_answer(part)
+        except httpx.TransportError as error:
+            raise self._lost(error) from None
+        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+            raise self._refused(error) from None
+        return found
+
+    async def _aprobe(self, probe: dict[str, Any]) -> NothingToFold | None:
+        """:meth:`_probe`, awaited (in a turn that Ctrl-C cancels)."""
+        import httpx
+        from langgraph_sdk import errors
+
+        found: NothingToFold | None = None
+        answered = False
+        try:
+            async for part in self._async_client().runs.stream(None, self.assistant, **probe):
+                if not answered:
+                    answered, found = _probe_answer(part)
+        except httpx.TransportError as error:
+            raise self._lost(error) from None
+        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+            raise self._refused(error) from None
+        return found
 
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included)."""
