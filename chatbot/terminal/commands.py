@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,19 +84,65 @@ def command(
 ALIASES = {"quit": "exit", "q": "exit", "h": "help", "?": "help"}
 
 
+_COMMAND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+"""What a command's name looks like: a word, with no ``/``, ``*``, ``.`` or ``^`` in it."""
+
+
+def _known(word: str) -> str | None:
+    """The command a typed name (or alias) means, whatever its case."""
+    name = ALIASES.get(word.lower(), word.lower())
+    return name if name in COMMANDS else None
+
+
+def nearest_command(word: str) -> str | None:
+    """The command a mistyped name was most likely meant to be (``hisotry``: ``history``)."""
+    close = difflib.get_close_matches(word.lower(), list(COMMANDS), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def command_words(line: str) -> tuple[str, str] | None:
+    """A line starting with ``/`` as a command's name and argument, or ``None`` when it is a
+    message that happens to start with ``/``.
+
+    A command is a known name (``/history 3``, ``/system`` with a prompt of several lines), or
+    a word that looks like one on a line of its own (``/hisotry``, ``/foo bar``: said to be
+    unknown, with the nearest command). A path, code or a regex (``/usr/bin/env``, ``/* x */``,
+    ``/^\\d+$/``) is a message, and so is a paste of several lines unless it starts with a
+    command or a near miss of one. ``//`` starts a message that starts with ``/``.
+    """
+    found = re.match(r"/(\S*)\s*(.*)\Z", line, re.DOTALL)
+    if found is None or line.startswith("//"):
+        return None
+    word, arg = found.group(1), found.group(2).strip()
+    if _known(word) is not None or (word == "" and not arg):
+        return word, arg
+    if _COMMAND_WORD.fullmatch(word) is None:
+        return None
+    if "\n" in line and nearest_command(word) is None:
+        return None
+    return word, arg
+
+
 def dispatch(repl: Repl, line: str) -> Outcome:
-    """Run one slash command line; every problem becomes one clear line."""
-    name, _, arg = line[1:].partition(" ")
-    name = ALIASES.get(name.lower(), name.lower())
-    found = COMMANDS.get(name)
-    if found is None:
-        repl.problem(f"unknown command /{name}: /help lists the commands")
+    """Run a line that starts with ``/``: a slash command, or a message (see
+    :func:`command_words`); every problem becomes one clear line."""
+    words = command_words(line)
+    if words is None:
+        repl.chat(line[1:] if line.startswith("//") else line)
+        return None
+    word, arg = words
+    name = _known(word)
+    found = COMMANDS.get(name) if name else None
+    if name is None or found is None:
+        nearest = nearest_command(word)
+        hint = f"did you mean /{nearest}?" if nearest else "/help lists the commands"
+        repl.problem(f"unknown command /{word}: {hint} (//{word} sends it as a message)")
         return None
     if not found.remote and repl.backend.local_only_note:
         repl.problem(f"/{name} works on local threads only ({repl.backend.local_only_note})")
         return None
     try:
-        return found.handler(repl, arg.strip())
+        return found.handler(repl, arg)
     except (CommandError, BackendError, ExportError, LookupError) as error:
         repl.problem(str(error))
     except Exception as error:  # never a traceback in the REPL

@@ -67,8 +67,9 @@ class ScriptedReader:
 
 
 Dispatch = Callable[["Repl", str], "str | None"]
-"""Runs one slash-command line on a REPL; ``"exit"`` ends the loop. The REPL is given its
-commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."""
+"""Runs one line that starts with ``/`` on a REPL: a slash command, or a message that starts
+with ``/`` (a path, code, ``//``), which it sends; ``"exit"`` ends the loop. The REPL is given
+its commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."""
 
 
 # --- starting behind the prompt ---------------------------------------------------------------
@@ -325,8 +326,8 @@ class Repl:
             if not line.strip():
                 continue
             try:
-                if line.lstrip().startswith("/"):
-                    if self.dispatch(self, line.strip()) == "exit":
+                if line.startswith("/"):  # (a command, or a message starting with "/")
+                    if self.dispatch(self, line) == "exit":
                         return
                 else:
                     self.chat(line)
