@@ -15,6 +15,7 @@ from rich.table import Table
 
 from chatbot.config.settings import SettingsError
 from chatbot.engine.models import MissingCredentials
+from chatbot.files import untracked_in
 from chatbot.history.export import (
     ExportError,
     default_path,
@@ -37,6 +38,7 @@ from chatbot.history.timeline import (
 from chatbot.memory.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
+from chatbot.store.sqlite import ThreadInfo
 from chatbot.terminal import render
 from chatbot.terminal.repl import thread_line
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
@@ -230,9 +232,9 @@ def _thread(repl: Repl, arg: str) -> Outcome:
 def _threads(repl: Repl, arg: str) -> Outcome:
     _no_argument("threads", arg)
     threads = repl.backend.threads()
-    if not threads:
-        repl.say("no threads yet", "dim")
-        return None
+    if all(info.thread_id != repl.thread_id for info in threads):
+        # The current thread, new and empty (nothing stored yet): listed, as the prompt names it.
+        threads = [ThreadInfo(repl.thread_id, 0, None, "", 0, False), *threads]
     repl.console.print(render.threads_table(threads, current=repl.thread_id))
     return None
 
@@ -271,7 +273,13 @@ def _delete(repl: Repl, arg: str) -> Outcome:
         raise CommandError("give the thread to delete: /delete ID (/threads lists them)")
     thread_id = _thread_id(arg)
     if not repl.backend.thread_exists(thread_id):
-        raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
+        if thread_id != repl.thread_id:
+            raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
+        # The current thread, new and empty (only its name, as /rename can give it): nothing
+        # is stored, so nothing to ask about.
+        repl.say(f"deleted {thread_id} (it had no messages yet)")
+        repl.open_thread(new_thread_id())
+        return None
     try:
         answer = repl.reader.read(f"Delete thread {thread_id} and all its history? [y/N] ")
     except (EOFError, KeyboardInterrupt):
@@ -433,13 +441,18 @@ def _export(repl: Repl, arg: str) -> Outcome:
         raise CommandError("/export takes one path (quote it if it has spaces)")
     path = Path(parts[0]) if parts else None
     fmt = export_format(path)
-    if path is None:
-        path = default_path(repl.thread_id, fmt)  # in the working directory
     document = export_document(repl.thread_id, _history(repl))
-    written = write_private(path, render_export(document, fmt))
+    text = render_export(document, fmt)
+    note = ""
+    if path is not None:
+        written = write_private(path, text)
+    else:  # in the working directory: said in full, and when git would see it there
+        written = write_private(default_path(repl.thread_id, fmt).absolute(), text)
+        checkout = untracked_in(written)
+        note = f"; untracked in the git checkout at {checkout}" if checkout else ""
+    folded, live = len(document["folded_messages"]), len(document["messages"])
     repl.say(
-        f"exported {repl.thread_id} to {written} ({len(document['folded_messages'])} folded + "
-        f"{len(document['messages'])} live messages)"
+        f"exported {repl.thread_id} to {written} ({folded} folded + {live} live messages{note})"
     )
     return None
 
@@ -571,7 +584,8 @@ def _file(repl: Repl, arg: str) -> Outcome:
     if paths == ["clear"] and not sep:
         count = len(repl.attachments)
         repl.attachments = []
-        repl.say(f"dropped {counted(count, 'attached file')}", "dim")
+        if count:  # (nothing attached: nothing to say)
+            repl.say(f"dropped {counted(count, 'attached file')}", "dim")
         return None
     repl.ready()  # what the model takes is known once it is loaded
     limits = limits_for(repl.run_settings(), repl.model_name, repl.counter())
@@ -801,5 +815,5 @@ def _models(repl: Repl, arg: str) -> Outcome:
     for model in listing:
         current = "  (current)" if model.id == repl.model_name else ""
         repl.say(f"{model.id}{current}")
-    repl.say(f"{len(listing)} models · /model NAME switches (Tab completes)", "dim")
+    repl.say(f"{counted(len(listing), 'model')} · /model NAME switches (Tab completes)", "dim")
     return None
