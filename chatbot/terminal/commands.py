@@ -195,7 +195,8 @@ def _help(repl: Repl, arg: str) -> Outcome:
     repl.console.print(table)
     repl.say(
         "Enter sends; Alt-Enter (or Esc then Enter) inserts a newline; a paste stays one "
-        "message. Ctrl-C stops a reply or clears the line; Ctrl-D leaves.",
+        "message. Ctrl-C stops a reply or clears the line; Ctrl-D leaves. A message that "
+        "starts with / goes as typed unless it starts with a command: //text sends /text.",
         "dim",
     )
     return None
@@ -454,6 +455,21 @@ def _export(repl: Repl, arg: str) -> Outcome:
     repl.say(
         f"exported {repl.thread_id} to {written} ({folded} folded + {live} live messages{note})"
     )
+    return None
+
+
+@command(
+    "context",
+    "/context",
+    "the context window: what fills it, the trigger, free space, what the next fold takes",
+)
+def _context(repl: Repl, arg: str) -> Outcome:
+    _no_argument("context", arg)
+    snapshot = repl.backend.current(repl.thread_id)
+    repl.measure(snapshot)  # (the status line agrees with it)
+    tokenizer = repl.settings.tokenizer if repl.settings else "auto"
+    window = repl.backend.context_window(snapshot, repl.context, tokenizer)
+    repl.console.print(render.context_view(window, repl.thread_id))
     return None
 
 
