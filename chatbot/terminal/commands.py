@@ -461,7 +461,7 @@ def _export(repl: Repl, arg: str) -> Outcome:
 @command(
     "context",
     "/context",
-    "the context window: what fills it, the trigger, free space, what the next fold takes",
+    "what fills the context window; the trigger, free space, the next fold",
 )
 def _context(repl: Repl, arg: str) -> Outcome:
     _no_argument("context", arg)
