@@ -64,3 +64,30 @@ def replace_private(path: Path, text: str) -> None:
             os.fsync(folder)
         finally:
             os.close(folder)
+
+
+def untracked_in(path: Path) -> Path | None:
+    """The git work tree holding ``path`` when git would list the file as untracked there
+    (neither tracked nor ignored), else ``None``: so that a file written into a checkout is
+    not committed by mistake. Without git installed, a ``.git`` folder (or file) above the
+    file is enough to tell."""
+    import shutil
+    import subprocess
+
+    folder = path.absolute().parent
+    top = next((place for place in [folder, *folder.parents] if (place / ".git").exists()), None)
+    git = shutil.which("git")
+    if top is None or git is None:
+        return top
+    try:
+        found = subprocess.run(
+            [git, "-C", str(top), "status", "--porcelain", "--ignored", "--", str(path.absolute())],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return top
+    if found.returncode != 0:  # (git refuses this checkout: what .git says stands)
+        return top
+    return top if found.stdout.startswith("??") else None

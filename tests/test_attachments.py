@@ -252,13 +252,14 @@ def test_file_refusals_clear_and_send_now(cli: Cli, files: Path) -> None:
     output = chat(
         cli,
         f"/file {files / 'tool.bin'}\n/file {files}\n/file {files / 'notes.txt'}\n"
-        "/file clear\n/file\n"
+        "/file clear\n/file\n/file clear\n"
         f"/file {files / 'notes.txt'} -- sum it up\n",
     )
 
     assert "error: tool.bin is a binary file" in output
     assert "is a folder: attach the files in it one by one" in output
     assert "dropped 1 attached file" in output
+    assert "dropped 0" not in output, "nothing attached: nothing dropped, nothing said"
     assert "no files attached" in output
     (request,) = chat_requests(cli.server)
     sent = [m for m in request.messages if m["role"] == "user"][-1]["content"]

@@ -87,6 +87,12 @@ def test_slash_models_in_the_repl(cli: Cli) -> None:
     assert "/models  list the models the endpoint serves" in help_text
 
 
+def test_slash_models_of_one_model_says_one_model(cli: Cli) -> None:
+    cli.server.models = ["only-model"]
+    result = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/models\n"))
+    assert "1 model · /model NAME switches (Tab completes)" in result.stdout
+
+
 def test_slash_models_offline_and_a_failure_in_the_repl(cli: Cli) -> None:
     cli.server.models_status = 401
     cli.server.script("yes, still here")

@@ -560,6 +560,60 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
     assert texts(cli_json(db, "show", "other")) == ["in other", "echo: in other"]
 
 
+CTRL_D_DURING_A_REPLY = "Ctrl-D does nothing while a reply streams: at an empty prompt it leaves"
+
+
+def test_ctrl_d_during_a_reply_does_nothing_and_keys_typed_ahead_wait_in_the_input_line(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = echo_or_summary
+    term = spawn("chat", "--thread", "main", **fake_model_env(openai_server))
+    term.started("main", "fake-model")
+
+    # Typed ahead, Ctrl-D, typed ahead again: nothing is sent, nothing is lost.
+    openai_server.script(Reply(text="alpha bravo charlie delta foxtrot golf", chunk_delay=0.3))
+    term.child.send("spell it\r")
+    term.expect(r"alpha\b")
+    term.child.send("ahead")
+    term.child.sendcontrol("d")
+    term.child.send("more")
+    shown = term.expect(r"golf\b") + term.expect_prompt("main")
+    assert CTRL_D_DURING_A_REPLY in " ".join(shown.split())
+    term.expect("aheadmore")  # the new prompt's input line, not sent
+    assert len(chat_requests(openai_server)) == 1
+    term.child.send("\x7f" * 4 + "less\r")  # ... and editable
+    term.expect("echo: aheadless")
+    term.expect_prompt("main")
+
+    # Ctrl-D alone during a reply: the REPL stays; at the (empty) prompt Ctrl-D leaves.
+    openai_server.script(Reply(text="one two three four", chunk_delay=0.3))
+    term.child.send("again\r")
+    term.expect(r"one\b")
+    term.child.sendcontrol("d")
+    shown = term.expect(r"four\b") + term.expect_prompt("main")
+    assert CTRL_D_DURING_A_REPLY in " ".join(shown.split())
+    assert term.child.isalive()
+
+    # A paste during a reply (the terminal marks it: bracketed paste is on) stays text.
+    openai_server.script(Reply(text="five six seven eight", chunk_delay=0.3))
+    term.child.send("more\r")
+    term.expect(r"five\b")
+    assert "\x1b[?2004h" in term.transcript.getvalue().rsplit("more", 1)[-1]
+    term.child.send(f"{PASTE_START}pasted one\npasted two{PASTE_END}")
+    term.expect(r"eight\b")
+    shown = term.expect_prompt("main") + term.expect("pasted two")
+    assert re.search(r"main> pasted one\n\.{5} pasted two", shown), "in the input line"
+    term.child.send("\r")
+    term.expect("echo: pasted one")
+    term.expect_prompt("main")
+    assert term.leave() == 0
+    assert_clean(term)
+    sent = [request.last_user_text for request in chat_requests(openai_server)]
+    assert sent == ["spell it", "aheadless", "again", "more", "pasted one\npasted two"]
+    document = cli_json(tmp_path / "chat.sqlite", "show", "main")
+    assert texts(document, "human") == ["more", "pasted one\npasted two"]  # (6 were folded)
+
+
 def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
     spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
 ) -> None:

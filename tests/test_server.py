@@ -117,6 +117,7 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
             "/retry",
             "/tokens",
             "/model",
+            "/context",
             "/model offline",
             "after switching",
             "/model gpt-4o",
@@ -140,6 +141,10 @@ def test_remote_repl_session_and_ask(dev_server: DevServer) -> None:
     assert "forked remote-main" in out and "remote-main-fork1" in out
     assert "/undo works on local threads only" in out
     assert "set by the server's settings" in out, "/tokens does not claim the local trigger"
+    said = " ".join(out.split())
+    assert "context of thread remote-main: about" in said, "/context: estimated here"
+    assert "| trigger unknown (set by the server's settings)" in said
+    assert "next fold: decided by the server's settings" in said
     assert "chat model is now offline for this session (on the server)" in out
     assert 'You said: "after switching"' in out
     (failed,) = [line for line in out.splitlines() if line.startswith("error:")][-1:]

@@ -114,7 +114,7 @@ def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
     """Slash commands in a REPL started before loading: leaving never waits; the others wait
     until threads can be read (importing the commands imports LangGraph's checkpoint code, so
     it happens on the loading thread)."""
-    if line.lower() in _LEAVING:
+    if line.strip().lower() in _LEAVING:
         return "exit"
     repl.ready(reading=True)
     from chatbot.terminal.commands import dispatch

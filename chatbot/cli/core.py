@@ -5,10 +5,12 @@ commonest invocations on it without importing Typer at all (see there)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.config.sources import Places
     from chatbot.engine.models import Models
     from chatbot.store.sqlite import SqlStore
-    from chatbot.terminal.repl import LineReader
+    from chatbot.terminal.repl import HeldKeys, LineReader
     from chatbot.threads.backend import Backend
     from chatbot.threads.reading import LocalReader
 
@@ -364,6 +366,14 @@ class ValidTextReader:
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
         return valid_text(self.reader.read(prompt, toolbar))
+
+    def hold_keys(self) -> AbstractContextManager[HeldKeys]:
+        """The reader's own (see :class:`chatbot.terminal.repl.HoldsKeys`), if it has one."""
+        from chatbot.terminal.repl import HeldKeys, HoldsKeys
+
+        if isinstance(self.reader, HoldsKeys):
+            return self.reader.hold_keys()
+        return contextlib.nullcontext(HeldKeys())
 
 
 def read_text(text: str | None) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +15,7 @@ from rich.table import Table
 
 from chatbot.config.settings import SettingsError
 from chatbot.engine.models import MissingCredentials
+from chatbot.files import untracked_in
 from chatbot.history.export import (
     ExportError,
     default_path,
@@ -35,6 +38,7 @@ from chatbot.history.timeline import (
 from chatbot.memory.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
+from chatbot.store.sqlite import ThreadInfo
 from chatbot.terminal import render
 from chatbot.terminal.repl import thread_line
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
@@ -82,19 +86,65 @@ def command(
 ALIASES = {"quit": "exit", "q": "exit", "h": "help", "?": "help"}
 
 
+_COMMAND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+"""What a command's name looks like: a word, with no ``/``, ``*``, ``.`` or ``^`` in it."""
+
+
+def _known(word: str) -> str | None:
+    """The command a typed name (or alias) means, whatever its case."""
+    name = ALIASES.get(word.lower(), word.lower())
+    return name if name in COMMANDS else None
+
+
+def nearest_command(word: str) -> str | None:
+    """The command a mistyped name was most likely meant to be (``hisotry``: ``history``)."""
+    close = difflib.get_close_matches(word.lower(), list(COMMANDS), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def command_words(line: str) -> tuple[str, str] | None:
+    """A line starting with ``/`` as a command's name and argument, or ``None`` when it is a
+    message that happens to start with ``/``.
+
+    A command is a known name (``/history 3``, ``/system`` with a prompt of several lines), or
+    a word that looks like one on a line of its own (``/hisotry``, ``/foo bar``: said to be
+    unknown, with the nearest command). A path, code or a regex (``/usr/bin/env``, ``/* x */``,
+    ``/^\\d+$/``) is a message, and so is a paste of several lines unless it starts with a
+    command or a near miss of one. ``//`` starts a message that starts with ``/``.
+    """
+    found = re.match(r"/(\S*)\s*(.*)\Z", line, re.DOTALL)
+    if found is None or line.startswith("//"):
+        return None
+    word, arg = found.group(1), found.group(2).strip()
+    if _known(word) is not None or (word == "" and not arg):
+        return word, arg
+    if _COMMAND_WORD.fullmatch(word) is None:
+        return None
+    if "\n" in line and nearest_command(word) is None:
+        return None
+    return word, arg
+
+
 def dispatch(repl: Repl, line: str) -> Outcome:
-    """Run one slash command line; every problem becomes one clear line."""
-    name, _, arg = line[1:].partition(" ")
-    name = ALIASES.get(name.lower(), name.lower())
-    found = COMMANDS.get(name)
-    if found is None:
-        repl.problem(f"unknown command /{name}: /help lists the commands")
+    """Run a line that starts with ``/``: a slash command, or a message (see
+    :func:`command_words`); every problem becomes one clear line."""
+    words = command_words(line)
+    if words is None:
+        repl.chat(line[1:] if line.startswith("//") else line)
+        return None
+    word, arg = words
+    name = _known(word)
+    found = COMMANDS.get(name) if name else None
+    if name is None or found is None:
+        nearest = nearest_command(word)
+        hint = f"did you mean /{nearest}?" if nearest else "/help lists the commands"
+        repl.problem(f"unknown command /{word}: {hint} (//{word} sends it as a message)")
         return None
     if not found.remote and repl.backend.local_only_note:
         repl.problem(f"/{name} works on local threads only ({repl.backend.local_only_note})")
         return None
     try:
-        return found.handler(repl, arg.strip())
+        return found.handler(repl, arg)
     except (CommandError, BackendError, ExportError, LookupError) as error:
         repl.problem(str(error))
     except Exception as error:  # never a traceback in the REPL
@@ -145,7 +195,8 @@ def _help(repl: Repl, arg: str) -> Outcome:
     repl.console.print(table)
     repl.say(
         "Enter sends; Alt-Enter (or Esc then Enter) inserts a newline; a paste stays one "
-        "message. Ctrl-C stops a reply or clears the line; Ctrl-D leaves.",
+        "message. Ctrl-C stops a reply or clears the line; Ctrl-D leaves. A message that "
+        "starts with / goes as typed unless it starts with a command: //text sends /text.",
         "dim",
     )
     return None
@@ -182,9 +233,9 @@ def _thread(repl: Repl, arg: str) -> Outcome:
 def _threads(repl: Repl, arg: str) -> Outcome:
     _no_argument("threads", arg)
     threads = repl.backend.threads()
-    if not threads:
-        repl.say("no threads yet", "dim")
-        return None
+    if all(info.thread_id != repl.thread_id for info in threads):
+        # The current thread, new and empty (nothing stored yet): listed, as the prompt names it.
+        threads = [ThreadInfo(repl.thread_id, 0, None, "", 0, False), *threads]
     repl.console.print(render.threads_table(threads, current=repl.thread_id))
     return None
 
@@ -223,7 +274,13 @@ def _delete(repl: Repl, arg: str) -> Outcome:
         raise CommandError("give the thread to delete: /delete ID (/threads lists them)")
     thread_id = _thread_id(arg)
     if not repl.backend.thread_exists(thread_id):
-        raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
+        if thread_id != repl.thread_id:
+            raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
+        # The current thread, new and empty (only its name, as /rename can give it): nothing
+        # is stored, so nothing to ask about.
+        repl.say(f"deleted {thread_id} (it had no messages yet)")
+        repl.open_thread(new_thread_id())
+        return None
     try:
         answer = repl.reader.read(f"Delete thread {thread_id} and all its history? [y/N] ")
     except (EOFError, KeyboardInterrupt):
@@ -385,14 +442,34 @@ def _export(repl: Repl, arg: str) -> Outcome:
         raise CommandError("/export takes one path (quote it if it has spaces)")
     path = Path(parts[0]) if parts else None
     fmt = export_format(path)
-    if path is None:
-        path = default_path(repl.thread_id, fmt)  # in the working directory
     document = export_document(repl.thread_id, _history(repl))
-    written = write_private(path, render_export(document, fmt))
+    text = render_export(document, fmt)
+    note = ""
+    if path is not None:
+        written = write_private(path, text)
+    else:  # in the working directory: said in full, and when git would see it there
+        written = write_private(default_path(repl.thread_id, fmt).absolute(), text)
+        checkout = untracked_in(written)
+        note = f"; untracked in the git checkout at {checkout}" if checkout else ""
+    folded, live = len(document["folded_messages"]), len(document["messages"])
     repl.say(
-        f"exported {repl.thread_id} to {written} ({len(document['folded_messages'])} folded + "
-        f"{len(document['messages'])} live messages)"
+        f"exported {repl.thread_id} to {written} ({folded} folded + {live} live messages{note})"
     )
+    return None
+
+
+@command(
+    "context",
+    "/context",
+    "what fills the context window; the trigger, free space, the next fold",
+)
+def _context(repl: Repl, arg: str) -> Outcome:
+    _no_argument("context", arg)
+    snapshot = repl.backend.current(repl.thread_id)
+    repl.measure(snapshot)  # (the status line agrees with it)
+    tokenizer = repl.settings.tokenizer if repl.settings else "auto"
+    window = repl.backend.context_window(snapshot, repl.context, tokenizer)
+    repl.console.print(render.context_view(window, repl.thread_id))
     return None
 
 
@@ -524,7 +601,8 @@ def _file(repl: Repl, arg: str) -> Outcome:
     if paths == ["clear"] and not sep:
         count = len(repl.attachments)
         repl.attachments = []
-        repl.say(f"dropped {counted(count, 'attached file')}", "dim")
+        if count:  # (nothing attached: nothing to say)
+            repl.say(f"dropped {counted(count, 'attached file')}", "dim")
         return None
     repl.ready()  # what the model takes is known once it is loaded
     limits = limits_for(repl.run_settings(), repl.model_name, repl.counter())
@@ -754,5 +832,5 @@ def _models(repl: Repl, arg: str) -> Outcome:
     for model in listing:
         current = "  (current)" if model.id == repl.model_name else ""
         repl.say(f"{model.id}{current}")
-    repl.say(f"{len(listing)} models · /model NAME switches (Tab completes)", "dim")
+    repl.say(f"{counted(len(listing), 'model')} · /model NAME switches (Tab completes)", "dim")
     return None

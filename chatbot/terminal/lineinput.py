@@ -5,8 +5,10 @@ shown above the prompt while a line is being typed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from prompt_toolkit import PromptSession
@@ -15,9 +17,13 @@ from prompt_toolkit.application.current import set_app
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
-from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from prompt_toolkit.input.typeahead import store_typeahead
+from prompt_toolkit.input.vt100_parser import Vt100Parser
+from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
+from prompt_toolkit.keys import Keys
 
 from chatbot.files import create_private_file
+from chatbot.terminal.repl import HeldKeys
 
 
 class SlashCompleter(Completer):
@@ -105,6 +111,30 @@ def _path_completions(arg: str, complete_event: CompleteEvent) -> Iterable[Compl
         yield Completion(quoted, start_position=-typed, display=found.display)
 
 
+_PASTE_ON, _PASTE_OFF = "\x1b[?2004h", "\x1b[?2004l"
+"""Bracketed paste on and off: a paste comes between marks, so that its line breaks are not
+Enter."""
+
+
+def _write_terminal(sequence: str) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.write(sequence)
+        sys.stdout.flush()
+
+
+def _pending(fd: int) -> bytes:
+    """Everything the terminal has for ``fd`` now, without waiting."""
+    import select
+
+    chunks = []
+    while select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _key_bindings() -> KeyBindings:
     bindings = KeyBindings()
 
@@ -164,6 +194,55 @@ class PromptToolkitReader:
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
         """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C."""
         return self.session.prompt(prompt, bottom_toolbar=toolbar, pre_run=self._pre_run)
+
+    @contextlib.contextmanager
+    def hold_keys(self) -> Iterator[HeldKeys]:
+        """While the REPL is busy (a reply streams): keys pressed are not echoed and wait for
+        the next prompt, which takes them as if typed there, editable (Enter sends, as it
+        would have); a paste stays text. Ctrl-D among them is dropped and reported in the
+        :class:`HeldKeys` given; Ctrl-C still interrupts.
+
+        The terminal reads keys as they come, not echoed (an echoed ``^C`` or typed text
+        would move the cursor, so the live display could no longer erase itself), with
+        signals on (Ctrl-C), and with bracketed paste on. When the block ends, what was typed
+        is read and handed to prompt_toolkit's type-ahead. (A terminal that reads lines would
+        make Ctrl-D end the line typed so far, sent at the next prompt as a message.)
+        """
+        held = HeldKeys()
+        try:
+            import termios
+
+            fd = self.session.app.input.fileno()
+            saved = termios.tcgetattr(fd)
+        except Exception:  # not POSIX, or the input is not a terminal
+            yield held
+            return
+        quiet = list(saved)
+        quiet[0] &= ~(termios.ICRNL | termios.INLCR | termios.IGNCR | termios.IXON)
+        quiet[3] &= ~(termios.ECHO | termios.ICANON | termios.IEXTEN)  # (ISIG stays: Ctrl-C)
+        quiet[6] = list(saved[6])
+        quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        _write_terminal(_PASTE_ON)
+        try:
+            yield held
+        finally:
+            try:
+                typed = _pending(fd)
+            finally:
+                _write_terminal(_PASTE_OFF)
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
+            held.ctrl_d = self._type_ahead(typed.decode("utf-8", errors="replace"))
+
+    def _type_ahead(self, typed: str) -> bool:
+        """Hand keys typed while no prompt was up to the next one, Ctrl-D left out; True when
+        there was a Ctrl-D."""
+        keys: list[KeyPress] = []
+        parser = Vt100Parser(keys.append)
+        parser.feed_and_flush(typed)
+        kept = [key for key in keys if key.key != Keys.ControlD]
+        store_typeahead(self.session.app.input, kept)
+        return len(kept) < len(keys)
 
     def _pre_run(self) -> None:
         if self.shown is not None:  # pre_run comes before the first drawing; this after it

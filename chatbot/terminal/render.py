@@ -33,6 +33,7 @@ from chatbot.store.sqlite import ThreadInfo
 
 if TYPE_CHECKING:
     from chatbot.threads.events import Kept, NothingToFold, Summarized
+    from chatbot.threads.operations import ContextWindow
 
 
 class Markdown(RichMarkdown):
@@ -360,3 +361,121 @@ def state_view(
         parts.append(Text("(no messages)", style="dim"))
     parts.extend(message_view(m) for m in snapshot.messages)
     return Wrapped(*parts)
+
+
+# --- /context -------------------------------------------------------------------------------
+
+CONTEXT_BAR_WIDTH = 64
+"""The widest the /context bar gets (narrower on a narrow screen)."""
+CONTEXT_PARTS = (
+    ("█", "magenta", "system prompt"),
+    ("▓", "yellow", "summary"),
+    ("▒", "cyan", "messages"),
+)
+"""The bar's glyph and colour for each part of the context (the glyph tells them apart
+without colour too)."""
+FREE, TRIGGER_MARK = ("·", "dim"), ("|", "bold red")
+
+
+def context_bar(window: ContextWindow, width: int) -> Text:
+    """The context as a bar ``width`` cells wide: each part in proportion to the model's input
+    (or, when that is unknown, to the trigger or the context), free space after, the trigger
+    marked where it fires."""
+    span = max(window.window or window.trigger_tokens or 0, window.total, 1)
+    cells: list[tuple[str, str]] = []
+    for (glyph, style, _), tokens in zip(
+        CONTEXT_PARTS, (window.system, window.summary, window.messages), strict=True
+    ):
+        count = round(tokens / span * width)
+        cells += [(glyph, style)] * (max(1, count) if tokens else 0)
+    cells = cells[:width] + [FREE] * (width - len(cells))
+    if window.trigger_tokens:
+        cells[min(width - 1, round(window.trigger_tokens / span * width))] = TRIGGER_MARK
+    return Text.assemble(*cells)
+
+
+class _ContextBar:
+    def __init__(self, window: ContextWindow) -> None:
+        self.window = window
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield context_bar(self.window, max(8, min(CONTEXT_BAR_WIDTH, options.max_width)))
+
+
+def _next_fold(window: ContextWindow) -> str:
+    """What the next fold takes, and when it comes."""
+    if window.fold_messages is None:
+        return "next fold: decided by the server's settings"
+    if not window.fold_messages:
+        if not window.message_count:
+            return "next fold: nothing to fold, no messages yet"
+        kept = counted(window.message_count, "message")
+        verb = "is" if window.message_count == 1 else "are"
+        return f"next fold: nothing to fold, the {kept} {verb} what keep ({window.keep}) keeps"
+    stay = window.message_count - window.fold_messages
+    when = "with /compact" if window.trigger == "off" else "at the trigger, or now with /compact"
+    return (
+        f"next fold: {counted(window.fold_messages, 'message')} ({window.fold_tokens:,} tokens) "
+        f"into the summary, {stay} stay (keep {window.keep}); {when}"
+    )
+
+
+def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
+    """/context: the context window as a bar, and the figures of each part, the trigger, the
+    free space and the next fold."""
+    about = "about " if window.estimated else ""
+    head = f"context of thread {thread_id}: {about}{window.total:,}"
+    if window.window:
+        head += f" of {window.window:,} tokens ({window.total / window.window:.0%})"
+    elif window.estimated:
+        head += " tokens (the server's model and settings are not known here)"
+    else:
+        head += " tokens; the model's input size is unknown: CHATBOT_MAX_INPUT_TOKENS sets it"
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(no_wrap=True)
+    table.add_column(justify="right", no_wrap=True)
+    table.add_column(justify="right", no_wrap=True)
+    table.add_column(overflow="fold")
+
+    def share(tokens: int) -> str:
+        if not window.window:
+            return ""
+        part = tokens / window.window
+        return "<1%" if 0 < part < 0.005 else f"{part:.0%}"
+
+    parts = (window.system, window.summary, window.messages)
+    for (glyph, style, name), tokens in zip(CONTEXT_PARTS, parts, strict=True):
+        note = ""
+        if name == "summary" and not tokens:
+            note = "no summary yet"
+        elif name == "messages":
+            note = f"in {counted(window.message_count, 'message')}"
+        label = Text.assemble((glyph, style), f" {name}")
+        table.add_row(label, f"{tokens:,} tokens", share(tokens), note)
+    mark = Text.assemble(TRIGGER_MARK, " trigger")
+    if window.estimated:
+        table.add_row(mark, "unknown", "", "(set by the server's settings)")
+    elif window.trigger_tokens:
+        tokens = window.trigger_tokens
+        table.add_row(mark, f"{tokens:,} tokens", share(tokens), f"({window.trigger})")
+    elif window.trigger_messages:
+        now = f"(now {counted(window.message_count, 'message')})"
+        table.add_row(mark, window.trigger, "", now)
+    else:
+        table.add_row(mark, "off", "", "(only /compact folds, or a request too big for the model)")
+    free = Text.assemble(FREE, " free")
+    if window.window:
+        room = max(0, window.window - window.total)
+        table.add_row(free, f"{room:,} tokens", share(room), "")
+    else:
+        table.add_row(free, "unknown", "", "")
+    counted_with = f"counted with the {window.counted_with} tokenizer"
+    if window.estimated:
+        counted_with += " (the thread's own system prompt; the server's default is not counted)"
+    return Wrapped(
+        plain(head, style="bold"),
+        _ContextBar(window),
+        table,
+        Text(_next_fold(window)),
+        Text(counted_with, style="dim"),
+    )

@@ -15,11 +15,10 @@ shown above the prompt once they are there.
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rich.console import Console
 from rich.markup import escape
@@ -55,6 +54,26 @@ class LineReader(Protocol):
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str: ...
 
 
+@dataclass
+class HeldKeys:
+    """What a reader did with the keys pressed while no prompt was up (:class:`HoldsKeys`)."""
+
+    ctrl_d: bool = False
+    """Ctrl-D was among them: dropped (at the prompt it would have left, or deleted a
+    character), and the REPL says so."""
+
+
+@runtime_checkable
+class HoldsKeys(Protocol):
+    """A terminal's reader: keys pressed while the REPL is busy (a reply streams) wait for
+    the next prompt, where they are as if typed there."""
+
+    def hold_keys(self) -> contextlib.AbstractContextManager[HeldKeys]: ...
+
+
+CTRL_D_IGNORED = "Ctrl-D does nothing while a reply streams: at an empty prompt it leaves"
+
+
 class ScriptedReader:
     """A reader that replays given lines, then behaves like Ctrl-D. For tests and pipes."""
 
@@ -71,8 +90,9 @@ class ScriptedReader:
 
 
 Dispatch = Callable[["Repl", str], "str | None"]
-"""Runs one slash-command line on a REPL; ``"exit"`` ends the loop. The REPL is given its
-commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."""
+"""Runs one line that starts with ``/`` on a REPL: a slash command, or a message that starts
+with ``/`` (a path, code, ``//``), which it sends; ``"exit"`` ends the loop. The REPL is given
+its commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."""
 
 
 # --- starting behind the prompt ---------------------------------------------------------------
@@ -124,6 +144,8 @@ class Repl:
     _counts_told: bool = True
     attachments: list[Attachment] = field(default_factory=list)
     """Files attached (``/file``) to the next message."""
+    _ctrl_d_ignored: bool = False
+    """Ctrl-D was pressed while the REPL was busy: said above the next prompt."""
 
     def __post_init__(self) -> None:
         loading = self._loading()
@@ -164,6 +186,9 @@ class Repl:
         while True:
             interrupts.forget()  # (a Ctrl-C that stopped a command is handled)
             self._settle()
+            if self._ctrl_d_ignored:
+                self._ctrl_d_ignored = False
+                self.say(CTRL_D_IGNORED, "dim")
             try:
                 line = self.reader.read(self.prompt(), self.toolbar)
             except KeyboardInterrupt:
@@ -174,8 +199,8 @@ class Repl:
             if not line.strip():
                 continue
             try:
-                if line.lstrip().startswith("/"):
-                    if self.dispatch(self, line.strip()) == "exit":
+                if line.startswith("/"):  # (a command, or a message starting with "/")
+                    if self.dispatch(self, line) == "exit":
                         return
                 else:
                     self.chat(line)
@@ -243,7 +268,7 @@ class Repl:
         view = ReplyView(self.console, live=self.console.is_terminal)
         view.start(words)
         try:
-            with _keys_not_echoed() if view.live else contextlib.nullcontext():
+            with self._keys_held(view.live):
                 view.tick()
                 while not done.wait(TICK_SECONDS):
                     view.tick()
@@ -415,7 +440,7 @@ class Repl:
 
         view = ReplyView(self.console, live=self.console.is_terminal)
         view.start(waiting_for or THINKING)
-        with _keys_not_echoed() if view.live else contextlib.nullcontext():
+        with self._keys_held(view.live):
             try:
                 outcome = self.runner.run(turn, view)
             finally:
@@ -436,6 +461,21 @@ class Repl:
                 self.print(note)
         self.measure(self._safe_current())
 
+    @contextlib.contextmanager
+    def _keys_held(self, live: bool) -> Iterator[None]:
+        """While a live display is up (a reply streams, loading is waited for), keys pressed
+        are not echoed into it and wait for the next prompt (:class:`HoldsKeys`); a Ctrl-D
+        among them is said there. Ctrl-C still interrupts."""
+        if not live or not isinstance(self.reader, HoldsKeys):
+            yield
+            return
+        held = HeldKeys()
+        try:
+            with self.reader.hold_keys() as held:
+                yield
+        finally:
+            self._ctrl_d_ignored = self._ctrl_d_ignored or held.ctrl_d
+
     def _safe_current(self) -> Snapshot | None:
         try:
             return self.backend.current(self.thread_id)
@@ -455,31 +495,3 @@ def _after_ctrl_c(kept: Kept | None, view: ReplyView) -> str:
     if kept.message:
         return "your message is kept; /retry regenerates the reply"
     return "your message was not saved"
-
-
-@contextlib.contextmanager
-def _keys_not_echoed() -> Iterator[None]:
-    """While a reply streams, the terminal does not echo keys into the live display.
-
-    An echoed ``^C`` or typed-ahead text moves the cursor, so the live display could no longer
-    erase itself and a copy of its first line stayed on the screen. Typed-ahead text still
-    reaches the next prompt; Ctrl-C still interrupts.
-    """
-    saved: list[Any] | None = None
-    try:
-        import termios
-
-        fd = sys.stdin.fileno()
-        saved = termios.tcgetattr(fd)
-    except Exception:  # not POSIX, or stdin is not a terminal
-        pass
-    if saved is None:
-        yield
-        return
-    quiet = list(saved)
-    quiet[3] &= ~termios.ECHO  # the local modes
-    termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    try:
-        yield
-    finally:
-        termios.tcsetattr(fd, termios.TCSANOW, saved)

@@ -24,7 +24,7 @@ from chatbot.history.timeline import (
 )
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
 from chatbot.store.sqlite import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
-from chatbot.threads.operations import BackendError, ThreadOperations, Undone
+from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperations, Undone
 from chatbot.threads.reading import LocalReader
 
 if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
@@ -69,6 +69,12 @@ class Backend(Protocol):
     def context_tokens(
         self, snapshot: Snapshot, context: dict[str, Any] | None = None, tokenizer: str = "auto"
     ) -> int: ...
+    def context_window(
+        self,
+        snapshot: Snapshot | None,
+        context: dict[str, Any] | None = None,
+        tokenizer: str = "auto",
+    ) -> ContextWindow: ...
     def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
     def search(
         self,

@@ -57,7 +57,7 @@ READS = frozenset(
 """Backend operations that need only the backend open (loading's first stage)."""
 RUNS = frozenset(
     {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
-    | {"set_system_prompt", "undo", "retry", "context_tokens"}
+    | {"set_system_prompt", "undo", "retry", "context_tokens", "context_window"}
 )
 """Backend operations that need the graph (loading's second stage)."""
 

@@ -7,11 +7,15 @@ backend do them alike and the REPL's commands only parse, call and render.
   answer from the state now when going back would undo a compaction or a system prompt set
   since, else resume from the checkpoint where the message had arrived.
 - :meth:`ThreadOperations.context_tokens`: what the chat model would be sent for a state now,
-  counted as the graph counts it.
+  counted as the graph counts it; :meth:`ThreadOperations.context_window`: the same, part by
+  part, against the model's input, the trigger, and what the next fold would take (/context).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.errors import FriendlyError
@@ -33,6 +37,42 @@ class Undone(NamedTuple):
     """The state the thread is back at; ``None``: the empty thread (the first turn undone)."""
     undone_checkpoint_id: str
     """The state the undo left behind: its turn's last checkpoint, still in the history."""
+
+
+@dataclass(frozen=True)
+class ContextWindow:
+    """What the chat model would be sent for a thread now, part by part (the figures sum to
+    what the status line counts), against the limits of the run's settings."""
+
+    system: int
+    """Tokens of the system prompt the next run sends."""
+    summary: int
+    """Tokens of the summary, as it is sent (a system message)."""
+    messages: int
+    """Tokens of the messages kept verbatim."""
+    message_count: int
+    counted_with: str
+    """The tokenizer's name."""
+    window: int | None = None
+    """The model's input size (``None``: not known)."""
+    trigger: str = ""
+    """The trigger as settings write it (``tokens:12000``, ``off``; ``""``: not known here)."""
+    trigger_tokens: int | None = None
+    """The trigger's lowest token threshold (``None``: it counts messages, or is off)."""
+    trigger_messages: int | None = None
+    """The trigger's lowest message count (``None``: it counts tokens, or is off)."""
+    keep: str = ""
+    """What a fold keeps verbatim, as settings write it (``messages:2``)."""
+    fold_messages: int | None = None
+    """How many messages the next fold takes into the summary (``None``: not known here)."""
+    fold_tokens: int = 0
+    estimated: bool = False
+    """On a server, whose settings decide the model, trigger and keep: the figures are this
+    side's estimate (the thread's own system prompt, the tokenizer given), the rest unknown."""
+
+    @property
+    def total(self) -> int:
+        return self.system + self.summary + self.messages
 
 
 class ThreadOperations:
@@ -83,6 +123,66 @@ class ThreadOperations:
             run.language if run else "en",
         )
         return (run.counter if run else counter_for("", tokenizer)).messages(sent)
+
+    def context_window(
+        self,
+        snapshot: Snapshot | None,
+        context: dict[str, Any] | None = None,
+        tokenizer: str = "auto",
+    ) -> ContextWindow:
+        """What :meth:`context_tokens` counts, part by part, with the limits a run with
+        ``context`` has and what its next fold would take (the graph's own plan: the messages
+        a ``/compact`` now, or the trigger once passed, folds). On a server: an estimate
+        (see :attr:`ContextWindow.estimated`)."""
+        from chatbot.config.sources import SettingsError
+        from chatbot.memory import prompts
+        from chatbot.memory.tokens import counter_for
+
+        messages = list(snapshot.messages) if snapshot else []
+        summary = snapshot.summary if snapshot else ""
+        own_prompt = snapshot.system_prompt if snapshot else ""
+        try:
+            run = self.run_settings(context, own_prompt)
+        except SettingsError:
+            run = None
+        system_prompt, language = (run.system_prompt, run.language) if run else (own_prompt, "en")
+        counter = run.counter if run else counter_for("", tokenizer)
+        sent = prompts.conversation_input(messages, summary, system_prompt, language)
+        factor = counter.scale(sent)  # (the provider's usage, as the status line scales it)
+
+        def scaled(part: list[Any]) -> int:
+            return math.ceil(counter.raw(part) * factor) if part else 0
+
+        system = scaled(prompts.conversation_input([], "", system_prompt, language))
+        summary_tokens = scaled(prompts.conversation_input([], summary, "", language))
+        measured = ContextWindow(
+            system=system,
+            summary=summary_tokens,
+            messages=counter.messages(sent) - system - summary_tokens,
+            message_count=len(messages),
+            counted_with=counter.name,
+            estimated=run is None,
+        )
+        if run is None:
+            return measured
+        from chatbot.engine import folding
+        from chatbot.memory.policy import TRIGGER_OFF
+
+        plan = folding.plan_fold({"messages": messages, "summary": summary}, run, "compact")
+        counts = counter.per_message(messages)
+        limits = run.policy.trigger
+        return dataclasses.replace(
+            measured,
+            window=run.policy.max_input_tokens,
+            trigger=",".join(str(limit) for limit in limits) or TRIGGER_OFF,
+            trigger_tokens=run.policy.trigger_tokens(),
+            trigger_messages=min(
+                (int(limit.value) for limit in limits if limit.kind == "messages"), default=None
+            ),
+            keep=str(run.policy.keep),
+            fold_messages=len(plan.fold),
+            fold_tokens=sum(counts[i] for i in plan.fold),
+        )
 
     def undo(self, thread_id: str) -> Undone:
         """Rewind the thread's last turn; :class:`BackendError` when there is none."""
