@@ -200,6 +200,44 @@ def test_help_lists_flags_as_flags(command: str) -> None:
     assert re.search(r"--db\s+<str>", result.stdout), "an option with a value still shows it"
 
 
+HELP_PANELS = {
+    "Chat": ["chat", "ask"],
+    "Threads": ["threads", "history", "show", "fork", "compact", "delete"],
+    "Search and export": ["search", "export"],
+    "Settings": ["config", "models", "roles"],
+    "Database": ["db", "prune"],
+}
+
+
+def help_panels(text: str) -> dict[str, list[list[str]]]:
+    """The boxed panels of a --help: each one's title, and its rows as lists of words."""
+    panels = {}
+    for title, body in re.findall(r"╭─ (.+?) ─+╮\n(.*?)╰", text, flags=re.S):
+        panels[title] = [line.strip("│ ").split() for line in body.splitlines()]
+    return panels
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "200"])
+def test_help_groups_the_commands_one_line_each(columns: str) -> None:
+    """`chatbot --help` lists the commands in groups, as llm and gh do, each with a one-line
+    summary (a docstring's line breaks made ragged rows)."""
+    panels = help_panels(invoke("--help", env={"COLUMNS": columns}).stdout)
+    assert list(panels) == ["Options", *HELP_PANELS]
+    for title, names in HELP_PANELS.items():
+        assert [row[0] for row in panels[title]] == names, f"{title}: one line a command"
+    for rows in list(panels.values())[1:]:
+        assert all(not row[-1].endswith((",", "(")) for row in rows)
+
+
+def test_the_cheat_sheet_lists_the_commands_as_the_help_does() -> None:
+    from chatbot.cli.cheatsheet import shell_lines
+
+    shown = [re.match(r"\| `chatbot (\w+)", row).group(1) for row in shell_lines()]  # type: ignore[union-attr]
+    assert list(dict.fromkeys(shown)) == [n for names in HELP_PANELS.values() for n in names]
+    assert "| `chatbot chat` |" in "\n".join(shell_lines())
+    assert any(row.startswith("| `chatbot db copy SRC DST` |") for row in shell_lines())
+
+
 @pytest.mark.parametrize(
     ("args", "line"),
     [

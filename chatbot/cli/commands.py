@@ -108,7 +108,7 @@ def main_options(
 # --- chatting ---------------------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Chat")
 @guarded
 def chat(
     ctx: typer.Context,
@@ -132,7 +132,7 @@ def chat(
     raise typer.Exit(run_chat(app_state(ctx, db, url), thread, new))
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Chat")
 @guarded
 def ask(
     ctx: typer.Context,
@@ -348,7 +348,7 @@ class _AskView:
         pass
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def compact(
     ctx: typer.Context,
@@ -364,7 +364,7 @@ def compact(
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
-    """Fold a thread's older messages into its summary now (the usual keep window stays)."""
+    """Fold a thread's older messages into its summary now: the usual keep window stays."""
     from chatbot.history.timeline import compact_refusal
 
     backend = open_thread(ctx, thread_id, db, url, runs=True)
@@ -435,7 +435,7 @@ def _check_prompt_fits(prompt: str, backend: Backend) -> None:
         check_prompt_fits(prompt, run.counter.text(prompt), run.policy.max_input_tokens, model)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Settings")
 @guarded
 def roles(as_json: JsonOption = False) -> None:
     """List the roles (saved system prompts): name and first line; ask --role NAME uses one."""
@@ -468,7 +468,7 @@ def roles(as_json: JsonOption = False) -> None:
 # --- reading threads --------------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
@@ -479,7 +479,7 @@ def threads(
     run_threads(app_state(ctx, db, url), as_json)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def history(
     ctx: typer.Context,
@@ -502,7 +502,7 @@ def history(
     run_history(app_state(ctx, db, url), thread_id, limit, every, as_json)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def show(
     ctx: typer.Context,
@@ -520,7 +520,7 @@ def show(
     run_show(app_state(ctx, db, url), thread_id, checkpoint, as_json)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Search and export")
 @guarded
 def export(
     ctx: typer.Context,
@@ -560,7 +560,7 @@ def export(
 # --- changing threads -------------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def fork(
     ctx: typer.Context,
@@ -579,7 +579,7 @@ def fork(
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
-    """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
+    """Branch a new thread from a checkpoint (default: the latest). Prints the new id."""
     from chatbot.history.timeline import find_checkpoint
     from chatbot.threadids import check_thread_id, next_fork_id
 
@@ -597,7 +597,7 @@ def fork(
     out.print(new_id, markup=False)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def delete(
     ctx: typer.Context,

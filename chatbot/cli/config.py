@@ -30,13 +30,13 @@ if TYPE_CHECKING:
 config_app = typer.Typer(
     name="config",
     cls=OneLineErrors,
-    help="Show every setting, its value and where it comes from (option, environment, "
-    "./.env, the user's config.env, default). 'init' creates config.env.",
+    help="Show every setting, its value and where it comes from: option, environment, "
+    "./.env, the user's config.env, default. 'init' creates config.env.",
     add_completion=False,
     rich_markup_mode="rich",
     invoke_without_command=True,
 )
-app.add_typer(config_app)
+app.add_typer(config_app, rich_help_panel="Settings")
 
 
 def _where(row: SettingRow) -> str:
@@ -134,10 +134,10 @@ def config_init() -> None:
 # --- the endpoint's models -------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Settings")
 @guarded
 def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """List the models the endpoint serves (GET /v1/models of OPENAI_BASE_URL, or OpenAI's)."""
+    """List the models the endpoint serves: GET /v1/models of OPENAI_BASE_URL, or OpenAI's."""
     from chatbot.config.sources import without_password
     from chatbot.engine.modellist import endpoint_of, list_models
 
