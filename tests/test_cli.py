@@ -190,6 +190,29 @@ def test_url_after_the_command_works_as_before_it(command: str, refused_port: in
     assert line.startswith(f"error: cannot reach the LangGraph server at {url}")
 
 
+@pytest.mark.parametrize("port", [None, 2024])
+def test_a_server_that_is_down_is_met_with_the_command_that_starts_one(
+    refused_port: int, port: int | None
+) -> None:
+    """`uv run langgraph dev` fails on a fresh clone (langgraph-cli is in the dev group): the
+    hint gives the command that works, with the port asked for (2024 is its default)."""
+    url = f"http://127.0.0.1:{port or refused_port}"
+    if port is not None:  # (a port that nothing serves: 2024 may be taken, so only the hint)
+        line = one_error(invoke("threads", "--url", "http://localhost:2024"))
+        if "answered HTTP" in line:
+            pytest.skip("something serves port 2024 here")
+    else:
+        line = one_error(invoke("threads", "--url", url))
+    start = "uv run --group dev langgraph dev" + (f" --port {refused_port}" if port is None else "")
+    assert line.endswith(f"is it running? Start it: {start}"), line
+
+
+def test_a_remote_server_that_is_down_is_not_met_with_a_local_command() -> None:
+    line = one_error(invoke("threads", "--url", "http://chatbot-test.invalid:2024"))
+    assert line.startswith("error: cannot reach the LangGraph server at http://chatbot-test.inv")
+    assert "langgraph dev" not in line and line.endswith("is it running, at that address?")
+
+
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_help_lists_flags_as_flags(command: str) -> None:
     result = invoke(*([command] if command else []), "--help")
