@@ -726,3 +726,48 @@ def test_a_spinner_with_words_while_thinking_and_while_folding(
     assert "thinking…" not in after.split("interrupted")[-1], "the spinner is cleared"
     document = cli_json(tmp_path / "chat.sqlite", "show", "spin")
     assert texts(document) == ["hello", "here at last"] and not document["summary"]
+
+
+def test_ask_on_a_terminal_shows_the_spinner_until_the_reply_comes(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    """`chatbot ask` says what it waits for, as the REPL does: the model loading (seconds of
+    a blank screen on a busy machine), then the reply; the spinner is gone before the reply."""
+    openai_server.script(Reply(text="here at last", delay=2.5))
+    term = spawn("ask", "hello", "--thread", "asked", **fake_model_env(openai_server))
+    term.expect(r"loading the model… \ds")
+    term.expect(r"thinking… 2s")
+    shown = term.expect("here at last")
+    term.child.expect(pexpect.EOF, timeout=TIMEOUT)
+    term.child.close()
+    assert term.child.exitstatus == 0
+    screen = term.transcript.getvalue()
+    assert "thinking" not in plain(screen[screen.rindex("here at last") :])
+    assert "Traceback" not in shown
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["hello", "here at last"]
+
+
+@pytest.mark.parametrize("redirect", ["| cat", "> reply.txt"])
+def test_ask_into_a_pipe_or_a_file_shows_no_spinner(
+    tmp_path: Path, openai_server: FakeOpenAI, redirect: str
+) -> None:
+    """With stdout not a terminal, nothing is drawn on the terminal's stderr either."""
+    openai_server.script(Reply(text="here at last", delay=1.5))
+    script = " ".join(console_script())
+    child = pexpect.spawn(
+        "sh",
+        ["-c", f"{script} ask hello --thread asked {redirect}"],
+        env=terminal_env(tmp_path, **fake_model_env(openai_server)),
+        cwd=str(tmp_path),
+        dimensions=(ROWS, COLUMNS),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = plain(str(child.before))
+    if ">" in redirect:
+        shown += (tmp_path / "reply.txt").read_text()
+    assert child.exitstatus == 0, shown
+    assert "here at last" in shown
+    assert "loading the model" not in shown and "thinking" not in shown

@@ -15,6 +15,7 @@ from chatbot.sanitize import StreamSanitizer, sanitize
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from chatbot.cli.stdout import OutputFailed
+    from chatbot.terminal.display import WaitSpinner
     from chatbot.threads.attachments import Attachment, Content
     from chatbot.threads.backend import Backend
     from chatbot.threads.events import Event, Kept, TurnStream
@@ -195,15 +196,20 @@ def ask(
     prompt = _prompt_option(system, role)
     state = app_state(ctx, db, url)
     message = read_text(text) if not files else _text_with_files(text)
-    backend = state.backend(runs=True)
-    show_notice(state)
-    content = _attach(message, files or [], backend)
-    if prompt is not None:
-        _check_prompt_fits(prompt[0], backend)
-        backend.set_system_prompt(thread, *prompt)
-    view = _AskView(interactive=out.is_terminal)
-    turn = backend.send(thread, content)
-    outcome = _run_turn(turn, view)
+    spinner = _spinner()
+    try:
+        backend = state.backend(runs=True)
+        show_notice(state)
+        content = _attach(message, files or [], backend)
+        if prompt is not None:
+            _check_prompt_fits(prompt[0], backend)
+            backend.set_system_prompt(thread, *prompt)
+        view = _AskView(interactive=out.is_terminal, spinner=spinner)
+        turn = backend.send(thread, content)
+        outcome = _run_turn(turn, view)
+    finally:
+        if spinner is not None:
+            spinner.stop()
     if view.streamed:
         out.print(view.safe.flush(), markup=False)
     for warning in outcome.warnings:
@@ -221,6 +227,18 @@ def ask(
         kept = turn.kept()
         line = failed_turn(str(view.unprinted), kept, False, again)
         fail(f"{line} ('chatbot show {thread}' prints it)" if kept and kept.reply else line, 1)
+
+
+def _spinner() -> WaitSpinner | None:
+    """On a terminal, the REPL's spinner while ``ask`` loads the model and waits for the reply
+    (on stderr, erased before the reply); none when the reply goes to a pipe or a file."""
+    if not (out.is_terminal and err.is_terminal):
+        return None
+    from chatbot.terminal.display import LOADING, WaitSpinner
+
+    spinner = WaitSpinner(err, LOADING)
+    spinner.start()
+    return spinner
 
 
 def _interrupted(thread: str, kept: Kept | None) -> str:
@@ -285,10 +303,16 @@ def _leaving_after_ctrl_c() -> None:
 
 class _AskView:
     """``chatbot ask``: the reply as plain text, streamed on a terminal, whole otherwise;
-    summary notes on stderr."""
+    summary notes on stderr; the ``spinner`` (on a terminal) says what the turn waits for until
+    the reply comes."""
 
-    def __init__(self, interactive: bool) -> None:
+    def __init__(self, interactive: bool, spinner: WaitSpinner | None = None) -> None:
         self.interactive = interactive
+        self.spinner = spinner
+        if spinner is not None:
+            from chatbot.terminal.display import THINKING
+
+            spinner.say(THINKING)
         self.streamed = ""
         self.replied = False  # a whole reply was shown
         self.safe = StreamSanitizer()  # an escape code split across two tokens never gets through
@@ -297,8 +321,10 @@ class _AskView:
         so that the reply is saved, and the command says so after it."""
 
     def show(self, event: Event) -> None:
+        from chatbot.plural import counted
         from chatbot.terminal.render import describe_summary
         from chatbot.threads.events import (
+            Folding,
             Reply,
             Summarized,
             SummaryFailed,
@@ -307,6 +333,11 @@ class _AskView:
             Waiting,
         )
 
+        if self.spinner is not None:
+            if isinstance(event, Folding):
+                self.spinner.say(f"folding {counted(event.messages, 'message')} into the summary…")
+            elif isinstance(event, Token | Reply):
+                self.spinner.stop()  # (the reply is written to stdout: the spinner goes first)
         if isinstance(event, Reply) and not self.streamed:
             self._print_whole(event.message.text)
             return
