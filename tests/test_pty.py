@@ -22,6 +22,7 @@ import io
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -771,3 +772,83 @@ def test_ask_into_a_pipe_or_a_file_shows_no_spinner(
     assert child.exitstatus == 0, shown
     assert "here at last" in shown
     assert "loading the model" not in shown and "thinking" not in shown
+
+
+# --- listings on a narrow terminal: an id or a number is never broken ---------------------------
+
+GENERATED_ID = "1124-2310-2f44"
+LONG_MODEL = "llama-3.1-8b-instruct-q4_K_M-gguf"
+"""A model name that fits 40 columns, but not with its mark after it."""
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80])
+def test_listings_on_a_terminal_fit_it_and_never_break_an_id(
+    tmp_path: Path, openai_server: FakeOpenAI, columns: int
+) -> None:
+    db = tmp_path / "chat.sqlite"
+    made = runner.invoke(
+        app,
+        ["chat", "--db", str(db), "--thread", GENERATED_ID],
+        input="a rather long first message that makes the title of this thread\n",
+    )
+    assert made.exit_code == 0, made.output
+    assert runner.invoke(app, ["fork", GENERATED_ID, "--db", str(db)]).exit_code == 0
+    checkpoints = cli_json(db, "history", GENERATED_ID, "--all")
+    openai_server.models = [LONG_MODEL, "gpt-4o-mini"]
+
+    def screen(*args: str, **env: str) -> list[str]:
+        """The listing's lines (stdout: stderr's notes go to a file)."""
+        command = " ".join(shlex.quote(word) for word in [*console_script(), *args])
+        child = pexpect.spawn(
+            "sh",
+            ["-c", f"{command} 2>/dev/null"],
+            env=terminal_env(tmp_path, **env),
+            cwd=str(tmp_path),
+            dimensions=(ROWS, columns),
+            encoding="utf-8",
+            timeout=TIMEOUT,
+        )
+        child.expect(pexpect.EOF)
+        child.close()
+        lines = plain(str(child.before)).splitlines()
+        assert child.exitstatus == 0, lines
+        assert all(len(line.rstrip()) <= columns for line in lines), "\n".join(lines)
+        return lines
+
+    threads = screen("threads")
+    for token in (GENERATED_ID, f"{GENERATED_ID}-fork1", "2026-", ":"):
+        assert any(token in line for line in threads), threads
+    if columns < 80:  # (a table from 80 columns on, with shorter ids: tests/test_render.py)
+        assert threads[0].split() == [f"{GENERATED_ID}-fork1", *threads[0].split()[1:]], threads
+    every = screen("history", GENERATED_ID, "--all")
+    for checkpoint in checkpoints:
+        assert any(checkpoint["checkpoint_id"][-8:] in line for line in every), every
+    assert any("conversation" in line for line in every) and "conversatio\n" not in every
+    hits = screen("search", "rather long")
+    found = cli_json(db, "search", "rather long")
+    for hit in found:
+        assert any(hit["checkpoint_id"] in line for line in hits), hits
+    models = screen("models", **fake_model_env(openai_server, CHATBOT_MODEL=LONG_MODEL))
+    assert any(LONG_MODEL in line for line in models), models
+    assert "(CHATBOT_MODEL)" in " ".join(models)
+
+
+@pytest.mark.parametrize("columns", [40, 60])
+def test_the_repl_on_a_narrow_terminal_keeps_ids_whole_and_says_where_it_cuts(
+    spawn: Any, columns: int
+) -> None:
+    """/threads stacks its rows rather than break a thread id; the status bar, cut at the
+    edge, ends with '…'."""
+    term = spawn("chat", "--thread", GENERATED_ID, columns=columns)
+    shown = term.started(GENERATED_ID)
+    shown += term.expect("…")  # (the status bar goes on after the model's name)
+    bar = [line for line in shown.splitlines() if f" {GENERATED_ID} · offline · " in line][-1]
+    assert len(bar.strip()) <= columns and "Alt-Enter" not in bar, bar
+    term.child.send("hello there, a title long enough to be wrapped on a narrow screen\r")
+    term.expect(r"real\s+answers")  # (the offline model's reply, wrapped at the edge)
+    term.expect_prompt(GENERATED_ID)
+    shown = term.say("/threads", GENERATED_ID)
+    assert any(line.startswith(f"* {GENERATED_ID}  ") for line in shown.splitlines()), shown
+    assert "messag\n" not in shown and "2 messages · no summary" in shown
+    assert term.leave() == 0
+    assert_clean(term)

@@ -101,7 +101,9 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         table.add_column("from", style="dim", overflow="fold")
         for row in rows:
             table.add_row(escape(row.name), escape(row.value), escape(_where(row)))
-        out.print(table)
+        from chatbot.terminal.render import Listing
+
+        out.print(Listing(table))  # (piped: a setting a line)
         for note in notes:
             err.print(f"note: {note}", markup=False, highlight=False)
     if error is not None:
@@ -157,8 +159,15 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if not listing:
         endpoint = without_password(endpoint_of(state.settings.openai_base_url))
         err.print(f"{escape(endpoint)} lists no models: name one yourself (CHATBOT_MODEL)")
+        return
+    from rich.console import Group
+
+    from chatbot.terminal.render import Listing, plain
+
+    lines = []
     for model in listing:
         mark = ""
         if model.id == current:
             mark = "  (CHATBOT_MODEL)" if current == settings.model else "  (no key or server set)"
-        out.print(f"{escape(model.id)}{mark}", highlight=False)
+        lines.append(plain(f"{model.id}{mark}"))
+    out.print(Listing(Group(*lines)))  # (a name is never broken: the mark wraps, if anything)

@@ -228,7 +228,7 @@ def prune(
     if not stale:
         err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
         return
-    out.print(threads_table(stale), soft_wrap=False)
+    out.print(threads_table(stale))
     count = counted(len(stale), "thread")
     if not yes:
         if not sys.stdin.isatty():
