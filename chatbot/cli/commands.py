@@ -196,7 +196,7 @@ def ask(
     prompt = _prompt_option(system, role)
     state = app_state(ctx, db, url)
     message = read_text(text) if not files else _text_with_files(text)
-    spinner = _spinner()
+    spinner = _spinner("connecting to the server…" if state.remote else None)
     try:
         backend = state.backend(runs=True)
         show_notice(state)
@@ -229,14 +229,15 @@ def ask(
         fail(f"{line} ('chatbot show {thread}' prints it)" if kept and kept.reply else line, 1)
 
 
-def _spinner() -> WaitSpinner | None:
-    """On a terminal, the REPL's spinner while ``ask`` loads the model and waits for the reply
-    (on stderr, erased before the reply); none when the reply goes to a pipe or a file."""
+def _spinner(words: str | None) -> WaitSpinner | None:
+    """On a terminal, the REPL's spinner while ``ask`` loads the model (or ``words``) and waits
+    for the reply (on stderr, erased before the reply); none when the reply goes to a pipe or
+    a file."""
     if not (out.is_terminal and err.is_terminal):
         return None
     from chatbot.terminal.display import LOADING, WaitSpinner
 
-    spinner = WaitSpinner(err, LOADING)
+    spinner = WaitSpinner(err, words or LOADING)
     spinner.start()
     return spinner
 
