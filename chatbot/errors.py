@@ -168,10 +168,24 @@ def _known_failure(error: BaseException) -> str | None:
     return None
 
 
+def _wrapped_friendly(error: BaseException) -> FriendlyError | None:
+    """``error`` when it is a :class:`FriendlyError`, else the first one it was raised
+    ``from`` (its ``__cause__`` chain, not what it merely happened during)."""
+    current: BaseException | None = error
+    for _ in range(8):
+        if current is None or isinstance(current, FriendlyError):
+            return current
+        current = current.__cause__
+    return None
+
+
 def describe_error(error: BaseException) -> str:
-    """One line for an unexpected error (a model or network failure), with a hint if known."""
-    if isinstance(error, FriendlyError):
-        return redact(" ".join(str(error).split()))
+    """One line for an unexpected error (a model or network failure), with a hint if known.
+    An error raised ``from`` one of ours (a library classifying it: langchain-openai wraps a
+    connection error in its own) says ours."""
+    friendly = _wrapped_friendly(error)
+    if friendly is not None:
+        return redact(" ".join(str(friendly).split()))
     known = _known_failure(error)
     if known is not None:
         return redact(known)

@@ -205,6 +205,29 @@ def test_url_after_the_command_works_as_before_it(command: str, refused_port: in
     assert line.startswith(f"error: cannot reach the LangGraph server at {url}")
 
 
+@pytest.mark.parametrize("port", [None, 2024])
+def test_a_server_that_is_down_is_met_with_the_command_that_starts_one(
+    refused_port: int, port: int | None
+) -> None:
+    """`uv run langgraph dev` fails on a fresh clone (langgraph-cli is in the dev group): the
+    hint gives the command that works, with the port asked for (2024 is its default)."""
+    url = f"http://127.0.0.1:{port or refused_port}"
+    if port is not None:  # (a port that nothing serves: 2024 may be taken, so only the hint)
+        line = one_error(invoke("threads", "--url", "http://localhost:2024"))
+        if "answered HTTP" in line:
+            pytest.skip("something serves port 2024 here")
+    else:
+        line = one_error(invoke("threads", "--url", url))
+    start = "uv run --group dev langgraph dev" + (f" --port {refused_port}" if port is None else "")
+    assert line.endswith(f"is it running? Start it: {start}"), line
+
+
+def test_a_remote_server_that_is_down_is_not_met_with_a_local_command() -> None:
+    line = one_error(invoke("threads", "--url", "http://chatbot-test.invalid:2024"))
+    assert line.startswith("error: cannot reach the LangGraph server at http://chatbot-test.inv")
+    assert "langgraph dev" not in line and line.endswith("is it running, at that address?")
+
+
 @pytest.mark.parametrize("command", ["", *COMMANDS])
 def test_help_lists_flags_as_flags(command: str) -> None:
     result = invoke(*([command] if command else []), "--help")
@@ -213,6 +236,44 @@ def test_help_lists_flags_as_flags(command: str) -> None:
     flags = re.findall(r"(--(?:json|new|yes|version|help))\s+(\S+)", result.stdout)
     assert flags and all(not word.startswith("<") for _, word in flags), flags
     assert re.search(r"--db\s+<str>", result.stdout), "an option with a value still shows it"
+
+
+HELP_PANELS = {
+    "Chat": ["chat", "ask"],
+    "Threads": ["threads", "history", "show", "fork", "compact", "delete"],
+    "Search and export": ["search", "export"],
+    "Settings": ["config", "models", "roles"],
+    "Database": ["db", "prune"],
+}
+
+
+def help_panels(text: str) -> dict[str, list[list[str]]]:
+    """The boxed panels of a --help: each one's title, and its rows as lists of words."""
+    panels = {}
+    for title, body in re.findall(r"╭─ (.+?) ─+╮\n(.*?)╰", text, flags=re.S):
+        panels[title] = [line.strip("│ ").split() for line in body.splitlines()]
+    return panels
+
+
+@pytest.mark.parametrize("columns", ["80", "100", "200"])
+def test_help_groups_the_commands_one_line_each(columns: str) -> None:
+    """`chatbot --help` lists the commands in groups, as llm and gh do, each with a one-line
+    summary (a docstring's line breaks made ragged rows)."""
+    panels = help_panels(invoke("--help", env={"COLUMNS": columns}).stdout)
+    assert list(panels) == ["Options", *HELP_PANELS]
+    for title, names in HELP_PANELS.items():
+        assert [row[0] for row in panels[title]] == names, f"{title}: one line a command"
+    for rows in list(panels.values())[1:]:
+        assert all(not row[-1].endswith((",", "(")) for row in rows)
+
+
+def test_the_cheat_sheet_lists_the_commands_as_the_help_does() -> None:
+    from chatbot.cli.cheatsheet import shell_lines
+
+    shown = [re.match(r"\| `chatbot (\w+)", row).group(1) for row in shell_lines()]  # type: ignore[union-attr]
+    assert list(dict.fromkeys(shown)) == [n for names in HELP_PANELS.values() for n in names]
+    assert "| `chatbot chat` |" in "\n".join(shell_lines())
+    assert any(row.startswith("| `chatbot db copy SRC DST` |") for row in shell_lines())
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
 from chatbot.history.timeline import Snapshot, lineage, short_id
 from chatbot.store.sqlite import Store, ThreadInfo, thread_config
+from chatbot.terminal.render import preview
 from chatbot.threadids import check_thread_id
 from chatbot.threads.backend import LocalBackend
 from tests.helpers import offline_echo, one_error, runner
@@ -201,6 +202,36 @@ def test_threads_lists_ids_counts_summaries_and_titles(summarized: Path) -> None
     assert cats[:3] == ["cats", "2", "no"] and cats[-3:] == ["talk", "about", "cats"]
     assert t1[:3] == ["t1", "2", "yes"] and t1[-1] == "one"
     assert not any(line.startswith("*") for line in lines), "no current thread outside chat"
+
+
+LONG_TITLE = "a rather long first message that makes a title of some length for a thread"
+
+
+def test_piped_listings_keep_each_row_on_one_line(db: Path) -> None:
+    """`chatbot threads | grep fork1` finds the row whole: output that is not a terminal is
+    never wrapped (it was, at 80 columns), whatever COLUMNS says."""
+    chat(db, "1124-2310-2f44", LONG_TITLE, "and a second message, long enough to fold")
+    assert cli("fork", "1124-2310-2f44", "--db", str(db)).exit_code == 0
+    narrow = {"COLUMNS": "40", **SUMMARY_ENV}
+
+    def lines(*args: str) -> list[str]:
+        result = runner.invoke(app, [*args, "--db", str(db)], env=narrow)
+        assert result.exit_code == 0, result.output
+        return result.stdout.splitlines()
+
+    (row,) = [line for line in lines("threads") if "fork1" in line]
+    assert row.split()[:3] == ["1124-2310-2f44-fork1", "4", "no"]
+    assert row.rstrip().endswith(LONG_TITLE)
+    every = lines("history", "1124-2310-2f44", "--all")
+    assert every[0].split() == ["checkpoint", "step", "node", "next", "msgs", "summary", "time"]
+    checkpoints = cli("history", "1124-2310-2f44", "--all", "--json", "--db", str(db))
+    assert len(every) == 1 + len(json.loads(checkpoints.stdout)), "one line a checkpoint"
+    turns = lines("history", "1124-2310-2f44")
+    assert len(turns) == 3 and preview(LONG_TITLE) in turns[2] and turns[2].split()[-2] == "0→2"
+    hits = lines("search", "rather long")
+    found = json.loads(cli("search", "rather long", "--json", "--db", str(db)).stdout)
+    assert len(hits) == 2 * len(found)
+    assert found[0]["checkpoint_id"] in hits[0] and hits[0].startswith(found[0]["thread_id"])
 
 
 def test_threads_json_has_one_record_per_thread(summarized: Path) -> None:

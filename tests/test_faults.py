@@ -24,7 +24,16 @@ from typing import Any, Literal
 import pytest
 
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, context_length_exceeded
-from tests.helpers import CONTROL, ROOT, SECRET, Cli, closed_port, is_summary_request, wait_until
+from tests.helpers import (
+    CONTROL,
+    ROOT,
+    SECRET,
+    Cli,
+    closed_port,
+    is_summary_request,
+    one_error,
+    wait_until,
+)
 
 ESCAPES = (
     "\x1b[2J\x1b[HHello \x1b]0;pwned\x07there \x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
@@ -112,8 +121,15 @@ CHAT_FAULTS = [
     Fault(
         "connection refused",
         (),
-        line="cannot reach the model server (the connection was refused): check OPENAI_BASE_URL",
+        line="(the connection was refused): check OPENAI_BASE_URL and that the server is running",
         env={"OPENAI_BASE_URL": "refused"},
+    ),
+    Fault(
+        "host not found",
+        (),
+        line="cannot find the model server at http://chatbot-test.invalid/v1: its host name does "
+        "not resolve (check OPENAI_BASE_URL, and the network)",
+        env={"OPENAI_BASE_URL": "http://chatbot-test.invalid/v1"},
     ),
     Fault(
         "connection dropped",
@@ -644,3 +660,90 @@ def test_why_a_connection_failed_is_named(cause: OSError, expected: str) -> None
     from chatbot.errors import describe_error
 
     assert describe_error(_raised(lambda: _connect_error(cause))).startswith(expected)
+
+
+# --- a server that is not there fails at once; a busy one is asked again ----------------------
+
+_attempts: list[tuple[str, Any]] | None = None
+"""Where the audit hook writes the connections and name lookups this process starts (None:
+nowhere)."""
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if _attempts is not None and event in ("socket.connect", "socket.getaddrinfo"):
+        _attempts.append((event, args[1] if event == "socket.connect" else args[0]))
+
+
+sys.addaudithook(_audit)  # (for the life of the process: it records only while asked to)
+
+
+def attempts_of(action: Any) -> tuple[Any, list[tuple[str, Any]]]:
+    """Run ``action``; its result, and each connection (``socket.connect``, the address) and
+    name lookup (``socket.getaddrinfo``, the host) made meanwhile, by any thread."""
+    global _attempts
+    _attempts = []
+    try:
+        return action(), list(_attempts)
+    finally:
+        _attempts = None
+
+
+def test_a_refused_connection_fails_at_once_naming_the_server(cli: Cli) -> None:
+    """A server that is not running is not a busy one: no backoff and retries (9 s on a busy
+    machine before the line), one attempt, and the line names the address it tried, without
+    its password."""
+    with closed_port() as port:
+        base = f"http://ada:pw-9931@127.0.0.1:{port}/v1"
+        result, tried = attempts_of(
+            lambda: cli.ask("hi", OPENAI_BASE_URL=base, CHATBOT_MAX_RETRIES="2")
+        )
+        (line,) = result.stderr.strip().splitlines()
+        assert result.exit_code == 1
+        assert line.startswith(
+            f"error: cannot reach the model server at http://ada:***@127.0.0.1:{port}/v1 (the "
+            "connection was refused): check OPENAI_BASE_URL and that the server is running"
+        ), line
+        assert "pw-9931" not in result.output
+        assert [address for event, address in tried if event == "socket.connect"] == [
+            ("127.0.0.1", port)
+        ], "one attempt, no retries"
+        assert cli.show()["messages"][0]["content"] == "hi", "the message is kept"
+        models, tried = attempts_of(
+            lambda: cli.invoke("models", OPENAI_BASE_URL=base, CHATBOT_MAX_RETRIES="2")
+        )
+        assert one_error(models).startswith(
+            f"error: cannot reach the model server at http://ada:***@127.0.0.1:{port}/v1 "
+        )
+        assert [address for event, address in tried if event == "socket.connect"] == [
+            ("127.0.0.1", port)
+        ]
+
+
+def test_a_host_name_that_does_not_resolve_fails_at_once(cli: Cli) -> None:
+    base = "http://chatbot-test.invalid/v1"
+    result, tried = attempts_of(
+        lambda: cli.ask("hi", OPENAI_BASE_URL=base, CHATBOT_MAX_RETRIES="2")
+    )
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(
+        "error: cannot find the model server at http://chatbot-test.invalid/v1: its host name "
+        "does not resolve (check OPENAI_BASE_URL, and the network)"
+    ), line
+    lookups = [
+        host.decode() if isinstance(host, bytes) else host
+        for event, host in tried
+        if event == "socket.getaddrinfo"
+    ]
+    assert lookups.count("chatbot-test.invalid") == 1, lookups
+
+
+@pytest.mark.parametrize("status_code", [429, 503])
+def test_a_busy_or_failing_server_is_still_asked_again(
+    cli: Cli, openai_server: FakeOpenAI, status_code: int
+) -> None:
+    """Rate limits and server errors keep the client's retries (CHATBOT_MAX_RETRIES)."""
+    openai_server.script(status(status_code, "busy, try again"), Reply(text="at last"))
+    result = cli.ask("hi", CHATBOT_MAX_RETRIES="1")
+    assert result.exit_code == 0, result.output
+    assert "at last" in result.stdout
+    assert len(openai_server.requests) == 2

@@ -22,6 +22,7 @@ import io
 import json
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import Iterator
@@ -783,3 +784,128 @@ def test_a_spinner_with_words_while_thinking_and_while_folding(
     assert "thinking…" not in after.split("interrupted")[-1], "the spinner is cleared"
     document = cli_json(tmp_path / "chat.sqlite", "show", "spin")
     assert texts(document) == ["hello", "here at last"] and not document["summary"]
+
+
+def test_ask_on_a_terminal_shows_the_spinner_until_the_reply_comes(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    """`chatbot ask` says what it waits for, as the REPL does: the model loading (seconds of
+    a blank screen on a busy machine), then the reply; the spinner is gone before the reply."""
+    openai_server.script(Reply(text="here at last", delay=2.5))
+    term = spawn("ask", "hello", "--thread", "asked", **fake_model_env(openai_server))
+    term.expect(r"loading the model… \ds")
+    term.expect(r"thinking… 2s")
+    shown = term.expect("here at last")
+    term.child.expect(pexpect.EOF, timeout=TIMEOUT)
+    term.child.close()
+    assert term.child.exitstatus == 0
+    screen = term.transcript.getvalue()
+    assert "thinking" not in plain(screen[screen.rindex("here at last") :])
+    assert "Traceback" not in shown
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["hello", "here at last"]
+
+
+@pytest.mark.parametrize("redirect", ["| cat", "> reply.txt"])
+def test_ask_into_a_pipe_or_a_file_shows_no_spinner(
+    tmp_path: Path, openai_server: FakeOpenAI, redirect: str
+) -> None:
+    """With stdout not a terminal, nothing is drawn on the terminal's stderr either."""
+    openai_server.script(Reply(text="here at last", delay=1.5))
+    script = " ".join(console_script())
+    child = pexpect.spawn(
+        "sh",
+        ["-c", f"{script} ask hello --thread asked {redirect}"],
+        env=terminal_env(tmp_path, **fake_model_env(openai_server)),
+        cwd=str(tmp_path),
+        dimensions=(ROWS, COLUMNS),
+        encoding="utf-8",
+        timeout=TIMEOUT,
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    shown = plain(str(child.before))
+    if ">" in redirect:
+        shown += (tmp_path / "reply.txt").read_text()
+    assert child.exitstatus == 0, shown
+    assert "here at last" in shown
+    assert "loading the model" not in shown and "thinking" not in shown
+
+
+# --- listings on a narrow terminal: an id or a number is never broken ---------------------------
+
+GENERATED_ID = "1124-2310-2f44"
+LONG_MODEL = "llama-3.1-8b-instruct-q4_K_M-gguf"
+"""A model name that fits 40 columns, but not with its mark after it."""
+
+
+@pytest.mark.parametrize("columns", [40, 60, 80])
+def test_listings_on_a_terminal_fit_it_and_never_break_an_id(
+    tmp_path: Path, openai_server: FakeOpenAI, columns: int
+) -> None:
+    db = tmp_path / "chat.sqlite"
+    made = runner.invoke(
+        app,
+        ["chat", "--db", str(db), "--thread", GENERATED_ID],
+        input="a rather long first message that makes the title of this thread\n",
+    )
+    assert made.exit_code == 0, made.output
+    assert runner.invoke(app, ["fork", GENERATED_ID, "--db", str(db)]).exit_code == 0
+    checkpoints = cli_json(db, "history", GENERATED_ID, "--all")
+    openai_server.models = [LONG_MODEL, "gpt-4o-mini"]
+
+    def screen(*args: str, **env: str) -> list[str]:
+        """The listing's lines (stdout: stderr's notes go to a file)."""
+        command = " ".join(shlex.quote(word) for word in [*console_script(), *args])
+        child = pexpect.spawn(
+            "sh",
+            ["-c", f"{command} 2>/dev/null"],
+            env=terminal_env(tmp_path, **env),
+            cwd=str(tmp_path),
+            dimensions=(ROWS, columns),
+            encoding="utf-8",
+            timeout=TIMEOUT,
+        )
+        child.expect(pexpect.EOF)
+        child.close()
+        lines = plain(str(child.before)).splitlines()
+        assert child.exitstatus == 0, lines
+        assert all(len(line.rstrip()) <= columns for line in lines), "\n".join(lines)
+        return lines
+
+    threads = screen("threads")
+    for token in (GENERATED_ID, f"{GENERATED_ID}-fork1", "2026-", ":"):
+        assert any(token in line for line in threads), threads
+    if columns < 80:  # (a table from 80 columns on, with shorter ids: tests/test_render.py)
+        assert threads[0].split() == [f"{GENERATED_ID}-fork1", *threads[0].split()[1:]], threads
+    every = screen("history", GENERATED_ID, "--all")
+    for checkpoint in checkpoints:
+        assert any(checkpoint["checkpoint_id"][-8:] in line for line in every), every
+    assert any("conversation" in line for line in every) and "conversatio\n" not in every
+    hits = screen("search", "rather long")
+    found = cli_json(db, "search", "rather long")
+    for hit in found:
+        assert any(hit["checkpoint_id"] in line for line in hits), hits
+    models = screen("models", **fake_model_env(openai_server, CHATBOT_MODEL=LONG_MODEL))
+    assert any(LONG_MODEL in line for line in models), models
+    assert "(CHATBOT_MODEL)" in " ".join(models)
+
+
+@pytest.mark.parametrize("columns", [40, 60])
+def test_the_repl_on_a_narrow_terminal_keeps_ids_whole_and_says_where_it_cuts(
+    spawn: Any, columns: int
+) -> None:
+    """/threads stacks its rows rather than break a thread id; the status bar, cut at the
+    edge, ends with '…'."""
+    term = spawn("chat", "--thread", GENERATED_ID, columns=columns)
+    shown = term.started(GENERATED_ID)
+    shown += term.expect("…")  # (the status bar goes on after the model's name)
+    bar = [line for line in shown.splitlines() if f" {GENERATED_ID} · offline · " in line][-1]
+    assert len(bar.strip()) <= columns and "Alt-Enter" not in bar, bar
+    term.child.send("hello there, a title long enough to be wrapped on a narrow screen\r")
+    term.expect(r"real\s+answers")  # (the offline model's reply, wrapped at the edge)
+    term.expect_prompt(GENERATED_ID)
+    shown = term.say("/threads", GENERATED_ID)
+    assert any(line.startswith(f"* {GENERATED_ID}  ") for line in shown.splitlines()), shown
+    assert "messag\n" not in shown and "2 messages · no summary" in shown
+    assert term.leave() == 0
+    assert_clean(term)

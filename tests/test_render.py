@@ -17,7 +17,8 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
 from chatbot.history.export import to_markdown, verbatim
-from chatbot.history.timeline import Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.store.sqlite import ThreadInfo
 from chatbot.terminal import render
 
 CHECKPOINT = "1f0c2a3b-4d5e-6f70-8123-456789abcdef"
@@ -41,9 +42,18 @@ MESSAGE = (
 WIDTHS = [40, 80]
 
 
-def draw(renderable: RenderableType, width: int, soft_wrap: bool) -> str:
+def draw(renderable: RenderableType, width: int, soft_wrap: bool, *, terminal: bool = True) -> str:
+    """What ``renderable`` prints in a console ``width`` columns wide: a terminal's, or (not
+    ``terminal``) one writing to a pipe or a file, as the CLI's is under ``| grep``."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, soft_wrap=soft_wrap, highlight=False)
+    console = Console(
+        file=buffer,
+        width=width,
+        soft_wrap=soft_wrap,
+        highlight=False,
+        force_terminal=terminal,
+        color_system=None,
+    )
     console.print(renderable)
     return buffer.getvalue()
 
@@ -219,3 +229,99 @@ def test_markdown_is_set_up_as_richs_own_with_html_off() -> None:
     assert different == {"parsed", "hyperlinks"}
     assert "<T>" in draw(render.Markdown(text), 80, soft_wrap=False)
     assert "https://example.com" in draw(render.Markdown(text), 80, soft_wrap=False)
+
+
+# --- listings: an id or a number is never broken; piped, a row is one line -------------------
+
+GENERATED = "1124-2310-2f44"
+THREADS = [
+    ThreadInfo(GENERATED, 12, datetime(2026, 11, 24, 23, 10, 5, tzinfo=UTC), "hello", 128, True),
+    ThreadInfo(
+        "t1-fork1",
+        3,
+        datetime(2026, 11, 25, 9, 0, 0, tzinfo=UTC),
+        "a rather long first message that makes a title of some length for the thread",
+        2,
+        False,
+    ),
+]
+LISTING_WIDTHS = [40, 60, 80]
+
+
+def assert_whole(token: str, screen: str) -> None:
+    """``token`` (an id, a number) is on one line of the screen, not broken across two."""
+    assert any(token in line for line in screen.splitlines()), f"{token!r} broken:\n{screen}"
+
+
+@pytest.mark.parametrize("width", LISTING_WIDTHS)
+def test_the_threads_listing_never_breaks_an_id_a_count_or_a_header(width: int) -> None:
+    screen = draw(render.threads_table(THREADS, current="t1-fork1"), width, True)
+    assert_fits(screen, width)
+    for token in (GENERATED, "* t1-fork1", "128", "2026-11-2"):
+        assert_whole(token, screen)
+    assert_every_word_shown(THREADS[1].title, screen)
+    assert "messag\n" not in screen and not re.search(r"^\s*es\b", screen, re.M)
+    table = re.match(r"thread\s+messages\s+summary\s+last active\s+title", screen)
+    assert bool(table) == (width >= 80), "a table where it fits, lines a thread where not"
+    if width < 80:
+        assert re.search(rf"^{GENERATED}  2026-11-2\d \d\d:\d\d:05", screen, re.M), "id first"
+        assert re.search(r"^  128 messages · summary *$", screen, re.M)
+
+
+def test_piped_the_threads_listing_is_one_line_a_thread() -> None:
+    """`chatbot threads | grep fork1` finds the row whole, whatever the width."""
+    screen = draw(render.threads_table(THREADS), 40, True, terminal=False)
+    (row,) = [line for line in screen.splitlines() if "fork1" in line]
+    assert row.split()[:3] == ["t1-fork1", "2", "no"] and row.rstrip().endswith("the thread")
+    assert len(screen.splitlines()) == 3
+
+
+HISTORY_ROWS = [
+    HistoryRow(f"1f0c2a3b-4d5e-6f70-8123-0000{n:08x}", None, n, node, 2 * n, 340 * n, None, nxt)
+    for n, (node, nxt) in enumerate(
+        [
+            ("__input__", ("__start__",)),
+            ("__start__", ("summarize_conversation", "conversation")),
+            ("summarize_conversation", ("conversation",)),
+            ("conversation", ()),
+        ]
+    )
+]
+
+
+@pytest.mark.parametrize("width", LISTING_WIDTHS)
+def test_every_checkpoint_listing_never_breaks_an_id_a_name_or_a_number(width: int) -> None:
+    screen = draw(render.history_table(HISTORY_ROWS), width, True)
+    assert_fits(screen, width)
+    for row in HISTORY_ROWS:
+        assert_whole(short_id(row.checkpoint_id), screen)
+        assert_whole(row.node, screen)
+        for name in row.next:
+            assert_whole(name, screen)
+        assert_whole(f"{row.summary_chars} ch" if row.summary_chars else "-", screen)
+    assert not re.search(r"checkpo\s*$|^\s*int\b", screen, re.M), "a header is whole"
+
+
+def test_piped_every_checkpoint_and_every_turn_is_one_line() -> None:
+    screen = draw(render.history_table(HISTORY_ROWS), 40, True, terminal=False)
+    for row in HISTORY_ROWS:
+        (line,) = [line for line in screen.splitlines() if short_id(row.checkpoint_id) in line]
+        assert row.node in line and all(name in line for name in row.next)
+    screen = draw(render.turn_table(ENTRIES), 40, True, terminal=False)
+    assert screen.splitlines()[0].split() == ["checkpoint", "time", "message", "msgs", "summary"]
+    for item in ENTRIES:
+        (line,) = [line for line in screen.splitlines() if short_id(item.checkpoint_id) in line]
+        assert f"{item.messages_before}→{item.messages_after}" in line
+
+
+@pytest.mark.parametrize("width", LISTING_WIDTHS)
+def test_search_hits_keep_the_checkpoint_id_whole(width: int) -> None:
+    from chatbot.store.search import Hit, hits_view
+
+    checkpoint = "1f0c93a2-1b2c-6d3e-8f40-123456789abc"
+    hits = [Hit(GENERATED, "m1", checkpoint, "user", "a needle " * 12, ("needle",))]
+    for soft_wrap in (True, False):
+        screen = draw(hits_view(hits), width, soft_wrap)
+        assert_fits(screen, width)
+        assert_whole(checkpoint, screen)
+        assert_whole(GENERATED, screen)

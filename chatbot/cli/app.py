@@ -48,8 +48,43 @@ def _flags_take_no_value(params: Sequence[Any]) -> None:
             param.metavar = ""
 
 
+HELP_PANELS: dict[str, tuple[str, ...]] = {
+    "Chat": ("chat", "ask"),
+    "Threads": ("threads", "history", "show", "fork", "compact", "delete"),
+    "Search and export": ("search", "export"),
+    "Settings": ("config", "models", "roles"),
+    "Database": ("db", "prune"),
+}
+"""``chatbot --help``'s groups of commands, in order (each command names its group with
+``rich_help_panel``); the README's cheat sheet lists them in this order too."""
+_COMMAND_ORDER = [name for names in HELP_PANELS.values() for name in names]
+
+
+def headline(help: str) -> str:
+    """A help text's first sentence up to its first ``:`` or ``;`` outside brackets (the
+    details follow), on one line: what a list of commands shows."""
+    help = " ".join(help.split("\n\n")[0].split())
+    depth = 0
+    for at, char in enumerate(help):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char in ":;." and depth == 0 and help[at + 1 : at + 2] in (" ", ""):
+            return help[:at]
+    return help
+
+
+def _one_line_short_help(command: Any) -> None:
+    """A command listed in its group's help by its :func:`headline` (Typer keeps a docstring's
+    line breaks there, which made ragged rows)."""
+    if command.short_help is None and command.help:
+        command.short_help = headline(command.help)
+
+
 class Command(TyperCommand):
-    """A ``chatbot`` command: its help lists flags as flags."""
+    """A ``chatbot`` command: its help lists flags as flags; its group's lists it on one line."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _one_line_short_help(self)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _flags_take_no_value(self.get_params(ctx))
@@ -62,8 +97,18 @@ class OneLineErrors(TyperGroup):
     Typer prints a usage error as the usage, a hint and a boxed panel. Click's way to handle
     errors yourself is ``standalone_mode=False``: ``main`` then raises them (and returns the
     code of an ``Exit``) instead of printing; this class does the printing and exiting. Its
-    help lists flags as flags, as :class:`Command`'s does.
+    help lists flags as flags, as :class:`Command`'s does, and its commands in the order of
+    :data:`HELP_PANELS`.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _one_line_short_help(self)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        known = [name for name in _COMMAND_ORDER if name in names]
+        return known + [name for name in names if name not in known]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         _flags_take_no_value(self.get_params(ctx))

@@ -4,13 +4,16 @@
 
 Slash commands come from :data:`chatbot.terminal.commands.COMMANDS` (what ``/help`` lists, in
 its order); shell commands from the Typer app (``typer.main.get_command``: each command's
-arguments and the headline of its short help, as ``chatbot --help`` has it), sorted by name.
+arguments and the headline of its short help, as ``chatbot --help`` has it), in the order of
+its groups (:data:`chatbot.cli.app.HELP_PANELS`).
 ``tests/test_docs.py`` holds the README's copy to this output.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from chatbot.cli.app import headline
 
 
 def _row(usage: str, help: str) -> str:
@@ -23,16 +26,6 @@ def slash_lines() -> list[str]:
     from chatbot.terminal.commands import COMMANDS
 
     return [_row(item.usage, item.help) for item in COMMANDS.values()]
-
-
-def headline(help: str) -> str:
-    """A help sentence up to its first ``:`` or ``;`` outside brackets (the details follow)."""
-    depth = 0
-    for at, char in enumerate(help):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char in ":;" and depth == 0 and help[at + 1 : at + 2] in (" ", ""):
-            return help[:at]
-    return help.rstrip(".")
 
 
 def _usage(path: str, command: Any) -> str:
@@ -56,7 +49,7 @@ def shell_lines() -> list[str]:
     rows = []
 
     def walk(parent: Any, path: str) -> None:
-        for name in sorted(parent.list_commands(ctx)):
+        for name in parent.list_commands(ctx):
             command = parent.get_command(ctx, name)
             if command is None or command.hidden:
                 continue

@@ -15,6 +15,7 @@ from chatbot.sanitize import StreamSanitizer, sanitize
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from chatbot.cli.stdout import OutputFailed
+    from chatbot.terminal.display import WaitSpinner
     from chatbot.threads.attachments import Attachment, Content
     from chatbot.threads.backend import Backend
     from chatbot.threads.events import Event, Kept, TurnStream
@@ -108,7 +109,7 @@ def main_options(
 # --- chatting ---------------------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Chat")
 @guarded
 def chat(
     ctx: typer.Context,
@@ -132,7 +133,7 @@ def chat(
     raise typer.Exit(run_chat(app_state(ctx, db, url), thread, new))
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Chat")
 @guarded
 def ask(
     ctx: typer.Context,
@@ -195,15 +196,20 @@ def ask(
     prompt = _prompt_option(system, role)
     state = app_state(ctx, db, url)
     message = read_text(text) if not files else _text_with_files(text)
-    backend = state.backend(runs=True)
-    show_notice(state)
-    content = _attach(message, files or [], backend)
-    if prompt is not None:
-        _check_prompt_fits(prompt[0], backend)
-        backend.set_system_prompt(thread, *prompt)
-    view = _AskView(interactive=out.is_terminal)
-    turn = backend.send(thread, content)
-    outcome = _run_turn(turn, view)
+    spinner = _spinner("connecting to the server…" if state.remote else None)
+    try:
+        backend = state.backend(runs=True)
+        show_notice(state)
+        content = _attach(message, files or [], backend)
+        if prompt is not None:
+            _check_prompt_fits(prompt[0], backend)
+            backend.set_system_prompt(thread, *prompt)
+        view = _AskView(interactive=out.is_terminal, spinner=spinner)
+        turn = backend.send(thread, content)
+        outcome = _run_turn(turn, view)
+    finally:
+        if spinner is not None:
+            spinner.stop()
     if view.streamed:
         out.print(view.safe.flush(), markup=False)
     for warning in outcome.warnings:
@@ -221,6 +227,19 @@ def ask(
         kept = turn.kept()
         line = failed_turn(str(view.unprinted), kept, False, again)
         fail(f"{line} ('chatbot show {thread}' prints it)" if kept and kept.reply else line, 1)
+
+
+def _spinner(words: str | None) -> WaitSpinner | None:
+    """On a terminal, the REPL's spinner while ``ask`` loads the model (or ``words``) and waits
+    for the reply (on stderr, erased before the reply); none when the reply goes to a pipe or
+    a file."""
+    if not (out.is_terminal and err.is_terminal):
+        return None
+    from chatbot.terminal.display import LOADING, WaitSpinner
+
+    spinner = WaitSpinner(err, words or LOADING)
+    spinner.start()
+    return spinner
 
 
 def _interrupted(thread: str, kept: Kept | None) -> str:
@@ -285,10 +304,16 @@ def _leaving_after_ctrl_c() -> None:
 
 class _AskView:
     """``chatbot ask``: the reply as plain text, streamed on a terminal, whole otherwise;
-    summary notes on stderr."""
+    summary notes on stderr; the ``spinner`` (on a terminal) says what the turn waits for until
+    the reply comes."""
 
-    def __init__(self, interactive: bool) -> None:
+    def __init__(self, interactive: bool, spinner: WaitSpinner | None = None) -> None:
         self.interactive = interactive
+        self.spinner = spinner
+        if spinner is not None:
+            from chatbot.terminal.display import THINKING
+
+            spinner.say(THINKING)
         self.streamed = ""
         self.replied = False  # a whole reply was shown
         self.safe = StreamSanitizer()  # an escape code split across two tokens never gets through
@@ -297,8 +322,10 @@ class _AskView:
         so that the reply is saved, and the command says so after it."""
 
     def show(self, event: Event) -> None:
+        from chatbot.plural import counted
         from chatbot.terminal.render import describe_summary
         from chatbot.threads.events import (
+            Folding,
             Reply,
             Summarized,
             SummaryFailed,
@@ -307,6 +334,11 @@ class _AskView:
             Waiting,
         )
 
+        if self.spinner is not None:
+            if isinstance(event, Folding):
+                self.spinner.say(f"folding {counted(event.messages, 'message')} into the summary…")
+            elif isinstance(event, Token | Reply):
+                self.spinner.stop()  # (the reply is written to stdout: the spinner goes first)
         if isinstance(event, Reply) and not self.streamed:
             self._print_whole(event.message.text)
             return
@@ -348,7 +380,7 @@ class _AskView:
         pass
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def compact(
     ctx: typer.Context,
@@ -364,7 +396,7 @@ def compact(
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
-    """Fold a thread's older messages into its summary now (the usual keep window stays)."""
+    """Fold a thread's older messages into its summary now: the usual keep window stays."""
     from chatbot.history.timeline import compact_refusal
 
     backend = open_thread(ctx, thread_id, db, url, runs=True)
@@ -435,7 +467,7 @@ def _check_prompt_fits(prompt: str, backend: Backend) -> None:
         check_prompt_fits(prompt, run.counter.text(prompt), run.policy.max_input_tokens, model)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Settings")
 @guarded
 def roles(as_json: JsonOption = False) -> None:
     """List the roles (saved system prompts): name and first line; ask --role NAME uses one."""
@@ -462,13 +494,15 @@ def roles(as_json: JsonOption = False) -> None:
     table.add_column("first line", overflow="fold")
     for item in found:  # (a one-line prompt of 5 MB stays one row)
         table.add_row(escape(item.name), escape(sanitize(preview(item.first_line))))
-    out.print(table)
+    from chatbot.terminal.render import Listing
+
+    out.print(Listing(table))  # (piped: a role a line)
 
 
 # --- reading threads --------------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
@@ -479,7 +513,7 @@ def threads(
     run_threads(app_state(ctx, db, url), as_json)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def history(
     ctx: typer.Context,
@@ -502,7 +536,7 @@ def history(
     run_history(app_state(ctx, db, url), thread_id, limit, every, as_json)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def show(
     ctx: typer.Context,
@@ -520,7 +554,7 @@ def show(
     run_show(app_state(ctx, db, url), thread_id, checkpoint, as_json)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Search and export")
 @guarded
 def export(
     ctx: typer.Context,
@@ -560,7 +594,7 @@ def export(
 # --- changing threads -------------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def fork(
     ctx: typer.Context,
@@ -579,7 +613,7 @@ def fork(
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
-    """Branch a new thread from a thread's checkpoint (default: its latest). Prints the new id."""
+    """Branch a new thread from a checkpoint (default: the latest). Prints the new id."""
     from chatbot.history.timeline import find_checkpoint
     from chatbot.threadids import check_thread_id, next_fork_id
 
@@ -597,7 +631,7 @@ def fork(
     out.print(new_id, markup=False)
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Threads")
 @guarded
 def delete(
     ctx: typer.Context,

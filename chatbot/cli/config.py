@@ -30,13 +30,13 @@ if TYPE_CHECKING:
 config_app = typer.Typer(
     name="config",
     cls=OneLineErrors,
-    help="Show every setting, its value and where it comes from (option, environment, "
-    "./.env, the user's config.env, default). 'init' creates config.env.",
+    help="Show every setting, its value and where it comes from: option, environment, "
+    "./.env, the user's config.env, default. 'init' creates config.env.",
     add_completion=False,
     rich_markup_mode="rich",
     invoke_without_command=True,
 )
-app.add_typer(config_app)
+app.add_typer(config_app, rich_help_panel="Settings")
 
 
 def _where(row: SettingRow) -> str:
@@ -101,7 +101,9 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         table.add_column("from", style="dim", overflow="fold")
         for row in rows:
             table.add_row(escape(row.name), escape(row.value), escape(_where(row)))
-        out.print(table)
+        from chatbot.terminal.render import Listing
+
+        out.print(Listing(table))  # (piped: a setting a line)
         for note in notes:
             err.print(f"note: {note}", markup=False, highlight=False)
     if error is not None:
@@ -134,10 +136,10 @@ def config_init() -> None:
 # --- the endpoint's models -------------------------------------------------------------------
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Settings")
 @guarded
 def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
-    """List the models the endpoint serves (GET /v1/models of OPENAI_BASE_URL, or OpenAI's)."""
+    """List the models the endpoint serves: GET /v1/models of OPENAI_BASE_URL, or OpenAI's."""
     from chatbot.config.sources import without_password
     from chatbot.engine.modellist import endpoint_of, list_models
 
@@ -157,8 +159,15 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if not listing:
         endpoint = without_password(endpoint_of(state.settings.openai_base_url))
         err.print(f"{escape(endpoint)} lists no models: name one yourself (CHATBOT_MODEL)")
+        return
+    from rich.console import Group
+
+    from chatbot.terminal.render import Listing, plain
+
+    lines = []
     for model in listing:
         mark = ""
         if model.id == current:
             mark = "  (CHATBOT_MODEL)" if current == settings.model else "  (no key or server set)"
-        out.print(f"{escape(model.id)}{mark}", highlight=False)
+        lines.append(plain(f"{model.id}{mark}"))
+    out.print(Listing(Group(*lines)))  # (a name is never broken: the mark wraps, if anything)

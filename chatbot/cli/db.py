@@ -33,12 +33,13 @@ from chatbot.plural import counted
 db_app = typer.Typer(
     name="db",
     cls=OneLineErrors,
-    help="The database itself: what it holds, and giving deleted threads' space back.",
+    help="Look after the database: what it holds, copies of it, giving deleted threads' "
+    "space back.",
     add_completion=False,
     rich_markup_mode="rich",
     no_args_is_help=True,
 )
-app.add_typer(db_app)
+app.add_typer(db_app, rich_help_panel="Database")
 
 
 def _local_store(
@@ -93,7 +94,7 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
 @db_app.command("vacuum", cls=Command)
 @guarded
 def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
-    """Give the space of deleted threads back to the file system (SQLite's VACUUM)."""
+    """Give deleted threads' space back to the disk (SQLite's VACUUM)."""
     store = _local_store(ctx, db, "db vacuum")
     if store is None:
         return
@@ -200,7 +201,7 @@ def db_adopt(
     )
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Database")
 @guarded
 def prune(
     ctx: typer.Context,
@@ -227,7 +228,7 @@ def prune(
     if not stale:
         err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
         return
-    out.print(threads_table(stale), soft_wrap=False)
+    out.print(threads_table(stale))
     count = counted(len(stale), "thread")
     if not yes:
         if not sys.stdin.isatty():

@@ -134,7 +134,9 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
         shown = text if len(text) <= 80 else text[:79] + "…"  # (not a pasted page back)
         err.print(f"[dim]nothing found for {escape(repr(shown))} in {escape(state.where)}[/]")
         return
-    out.print(hits_view(hits))
+    from chatbot.terminal.render import Listing
+
+    out.print(Listing(hits_view(hits)))  # (piped: a hit's heading and its snippet, a line each)
     err.print(
         "[dim]"
         + (f"newest {limit} shown: --limit {limit * 2} for more; " if more else "")

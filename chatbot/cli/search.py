@@ -18,7 +18,7 @@ from chatbot.cli.app import (
 )
 
 
-@app.command(cls=Command)
+@app.command(cls=Command, rich_help_panel="Search and export")
 @guarded
 def search(
     ctx: typer.Context,
@@ -39,8 +39,8 @@ def search(
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
-    """Search every message ever written in local threads, including those folded into a
-    summary: newest first, with the checkpoint to show or fork."""
+    """Search the messages of local threads, folded ones too: every message ever written,
+    newest first, with the checkpoint to show or fork."""
     from chatbot.cli.read import run_search
 
     run_search(app_state(ctx, db, url), text, thread, limit, as_json)

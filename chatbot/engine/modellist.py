@@ -80,6 +80,8 @@ def list_models(settings: Settings) -> list[ModelInfo]:
         return [ModelInfo(OFFLINE, "chatbot")]
     from openai import NotFoundError, OpenAI
 
+    from chatbot.engine.clients import http_client
+
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else ""
     endpoint = endpoint_of(settings.openai_base_url)
 
@@ -88,6 +90,7 @@ def list_models(settings: Settings) -> list[ModelInfo]:
         base_url=endpoint,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
+        http_client=http_client(endpoint),
     ) as client:
         try:
             listed = [_model_info(model) for model in client.models.list()]

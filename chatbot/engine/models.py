@@ -220,6 +220,8 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         )
     from langchain_openai import ChatOpenAI  # imported on demand: it is slow to import
 
+    from chatbot.engine.clients import async_http_client, http_client
+
     key = settings.openai_api_key
     if key is None or not key.get_secret_value().strip():
         # Local OpenAI-compatible servers (Ollama, vLLM, LM Studio) accept any key.
@@ -232,7 +234,9 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         base_url=settings.openai_base_url,
         temperature=0 if role == "summary" else settings.temperature,
         timeout=settings.timeout,
-        max_retries=settings.max_retries,
+        max_retries=settings.max_retries,  # (not for a server that is not there: engine.clients)
+        http_client=http_client(settings.openai_base_url),
+        http_async_client=async_http_client(settings.openai_base_url),
         stream_usage=True,
         callbacks=callbacks,
     )

@@ -408,21 +408,22 @@ def hit_record(hit: Hit) -> dict[str, Any]:
 
 def hits_view(hits: Sequence[Hit]) -> RenderableType:
     """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
-    the terms highlighted under it."""
+    the terms highlighted under it. Word-wrapped at the screen's width even on a console that
+    leaves long lines to the terminal (which would break a checkpoint id anywhere)."""
     from rich.console import Group
     from rich.text import Text
 
     lines: list[Text] = []
     for hit in hits:
         when = hit.time
-        heading = Text()
+        heading = Text(no_wrap=False, overflow="fold")
         heading.append(sanitize(hit.thread_id), style="bold cyan")
         if when is not None:
             heading.append("  " + when.astimezone().strftime("%Y-%m-%d %H:%M"), style="dim")
         heading.append(f"  {hit.role}", style="green" if hit.role == "user" else "magenta")
         heading.append(f"  checkpoint {hit.checkpoint_id}", style="dim")
         snippet = hit.snippet()
-        body = Text("  " + snippet.text)
+        body = Text("  " + snippet.text, no_wrap=False, overflow="fold")
         for start, end in snippet.spans:
             body.stylize("bold black on yellow", start + 2, end + 2)
         lines.extend((heading, body))

@@ -213,6 +213,48 @@ class ReplyView:
         self._status_since = time.monotonic()
 
 
+LOADING = "loading the model…"
+
+
+class WaitSpinner:
+    """The REPL's spinner (its words and the seconds so far, dim) for a wait the waiting thread
+    cannot draw through (imports, a blocking call: ``chatbot ask`` loading the model): a
+    thread of Rich's draws it, and it is erased when it stops. Nothing but ``console`` may
+    print while it runs (print there, and it goes above the spinner)."""
+
+    def __init__(self, console: Console, words: str) -> None:
+        self.console = console
+        self._spinner = Spinner("dots", style="dim")
+        self.words, self._since = words, time.monotonic()
+        self._live: Live | None = None
+
+    def say(self, words: str) -> None:
+        """Say ``words`` from now on (the seconds count from now)."""
+        self.words, self._since = words, time.monotonic()
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        seconds = int(time.monotonic() - self._since)
+        self._spinner.update(text=Text(f"{self.words} {seconds}s", style="dim"))
+        yield self._spinner
+
+    def start(self) -> None:
+        self._live = Live(
+            self,
+            console=self.console,
+            refresh_per_second=10,
+            transient=True,
+            redirect_stdout=False,  # (stdout is the reply's, written once the spinner is gone)
+            redirect_stderr=False,
+        )
+        self._live.start(refresh=True)
+
+    def stop(self) -> None:
+        """Erase it (again: nothing)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+
 def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:
     """The line shown after a turn for what happened to the summary (Rich markup)."""
     from chatbot.terminal.render import describe_nothing_to_fold, describe_summary

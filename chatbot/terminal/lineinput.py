@@ -21,6 +21,7 @@ from prompt_toolkit.input.typeahead import store_typeahead
 from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
+from prompt_toolkit.utils import get_cwidth
 
 from chatbot.files import create_private_file
 from chatbot.terminal.repl import HeldKeys
@@ -151,6 +152,19 @@ def _continuation(width: int, line_number: int, is_soft_wrap: int) -> str:
     return " " * width if is_soft_wrap else "." * (width - 1) + " "
 
 
+def fit_line(text: str, columns: int) -> str:
+    """``text`` as it fits ``columns`` cells: whole, or cut with '…' as its last cell."""
+    if get_cwidth(text) <= columns:
+        return text
+    kept, used = [], 0
+    for char in text:
+        used += get_cwidth(char)
+        if used > columns - 1:
+            break
+        kept.append(char)
+    return "".join(kept).rstrip(" ·…") + "…"
+
+
 def private_history_file(path: Path) -> Path:
     """Create the input-history file 0600 (it holds what the user typed)."""
     create_private_file(path)
@@ -192,8 +206,14 @@ class PromptToolkitReader:
         )
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
-        """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C."""
-        return self.session.prompt(prompt, bottom_toolbar=toolbar, pre_run=self._pre_run)
+        """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C. The
+        ``toolbar`` (the status bar) is cut to the screen's width, with '…' where it is cut
+        (prompt_toolkit cuts it at the edge, and nothing said that more was there)."""
+        fitted = None if toolbar is None else lambda: fit_line(toolbar(), self._columns())
+        return self.session.prompt(prompt, bottom_toolbar=fitted, pre_run=self._pre_run)
+
+    def _columns(self) -> int:
+        return self.session.app.output.get_size().columns
 
     @contextlib.contextmanager
     def hold_keys(self) -> Iterator[HeldKeys]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from langchain_core.messages import AIMessage, BaseMessage
 from markdown_it import MarkdownIt
+from rich.cells import cell_len
 from rich.console import (
     Console,
     ConsoleOptions,
@@ -149,21 +150,84 @@ def failed_turn(problem: str, kept: Kept | None, shown: bool, again: str) -> str
     return f"{problem} - your message was not saved"
 
 
+PIPED_WIDTH = 100_000
+"""The width a listing is laid out in when it goes to a pipe or a file: no row is wrapped."""
+TABLE_GAP = 2
+"""The space between two columns of a listing's table (no box, padding 1 on each side)."""
+
+
+class Listing:
+    """A listing (threads, history, search hits, models) laid out for where it goes.
+
+    On a terminal: ``wide`` (a table) where the screen has ``needs`` columns, else ``narrow``
+    (lines a row); word-wrapped, so that an id, a checkpoint id or a number is never broken
+    (only one longer than the screen is folded). Elsewhere (a pipe, a file): ``wide``, each row
+    on one line however long, so that ``chatbot threads | grep fork1`` finds the row whole; a
+    console that crops at its width (``soft_wrap`` off) gets the terminal's layout instead.
+    """
+
+    def __init__(
+        self, wide: RenderableType, narrow: RenderableType | None = None, needs: int = 0
+    ) -> None:
+        self.wide, self.narrow, self.needs = wide, narrow, needs
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not console.is_terminal and console.soft_wrap:
+            yield from console.render(self.wide, options.update(width=PIPED_WIDTH))
+            return
+        layout = self.wide
+        if self.narrow is not None and options.max_width < self.needs:
+            layout = self.narrow
+        yield from console.render(layout, options.update(no_wrap=False, overflow="fold"))
+
+
+def _indented(renderable: RenderableType) -> RenderableType:
+    """A line of a listing's stacked layout under its heading (no spaces after its end)."""
+    return Padding(renderable, (0, 0, 0, 2), expand=False)
+
+
+def _columns_need(headers: Sequence[str], rows: Sequence[Sequence[str]], flexible: int) -> int:
+    """The width a table needs with none of these columns (each its header, then the rows'
+    cells, in order) broken, and ``flexible`` columns left for the one column that wraps."""
+    widths = [
+        max([cell_len(header), *(cell_len(row[at]) for row in rows)])
+        for at, header in enumerate(headers)
+    ]
+    return sum(widths) + flexible + TABLE_GAP * len(widths)
+
+
 def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:
-    """/threads and ``chatbot threads``."""
+    """/threads and ``chatbot threads``: a table where it fits (the title wraps), else each
+    thread as lines: its id and when it was last active, its messages and summary, its title."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("thread", "messages", "summary", "last active", "title"):
-        table.add_column(column, overflow="fold")
+    headers = ("thread", "messages", "summary", "last active")
+    for column in headers:
+        table.add_column(column, no_wrap=True)
+    table.add_column("title", overflow="fold")
+    cells: list[tuple[str, str, str, str]] = []
+    lines: list[RenderableType] = []
     for info in threads:
         marker = "* " if info.thread_id == current else "  "
-        table.add_row(
-            plain(marker + info.thread_id),
-            "-" if info.message_count is None else str(info.message_count),
-            {True: "yes", False: "no", None: "-"}[info.has_summary],
-            when(info.last_active),
-            plain(info.title or ""),
-        )
-    return Wrapped(table)
+        count = "-" if info.message_count is None else str(info.message_count)
+        summary = {True: "yes", False: "no", None: "-"}[info.has_summary]
+        active = when(info.last_active)
+        cells.append((marker + sanitize(info.thread_id), count, summary, active))
+        title = plain(info.title or "")
+        table.add_row(plain(marker + info.thread_id), count, summary, active, title)
+        facts = [
+            counted(info.message_count, "message") if info.message_count is not None else "",
+            {True: "summary", False: "no summary", None: ""}[info.has_summary],
+        ]
+        heading = plain(("* " if marker.strip() else "") + info.thread_id, style="bold")
+        if info.last_active:
+            heading.append(f"  {active}")
+        lines.append(heading)
+        if any(facts):
+            lines.append(_indented(Text(" · ".join(fact for fact in facts if fact))))
+        if info.title:
+            lines.append(_indented(title))
+    needs = _columns_need(headers, cells, 20)
+    return Listing(table, Group(*lines), needs)
 
 
 def _short_time(moment: datetime | None) -> str:
@@ -175,27 +239,43 @@ def _short_time(moment: datetime | None) -> str:
 
 
 def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
-    """/history all and ``chatbot history --all``: one row per checkpoint, newest first."""
+    """/history all and ``chatbot history --all``: one row per checkpoint, newest first; where
+    the table does not fit, each checkpoint as lines: its id, step and time; the node that
+    wrote it → the nodes next; its messages and summary."""
     table = Table(box=None, header_style="bold", pad_edge=False)
+    headers = ("checkpoint", "step", "node", "msgs", "summary", "time")
     for column in ("checkpoint", "step", "node", "next", "msgs", "summary", "time"):
         table.add_column(
             column,
             justify="right" if column in ("step", "msgs") else "left",
-            no_wrap=column == "checkpoint",
-            min_width=8 if column == "checkpoint" else None,
-            overflow="fold",
+            no_wrap=column != "next",  # (the next nodes wrap between names)
         )
+    cells: list[tuple[str, ...]] = []
+    lines: list[RenderableType] = []
     for row in rows:
-        table.add_row(
+        summary = f"{row.summary_chars} ch" if row.summary_chars else "-"
+        fixed = (
             short_id(row.checkpoint_id),
             str(row.step),
-            plain(row.node),
-            plain(", ".join(row.next) or "-"),
+            sanitize(row.node),
             str(row.messages),
-            f"{row.summary_chars} ch" if row.summary_chars else "-",
+            summary,
             _short_time(row.created_at),
         )
-    return Wrapped(table)
+        cells.append(fixed)
+        checkpoint, step, node, messages, _, time = fixed
+        following = plain(", ".join(row.next) or "-")
+        table.add_row(checkpoint, step, plain(node), following, messages, summary, time)
+        lines.append(Text.assemble((checkpoint, "bold"), f"  step {step}  {time}"))
+        lines.append(_indented(plain(f"{node} → {', '.join(row.next) or '-'}")))
+        facts = counted(row.messages, "message") + (
+            f" · summary {summary}" if row.summary_chars else ""
+        )
+        lines.append(_indented(Text(facts)))
+    names = [name for row in rows for name in row.next] or ["-"]
+    widest_next = max(cell_len(sanitize(name)) + 1 for name in names)  # (a name and its comma)
+    needs = _columns_need(headers, cells, max(4, widest_next))
+    return Listing(table, Group(*lines), needs)
 
 
 PREVIEW_CHARS = 60
@@ -234,16 +314,6 @@ def describe_entry(entry: TurnEntry) -> Text:
     return line
 
 
-class _ByWidth:
-    """One of two layouts, by the width there is: a table where it fits, lines where not."""
-
-    def __init__(self, wide: RenderableType, narrow: RenderableType, min_width: int) -> None:
-        self.wide, self.narrow, self.min_width = wide, narrow, min_width
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.wide if options.max_width >= self.min_width else self.narrow
-
-
 TURN_TABLE_MIN_WIDTH = 72
 """Narrower than this, /history shows each turn as two lines rather than a table row."""
 
@@ -266,14 +336,16 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
     table.add_column("msgs", justify="right", no_wrap=True)
     table.add_column("summary", no_wrap=True)
     lines: list[RenderableType] = []
+    cells: list[tuple[str, str, str, str]] = []
     for entry in entries:
-        table.add_row(
+        fixed = (
             short_id(entry.checkpoint_id),
             _short_time(entry.created_at),
-            describe_entry(entry),
             f"{entry.messages_before}→{entry.messages_after}",
             _summary_change(entry),
         )
+        cells.append(fixed)
+        table.add_row(fixed[0], fixed[1], describe_entry(entry), fixed[2], fixed[3])
         change = _summary_change(entry)
         facts = Text.assemble(
             (short_id(entry.checkpoint_id), "bold"),
@@ -281,8 +353,10 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
             f"{entry.messages_after} msgs",
             "" if change == "-" else f"  summary {change}",
         )
-        lines += [facts, Padding(describe_entry(entry), (0, 0, 0, 2))]
-    return Wrapped(_ByWidth(table, Group(*lines), TURN_TABLE_MIN_WIDTH))
+        lines += [facts, _indented(describe_entry(entry))]
+    headers = ("checkpoint", "time", "msgs", "summary")
+    needs = _columns_need(headers, cells, 20)
+    return Listing(table, Group(*lines), max(TURN_TABLE_MIN_WIDTH, needs))
 
 
 def summary_view(summary: str, tokens: int) -> RenderableType:

@@ -122,6 +122,28 @@ def _probe_answer(part: Any) -> tuple[bool, NothingToFold | None]:
     return event is not None, None  # a fold announced, made or failed: there is something
 
 
+DEV_SERVER_PORT = 2024
+"""The port ``langgraph dev`` serves on unless told another."""
+
+
+def start_hint(url: str) -> str:
+    """What to do when the server at ``url`` does not answer: on this machine, the command that
+    starts one (langgraph-cli is in the dev group: ``uv run langgraph dev`` alone fails on a
+    fresh clone), with the port ``url`` asks for."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "is it running, at that address?"
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
+        return "is it running, at that address?"
+    wanted = port or (443 if parts.scheme == "https" else 80)
+    option = "" if wanted == DEV_SERVER_PORT else f" --port {wanted}"
+    return f"is it running? Start it: uv run --group dev langgraph dev{option}"
+
+
 class RemoteBackend(ThreadOperations):
     """Threads on a LangGraph server, driven through langgraph-sdk."""
 
@@ -145,10 +167,7 @@ class RemoteBackend(ThreadOperations):
         try:
             answer = httpx.get(f"{self.url}/ok", timeout=5)
         except httpx.HTTPError as error:
-            raise BackendError(
-                f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
-                "is it running? (uv run langgraph dev)"
-            ) from None
+            raise self._unreachable(error) from None
         if answer.status_code != 200:
             raise BackendError(
                 f"{self.location} answered HTTP {answer.status_code} to /ok: "
@@ -163,12 +182,15 @@ class RemoteBackend(ThreadOperations):
         try:
             return action()
         except httpx.TransportError as error:
-            raise BackendError(
-                f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
-                "is it running? (uv run langgraph dev)"
-            ) from None
+            raise self._unreachable(error) from None
         except (httpx.HTTPStatusError, errors.APIStatusError) as error:
             raise self._refused(error) from None
+
+    def _unreachable(self, error: Exception) -> BackendError:
+        return BackendError(
+            f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
+            f"{start_hint(self.url)}"
+        )
 
     def _refused(self, error: Exception) -> BackendError:
         return BackendError(f"the LangGraph server at {self.location} refused: {error}")

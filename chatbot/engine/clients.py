@@ -1,0 +1,109 @@
+"""The HTTP clients of the calls to the model server: chat, summary and the model list.
+
+The ``openai`` client retries a failed connection with a backoff, as it retries a rate limit or
+a server error (``CHATBOT_MAX_RETRIES`` times): with nothing listening at the address, two
+retries took 2 to 9 seconds to say so. A refused connection and a host name that does not
+resolve are not a busy server, and asking again does not help: these clients raise them as
+:class:`ServerUnreachable`, an ``openai.APIConnectionError``, which the ``openai`` client passes
+on at once; its line names the address (without its password). Every other failure keeps the
+client's retries.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import openai
+
+from chatbot.config.sources import without_password
+from chatbot.engine.modellist import endpoint_of
+from chatbot.errors import FriendlyError
+
+
+class ServerUnreachable(openai.APIConnectionError, FriendlyError):
+    """Nothing answers at the model server's address, or its host name does not resolve: one
+    line for people, and no retry by the ``openai`` client (it passes its own errors on)."""
+
+    def __init__(self, line: str, request: Any) -> None:
+        super().__init__(message=line, request=request)
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error, what caused it, and what an exception group holds (anyio reports each
+    address it tried)."""
+    found: list[BaseException] = []
+    waiting = [error]
+    while waiting and len(found) < 32:
+        current = waiting.pop(0)
+        if current in found:
+            continue
+        found.append(current)
+        if isinstance(current, BaseExceptionGroup):
+            waiting.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                waiting.append(linked)
+    return found
+
+
+def unreachable_line(error: BaseException, shown: str) -> str | None:
+    """The line for a connection to ``shown`` that failed because nothing listens there or its
+    host name does not resolve; None for any other failure (those are retried)."""
+    causes = _causes(error)
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return (
+            f"cannot find the model server at {shown}: its host name does not resolve (check "
+            "OPENAI_BASE_URL, and the network)"
+        )
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return (
+            f"cannot reach the model server at {shown} (the connection was refused): check "
+            "OPENAI_BASE_URL and that the server is running"
+        )
+    return None
+
+
+class _FailFastClient(openai.DefaultHttpxClient):
+    """The ``openai`` client's own HTTP client (proxies from the environment and all), but a
+    server that is not there is said at once (see the module)."""
+
+    def __init__(self, shown: str, **options: Any) -> None:
+        super().__init__(**options)
+        self._shown = shown
+
+    def send(self, request: Any, **options: Any) -> Any:
+        try:
+            return super().send(request, **options)
+        except Exception as error:
+            line = unreachable_line(error, self._shown)
+            if line is None:
+                raise
+            raise ServerUnreachable(line, request) from error
+
+
+class _AsyncFailFastClient(openai.DefaultAsyncHttpxClient):
+    """:class:`_FailFastClient` for awaited calls."""
+
+    def __init__(self, shown: str, **options: Any) -> None:
+        super().__init__(**options)
+        self._shown = shown
+
+    async def send(self, request: Any, **options: Any) -> Any:
+        try:
+            return await super().send(request, **options)
+        except Exception as error:
+            line = unreachable_line(error, self._shown)
+            if line is None:
+                raise
+            raise ServerUnreachable(line, request) from error
+
+
+def http_client(base_url: str | None) -> Any:
+    """An HTTP client for the ``openai`` client of the server at ``base_url`` (None: OpenAI's)."""
+    return _FailFastClient(without_password(endpoint_of(base_url)))
+
+
+def async_http_client(base_url: str | None) -> Any:
+    """:func:`http_client` for awaited calls."""
+    return _AsyncFailFastClient(without_password(endpoint_of(base_url)))
