@@ -543,7 +543,7 @@ def describe_keep(run_policy: SummaryPolicy) -> str:
 def _check_model(repl: Repl, name: str) -> None:
     """Refuse a model a run could not use here, asking the graph's own resolver (on a server
     the server decides, with its own credentials and settings)."""
-    if " " in name:
+    if any(character.isspace() for character in name):  # (a paste's line break too)
         raise CommandError(f"{name!r} is not a model name")
     try:
         repl.backend.run_settings({**repl.context, "chat_model": name})
