@@ -181,7 +181,9 @@ def _help(repl: Repl, arg: str) -> Outcome:
     if arg:
         name = ALIASES.get(arg.lstrip("/").lower(), arg.lstrip("/").lower())
         if name not in COMMANDS:
-            raise CommandError(f"no command /{name}: /help lists them")
+            nearest = nearest_command(name)
+            hint = f"did you mean /help {nearest}?" if nearest else "/help lists them"
+            raise CommandError(f"no command /{name}: {hint}")
         found = COMMANDS[name]
         note = "" if found.remote or not repl.backend.local_only_note else " (local only)"
         repl.say(f"{found.usage}  {found.help}{note}")
