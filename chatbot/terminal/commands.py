@@ -496,9 +496,8 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row(
-        "context now", f"{tokens:,} tokens in {len(snapshot.messages) if snapshot else 0} messages"
-    )
+    in_messages = counted(len(snapshot.messages) if snapshot else 0, "message")
+    table.add_row("context now", f"{tokens:,} tokens in {in_messages}")
     if run_policy is not None and run_policy.max_input_tokens:
         table.add_row("model input", f"{run_policy.max_input_tokens:,} tokens at most")
     if run_policy is not None and not run_policy.automatic:
