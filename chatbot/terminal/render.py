@@ -463,7 +463,7 @@ def context_bar(window: ContextWindow, width: int) -> Text:
         count = round(tokens / span * width)
         cells += [(glyph, style)] * (max(1, count) if tokens else 0)
     cells = cells[:width] + [FREE] * (width - len(cells))
-    if window.trigger_tokens:
+    if window.trigger_tokens and window.trigger_tokens <= span:  # (past it: no place to mark)
         cells[min(width - 1, round(window.trigger_tokens / span * width))] = TRIGGER_MARK
     return Text.assemble(*cells)
 
@@ -531,7 +531,10 @@ def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
         table.add_row(mark, "unknown", "", "(set by the server's settings)")
     elif window.trigger_tokens:
         tokens = window.trigger_tokens
-        table.add_row(mark, f"{tokens:,} tokens", share(tokens), f"({window.trigger})")
+        note = window.trigger
+        if window.window and tokens > window.window:  # it never fires: the model's limit does
+            note += ", past the model's input: a request too big for the model folds first"
+        table.add_row(mark, f"{tokens:,} tokens", share(tokens), f"({note})")
     elif window.trigger_messages:
         now = f"(now {counted(window.message_count, 'message')})"
         table.add_row(mark, window.trigger, "", now)
