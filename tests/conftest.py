@@ -4,6 +4,7 @@ variable from the machine, no ./.env, and a data directory under tmp_path."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,22 @@ def openai_server() -> Iterator[FakeOpenAI]:
     ``.script(...)`` for queued replies and ``.responder`` for a callable."""
     with FakeOpenAI() as server:
         yield server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ctrl_c_delivered() -> Iterator[None]:
+    """Ctrl-C reaches this test process and the chatbot processes it starts, as in a terminal.
+
+    A shell starts a command run in the background (``pytest &``, a CI step that does) with
+    SIGINT ignored, and a program keeps that for its children: Python then never raises
+    KeyboardInterrupt, and every chatbot a pseudo-terminal test starts ignores the Ctrl-C the
+    test presses. The tests are of a terminal, where Ctrl-C interrupts."""
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if ignored:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture(scope="session", autouse=True)
