@@ -403,7 +403,7 @@ def test_export_to_files_by_extension_or_format_is_private(
     summarized: Path, tmp_path: Path
 ) -> None:
     outputs = {
-        "a.md": ["-o", "a.md"],
+        "a.md": ["-o", "a.md", "--force"],  # (an older file: replaced when asked)
         "b.json": ["-o", "b.json"],
         "nested/c.txt": ["--output", "nested/c.txt", "--format", "json"],
     }

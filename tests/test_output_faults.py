@@ -180,12 +180,27 @@ def test_an_export_that_cannot_be_written_whole_keeps_the_file_that_was_there(
     target = tmp_path / name
     assert run("export", "t2", "-o", str(target), "--db", str(db)).returncode == 0
     before = target.read_bytes()
-    done = run("export", "t1", "-o", str(target), "--db", str(db), limit=64 * 1024)
+    done = run("export", "t1", "-o", str(target), "--force", "--db", str(db), limit=64 * 1024)
     assert only_line(done) == (
         f"error: cannot write '{target}': File too large (the file is as it was)"
     )
     assert target.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == [name], "no part of a file is left"
+
+
+@pytest.mark.slow
+def test_export_never_writes_over_a_file_unasked(db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "notes.md"
+    target.write_text("the user's own notes")
+    target.chmod(0o644)
+    done = run("export", "t2", "-o", str(target), "--db", str(db))
+    assert done.returncode == 1
+    assert only_line(done) == (
+        f"error: '{target}' exists: add --force to replace it (nothing was written)"
+    )
+    assert target.read_text() == "the user's own notes"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]
 
 
 @pytest.mark.slow
@@ -197,7 +212,7 @@ def test_export_replaces_the_file_whole_private_and_through_a_symlink(
     target.chmod(0o644)
     link = tmp_path / "link.md"
     link.symlink_to(target)
-    assert run("export", "t2", "-o", str(link), "--db", str(db)).returncode == 0
+    assert run("export", "t2", "-o", str(link), "--force", "--db", str(db)).returncode == 0
     assert link.is_symlink()
     text = target.read_text()
     assert text.startswith("# Thread t2") and "older" not in text

@@ -565,12 +565,16 @@ def export(
     fmt: Annotated[
         str | None, typer.Option("--format", "-f", help="md or json (default: by extension).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the --output file if it exists.")
+    ] = False,
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
     """Export a thread: summary, messages folded into it, live messages."""
     from chatbot.history.export import (
         ExportError,
+        FileExists,
         export_document,
         export_format,
         render,
@@ -587,7 +591,10 @@ def export(
     if output is None:
         sys.stdout.write(text)
         return
-    written = write_private(output, text)
+    try:
+        written = write_private(output, text, replace=force)
+    except FileExists as error:
+        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
     err.print(f"exported {escape(sanitize(thread_id))} to {escape(sanitize(str(written)))}")
 
 

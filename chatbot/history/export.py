@@ -145,8 +145,19 @@ def render(document: dict[str, Any], fmt: Format) -> str:
     return to_markdown(document)
 
 
-def write_private(path: Path, text: str) -> Path:
+class FileExists(ExportError):
+    """The file to export to exists and replacing it was not asked for (nothing was written)."""
+
+    def __init__(self, shown: str) -> None:
+        super().__init__(f"{shown} exists")
+        self.shown = shown
+
+
+def write_private(path: Path, text: str, *, replace: bool = False) -> Path:
     """Write a file holding a conversation, whole or not at all.
+
+    A file already there is replaced only with ``replace``: else :class:`FileExists` (an
+    export never writes over a file of the user's unasked).
 
     The text goes to a new file beside it (created 0600), is synced to the disk, then renamed
     over it: a write that fails (a full disk) leaves the file that was there as it was, and
@@ -172,6 +183,8 @@ def write_private(path: Path, text: str) -> Path:
                 f"the folder {shown(folder)} does not exist: create it first (nothing was written)"
             )
         existed = path.is_file()
+        if existed and not replace:
+            raise FileExists(shown(path))
         if path.exists() and not existed:  # a device or a pipe: nothing to replace
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)

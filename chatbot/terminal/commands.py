@@ -18,6 +18,7 @@ from chatbot.engine.models import MissingCredentials
 from chatbot.files import untracked_in
 from chatbot.history.export import (
     ExportError,
+    FileExists,
     default_path,
     export_document,
     export_format,
@@ -448,9 +449,13 @@ def _export(repl: Repl, arg: str) -> Outcome:
     text = render_export(document, fmt)
     note = ""
     if path is not None:
-        written = write_private(path, text)
+        written = _write_asking(repl, path, text)
+        if written is None:
+            return None
     else:  # in the working directory: said in full, and when git would see it there
-        written = write_private(default_path(repl.thread_id, fmt).absolute(), text)
+        written = _write_asking(repl, default_path(repl.thread_id, fmt).absolute(), text)
+        if written is None:
+            return None
         checkout = untracked_in(written)
         note = f"; untracked in the git checkout at {checkout}" if checkout else ""
     folded, live = len(document["folded_messages"]), len(document["messages"])
@@ -458,6 +463,22 @@ def _export(repl: Repl, arg: str) -> Outcome:
         f"exported {repl.thread_id} to {written} ({folded} folded + {live} live messages{note})"
     )
     return None
+
+
+def _write_asking(repl: Repl, path: Path, text: str) -> Path | None:
+    """Write the export; a file already there is replaced only when the user says so
+    (``None``: kept, and said)."""
+    try:
+        return write_private(path, text)
+    except FileExists as exists:
+        try:
+            answer = repl.reader.read(f"{exists.shown} exists: replace it? [y/N] ")
+        except (EOFError, KeyboardInterrupt):
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):  # (piped input: its next line answers)
+            repl.say(f"kept {exists.shown}: nothing was exported", "dim")
+            return None
+        return write_private(path, text, replace=True)
 
 
 @command(
