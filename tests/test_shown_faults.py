@@ -28,8 +28,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from chatbot.config.settings import Settings
+from chatbot.config.sources import endpoint_of
 from chatbot.engine.graph import build_graph
-from chatbot.engine.modellist import cache_path, completion_names, endpoint_of
+from chatbot.engine.modellist import cache_path, completion_names
 from chatbot.sanitize import StreamSanitizer, escape_json_controls, sanitize
 from chatbot.store.sqlite import Store
 from chatbot.terminal.commands import dispatch

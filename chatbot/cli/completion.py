@@ -99,8 +99,8 @@ def model_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Model names starting with ``incomplete``: the configured model, the endpoint's last
     listing (``chatbot models`` or the REPL cached it) and ``offline``."""
     try:
-        from chatbot.config.sources import SettingSources
-        from chatbot.engine.modellist import completion_names, endpoint_of
+        from chatbot.config.sources import SettingSources, endpoint_of
+        from chatbot.engine.modellist import completion_names
 
         sources = SettingSources(_option(ctx, "env_file") or ".env")
         base_url = sources.find("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")

@@ -140,8 +140,8 @@ def config_init() -> None:
 @guarded
 def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the models the endpoint serves: GET /v1/models of OPENAI_BASE_URL, or OpenAI's."""
-    from chatbot.config.sources import without_password
-    from chatbot.engine.modellist import endpoint_of, list_models
+    from chatbot.config.sources import endpoint_of, without_password
+    from chatbot.engine.modellist import list_models
 
     state = app_state(ctx)
     listing = list_models(state.settings)

@@ -86,6 +86,14 @@ _SECRET_PARAMETERS = ("password", "sslpassword")
 a client key)."""
 
 
+OPENAI_ENDPOINT = "https://api.openai.com/v1"
+
+
+def endpoint_of(base_url: str | None) -> str:
+    """The endpoint a base URL setting means (unset: OpenAI's)."""
+    return (base_url or "").strip().rstrip("/") or OPENAI_ENDPOINT  # …/v1/ is …/v1
+
+
 def without_password(url: str) -> str:
     """A URL as people may see it (errors, ``chatbot config``): its password as ``***``, in
     ``user:password@`` and in ``?password=`` alike."""

@@ -16,8 +16,7 @@ from typing import Any
 
 import openai
 
-from chatbot.config.sources import without_password
-from chatbot.engine.modellist import endpoint_of
+from chatbot.config.sources import endpoint_of, without_password
 from chatbot.errors import FriendlyError
 
 

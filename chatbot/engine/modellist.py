@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chatbot.config.sources import without_password
+from chatbot.config.sources import endpoint_of, without_password
 from chatbot.errors import FriendlyError
 from chatbot.logs import logger
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from chatbot.config.settings import Settings
 
 OFFLINE = "offline"
-OPENAI_ENDPOINT = "https://api.openai.com/v1"
 CACHE_NAME = "models.json"
 
 log = logger("models")
@@ -58,11 +57,6 @@ def _model_info(model: Any) -> ModelInfo | None:
         owner if isinstance(owner, str) else "",
         created if isinstance(created, int) and not isinstance(created, bool) else None,
     )
-
-
-def endpoint_of(base_url: str | None) -> str:
-    """The endpoint a base URL setting means (unset: OpenAI's)."""
-    return (base_url or "").strip().rstrip("/") or OPENAI_ENDPOINT  # …/v1/ is …/v1
 
 
 def cache_path() -> Path:

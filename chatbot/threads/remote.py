@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -195,6 +196,20 @@ class RemoteBackend(ThreadOperations):
     def _refused(self, error: Exception) -> BackendError:
         return BackendError(f"the LangGraph server at {self.location} refused: {error}")
 
+    @contextmanager
+    def _streaming(self) -> Iterator[None]:
+        """Around reading a run's stream: the connection lost, or the server refusing, is one
+        BackendError line."""
+        import httpx
+        from langgraph_sdk import errors
+
+        try:
+            yield
+        except httpx.TransportError as error:
+            raise self._lost(error) from None
+        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
+            raise self._refused(error) from None
+
     def _lost(self, error: Exception) -> BackendError:
         return BackendError(
             f"lost the LangGraph server at {self.location} ({type(error).__name__})"
@@ -286,9 +301,6 @@ class RemoteBackend(ThreadOperations):
             yield from self._guarded_stream(parts)
 
         async def cancellable() -> AsyncIterator[Event]:
-            import httpx
-            from langgraph_sdk import errors
-
             for event in first:
                 yield event
             if probe is not None:
@@ -296,16 +308,12 @@ class RemoteBackend(ThreadOperations):
                 if nothing is not None:
                     yield nothing
                     return
-            try:
+            with self._streaming():
                 async for part in self._async_client().runs.stream(
                     server_id, self.assistant, **arguments
                 ):
                     for event in events_from_parts([part]):
                         yield event
-            except httpx.TransportError as error:
-                raise self._lost(error) from None
-            except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-                raise self._refused(error) from None
 
         if sent is None:
             return TurnStream(blocking, cancellable)
@@ -398,36 +406,22 @@ class RemoteBackend(ThreadOperations):
         """Run a compaction probe, reading its stream to the end (a stateless run: the server
         deletes its thread then): its :class:`NothingToFold`, or ``None`` when the compaction
         would fold something."""
-        import httpx
-        from langgraph_sdk import errors
-
         found: NothingToFold | None = None
         answered = False
-        try:
+        with self._streaming():
             for part in self.client.runs.stream(None, self.assistant, **probe):
                 if not answered:
                     answered, found = _probe_answer(part)
-        except httpx.TransportError as error:
-            raise self._lost(error) from None
-        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-            raise self._refused(error) from None
         return found
 
     async def _aprobe(self, probe: dict[str, Any]) -> NothingToFold | None:
         """:meth:`_probe`, awaited (in a turn that Ctrl-C cancels)."""
-        import httpx
-        from langgraph_sdk import errors
-
         found: NothingToFold | None = None
         answered = False
-        try:
+        with self._streaming():
             async for part in self._async_client().runs.stream(None, self.assistant, **probe):
                 if not answered:
                     answered, found = _probe_answer(part)
-        except httpx.TransportError as error:
-            raise self._lost(error) from None
-        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-            raise self._refused(error) from None
         return found
 
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
