@@ -139,9 +139,31 @@ class Cli:
         return json.loads(result.stdout)
 
     def db_bytes(self) -> bytes:
-        """The database file and its WAL / shared-memory files, whichever exist."""
-        files = [self.db, *(Path(f"{self.db}{suffix}") for suffix in ("-wal", "-shm"))]
-        return b"".join(f.read_bytes() for f in files if f.exists())
+        """The database file and its WAL / shared-memory files, whichever exist, followed by
+        every compressed value in it decompressed (a search of these bytes for a secret
+        looks inside the checkpoints too)."""
+        return stored_bytes(self.db)
+
+
+def stored_bytes(db: Path) -> bytes:
+    """A SQLite database's files as bytes, then each of its zstd-compressed values (type
+    ``...+zstd`` in LangGraph's ``checkpoints`` and ``writes``) decompressed."""
+    import sqlite3
+
+    import zstandard
+
+    files = [db, *(Path(f"{db}{suffix}") for suffix in ("-wal", "-shm"))]
+    raw = b"".join(f.read_bytes() for f in files if f.exists())
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT type, checkpoint FROM checkpoints UNION ALL SELECT type, value FROM writes"
+        ).fetchall()
+    finally:
+        conn.close()
+    unpack = zstandard.ZstdDecompressor()
+    inside = [unpack.decompress(data) for kind, data in rows if str(kind).endswith("+zstd")]
+    return b"".join([raw, *inside])
 
 
 def summarizing(**extra: str) -> dict[str, str]:

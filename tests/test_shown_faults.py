@@ -37,7 +37,15 @@ from chatbot.terminal.commands import dispatch
 from chatbot.terminal.repl import Repl, ScriptedReader
 from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import CONTROL, Cli, echo_or_summary, is_summary_request, ok, summarizing
+from tests.helpers import (
+    CONTROL,
+    Cli,
+    echo_or_summary,
+    is_summary_request,
+    ok,
+    stored_bytes,
+    summarizing,
+)
 from tests.scripted import ScriptedChatModel
 
 # --- a password in the model server's URL ------------------------------------------------------
@@ -51,12 +59,17 @@ def with_password(base_url: str) -> str:
 
 
 def files_holding(folder: Path, *secrets: str) -> list[Path]:
-    """Every file under ``folder`` that holds one of ``secrets`` (as UTF-8 bytes)."""
+    """Every file under ``folder`` that holds one of ``secrets`` (as UTF-8 bytes; in a
+    SQLite database, inside its compressed values too)."""
     needles = [secret.encode() for secret in secrets]
+
+    def content(path: Path) -> bytes:
+        return stored_bytes(path) if path.suffix == ".sqlite" else path.read_bytes()
+
     return [
         path
         for path in sorted(folder.rglob("*"))
-        if path.is_file() and any(needle in path.read_bytes() for needle in needles)
+        if path.is_file() and any(needle in content(path) for needle in needles)
     ]
 
 

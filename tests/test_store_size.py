@@ -1,0 +1,217 @@
+"""What the database keeps of a thread, and in how little space: checkpoints are stored
+compressed, a database written before that reads and goes on as it was, and a LangGraph
+program without chatbot's serializer is told what the values are."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.store.postgres import open_store
+from chatbot.threads.backend import LocalBackend
+from tests.helpers import Cli, echo_or_summary, ok
+from tests.scripted import ScriptedChatModel
+
+OLD_LAYOUT = Path(__file__).parent / "data" / "layout-2026-11-uncompressed.sqlite"
+"""A database written by chatbot before checkpoints were compressed (offline model, trigger
+``messages:4``, keep ``messages:2``): ``garden`` (5 turns, two folds), ``garden-fork1`` (forked
+from it, one turn more) and ``工作`` (one turn)."""
+
+OLD_THREADS = ("garden", "garden-fork1", "工作")
+
+LONG = (
+    "My allotment has rows of tomatoes, beans and courgettes; the shed key hangs on the third "
+    "hook and the water butt leaks when it rains for more than two days in a row. "
+)
+
+
+@pytest.fixture
+def old_db(tmp_path: Path) -> Path:
+    path = tmp_path / "old.sqlite"
+    shutil.copyfile(OLD_LAYOUT, path)
+    path.chmod(0o600)
+    return path
+
+
+def langgraph_state(db: Path, thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    """A checkpoint's channel values as LangGraph's own ``SqliteSaver`` reads them."""
+    config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    if checkpoint_id:
+        config["configurable"]["checkpoint_id"] = checkpoint_id
+    with sqlite3.connect(db) as conn:
+        saved = SqliteSaver(conn).get_tuple(config)  # type: ignore[arg-type]
+    assert saved is not None
+    return dict(saved.checkpoint["channel_values"])
+
+
+def contents(messages: list[Any]) -> list[tuple[str, str]]:
+    return [
+        (m["type"], m["content"]) if isinstance(m, dict) else (m.type, m.content) for m in messages
+    ]
+
+
+def value_types(db: Path) -> dict[str, list[str]]:
+    """The serialization type of each checkpoint and pending write, oldest first."""
+    with sqlite3.connect(db) as conn:
+        return {
+            "checkpoints": [
+                r[0] for r in conn.execute("SELECT type FROM checkpoints ORDER BY rowid")
+            ],
+            "writes": [r[0] for r in conn.execute("SELECT type FROM writes ORDER BY rowid")],
+        }
+
+
+def test_a_database_written_before_compression_reads_as_langgraph_wrote_it(
+    cli: Cli, old_db: Path
+) -> None:
+    assert set(value_types(old_db)["checkpoints"]) == {"msgpack"}, "the fixture is uncompressed"
+    db = ("--db", str(old_db))
+    for thread in OLD_THREADS:
+        shown = json.loads(ok(cli.invoke("show", thread, "--json", *db)).stdout)
+        reference = langgraph_state(old_db, thread)
+        assert contents(shown["messages"]) == contents(reference["messages"]), thread
+        assert shown["summary"] == reference.get("summary", ""), thread
+    rows = json.loads(ok(cli.invoke("history", "garden", "--all", "--json", *db)).stdout)
+    with sqlite3.connect(old_db) as conn:
+        (count,) = conn.execute(
+            "SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'garden'"
+        ).fetchone()
+    assert len(rows) == count
+    for row in rows[::4]:  # a past checkpoint shows what LangGraph reads there
+        past = json.loads(
+            ok(
+                cli.invoke("show", "garden", "--checkpoint", row["checkpoint_id"], "--json", *db)
+            ).stdout
+        )
+        reference = langgraph_state(old_db, "garden", row["checkpoint_id"])
+        assert contents(past["messages"]) == contents(reference.get("messages", []))
+    found = json.loads(ok(cli.invoke("search", "tomato", "--json", "-t", "garden", *db)).stdout)
+    assert any("Turn 1:" in hit["snippet"] for hit in found), "a folded message is found"
+
+
+def test_an_old_thread_goes_on_compressed_and_its_past_stays_readable(
+    cli: Cli, old_db: Path
+) -> None:
+    cli.server.responder = echo_or_summary
+    cli.env.update(CHATBOT_SUMMARY_TRIGGER="messages:4", CHATBOT_SUMMARY_KEEP="messages:2")
+    db = ("--db", str(old_db))
+    before = json.loads(ok(cli.invoke("history", "garden", "--all", "--json", *db)).stdout)
+    old_types = value_types(old_db)
+
+    ok(cli.invoke("ask", LONG * 3, "--thread", "garden", *db))
+    forked = ok(cli.invoke("fork", "garden", "--checkpoint", before[-3]["checkpoint_id"], *db))
+    fork_id = forked.stdout.strip().split()[-1]
+    ok(cli.invoke("ask", LONG * 2, "--thread", fork_id, *db))
+
+    types = value_types(old_db)
+    count = len(old_types["checkpoints"])
+    assert types["checkpoints"][:count] == old_types["checkpoints"], "old rows left as they were"
+    assert "msgpack+zstd" in types["checkpoints"][count:], "new checkpoints are compressed"
+    after = json.loads(ok(cli.invoke("history", "garden", "--all", "--json", *db)).stdout)
+    assert after[-len(before) :] == before, "the thread's past reads the same"
+    shown = json.loads(ok(cli.invoke("show", "garden", "--json", *db)).stdout)
+    assert shown["messages"][-2]["content"] == LONG * 3
+    assert (
+        shown["summary"] == langgraph_state(old_db, "garden", before[0]["checkpoint_id"])["summary"]
+    ), "the summary made before is kept"
+    fork = json.loads(ok(cli.invoke("show", fork_id, "--json", *db)).stdout)
+    reference = langgraph_state(old_db, "garden", before[-3]["checkpoint_id"])
+    assert contents(fork["messages"])[: len(reference["messages"])] == contents(
+        reference["messages"]
+    )
+    assert fork["messages"][-2]["content"] == LONG * 2
+
+
+def test_checkpoints_are_stored_compressed_and_read_back_exactly(cli: Cli) -> None:
+    cli.server.responder = echo_or_summary
+    for n in range(4):
+        ok(cli.ask(f"{n}: {LONG * 4}"))
+    with sqlite3.connect(cli.db) as conn:
+        rows = conn.execute("SELECT type, checkpoint FROM checkpoints").fetchall()
+    packed = [data for kind, data in rows if kind == "msgpack+zstd"]
+    assert packed, "the checkpoints holding the window are compressed"
+    unpack = zstandard.ZstdDecompressor()
+    plain = sum(len(unpack.decompress(data)) for data in packed)
+    assert sum(len(data) for data in packed) * 3 < plain, "to under a third of their size"
+    shown = cli.show()
+    assert [m["content"] for m in shown["messages"] if m["type"] == "human"] == [
+        f"{n}: {LONG * 4}" for n in range(4)
+    ]
+
+
+def test_a_langgraph_program_without_chatbots_serializer_is_told_what_the_values_are(
+    cli: Cli,
+) -> None:
+    cli.server.responder = echo_or_summary
+    ok(cli.ask(LONG * 4))
+    with sqlite3.connect(cli.db) as conn, pytest.raises(NotImplementedError) as raised:
+        SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+    assert "msgpack+zstd" in str(raised.value)
+
+
+def test_turns_on_many_threads_of_one_process_at_once_all_land(any_db: str) -> None:
+    """LangGraph writes checkpoints from its own threads: each thread compresses with its
+    own zstd context (a shared one fails when two use it at once)."""
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        model="offline",
+        db=any_db,
+        summary_trigger="messages:4",
+        summary_keep="messages:2",
+    )
+    errors: list[BaseException] = []
+    with open_store(any_db) as store:
+        graph = build_graph(
+            ScriptedChatModel(default=LONG * 3),
+            ScriptedChatModel(default="summary " + LONG),
+            settings,
+            store.saver,
+        )
+
+        def chat(name: str) -> None:
+            try:
+                backend = LocalBackend(graph, store)
+                for turn in range(6):
+                    list(backend.send(name, f"{name} {turn}: {LONG * 2}"))
+            except BaseException as error:  # (reported below, with the thread it came from)
+                errors.append(error)
+
+        workers = [threading.Thread(target=chat, args=(f"w{n}",)) for n in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+        assert not errors, errors
+        for n in range(4):
+            values = graph.get_state({"configurable": {"thread_id": f"w{n}"}}).values
+            assert values["summary"].startswith("summary "), n
+            messages = values["messages"]
+            assert isinstance(messages[-2], HumanMessage) and isinstance(messages[-1], AIMessage)
+            assert messages[-2].content == f"w{n} 5: {LONG * 2}"
+    assert "msgpack+zstd" in stored_types(any_db), "the window went in compressed"
+
+
+def stored_types(db: str) -> set[str]:
+    """The serialization types of the values LangGraph's tables hold, on either database."""
+    if not db.startswith("postgresql://"):
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT type FROM checkpoints UNION SELECT type FROM writes")
+            return {row[0] for row in rows}
+    import psycopg
+
+    with psycopg.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT type FROM checkpoint_blobs UNION SELECT type FROM checkpoint_writes"
+        ).fetchall()
+        return {row[0] for row in rows}
