@@ -100,6 +100,7 @@ def test_a_database_written_before_compression_reads_as_langgraph_wrote_it(
     assert any("Turn 1:" in hit["snippet"] for hit in found), "a folded message is found"
 
 
+@pytest.mark.slow
 def test_an_old_thread_goes_on_compressed_and_its_past_stays_readable(
     cli: Cli, old_db: Path
 ) -> None:
@@ -133,6 +134,7 @@ def test_an_old_thread_goes_on_compressed_and_its_past_stays_readable(
     assert fork["messages"][-2]["content"] == LONG * 2
 
 
+@pytest.mark.slow
 def test_checkpoints_are_stored_compressed_and_read_back_exactly(cli: Cli) -> None:
     cli.server.responder = echo_or_summary
     for n in range(4):
@@ -160,6 +162,7 @@ def test_a_langgraph_program_without_chatbots_serializer_is_told_what_the_values
     assert "msgpack+zstd" in str(raised.value)
 
 
+@pytest.mark.slow
 def test_turns_on_many_threads_of_one_process_at_once_all_land(any_db: str) -> None:
     """LangGraph writes checkpoints from its own threads: each thread compresses with its
     own zstd context (a shared one fails when two use it at once)."""
@@ -215,3 +218,124 @@ def stored_types(db: str) -> set[str]:
             "SELECT type FROM checkpoint_blobs UNION SELECT type FROM checkpoint_writes"
         ).fetchall()
         return {row[0] for row in rows}
+
+
+# --- chatbot db migrate: an older database in the compact form --------------------------------
+
+
+def readings(cli: Cli, db: str, threads: tuple[str, ...]) -> dict[str, Any]:
+    """Every way a thread is read, as JSON: ``show``, ``history --all``, ``export``."""
+    seen: dict[str, Any] = {}
+    for thread in threads:
+        for command in (("show",), ("history", "--all"), ("export", "--format", "json")):
+            result = (
+                ok(cli.invoke(*command, thread, "--json", "--db", db))
+                if (command[0] != "export")
+                else ok(cli.invoke(*command, thread, "--db", db))
+            )
+            document = json.loads(result.stdout)
+            if isinstance(document, dict):
+                document.pop("exported_at", None)  # (the time of the export itself)
+            seen[f"{thread} {command[0]}"] = document
+    return seen
+
+
+def test_migrate_dry_run_says_what_it_would_save_and_changes_nothing(
+    cli: Cli, old_db: Path
+) -> None:
+    before = old_db.read_bytes()
+    result = ok(cli.invoke("db", "migrate", "--dry-run", "--db", str(old_db)))
+    assert result.stdout.startswith(f"{old_db}: would rewrite ")
+    assert "KB less); run 'chatbot db migrate' to do it" in result.stdout
+    assert old_db.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_migrate_rewrites_an_older_database_compact_and_every_thread_reads_the_same(
+    cli: Cli, old_db: Path
+) -> None:
+    db = str(old_db)
+    before = readings(cli, db, OLD_THREADS)
+    found_before = ok(cli.invoke("search", "tomato", "--json", "--db", db)).stdout
+
+    done = ok(cli.invoke("db", "migrate", "--db", db))
+
+    assert done.stdout.startswith(f"{old_db}: rewrote ") and "db vacuum" in done.stdout
+    assert readings(cli, db, OLD_THREADS) == before
+    assert ok(cli.invoke("search", "tomato", "--json", "--db", db)).stdout == found_before
+    big = [
+        kind
+        for table, column in (("checkpoints", "checkpoint"), ("writes", "value"))
+        for kind, size in sqlite3.connect(old_db).execute(
+            f"SELECT type, length({column}) FROM {table}"
+        )
+        if size > 1024
+    ]
+    assert big and set(big) == {"msgpack+zstd"}, "every value worth it is compressed"
+    again = ok(cli.invoke("db", "migrate", "--db", db))
+    assert "nothing to do" in again.stdout
+    vacuumed = ok(cli.invoke("db", "vacuum", "--db", db)).stdout
+    size_before, size_after = (
+        float(part.split()[0].replace(",", "")) for part in vacuumed.split(": ", 1)[1].split(" -> ")
+    )
+    assert size_after < size_before
+
+
+@pytest.mark.slow
+def test_a_migration_cut_short_loses_nothing_and_the_next_one_finishes(
+    cli: Cli, old_db: Path
+) -> None:
+    db = str(old_db)
+    before = readings(cli, db, OLD_THREADS)
+    batches: list[int] = []
+
+    def stop_after_two(looked_at: int) -> None:
+        batches.append(looked_at)
+        if len(batches) == 2:
+            raise KeyboardInterrupt  # (as Ctrl-C lands between two batches)
+
+    with open_store(db) as store, pytest.raises(KeyboardInterrupt):
+        store.migrate_values(batch=4, progress=stop_after_two)
+    kinds = value_types(old_db)
+    assert "msgpack+zstd" in kinds["checkpoints"] and "msgpack" in kinds["checkpoints"]
+    assert readings(cli, db, OLD_THREADS) == before, "half done reads the same"
+
+    ok(cli.invoke("db", "migrate", "--db", db))
+    assert readings(cli, db, OLD_THREADS) == before
+    with open_store(db) as store:
+        assert store.migrate_values(dry_run=True).values == 0
+
+
+@pytest.mark.slow
+def test_migrate_on_postgresql_rewrites_uncompressed_values(
+    cli: Cli, old_db: Path, postgres_url: str
+) -> None:
+    """A PostgreSQL database whose values an older chatbot wrote uncompressed (made here by
+    copying the old SQLite database and writing its values back as they were stored)."""
+    ok(cli.invoke("db", "copy", str(old_db), postgres_url))
+    import psycopg
+
+    from chatbot.store import compression
+
+    with psycopg.connect(postgres_url) as conn:
+        for table in ("checkpoint_blobs", "checkpoint_writes"):
+            rows = conn.execute(
+                f"SELECT ctid, type, blob FROM {table} WHERE type LIKE '%+zstd'"
+            ).fetchall()
+            assert rows, table
+            for ctid, kind, blob in rows:
+                plain_kind, plain = compression.decompress(kind, bytes(blob))
+                conn.execute(
+                    f"UPDATE {table} SET type = %s, blob = %s WHERE ctid = %s",
+                    (plain_kind, plain, ctid),
+                )
+    assert "msgpack+zstd" not in stored_types(postgres_url)
+    before = readings(cli, postgres_url, OLD_THREADS)
+    dry = ok(cli.invoke("db", "migrate", "--dry-run", "--db", postgres_url)).stdout
+    assert "would rewrite " in dry
+
+    done = ok(cli.invoke("db", "migrate", "--db", postgres_url)).stdout
+
+    assert "rewrote " in done and "vacuum" not in done
+    assert "msgpack+zstd" in stored_types(postgres_url)
+    assert readings(cli, postgres_url, OLD_THREADS) == before

@@ -1,4 +1,4 @@
-"""``chatbot db stats|vacuum|copy`` and ``chatbot prune``: the database itself, not a thread."""
+"""``chatbot db stats|vacuum|migrate|copy`` and ``chatbot prune``: the database, not a thread."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def _size(count: int) -> str:
 @db_app.command("stats", cls=Command)
 @guarded
 def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
-    """Threads, checkpoints and bytes on disk of the database."""
+    """Threads, checkpoints and bytes on disk of the database, by part and a turn."""
     store = _local_store(ctx, db, "db stats", read_only=True)
     if store is None:
         return
@@ -89,6 +89,14 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
             else ""
         )
     )
+    if any(size for _, size in stats.parts):
+        out.print("  " + " · ".join(f"{part} {_size(size)}" for part, size in stats.parts))
+    if stats.per_turn is not None:
+        times = f" ({stats.bytes / stats.text_bytes:,.0f}× the text)" if stats.text_bytes else ""
+        out.print(
+            f"  {counted(stats.turns, 'turn', spec=',')}, {_size(stats.text_bytes)} of text: "
+            f"{_size(round(stats.per_turn))} a turn{times}"
+        )
 
 
 @db_app.command("vacuum", cls=Command)
@@ -100,6 +108,54 @@ def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
         return
     before, after = store.vacuum()
     out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
+
+
+@db_app.command("migrate", cls=Command)
+@guarded
+def db_migrate(
+    ctx: typer.Context,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what it would save; change nothing.")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Rewrite checkpoints an older chatbot stored in the current, compact form (compressed):
+    every thread reads as before, in less space. Safe to stop and run again."""
+    store = _local_store(ctx, db, "db migrate", read_only=dry_run)
+    if store is None:
+        return
+    total = store.uncompressed_values()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("checking" if dry_run else "migrating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("values"),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal or total < 200,
+    ) as bar:
+        task = bar.add_task("migrate", total=total)
+        done = store.migrate_values(dry_run=dry_run, progress=lambda n: bar.advance(task, n))
+    where = escape(store.path)
+    if not done.values:
+        out.print(f"{where}: every checkpoint is in the compact form already: nothing to do")
+        return
+    sizes = f"{_size(done.before)} -> {_size(done.after)}"
+    values = counted(done.values, "stored value", spec=",")
+    if dry_run:
+        out.print(
+            f"{where}: would rewrite {values}, {sizes} ({_size(done.before - done.after)} "
+            "less); run 'chatbot db migrate' to do it"
+        )
+        return
+    freed = (
+        "; 'chatbot db vacuum' gives the freed space back to the disk"
+        if not store.path.startswith("postgresql://")
+        else ""
+    )
+    out.print(f"{where}: rewrote {values}, {sizes}{freed}")
 
 
 @db_app.command("copy", cls=Command)

@@ -44,6 +44,7 @@ from chatbot.store.sqlite import (
     migration_statements,
     refuse_foreign,
     sqlite_owner,
+    sum_parts,
     tables_named,
 )
 
@@ -136,6 +137,14 @@ class PgStore(SqlStore):
     """The app's PostgreSQL database: LangGraph checkpoints plus chatbot's tables."""
 
     checkpoint_tables = _LANGGRAPH_TABLES
+    compressible = (
+        ("checkpoint_blobs", "blob", ("thread_id", "checkpoint_ns", "channel", "version")),
+        (
+            "checkpoint_writes",
+            "blob",
+            ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+        ),
+    )
 
     def __init__(
         self,
@@ -292,30 +301,41 @@ class PgStore(SqlStore):
             "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
         )
         ((writes,),) = self._query("SELECT COUNT(*) FROM checkpoint_writes")
-        size = self._bytes()
+        sizes = self._sizes()
+        ((turns, text),) = self._query(
+            "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
+            "COALESCE(SUM(octet_length(content)), 0) FROM chatbot_messages"
+        )
         return StoreStats(
             location=self.path,
             threads=threads,
             checkpoints=checkpoints,
             writes=writes,
-            bytes=size,
+            bytes=sum(size for _, size in sizes),
             free_bytes=0,
+            parts=sum_parts(sizes),
+            turns=int(turns),
+            text_bytes=int(text),
         )
 
-    def _bytes(self) -> int:
+    def _sizes(self) -> list[tuple[str, int]]:
+        """Each of the tables' bytes on the server, with its indexes and TOAST."""
         tables = (
             *_LANGGRAPH_TABLES,
             *_CHATBOT_TABLES,
             "checkpoint_migrations",
             "chatbot_migrations",
         )
-        ((size,),) = self._query(
-            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+        rows = self._query(
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE n.nspname = current_schema() AND c.relname = ANY(?)",
             (list(tables),),
         )
-        return int(size)
+        return [(str(name), int(size)) for name, size in rows]
+
+    def _bytes(self) -> int:
+        return sum(size for _, size in self._sizes())
 
     def vacuum(self) -> tuple[int, int]:
         """``VACUUM`` chatbot's and LangGraph's tables (PostgreSQL reuses the space of deleted

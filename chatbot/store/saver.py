@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
+from chatbot.store import compression
 from chatbot.store.errors import reporting_damage
 from chatbot.store.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
 
@@ -69,56 +70,22 @@ class AsyncFromSync(BaseCheckpointSaver[str]):
         self.delete_thread(thread_id)
 
 
-COMPRESSED = "+zstd"
-"""The suffix a compressed value's type carries (``msgpack+zstd``), after the convention of
-LangGraph's ``EncryptedSerializer`` (``msgpack+aes``): a LangGraph program without this
-serializer that reads one fails with ``Unknown serialization type: msgpack+zstd``."""
-
-SMALLEST_COMPRESSED = 256
-"""Values this many bytes or fewer are stored as they are: zstd's frame would eat the gain."""
-
-
 class Compressing:
-    """LangGraph's serializer with zstd (level 3) over each value it writes: checkpoints hold
-    the message window, which is text, and take a third to a quarter of the space.
-
-    Values written before (or too small to gain) have no suffix and are read as they are.
-    zstd's compressor and decompressor objects are not safe to share between threads (the
-    saver writes from LangGraph's threads and the caller's): each thread makes its own."""
-
-    LEVEL = 3
+    """LangGraph's serializer with zstd over each value it writes
+    (:mod:`chatbot.store.compression`): checkpoints hold the message window, which is text,
+    and take a third to a quarter of the space. Values written before are read as they are."""
 
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
-        self._local = threading.local()
-
-    def _tools(self) -> Any:
-        tools = getattr(self._local, "tools", None)
-        if tools is None:
-            import zstandard
-
-            tools = (zstandard.ZstdCompressor(level=self.LEVEL), zstandard.ZstdDecompressor())
-            self._local.tools = tools
-        return tools
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        kind, data = self.serde.dumps_typed(obj)
-        if len(data) <= SMALLEST_COMPRESSED or kind.endswith(COMPRESSED):
-            return kind, data
-        packed = self._tools()[0].compress(data)
-        if len(packed) >= len(data):
-            return kind, data
-        return kind + COMPRESSED, packed
+        return compression.compress(*self.serde.dumps_typed(obj))
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        kind, payload = data
-        if kind.endswith(COMPRESSED):
-            plain = self._tools()[1].decompress(payload)
-            return self.serde.loads_typed((kind[: -len(COMPRESSED)], plain))
-        return self.serde.loads_typed(data)
+        return self.serde.loads_typed(compression.decompress(*data))
 
     def __getattr__(self, name: str) -> Any:  # (whatever else the saver asks of its serde)
-        if name in ("serde", "_local"):  # (not set yet: an instance being copied)
+        if name == "serde":  # (not set yet: an instance being copied)
             raise AttributeError(name)
         return getattr(self.serde, name)
 

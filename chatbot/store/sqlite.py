@@ -258,6 +258,17 @@ class StoreStats(NamedTuple):
     """The file, its write-ahead log and shared-memory file, as they are on disk."""
     free_bytes: int
     """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
+    parts: tuple[tuple[str, int], ...] = ()
+    """Bytes of each part (:data:`PARTS`), tables with their indexes."""
+    turns: int = 0
+    """The user's messages: a turn each."""
+    text_bytes: int = 0
+    """UTF-8 bytes of every message's text (what was said, folded messages too)."""
+
+    @property
+    def per_turn(self) -> float | None:
+        """Bytes a turn, everything included (``None`` before the first turn)."""
+        return self.bytes / self.turns if self.turns else None
 
     def record(self) -> dict[str, Any]:
         """As JSON (``chatbot db stats --json``)."""
@@ -268,7 +279,36 @@ class StoreStats(NamedTuple):
             "pending_writes": self.writes,
             "bytes": self.bytes,
             "free_bytes": self.free_bytes,
+            "parts": dict(self.parts),
+            "turns": self.turns,
+            "text_bytes": self.text_bytes,
+            "bytes_per_turn": round(self.per_turn) if self.per_turn is not None else None,
         }
+
+
+PARTS = ("checkpoints", "pending writes", "search index", "other")
+"""What ``db stats`` says the space goes to: LangGraph's checkpoints (with their blobs), its
+pending writes, chatbot's search index (messages, FTS5), and the rest (thread listing, leases,
+marks, the schema)."""
+
+
+def part_of(table: str) -> str:
+    """The part of :data:`PARTS` a table or index belongs to."""
+    if table.startswith(("checkpoint_writes", "writes", "sqlite_autoindex_writes")):
+        return "pending writes"
+    if table.startswith(("checkpoints", "checkpoint_blobs", "sqlite_autoindex_checkpoints")):
+        return "checkpoints"
+    if table.startswith(("chatbot_messages", "sqlite_autoindex_chatbot_messages")):
+        return "search index"
+    return "other"
+
+
+def sum_parts(sizes: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """Sizes by table summed by part, in the order of :data:`PARTS`."""
+    totals = dict.fromkeys(PARTS, 0)
+    for table, size in sizes:
+        totals[part_of(str(table))] += int(size or 0)
+    return tuple(totals.items())
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -509,6 +549,21 @@ def _retry_locked(action: Any, attempts: int = 20) -> Any:
     return None
 
 
+class Migrated(NamedTuple):
+    """What ``chatbot db migrate`` did (or, in a dry run, would do)."""
+
+    values: int
+    """Stored values rewritten in the compact form."""
+    before: int
+    """Their bytes as they were."""
+    after: int
+    """Their bytes now."""
+
+
+_UNCOMPRESSED = "%+zstd"
+"""What a compressed value's type ends with, as a ``NOT LIKE`` pattern."""
+
+
 class SqlStore:
     """What both databases do alike: chatbot's tables and LangGraph's checkpoint index, in SQL
     written once (``?`` placeholders; a dialect translates). :class:`Store` is SQLite;
@@ -518,6 +573,8 @@ class SqlStore:
     """Where the threads live, as shown to people (a URL's password is never in it)."""
     checkpoint_tables: tuple[str, ...]
     """LangGraph's tables keyed by thread id (renaming and deleting move them all)."""
+    compressible: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """LangGraph's tables holding serialized values: (table, value column, key columns)."""
     notice: str | None = None
     """Something to tell whoever opened it (a newer chatbot's database, opened to read)."""
 
@@ -550,6 +607,66 @@ class SqlStore:
 
     def stats(self) -> StoreStats:
         raise NotImplementedError
+
+    def uncompressed_values(self) -> int:
+        """How many stored values are not compressed (what ``migrate_values`` looks at)."""
+        total = 0
+        for table, _, _ in self.compressible:
+            ((count,),) = self._query(
+                f"SELECT COUNT(*) FROM {table} WHERE type NOT LIKE ?", (_UNCOMPRESSED,)
+            )
+            total += count
+        return total
+
+    def migrate_values(
+        self,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], object] | None = None,
+        batch: int = 200,
+    ) -> Migrated:
+        """Rewrite the values an older chatbot stored uncompressed as the saver writes them now
+        (:mod:`chatbot.store.compression`), ``batch`` rows a transaction: a run cut short keeps
+        what it did, and the next one goes on from there. A value is replaced only if it is
+        still the one read (its type unchanged); ``dry_run`` counts without writing.
+        ``progress`` is called with the number of values looked at, after each batch."""
+        from chatbot.store import compression
+
+        values = before = after = 0
+        for table, column, key in self.compressible:
+            keys, marks = ", ".join(key), ", ".join("?" * len(key))
+            matches = " AND ".join(f"{name} = ?" for name in key)
+            update = f"UPDATE {table} SET type = ?, {column} = ? WHERE {matches} AND type = ?"
+            last: tuple[Any, ...] | None = None
+            while True:
+                after_last = f"AND ({keys}) > ({marks})" if last is not None else ""
+                rows = self._query(
+                    f"SELECT {keys}, type, {column} FROM {table} "
+                    f"WHERE type NOT LIKE ? {after_last} ORDER BY {keys} LIMIT {int(batch)}",
+                    (_UNCOMPRESSED, *(last or ())),
+                )
+                if not rows:
+                    break
+                updates: list[tuple[str, Sequence[Any]]] = []
+                for row in rows:
+                    ident, kind, data = row[: len(key)], row[-2], row[-1]
+                    if not kind or data is None:
+                        continue
+                    data = bytes(data)
+                    new_kind, new_data = compression.compress(kind, data)
+                    if new_kind != kind:
+                        values, before, after = (
+                            values + 1,
+                            before + len(data),
+                            after + len(new_data),
+                        )
+                        updates.append((update, (new_kind, new_data, *ident, kind)))
+                last = tuple(rows[-1][: len(key)])
+                if updates and not dry_run:
+                    self._write(*updates)
+                if progress is not None:
+                    progress(len(rows))
+        return Migrated(values, before, after)
 
     def vacuum(self) -> tuple[int, int]:
         raise NotImplementedError
@@ -1061,6 +1178,7 @@ class Store(SqlStore):
                 self.conn.execute("ROLLBACK")
 
     checkpoint_tables = ("checkpoints", "writes")
+    compressible = (("checkpoints", "checkpoint", ("rowid",)), ("writes", "value", ("rowid",)))
 
     def close(self, wait: float | None = None) -> None:
         """Close the connection, once no other thread of this process is using it: the REPL
@@ -1127,6 +1245,14 @@ class Store(SqlStore):
         ((writes,),) = self._query("SELECT COUNT(*) FROM writes")
         ((page_size,),) = self._query("PRAGMA page_size")
         ((free,),) = self._query("PRAGMA freelist_count")
+        try:  # (SQLite's dbstat table: in Python's builds, not in every SQLite)
+            sizes = self._query("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        except sqlite3.OperationalError:
+            sizes = []
+        ((turns, text),) = self._query(
+            "SELECT COALESCE(SUM(role = 'user'), 0), "
+            "COALESCE(SUM(length(CAST(content AS BLOB))), 0) FROM chatbot_messages"
+        )
         return StoreStats(
             location=self.path,
             threads=threads,
@@ -1134,6 +1260,9 @@ class Store(SqlStore):
             writes=writes,
             bytes=self._bytes_on_disk(),
             free_bytes=free * page_size,
+            parts=sum_parts(sizes),
+            turns=turns,
+            text_bytes=text,
         )
 
     def _bytes_on_disk(self) -> int:
