@@ -123,3 +123,46 @@ def test_stores_benchmark_prints_every_row(tmp_path: Path, bench_url: str | None
     if bench_url is not None:
         role = bench_url.removeprefix("postgresql://").split("@")[0]
         assert not _scratch_databases(role), "scratch databases are dropped"
+
+
+def test_sizes_benchmark_prints_bytes_by_part_for_both_layouts(
+    tmp_path: Path, bench_url: str | None
+) -> None:
+    report = tmp_path / "sizes.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "sizes.py"),
+            *("--turns", "3", "--at", "1,3", "--json", str(report)),
+            *("--pg-url", bench_url or POSTGRES_ADMIN_URL),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    arms = ["SQLite, now", "SQLite, before"]
+    if bench_url is not None:
+        arms += ["PostgreSQL, now", "PostgreSQL, before"]
+    document = json.loads(report.read_text())
+    assert [arm["label"] for arm in document["arms"]] == arms
+    for arm in document["arms"]:
+        assert [m["turns"] for m in arm["marks"]] == [1, 3]
+        assert arm["marks"][-1]["times_text"] > 0
+    header = next(line for line in result.stdout.splitlines() if line.startswith("| measure"))
+    assert header == "| measure | " + " | ".join(arms) + " |"
+    for measure in (
+        "bytes a turn, turns 1–1",
+        "bytes a turn, turns 1–3",
+        "… of it checkpoints, a turn",
+        "… of it pending writes, a turn",
+        "… of it search index, a turn",
+        "… of it other, a turn",
+        "text a turn added",
+        "CPU a turn (mean)",
+    ):
+        assert f"| {measure} |" in result.stdout, measure
+    assert "SQLite: now takes 1/" in result.stdout
+    if bench_url is not None:
+        role = bench_url.removeprefix("postgresql://").split("@")[0]
+        assert not _scratch_databases(role), "scratch databases are dropped"
