@@ -169,25 +169,51 @@ app()
 """The plain script inside the smallest Typer app (the CLI framework chatbot is built on):
 what any Typer command pays before its work."""
 
-LANGGRAPH_LIST = """\
-import sqlite3, sys
-
+ZSTD_SAVER = """\
+import zstandard
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-saver = SqliteSaver(sqlite3.connect(sys.argv[1]))
+
+class Zstd:  # LangGraph's serializers read "msgpack+zstd" as a cipher named "zstd"
+    packer, unpacker = zstandard.ZstdCompressor(level=3), zstandard.ZstdDecompressor()
+
+    def encrypt(self, plaintext):
+        return "zstd", self.packer.compress(plaintext)
+
+    def decrypt(self, ciphername, ciphertext):
+        return self.unpacker.decompress(ciphertext)
+
+
+def open_saver(path):
+    return SqliteSaver(sqlite3.connect(path), serde=EncryptedSerializer(Zstd()))
+"""
+"""LangGraph's own ``SqliteSaver`` reading chatbot's compressed checkpoints: its
+``EncryptedSerializer`` with zstd for a cipher (the type ``msgpack+zstd`` is its convention)."""
+
+LANGGRAPH_LIST = (
+    """\
+import sqlite3, sys
+"""
+    + ZSTD_SAVER
+    + """
+saver = open_saver(sys.argv[1])
 config = {"configurable": {"thread_id": sys.argv[2]}}
 print(len(list(saver.list(config, limit=int(sys.argv[3])))))
 """
+)
 
-LANGGRAPH_GET = """\
+LANGGRAPH_GET = (
+    """\
 import sqlite3, sys
-
-from langgraph.checkpoint.sqlite import SqliteSaver
-
-saver = SqliteSaver(sqlite3.connect(sys.argv[1]))
+"""
+    + ZSTD_SAVER
+    + """
+saver = open_saver(sys.argv[1])
 found = saver.get_tuple({"configurable": {"thread_id": sys.argv[2]}})
 print(len(found.checkpoint["channel_values"].get("messages", [])))
 """
+)
 
 PLAIN_SEARCH = """\
 import json, sqlite3, sys
@@ -204,18 +230,20 @@ print(json.dumps([dict(zip(keys, row)) for row in rows[:20]], indent=2, ensure_a
 """
 """The statement `chatbot search WORD --json` runs on its FTS5 index, in a plain script."""
 
-LANGGRAPH_EXPORT = """\
+LANGGRAPH_EXPORT = (
+    """\
 import json, sqlite3, sys
-
-from langgraph.checkpoint.sqlite import SqliteSaver
-
-saver = SqliteSaver(sqlite3.connect(sys.argv[1]))
+"""
+    + ZSTD_SAVER
+    + """
+saver = open_saver(sys.argv[1])
 seen = {}
 for saved in saver.list({"configurable": {"thread_id": sys.argv[2]}}):
     for message in saved.checkpoint["channel_values"].get("messages", []):
         seen.setdefault(message.id, {"type": message.type, "content": message.content})
 print(json.dumps(list(seen.values()), indent=2, ensure_ascii=False))
 """
+)
 """What an export of every message ever in a thread needs from LangGraph alone: every
 checkpoint read, each message kept once, written as JSON."""
 

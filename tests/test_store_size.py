@@ -339,3 +339,18 @@ def test_migrate_on_postgresql_rewrites_uncompressed_values(
     assert "rewrote " in done and "vacuum" not in done
     assert "msgpack+zstd" in stored_types(postgres_url)
     assert readings(cli, postgres_url, OLD_THREADS) == before
+
+
+def test_langgraph_reads_the_database_as_docs_storage_says(cli: Cli, tmp_path: Path) -> None:
+    """docs/storage.md shows how a LangGraph program reads chatbot's compressed checkpoints
+    (its ``EncryptedSerializer``, zstd for a cipher): that code reads them."""
+    cli.server.responder = echo_or_summary
+    ok(cli.ask(LONG * 4))
+    page = (Path(__file__).parent.parent / "docs" / "storage.md").read_text()
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    assert '"chatbot.sqlite"' in code
+    namespace: dict[str, Any] = {}
+    exec(code.replace('"chatbot.sqlite"', repr(str(cli.db))), namespace)
+    saved = namespace["saver"].get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+    assert saved is not None
+    assert saved.checkpoint["channel_values"]["messages"][0].content == LONG * 4
