@@ -487,6 +487,41 @@ def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
     assert interrupted >= len(markers) // 2, "most signals land during start-up"
 
 
+CTRL_C_INSIDE_EVAL = """
+import sys
+
+
+class CtrlCInsideEval:
+    \"\"\"Ctrl-C as it lands while a namedtuple or dataclass is being made: inside code run
+    from a string by eval/exec, as ``typer`` starts being imported.\"\"\"
+
+    done = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "typer" and not self.done:
+            self.done = True
+            eval("exec('raise KeyboardInterrupt')")
+        return None
+
+
+sys.meta_path.insert(0, CtrlCInsideEval())
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_inside_code_run_from_a_string_still_exits_130(tmp_path: Path) -> None:
+    """CPython kills ``python -m`` with SIGINT at exit (-2) after a KeyboardInterrupt ended an
+    eval'd string, however it was handled; the interruption is said and the code is 130."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(CTRL_C_INSIDE_EVAL)
+    env = {**process_env(None, str(tmp_path / "chat.sqlite")), "PYTHONPATH": str(hooks)}
+    result = run(["ask", "hi", "-t", "t1"], env)
+    assert result.returncode == 130, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in result.stderr
+
+
 # --- another window, and a process ended mid-turn -----------------------------------------------
 
 

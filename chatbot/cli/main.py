@@ -198,6 +198,17 @@ def main() -> None:
         _leave_interrupted()
     finally:
         _ignore_ctrl_c()
+        _forget_caught_interruption()
+
+
+def _forget_caught_interruption() -> None:
+    """CPython notes a KeyboardInterrupt that ends code run from a string by ``eval`` or
+    ``exec`` (a namedtuple or a dataclass being made while a module is imported) and never
+    clears the note, however the program handles the interruption: under ``python -m
+    chatbot`` the interpreter then kills itself with SIGINT as it finishes (exit code -2, as
+    if nothing had caught it, instead of 130). Running a string clears the note (CPython's
+    ``run_eval_code_obj`` starts by clearing it), and this one is the last to run."""
+    eval("None")
 
 
 def _ignore_ctrl_c() -> None:
