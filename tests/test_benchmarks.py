@@ -143,3 +143,22 @@ def test_turn_parts_benchmark_swaps_one_part_at_a_time(tmp_path: Path) -> None:
         # both graphs of a pair answer every turn and summarize at turns 4, 7 and 10
         assert row["calls"]["without"] == row["calls"]["with"] == {"chat": 12, "summary": 3}
         assert row["with_us"] > 0 and row["without_us"] > 0
+
+
+def test_sanitize_benchmark_prints_a_row_per_input() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sanitize.py"), "--scale", "0.002"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and "ms |" in line]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows] == [
+        "prose with colours, links and Chinese",
+        "an OSC string that never ends",
+        "CSI introducers that never end",
+        "lone escapes",
+        "carriage returns",
+    ]
+    assert "worst growth: " in result.stdout

@@ -13,7 +13,6 @@ import io
 import itertools
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,7 +175,9 @@ def test_an_unfinished_string_is_not_held_back_forever() -> None:
     assert stream.feed("visible again") == "visible again"
 
 
-def test_sanitize_is_linear_on_long_and_adversarial_replies() -> None:
+def test_long_and_adversarial_replies_come_out_clean() -> None:
+    """(That cleaning them stays linear in their length is measured by
+    ``benchmarks/sanitize.py``, not timed here.)"""
     replies = [
         "word \x1b[31mred\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07 中文\n" * 40_000,
         "\x1b]" + "a" * 2_000_000,  # a string that never ends
@@ -185,9 +186,8 @@ def test_sanitize_is_linear_on_long_and_adversarial_replies() -> None:
         "\r" * 1_000_000,
     ]
     for reply in replies:
-        started = time.perf_counter()
         assert_clean(sanitize(reply))
-        assert time.perf_counter() - started < 2.0
+    assert "red" in sanitize(replies[0]) and "中文" in sanitize(replies[0])
 
 
 def test_json_keeps_every_character_but_escapes_del_and_c1() -> None:
