@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -155,3 +156,102 @@ def test_maintenance_refuses_a_server_and_leaves_a_missing_file_alone(
     result = invoke(*args, "--db", str(missing))
     assert result.exit_code == 0 and "does not exist yet" in result.stderr
     assert not missing.exists()
+
+
+# --- prune --abandoned-days: side branches of a thread's history ------------------------------
+
+
+def _with_side_branches(db: str) -> None:
+    """Thread ``t``: 3 turns, the third undone; a fourth turn, undone too; a fifth, its reply
+    retried. The two undone turns are side branches; the retried reply stays in the line of
+    history (/retry writes over it, on top of it)."""
+    with open_store(db) as store:
+        backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
+        for text in ("first words", "second words", "undone zebra words"):
+            list(backend.send("t", text))
+        backend.undo("t")
+        list(backend.send("t", "fourth words"))
+        backend.undo("t")
+        list(backend.send("t", "fifth words"))
+        list(backend.regenerate("t"))
+
+
+def _json(*args: str) -> Any:
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_prune_abandoned_removes_side_branches_and_keeps_the_line_of_history(any_db: str) -> None:
+    db = any_db
+    _with_side_branches(db)
+    shown = _json("show", "t", "--json", "--db", db)
+    rows = _json("history", "t", "--all", "--json", "--db", db)
+    with open_store(db) as store:
+        (side,) = store.abandoned_branches(0)
+        line = [row for row in rows if row["checkpoint_id"] not in side.checkpoints]
+        past = {
+            row["checkpoint_id"]: _json(
+                "show", "t", "--checkpoint", row["checkpoint_id"], "--json", "--db", db
+            )
+            for row in line
+        }
+    assert side.thread_id == "t" and side.branches == 2 and len(line) < len(rows)
+    assert _json("search", "zebra", "--json", "--db", db), "the undone turn is found before"
+
+    listed = invoke("prune", "--abandoned-days", "0", "--db", db)
+    assert listed.exit_code == 0, listed.output
+    assert f"t: 2 side branches, {len(side.checkpoints)} checkpoints" in listed.stdout
+    assert "nothing deleted: add --yes" in listed.stderr
+    assert len(_json("history", "t", "--all", "--json", "--db", db)) == len(rows)
+    kept = invoke("prune", "--abandoned-days", "30", "--db", db)
+    assert kept.exit_code == 0 and "no side branch" in kept.stderr
+
+    done = invoke("prune", "--abandoned-days", "0", "--yes", "--db", db)
+
+    assert done.exit_code == 0, done.output
+    assert f"deleted 2 side branches ({len(side.checkpoints)} checkpoints) of 1 thread" in (
+        done.stderr
+    )
+    assert _json("show", "t", "--json", "--db", db) == shown
+    assert _json("history", "t", "--all", "--json", "--db", db) == line
+    for checkpoint_id, state in past.items():  # every kept checkpoint reads as it did
+        assert _json("show", "t", "--checkpoint", checkpoint_id, "--json", "--db", db) == state
+    assert _json("search", "zebra", "--json", "--db", db) == []
+    assert _json("search", "fifth", "--json", "--db", db)
+    with open_store(db) as store:
+        assert store.abandoned_branches(0) == []
+        backend = LocalBackend(build_graph(OfflineChatModel(), checkpointer=store.saver), store)
+        list(backend.send("t", "after the prune"))
+        backend.undo("t")
+    assert _json("show", "t", "--json", "--db", db)["messages"] == shown["messages"]
+
+
+def test_a_side_branch_written_to_since_the_cutoff_is_kept(tmp_path: Path) -> None:
+    db = str(tmp_path / "db.sqlite")
+    _with_side_branches(db)
+    with open_store(db) as store:
+        every = store.abandoned_branches(0)
+        (side,) = every
+        assert side.branches == 2 and side.newest is not None
+        later = side.newest + timedelta(days=10)
+        assert store.abandoned_branches(9, now=later) == every
+        assert store.abandoned_branches(11, now=later) == []
+        undone, retried = (  # the two branches, by when each was last written
+            sorted(side.checkpoints)[0],
+            sorted(side.checkpoints)[-1],
+        )
+        from chatbot.store.sqlite import checkpoint_time
+
+        first, last = checkpoint_time(undone), checkpoint_time(retried)
+        assert first is not None and last is not None and first < last
+        between = (later - (first + (last - first) / 2)).total_seconds() / 86_400
+        (older,) = store.abandoned_branches(between, now=later)
+        assert older.branches == 1 and undone in older.checkpoints
+        assert retried not in older.checkpoints
+
+
+def test_prune_without_what_to_prune_says_how_and_exits_2(tmp_path: Path) -> None:
+    result = invoke("prune", "--db", str(tmp_path / "db.sqlite"))
+    assert result.exit_code == 2
+    assert "--inactive-days N" in result.output and "--abandoned-days N" in result.output
