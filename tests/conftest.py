@@ -54,12 +54,31 @@ def ctrl_c_delivered() -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def user_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The user's data, config and cache folders of this test process (each xdist worker has
-    its own): between tests, or after one, nothing is written to the real home folder."""
+    its own): between tests, or after one, nothing is written to the real home folder.
+
+    And a CA bundle of one certificate (``SSL_CERT_FILE``, which httpx reads, and so do the
+    chatbot processes the tests start): every model client chatbot makes (a sync and an async
+    one per model) loads the bundle into an SSL context, 50 ms each for the system's 140
+    certificates, 0.2 s per turn run in-process. No test talks TLS: every model server here
+    is on http://127.0.0.1."""
     folders = tmp_path_factory.mktemp("user")
     with pytest.MonkeyPatch.context() as patch:
         for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
             patch.setenv(name, str(folders / name.lower()))
+        patch.setenv("SSL_CERT_FILE", str(_one_certificate(folders / "ca.pem")))
+        patch.delenv("SSL_CERT_DIR", raising=False)
         yield
+
+
+def _one_certificate(path: Path) -> Path:
+    """``path``, holding the first certificate of certifi's CA bundle."""
+    import certifi
+
+    bundle = Path(certifi.where()).read_text(encoding="ascii")
+    end = "-----END CERTIFICATE-----"
+    start = bundle.index("-----BEGIN CERTIFICATE-----")
+    path.write_text(bundle[start : bundle.index(end) + len(end)] + "\n", encoding="ascii")
+    return path
 
 
 @pytest.fixture(autouse=True)
