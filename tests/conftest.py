@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,13 @@ import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, DevServer, closed_port
+
+# pytest rewrites the asserts of every test module it imports (5 s of each xdist worker's start
+# here) and keeps what it made in tests/__pycache__, but not where PYTHONDONTWRITEBYTECODE is
+# set (CI machines, containers): then every worker of every run rewrote them all again. The
+# test processes write bytecode whatever that variable says (the chatbot processes they start
+# keep it).
+sys.dont_write_bytecode = False
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
@@ -25,6 +33,56 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if hasattr(os, "sched_getaffinity"):  # (Linux: the cores this process may run on)
         return len(os.sched_getaffinity(0)) + 1
     return (os.cpu_count() or 1) + 1
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile chatbot's modules once, before any test (in the main process, not in each
+    xdist worker): most tests start ``chatbot`` processes, and where PYTHONDONTWRITEBYTECODE
+    is set (CI machines, containers) Python never writes the bytecode of the project's own
+    modules, so every process compiled them again at start, about 0.3 s each. (uv compiles
+    the dependencies at install.)"""
+    if hasattr(session.config, "workerinput"):
+        return
+    import compileall
+
+    compileall.compile_dir(Path(__file__).resolve().parent.parent / "chatbot", quiet=1)
+
+
+LONGEST = (
+    "tests/test_leases.py::test_four_processes_taking_turns_on_one_thread_lose_nothing",
+    "tests/test_store_faults.py::test_the_campaign_counts_every_round",
+    "tests/test_benchmarks.py::test_startup_benchmark_prints_every_row",
+    "tests/test_bench_stores.py::test_stores_benchmark_prints_every_row",
+    "tests/test_turn_faults.py::test_a_process_ended_mid_turn_gives_the_thread_back",
+    "tests/test_turn_faults.py::test_ctrl_c_at_any_moment_of_start_up_says_interrupted",
+    "tests/test_faults.py::test_kill_during_the_summary_keeps_the_reply_and_no_false_note",
+    "tests/test_store_faults.py::test_eight_processes_starting_together",
+    "tests/test_turn_faults.py::test_on_postgresql_a_disk_that_fills_while_the_model_answers",
+    "tests/test_turn_faults.py::test_a_turn_waiting_for_another_window_never_says",
+    "tests/test_turn_faults.py::test_a_lease_left_by_a_killed_process_on_this_machine",
+    "tests/test_leases.py::test_four_processes_taking_turns_on_their_own_threads",
+    "tests/test_http_memory.py::test_a_chinese_conversation_at_fraction_0_8",
+    "tests/test_startup.py::test_reading_commands_never_make_a_model_or_the_graph",
+    "tests/test_faults.py::test_kill_during_the_chat_call_keeps_the_message_and_says_so",
+    "tests/test_faults.py::test_concurrent_asks_on_one_database_all_land",
+    "tests/test_store.py::test_processes_opening_a_fresh_file_together_do_not_fail",
+    "tests/test_lazy_history.py::test_any_mix_of_operations_reads_the_same_lazily",
+)
+"""Tests that take 15 s or more on a busy machine (``--durations``), started first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (:data:`LONGEST`), then the rest of those marked ``slow``, then
+    the others, each in the order collected: xdist (``--dist load``, one test at a time,
+    pyproject.toml) hands tests out in this order as workers free up, so no long test starts
+    when the others are almost done."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.nodeid.startswith(LONGEST):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)
 
 
 @pytest.fixture
@@ -54,12 +112,31 @@ def ctrl_c_delivered() -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def user_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The user's data, config and cache folders of this test process (each xdist worker has
-    its own): between tests, or after one, nothing is written to the real home folder."""
+    its own): between tests, or after one, nothing is written to the real home folder.
+
+    And a CA bundle of one certificate (``SSL_CERT_FILE``, which httpx reads, and so do the
+    chatbot processes the tests start): every model client chatbot makes (a sync and an async
+    one per model) loads the bundle into an SSL context, 50 ms each for the system's 140
+    certificates, 0.2 s per turn run in-process. No test talks TLS: every model server here
+    is on http://127.0.0.1."""
     folders = tmp_path_factory.mktemp("user")
     with pytest.MonkeyPatch.context() as patch:
         for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
             patch.setenv(name, str(folders / name.lower()))
+        patch.setenv("SSL_CERT_FILE", str(_one_certificate(folders / "ca.pem")))
+        patch.delenv("SSL_CERT_DIR", raising=False)
         yield
+
+
+def _one_certificate(path: Path) -> Path:
+    """``path``, holding the first certificate of certifi's CA bundle."""
+    import certifi
+
+    bundle = Path(certifi.where()).read_text(encoding="ascii")
+    end = "-----END CERTIFICATE-----"
+    start = bundle.index("-----BEGIN CERTIFICATE-----")
+    path.write_text(bundle[start : bundle.index(end) + len(end)] + "\n", encoding="ascii")
+    return path
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ The fakes at the edge have their own modules: ``tests.scripted`` (a chat model) 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import typer.main
+import typer.testing
 from typer.testing import CliRunner, Result
 
 from chatbot.cli.commands import app
@@ -44,6 +47,12 @@ CHAT_MODEL = "fake-chat-model-7"
 CREATE_PROMPT = "Create a summary of the conversation above:"
 EXTEND_PROMPT = "Extend the summary by taking into account the new messages above:"
 SUMMARY_TEXT = "SUMMARY: the user is Ada, she likes green tea."
+
+# Typer's CliRunner builds the app's Click command afresh at every invoke (0.1 s: Typer reads
+# every command's signature and type hints); a chatbot process builds it once, and so does each
+# test process now, for every CliRunner. The command holds no state of an invocation (each one
+# gets its own Click context).
+typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
 
 runner = CliRunner()
 

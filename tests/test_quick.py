@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from chatbot.cli.commands import app
 from chatbot.cli.main import Invocation, parse
-from tests.helpers import chatbot_argv, offline_threads
+from tests.helpers import chatbot_argv, offline_threads, ok, runner
 
 
 def _run(
@@ -51,69 +53,92 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
-def _forms(db: Path, tmp: Path) -> list[list[str]]:
-    checkpoint = json.loads(_run("history", "t1", "--all", "--json", "--db", str(db)).stdout)[2]
-    env_file = tmp / "other.env"
-    env_file.write_text(f"CHATBOT_DB={db}\n", encoding="utf-8")
-    missing = str(tmp / "missing.sqlite")
-    return [
-        ["threads", "--db", str(db)],
-        ["threads", "--json", "--db", str(db)],
-        ["--db", str(db), "threads", "--json"],
-        [f"--db={db}", "threads"],
-        ["--db", missing, "threads", f"--db={db}", "--json"],
-        ["--env-file", str(env_file), "threads", "--json"],
-        ["-m", "offline", "--db", str(db), "threads"],
-        ["threads", "--db", missing],
-        ["threads", "--json", "--db", missing],
-        ["show", "t1", "--db", str(db)],
-        ["show", "t1", "--json", "--db", str(db)],
-        ["show", "--db", str(db), "t2"],
-        ["show", "t1", "-c", checkpoint["checkpoint_id"], "--db", str(db)],
-        ["show", "t1", "--checkpoint", checkpoint["checkpoint_id"][:8], "--json", "--db", str(db)],
-        ["show", "t1", "--checkpoint=nope", "--db", str(db)],
-        ["show", "nope", "--db", str(db)],
-        ["show", "t1", "--db", missing],
-        ["history", "t1", "--db", str(db)],
-        ["history", "t1", "--json", "-n", "1", "--db", str(db)],
-        ["history", "t1", "-a", "--limit=3", "--db", str(db)],
-        ["history", "t1", "--all", "--json", "--db", str(db)],
-        ["history", "nope", "--db", str(db)],
-        ["search", "two", "--db", str(db)],
-        ["search", "two", "--json", "--db", str(db)],
-        ["search", "--db", str(db), "one", "-t", "t1", "-n", "1"],
-        ["search", "three", "--thread=t2", "--limit=1", "--json", "--db", str(db)],
-        ["search", "two", "-t", "nope", "--db", str(db)],
-        ["search", "nothing-like-it", "--db", str(db)],
-        ["search", '"unclosed', "--json", "--db", str(db)],
-        ["search", "", "--db", str(db)],
-        ["search", "two", "--db", missing],
-        ["search", "two", "--url", "http://127.0.0.1:9"],
-        ["--db", str(db)],
-        ["--db", str(db), "--thread", "t2"],
-        ["--db", str(db), "-t", "bad id!"],
-        ["chat", "--db", str(db), "-t", "t1"],
-        ["chat", "--db", str(db), "--thread", "t1", "--new"],
-        ["--url", "ftp://nowhere", "threads"],
-        ["--db", "postgresql://u:secret@127.0.0.1:1/x", "threads", "--json"],
-    ]
+@pytest.fixture(scope="module")
+def checkpoint(db: Path) -> str:
+    """The id of the third checkpoint of ``t1``, newest first (``history t1 --all --json``)."""
+    listed = json.loads(
+        ok(runner.invoke(app, ["history", "t1", "--all", "--json", "--db", str(db)])).stdout
+    )
+    return str(listed[2]["checkpoint_id"])
+
+
+QUICK_FORMS: list[tuple[str, int | None]] = [
+    # (``chatbot FORM``, its exit code): {db} a database of two threads (t1, t2), {missing} a
+    # file that does not exist, {env_file} a .env naming {db}, {checkpoint} one of t1's
+    ("threads --db {db}", 0),
+    ("threads --json --db {db}", 0),
+    ("--db {db} threads --json", 0),
+    ("--db={db} threads", 0),
+    ("--db {missing} threads --db={db} --json", 0),
+    ("--env-file {env_file} threads --json", 0),
+    ("-m offline --db {db} threads", 0),
+    ("threads --db {missing}", 0),
+    ("threads --json --db {missing}", 0),
+    ("show t1 --db {db}", 0),
+    ("show t1 --json --db {db}", 0),
+    ("show --db {db} t2", 0),
+    ("show t1 -c {checkpoint} --db {db}", 0),
+    # (``{checkpoint8}``, its first 8 characters, is ambiguous unless the checkpoints were
+    # made across one of the 27-second steps those characters count: exit 1, or 0)
+    ("show t1 --checkpoint {checkpoint8} --json --db {db}", None),
+    ("show t1 --checkpoint=nope --db {db}", 1),
+    ("show nope --db {db}", 1),
+    ("show t1 --db {missing}", 1),
+    ("history t1 --db {db}", 0),
+    ("history t1 --json -n 1 --db {db}", 0),
+    ("history t1 -a --limit=3 --db {db}", 0),
+    ("history t1 --all --json --db {db}", 0),
+    ("history nope --db {db}", 1),
+    ("search two --db {db}", 0),
+    ("search two --json --db {db}", 0),
+    ("search --db {db} one -t t1 -n 1", 0),
+    ("search three --thread=t2 --limit=1 --json --db {db}", 0),
+    ("search two -t nope --db {db}", 1),
+    ("search nothing-like-it --db {db}", 0),
+    ("search '\"unclosed' --json --db {db}", 0),
+    ("search '' --db {db}", 2),
+    ("search two --db {missing}", 0),
+    ("search two --url http://127.0.0.1:9", 2),
+    ("--db {db}", 0),
+    ("--db {db} --thread t2", 0),
+    ("--db {db} -t 'bad id!'", 2),
+    ("chat --db {db} -t t1", 0),
+    ("chat --db {db} --thread t1 --new", 2),
+    ("--url ftp://nowhere threads", 2),
+    ("--db postgresql://u:secret@127.0.0.1:1/x threads --json", 2),
+]
+"""Every form the quick entry point runs, as the shell would split it (``shlex``)."""
+
+
+def test_the_quick_forms_cover_success_failure_and_bad_input() -> None:
+    assert {code for _, code in QUICK_FORMS} >= {0, 1, 2}
 
 
 @pytest.mark.slow
-def test_every_quick_form_is_the_typer_apps(db: Path, tmp_path: Path) -> None:
-    forms = _forms(db, tmp_path)
-    for form in forms:
-        assert parse(form) is not None, form
-        quick = _run(*form, blocked="typer,click", stdin="/exit\n", cwd=tmp_path)
-        reference = _run(*form, typer=True, stdin="/exit\n", cwd=tmp_path)
-        assert (quick.returncode, quick.stdout, quick.stderr) == (
-            reference.returncode,
-            reference.stdout,
-            reference.stderr,
-        ), form
-        assert "Traceback" not in quick.stderr, form
-    outcomes = {_run(*form, stdin="/exit\n", cwd=tmp_path).returncode for form in forms}
-    assert outcomes >= {0, 1, 2}, "the forms cover success, failure and bad input"
+@pytest.mark.parametrize(("form", "code"), QUICK_FORMS, ids=[form for form, _ in QUICK_FORMS])
+def test_every_quick_form_is_the_typer_apps(
+    form: str, code: int | None, db: Path, checkpoint: str, tmp_path: Path
+) -> None:
+    env_file = tmp_path / "other.env"
+    env_file.write_text(f"CHATBOT_DB={db}\n", encoding="utf-8")
+    values = {
+        "db": str(db),
+        "missing": str(tmp_path / "missing.sqlite"),
+        "env_file": str(env_file),
+        "checkpoint": checkpoint,
+        "checkpoint8": checkpoint[:8],
+    }
+    argv = [word.format(**values) for word in shlex.split(form)]
+    assert parse(argv) is not None, argv
+    quick = _run(*argv, blocked="typer,click", stdin="/exit\n", cwd=tmp_path)
+    reference = _run(*argv, typer=True, stdin="/exit\n", cwd=tmp_path)
+    assert (quick.returncode, quick.stdout, quick.stderr) == (
+        reference.returncode,
+        reference.stdout,
+        reference.stderr,
+    ), argv
+    assert "Traceback" not in quick.stderr, argv
+    assert code is None or quick.returncode == code, (argv, quick.stderr)
 
 
 @pytest.mark.slow
@@ -129,26 +154,32 @@ def test_the_quick_forms_do_what_they_say(db: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("closed", [1, 2])
-def test_a_closed_stdout_or_stderr_is_the_typer_apps(db: Path, closed: int) -> None:
+@pytest.mark.parametrize(
+    "form",
+    [
+        ["threads", "--db", "{db}"],
+        ["history", "t1", "--db", "{db}"],
+        ["threads", "--json", "--db", "{db}"],
+        ["show", "t1", "--json", "--db", "{db}"],
+    ],
+    ids=" ".join,
+)
+def test_a_closed_stdout_or_stderr_is_the_typer_apps(
+    db: Path, closed: int, form: list[str]
+) -> None:
     """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None; the
     quick path flushed both before exiting, a traceback and exit code 1 where the Typer app
     exited 0. Both now say in one line that stdout is closed, exit 1 (nothing could be shown),
     and go on quietly without a stderr."""
-    forms = [
-        ["threads", "--db", str(db)],
-        ["history", "t1", "--db", str(db)],
-        ["threads", "--json", "--db", str(db)],
-        ["show", "t1", "--json", "--db", str(db)],
-    ]
-    for form in forms:
-        quick, reference = _on_both_paths(form, closing=closed)
-        assert quick == reference, form
-        if closed == 1:
-            assert reference[0] == 1, form
-            assert reference[2].startswith("error: cannot write to stdout: it is closed"), form
-            assert len(reference[2].splitlines()) == 1, form
-        else:
-            assert reference[0] == 0 and reference[1], form
+    form = [word.format(db=db) for word in form]
+    quick, reference = _on_both_paths(form, closing=closed)
+    assert quick == reference, form
+    if closed == 1:
+        assert reference[0] == 1, form
+        assert reference[2].startswith("error: cannot write to stdout: it is closed"), form
+        assert len(reference[2].splitlines()) == 1, form
+    else:
+        assert reference[0] == 0 and reference[1], form
 
 
 @pytest.mark.slow
@@ -173,21 +204,24 @@ def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> No
 
 
 @pytest.mark.slow
-def test_a_closed_stdin_is_an_empty_one(db: Path) -> None:
+@pytest.mark.parametrize(
+    "form", [["--db", "{db}", "-t", "t1"], ["ask", "--db", "{db}"]], ids=" ".join
+)
+def test_a_closed_stdin_is_an_empty_one(db: Path, form: list[str]) -> None:
     """``chatbot <&-``: the REPL reads no line and leaves, as with ``< /dev/null``; ``ask``
     says there is no message; on both paths, without a traceback."""
-    for form in (["--db", str(db), "-t", "t1"], ["ask", "--db", str(db)]):
-        outcomes = _on_both_paths(form, closing=0)
-        empty = subprocess.run(
-            chatbot_argv(*form),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-        )
-        for closed in outcomes:
-            assert closed == (empty.returncode, empty.stdout, empty.stderr), form
-        assert "Traceback" not in empty.stderr
+    form = [word.format(db=db) for word in form]
+    outcomes = _on_both_paths(form, closing=0)
+    empty = subprocess.run(
+        chatbot_argv(*form),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    for closed in outcomes:
+        assert closed == (empty.returncode, empty.stdout, empty.stderr), form
+    assert "Traceback" not in empty.stderr
 
 
 @pytest.mark.parametrize(
@@ -235,7 +269,8 @@ def test_what_the_quick_forms_read() -> None:
     )
 
 
-def test_shell_completion_goes_to_the_typer_app(db: Path) -> None:
+@pytest.mark.slow
+def test_shell_completion_goes_to_the_typer_app() -> None:
     completed = subprocess.run(
         chatbot_argv("threads"),
         capture_output=True,
