@@ -257,93 +257,42 @@ def db_adopt(
     )
 
 
-def _branches(count: int) -> str:
-    return counted(count, "side branch", "side branches", spec=",")
-
-
 @app.command(cls=Command, rich_help_panel="Database")
 @guarded
 def prune(
     ctx: typer.Context,
     inactive_days: Annotated[
-        float | None,
+        float,
         typer.Option(
             "--inactive-days", min=0, help="Delete threads with no activity for this many days."
         ),
-    ] = None,
-    abandoned_days: Annotated[
-        float | None,
-        typer.Option(
-            "--abandoned-days",
-            min=0,
-            help="Remove side branches (undone turns, runs started again from an older "
-            "checkpoint) untouched for this many days; each thread's line of history stays.",
-        ),
-    ] = None,
+    ],
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Delete them (else: only list).")
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete whole threads not active for N days, or the side branches of threads' histories
-    untouched for N days: lists them, and deletes them with --yes (or after asking). A thread's
-    line of history is never thinned; forks of a deleted thread keep its id as text."""
+    """Delete whole threads not active for N days: lists them, and deletes them with --yes (or
+    after asking). A thread is never thinned; forks of a deleted thread keep its id as text."""
     from chatbot.terminal.render import threads_table
 
-    if inactive_days is None and abandoned_days is None:
-        fail("say what to prune: --inactive-days N (whole threads), --abandoned-days N (side "
-             "branches of threads' histories), or both", 2)  # fmt: skip
     store = _local_store(ctx, db, "prune")
     if store is None:
         return
-    stale = store.inactive_threads(inactive_days) if inactive_days is not None else []
-    if inactive_days is not None:
-        days = counted(inactive_days, "day", spec="g")
-        if stale:
-            out.print(threads_table(stale))
-        else:
-            err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
-    going = {info.thread_id for info in stale}
-    branches = []
-    if abandoned_days is not None:
-        branches = [
-            side
-            for side in store.abandoned_branches(abandoned_days)
-            if side.thread_id not in going  # (deleted whole anyway)
-        ]
-        old = counted(abandoned_days, "day", spec="g")
-        if branches:
-            for side in branches:
-                when = side.newest.astimezone().strftime("%Y-%m-%d %H:%M") if side.newest else "?"
-                out.print(
-                    f"{escape(side.thread_id)}: {_branches(side.branches)}"
-                    f", {counted(len(side.checkpoints), 'checkpoint', spec=',')}, the newest "
-                    f"from {when}"
-                )
-        else:
-            err.print(f"no side branch in {escape(store.path)} is older than {old}")
-    if not stale and not branches:
+    stale = store.inactive_threads(inactive_days)
+    days = counted(inactive_days, "day", spec="g")
+    if not stale:
+        err.print(f"no thread in {escape(store.path)} has been inactive for {days}")
         return
-    what = []
-    if stale:
-        what.append(counted(len(stale), "thread"))
-    if branches:
-        removed = sum(len(side.checkpoints) for side in branches)
-        what.append(
-            f"{_branches(sum(side.branches for side in branches))} "
-            f"({counted(removed, 'checkpoint', spec=',')}) of "
-            f"{counted(len(branches), 'thread')}"
-        )
-    said = " and ".join(what)
+    out.print(threads_table(stale))
+    count = counted(len(stale), "thread")
     if not yes:
         if not sys.stdin.isatty():
-            err.print(f"{said}: nothing deleted: add --yes to delete them")
+            err.print(f"{count} inactive for {days}; nothing deleted: add --yes to delete them")
             return
-        if not typer.confirm(f"Delete {said}?", default=False):
+        if not typer.confirm(f"Delete these {count} and all their history?", default=False):
             err.print("kept")
             raise typer.Exit(1)
     for info in stale:
         store.delete_thread(info.thread_id)
-    for side in branches:
-        store.remove_checkpoints(side.thread_id, side.checkpoints)
-    err.print(f"deleted {said}; 'chatbot db vacuum' gives their space back to the disk")
+    err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")

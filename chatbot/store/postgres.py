@@ -318,52 +318,6 @@ class PgStore(SqlStore):
             text_bytes=int(text),
         )
 
-    writes_table = "checkpoint_writes"
-
-    def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
-        """As :meth:`SqlStore.remove_checkpoints`, and the blobs only the removed checkpoints
-        used (a blob holds a channel's value at one version, shared by the checkpoints that
-        saw that version): those a kept checkpoint uses stay, as LangGraph's own ``prune``
-        decides."""
-        if not checkpoint_ids:
-            return
-        from psycopg.rows import tuple_row
-
-        ids = list(checkpoint_ids)
-        used = (
-            "SELECT DISTINCT e.key, e.value FROM checkpoints AS c, "
-            "jsonb_each_text(c.checkpoint -> 'channel_versions') AS e "
-            "WHERE c.thread_id = %s AND c.checkpoint_ns = ''"
-        )
-        with (
-            self.pool.connection() as conn,
-            conn.transaction(),
-            conn.cursor(row_factory=tuple_row) as cursor,
-        ):
-            cursor.execute(used + " AND c.checkpoint_id = ANY(%s)", (thread_id, ids))
-            freed = {(row[0], row[1]) for row in cursor.fetchall()}
-            for table in ("checkpoints", "checkpoint_writes"):
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE thread_id = %s AND checkpoint_ns = '' "
-                    "AND checkpoint_id = ANY(%s)",
-                    (thread_id, ids),
-                )
-            cursor.execute(
-                "DELETE FROM chatbot_messages WHERE thread_id = %s AND checkpoint_id = ANY(%s)",
-                (thread_id, ids),
-            )
-            cursor.execute(used, (thread_id,))
-            garbage: dict[str, list[str]] = {}
-            for channel, version in freed - {(row[0], row[1]) for row in cursor.fetchall()}:
-                garbage.setdefault(channel, []).append(version)
-            for channel, versions in garbage.items():
-                cursor.execute(
-                    "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = '' "
-                    "AND channel = %s AND version = ANY(%s)",
-                    (thread_id, channel, versions),
-                )
-        self._forget_messages(thread_id)
-
     def _sizes(self) -> list[tuple[str, int]]:
         """Each of the tables' bytes on the server, with its indexes and TOAST."""
         tables = (

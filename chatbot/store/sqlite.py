@@ -549,69 +549,6 @@ def _retry_locked(action: Any, attempts: int = 20) -> Any:
     return None
 
 
-class SideBranches(NamedTuple):
-    """A thread's checkpoints off its line of history that ``prune --abandoned-days`` takes."""
-
-    thread_id: str
-    checkpoints: tuple[str, ...]
-    branches: int
-    newest: datetime | None
-    """When the newest of them was written."""
-
-
-def side_branches(
-    rows: Sequence[tuple[str, str | None]], cutoff: float
-) -> tuple[list[str], int, datetime | None]:
-    """Of a thread's checkpoints (id, parent; newest first), those off its line of history
-    (the newest checkpoint and its ancestors) in branches whose newest checkpoint was written
-    before ``cutoff`` (a POSIX time): their ids, how many branches, the newest one's time.
-
-    A branch is what hangs off the line at one checkpoint: a turn /undo rewound (it goes back
-    to the checkpoint before it), a run started again from an older checkpoint. A reply
-    /retry replaced is not one: the retry is written on top of it, so it is part of the line.
-    A branch written to since ``cutoff`` is kept whole (what descends from a checkpoint needs
-    it)."""
-    if not rows:
-        return [], 0, None
-    parent = dict(rows)
-    line: set[str] = set()
-    at: str | None = rows[0][0]
-    while at is not None and at not in line:
-        line.add(at)
-        at = parent.get(at)
-    roots: dict[str, str] = {}
-
-    def root_of(checkpoint_id: str) -> str:
-        path = []
-        at = checkpoint_id
-        while at not in roots:
-            up = parent.get(at)
-            if up is None or up in line or up not in parent:
-                roots[at] = at
-                break
-            path.append(at)
-            at = up
-        for step in path:
-            roots[step] = roots[at]
-        return roots[at]
-
-    branches: dict[str, list[str]] = {}
-    for checkpoint_id, _ in rows:
-        if checkpoint_id not in line:
-            branches.setdefault(root_of(checkpoint_id), []).append(checkpoint_id)
-    taken: list[str] = []
-    count, newest = 0, None
-    for members in branches.values():
-        times = [t for t in (checkpoint_time(m) for m in members) if t is not None]
-        latest = max(times) if times else None
-        if latest is None or latest.timestamp() >= cutoff:
-            continue  # (a checkpoint of unknown time is kept: it is not known to be old)
-        taken.extend(members)
-        count += 1
-        newest = latest if newest is None else max(newest, latest)
-    return taken, count, newest
-
-
 class Migrated(NamedTuple):
     """What ``chatbot db migrate`` did (or, in a dry run, would do)."""
 
@@ -920,48 +857,6 @@ class SqlStore:
         )
 
     # --- keeping it small --------------------------------------------------------------
-
-    def abandoned_branches(self, days: float, now: datetime | None = None) -> list[SideBranches]:
-        """In every thread, the side branches (:func:`side_branches`) nothing was written to for
-        more than ``days``; threads in order of their ids."""
-        cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
-        found = []
-        ids = self._query("SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = ''")
-        for (thread_id,) in sorted(ids):
-            taken, count, newest = side_branches(self.checkpoint_parents(thread_id), cutoff)
-            if taken:
-                found.append(SideBranches(thread_id, tuple(taken), count, newest))
-        return found
-
-    writes_table = "writes"
-    """LangGraph's table of pending writes."""
-
-    def remove_checkpoints(self, thread_id: str, checkpoint_ids: Sequence[str]) -> None:
-        """Delete some of a thread's checkpoints (none its line of history needs: see
-        :meth:`abandoned_branches`), their pending writes, and the search rows of the messages
-        first written in them, in one transaction."""
-        statements: list[tuple[str, Sequence[Any]]] = []
-        for start in range(0, len(checkpoint_ids), 500):
-            chunk = list(checkpoint_ids[start : start + 500])
-            marks = ", ".join("?" * len(chunk))
-            for table in ("checkpoints", self.writes_table):
-                statements.append(
-                    (
-                        f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
-                        f"AND checkpoint_id IN ({marks})",
-                        (thread_id, *chunk),
-                    )
-                )
-            statements.append(
-                (
-                    "DELETE FROM chatbot_messages WHERE thread_id = ? "
-                    f"AND checkpoint_id IN ({marks})",
-                    (thread_id, *chunk),
-                )
-            )
-        if statements:
-            self._write(*statements)
-        self._forget_messages(thread_id)
 
     def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
         """Threads whose newest checkpoint is more than ``days`` old, least recently active
