@@ -430,6 +430,42 @@ def test_db_adopt_takes_a_langgraph_postgresql_database(cli: Cli, postgres_url: 
     )
 
 
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_an_adopted_database_stays_readable_by_the_program_it_came_from(
+    cli: Cli, tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """chatbot compresses the checkpoints it writes, which a LangGraph program without its
+    serializer cannot read: where it shares the database with one (adopted), it writes them
+    as LangGraph does, and ``db migrate`` leaves them so."""
+    if kind == "sqlite":
+        db = str(tmp_path / "orders.sqlite")
+        _langgraph_sqlite(Path(db))
+    else:
+        db = request.getfixturevalue("postgres_url")
+        _langgraph_postgres(db)
+    ok(cli.invoke("db", "adopt", "--yes", "--db", db))
+    cli.server.responder = echo_or_summary
+    long = "and order 43, with the long list of what it holds: " + "a widget, " * 80
+    ok(cli.invoke("ask", long, "--thread", "orders-42", "--db", db))
+    ok(cli.invoke("ask", "a thread of chatbot's own " * 40, "--thread", "mine", "--db", db))
+
+    for thread in ("orders-42", "mine"):  # the other program reads every checkpoint
+        if kind == "sqlite":
+            with sqlite3.connect(db) as conn:
+                saved = list(SqliteSaver(conn).list(_thread(thread)))
+            conn.close()
+        else:
+            with PostgresSaver.from_conn_string(db) as saver:
+                saved = list(saver.list(_thread(thread)))
+        assert saved and saved[0].checkpoint["channel_values"]["messages"][-2].content in (
+            long,
+            "a thread of chatbot's own " * 40,
+        )
+    line = one_error(cli.invoke("db", "migrate", "--db", db), 2)
+    assert "was adopted from another LangGraph program" in line
+    assert "cannot read compressed checkpoints" in line
+
+
 @pytest.mark.slow
 def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: Path) -> None:
     db = tmp_path / "orders.sqlite"

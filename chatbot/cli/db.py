@@ -124,6 +124,12 @@ def db_migrate(
     store = _local_store(ctx, db, "db migrate", read_only=dry_run)
     if store is None:
         return
+    if store.adopted:
+        fail(
+            f"{store.path!r} was adopted from another LangGraph program, which cannot read "
+            "compressed checkpoints: chatbot leaves its checkpoints uncompressed there",
+            2,
+        )
     total = store.uncompressed_values()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -242,7 +248,8 @@ def db_adopt(
         f"{counted(threads, 'thread')} in its {escape(owner.what)}. Adopting it adds "
         "chatbot's tables (chatbot_threads, chatbot_leases, chatbot_messages, chatbot_marks, "
         "chatbot_migrations) and its mark; chatbot then lists those threads, can write to them, "
-        "and 'chatbot prune' may delete them. Their checkpoints stay as they are."
+        "and 'chatbot prune' may delete them. Their checkpoints stay as they are, and chatbot "
+        "writes its own there uncompressed, as that program can read them."
     )
     if not yes and not typer.confirm("Adopt it?", default=False):
         err.print(f"left {escape(where)} untouched")
@@ -250,6 +257,7 @@ def db_adopt(
     from chatbot.threads.backend import LocalBackend
 
     with open_store(state.places.db, state.places.pg_prepare_threshold, adopt=True) as store:
+        store.note_adopted()
         listed = LocalBackend(None, store).list_unlisted()
     err.print(
         f"adopted {escape(where)} ({counted(listed, 'thread')} listed): "

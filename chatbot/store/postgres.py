@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-    from chatbot.store.saver import IndexesMessages
+    from chatbot.store.saver import DecodesInterruptibly, IndexesMessages
 
 _LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
 _LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
@@ -242,6 +242,8 @@ class PgStore(SqlStore):
         if self._saver is None:
             saver = _saver_class()(self.pool)
             cast("IndexesMessages", saver).message_index = self.message_index
+            if self.adopted:  # (another LangGraph program reads it too)
+                cast("DecodesInterruptibly", saver).keep_uncompressed()
             self._saver = saver
         return self._saver
 

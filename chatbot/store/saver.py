@@ -75,10 +75,16 @@ class Compressing:
     (:mod:`chatbot.store.compression`): checkpoints hold the message window, which is text,
     and take a third to a quarter of the space. Values written before are read as they are."""
 
+    writing = True
+    """False: values are written as LangGraph's serializer makes them (compressed ones are
+    still read), for a database another LangGraph program shares (``chatbot db adopt``)."""
+
     def __init__(self, serde: SerializerProtocol) -> None:
         self.serde = serde
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if not self.writing:
+            return self.serde.dumps_typed(obj)
         return compression.compress(*self.serde.dumps_typed(obj))
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
@@ -116,7 +122,13 @@ class DecodesInterruptibly(BaseCheckpointSaver[str]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.serde = _DecodingInterruptibly(Compressing(self.serde))
+        self.compressing = Compressing(self.serde)
+        self.serde = _DecodingInterruptibly(self.compressing)
+
+    def keep_uncompressed(self) -> None:
+        """Write values uncompressed, as LangGraph's own savers do (a database another
+        LangGraph program shares: that program could not read compressed ones)."""
+        self.compressing.writing = False
 
 
 class IndexesMessages(BaseCheckpointSaver[str]):

@@ -216,6 +216,10 @@ edit: a database made by an older version gets the ones it lacks."""
 
 INDEX_MIGRATION = 3
 """The migration that makes the search index (``chatbot_messages``)."""
+ADOPTED_MARK = "adopted"
+"""The ``chatbot_marks`` row of a database taken over from another LangGraph program
+(``chatbot db adopt``): it is shared with that program, so checkpoints go in uncompressed."""
+
 INDEXED_MARK = "messages_indexed"
 """The ``chatbot_marks`` row saying every message of the database's checkpoints is indexed:
 recorded with the index when the database holds no checkpoint yet (a new one), else once the
@@ -607,6 +611,21 @@ class SqlStore:
 
     def stats(self) -> StoreStats:
         raise NotImplementedError
+
+    def note_adopted(self) -> None:
+        """Mark the database as taken over from another LangGraph program (:data:`ADOPTED_MARK`)."""
+        self._write((MARK_INDEXED, (ADOPTED_MARK, _now())))
+        self._adopted = True
+
+    _adopted: bool | None = None
+
+    @property
+    def adopted(self) -> bool:
+        """True for a database taken over from another LangGraph program, which shares it."""
+        if self._adopted is None:
+            rows = self._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (ADOPTED_MARK,))
+            self._adopted = bool(rows)
+        return self._adopted
 
     def uncompressed_values(self) -> int:
         """How many stored values are not compressed (what ``migrate_values`` looks at)."""
@@ -1150,6 +1169,8 @@ class Store(SqlStore):
             # one lock for the connection, LangGraph's and ours (an RLock does all a Lock does)
             saver.lock = self.lock  # type: ignore[assignment]
             saver.message_index = self.message_index
+            if self.adopted:  # (another LangGraph program reads it too)
+                saver.keep_uncompressed()
             with self.lock:  # (LangGraph sets up under its lock too; here it is called directly)
                 _retry_locked(saver.setup)
             self._saver = saver
