@@ -623,7 +623,10 @@ class SqlStore:
     def adopted(self) -> bool:
         """True for a database taken over from another LangGraph program, which shares it."""
         if self._adopted is None:
-            rows = self._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (ADOPTED_MARK,))
+            try:
+                rows = self._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (ADOPTED_MARK,))
+            except Exception:  # (a database being set up: chatbot's tables come after LangGraph's)
+                return False
             self._adopted = bool(rows)
         return self._adopted
 
