@@ -29,6 +29,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -50,14 +51,13 @@ THREAD = "sizes"
 
 def without_compression(store: SqlStore) -> None:
     """Take the saver's compression off (the layout before it): values go in as LangGraph's
-    serializer writes them."""
-    from chatbot.store.saver import Compressing
+    serializer writes them, as on a database shared with another LangGraph program."""
+    from chatbot.store.saver import DecodesInterruptibly
 
-    outer = store.saver.serde
-    inner = getattr(outer, "serde", None)
-    if not isinstance(inner, Compressing):
-        raise SystemExit(f"the saver's serializer is not what this benchmark knows: {outer!r}")
-    outer.serde = inner.serde  # type: ignore[attr-defined]
+    saver = store.saver
+    if not isinstance(saver, DecodesInterruptibly):
+        raise SystemExit(f"the saver is not one this benchmark knows: {saver!r}")
+    saver.keep_uncompressed()
 
 
 @dataclass
@@ -153,7 +153,7 @@ def main() -> int:
     defaults = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
     about = machine(sqlite=True)
     about["trigger"], about["keep"] = defaults.summary_trigger, defaults.summary_keep
-    about["databases"] = [f"SQLite {stores.sqlite3.sqlite_version}"]
+    about["databases"] = [f"SQLite {sqlite3.sqlite_version}"]
     problem = stores.postgres_problem(args.pg_url)
     if problem:
         print(f"PostgreSQL: not measured ({without_password(args.pg_url)}: {problem})")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -65,6 +67,29 @@ def _size(count: int) -> str:
             return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
         size /= 1000
     return f"{size:,.1f} GB"
+
+
+@contextlib.contextmanager
+def _progress(doing: str, things: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr for ``total`` things (only on a terminal, and for 200 or more):
+    yields what to call with how many more are done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn(doing),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(things),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal or total < 200,
+    ) as bar:
+        task = bar.add_task(doing, total=total)
+
+        def advance(count: int) -> None:
+            bar.advance(task, count)
+
+        yield advance
 
 
 @db_app.command("stats", cls=Command)
@@ -131,19 +156,8 @@ def db_migrate(
             2,
         )
     total = store.uncompressed_values()
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(
-        TextColumn("checking" if dry_run else "migrating"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("values"),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal or total < 200,
-    ) as bar:
-        task = bar.add_task("migrate", total=total)
-        done = store.migrate_values(dry_run=dry_run, progress=lambda n: bar.advance(task, n))
+    with _progress("checking" if dry_run else "migrating", "values", total) as advance:
+        done = store.migrate_values(dry_run=dry_run, progress=advance)
     where = escape(store.path)
     if not done.values:
         out.print(f"{where}: every checkpoint is in the compact form already: nothing to do")
@@ -156,10 +170,12 @@ def db_migrate(
             "less); run 'chatbot db migrate' to do it"
         )
         return
+    from chatbot.store.sqlite import is_postgres_url
+
     freed = (
-        "; 'chatbot db vacuum' gives the freed space back to the disk"
-        if not store.path.startswith("postgresql://")
-        else ""
+        ""  # (PostgreSQL reuses the space itself)
+        if is_postgres_url(store.path)
+        else "; 'chatbot db vacuum' gives the freed space back to the disk"
     )
     out.print(f"{where}: rewrote {values}, {sizes}{freed}")
 
@@ -189,19 +205,8 @@ def db_copy(
         plan = plan_copy(src, dst, threads or [])
         total = plan.checkpoints
         if total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            with Progress(
-                TextColumn("copying"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("checkpoints"),
-                console=err,
-                transient=True,
-                disable=not err.is_terminal or total < 200,
-            ) as bar:
-                task = bar.add_task("copy", total=total)
-                run_copy(src, dst, plan, progress=lambda n: bar.advance(task, n))
+            with _progress("copying", "checkpoints", total) as advance:
+                run_copy(src, dst, plan, progress=advance)
         copied, same = len(plan.copy), len(plan.skipped)
         err.print(
             f"copied {counted(copied, 'thread')} ({counted(total, 'checkpoint', spec=',')}) from "

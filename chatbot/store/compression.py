@@ -40,7 +40,7 @@ def is_compressed(kind: str | None) -> bool:
 
 def compress(kind: str, data: bytes) -> tuple[str, bytes]:
     """``(kind, data)`` compressed, or as it is when that would not make it smaller."""
-    if data is None or len(data) <= SMALLEST or is_compressed(kind):
+    if len(data) <= SMALLEST or is_compressed(kind):
         return kind, data
     packed = _contexts()[0].compress(data)
     if len(packed) >= len(data):
