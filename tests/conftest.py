@@ -210,17 +210,34 @@ def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test, dropped after it."""
     import uuid
 
-    import psycopg
 
     _postgres_or_skip()
     name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")  # type: ignore[arg-type]
+    _as_admin(f"CREATE DATABASE {name}")
     try:
         yield f"postgresql://postgres@127.0.0.1:5432/{name}"
     finally:
-        with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[arg-type]
+        _as_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _as_admin(statement: str, timeout: float = 120.0) -> None:
+    """Run ``CREATE`` or ``DROP DATABASE`` on the test server. Both make the server write a
+    checkpoint, which fails while another test keeps a tablespace's disk full (the PostgreSQL
+    disk-full tests): then it is run again once that test has given the space back."""
+    import time
+
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(POSTGRES_ADMIN_URL, autocommit=True) as admin:
+                admin.execute(statement)  # type: ignore[arg-type]
+            return
+        except psycopg.errors.InternalError as error:
+            if "checkpoint request failed" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # (the other test's disk fills and frees in seconds)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
