@@ -210,7 +210,6 @@ def postgres_url() -> Iterator[str]:
     """A fresh, empty PostgreSQL database for one test, dropped after it."""
     import uuid
 
-
     _postgres_or_skip()
     name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
     _as_admin(f"CREATE DATABASE {name}")
