@@ -164,8 +164,8 @@ def test_a_langgraph_program_without_chatbots_serializer_is_told_what_the_values
 
 @pytest.mark.slow
 def test_turns_on_many_threads_of_one_process_at_once_all_land(any_db: str) -> None:
-    """LangGraph writes checkpoints from its own threads: each thread compresses with its
-    own zstd context (a shared one fails when two use it at once)."""
+    """LangGraph writes checkpoints from its own threads: a zstd context is used by one
+    thread at a time (a shared one fails when two use it at once)."""
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
         model="offline",
@@ -203,6 +203,35 @@ def test_turns_on_many_threads_of_one_process_at_once_all_land(any_db: str) -> N
             assert isinstance(messages[-2], HumanMessage) and isinstance(messages[-1], AIMessage)
             assert messages[-2].content == f"w{n} 5: {LONG * 2}"
     assert "msgpack+zstd" in stored_types(any_db), "the window went in compressed"
+
+
+def test_the_savers_serializer_round_trips_from_many_threads_at_once(tmp_path: Path) -> None:
+    """Eight threads write and read values of many sizes through one saver's serializer at
+    the same moment (as LangGraph's threads and the caller's do): every value comes back
+    exactly, and the large ones went in compressed."""
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+    with open_store(str(tmp_path / "t.sqlite")) as store:
+        serde = store.saver.serde
+
+        def work(n: int) -> None:
+            try:
+                start.wait()
+                for size in range(1, 400):
+                    value = {"n": n, "text": f"{n}:{size} " + LONG[: size * 7] * (1 + size % 5)}
+                    kind, data = serde.dumps_typed(value)
+                    assert serde.loads_typed((kind, data)) == value
+                    if len(value["text"]) > 2_000:
+                        assert kind.endswith("+zstd"), (n, size, kind)
+            except BaseException as error:  # (reported below)
+                errors.append(error)
+
+        workers = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=120)
+    assert not errors, errors[:3]
 
 
 def stored_types(db: str) -> set[str]:

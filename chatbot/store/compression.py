@@ -8,30 +8,42 @@ saver's serializer (:class:`chatbot.store.saver.Compressing`) and by ``chatbot d
 which rewrites an older database's values the same way.
 
 zstd's compressor and decompressor objects are not safe to share between threads (the saver
-writes from LangGraph's threads and the caller's): each thread makes its own.
+writes from LangGraph's threads and the caller's), and making one costs more than compressing a
+checkpoint with it (LangGraph starts new threads for every run): a call takes one from a pool,
+used by one thread at a time, and puts it back.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 SUFFIX = "+zstd"
-LEVEL = 3
+LEVEL = 1
 SMALLEST = 256
 """Values this many bytes or fewer are stored as they are: zstd's frame would eat the gain."""
 
-_local = threading.local()
+_compressors: list[Any] = []
+_decompressors: list[Any] = []
+"""Idle compressors and decompressors: ``list.pop`` and ``list.append`` are atomic, so a
+context taken from here is used by one thread only until it is put back."""
 
 
-def _contexts() -> Any:
-    contexts = getattr(_local, "contexts", None)
-    if contexts is None:
+def _compressor() -> Any:
+    try:
+        return _compressors.pop()
+    except IndexError:
         import zstandard
 
-        contexts = (zstandard.ZstdCompressor(level=LEVEL), zstandard.ZstdDecompressor())
-        _local.contexts = contexts
-    return contexts
+        return zstandard.ZstdCompressor(level=LEVEL)
+
+
+def _decompressor() -> Any:
+    try:
+        return _decompressors.pop()
+    except IndexError:
+        import zstandard
+
+        return zstandard.ZstdDecompressor()
 
 
 def is_compressed(kind: str | None) -> bool:
@@ -42,7 +54,11 @@ def compress(kind: str, data: bytes) -> tuple[str, bytes]:
     """``(kind, data)`` compressed, or as it is when that would not make it smaller."""
     if len(data) <= SMALLEST or is_compressed(kind):
         return kind, data
-    packed = _contexts()[0].compress(data)
+    compressor = _compressor()
+    try:
+        packed = compressor.compress(data)
+    finally:
+        _compressors.append(compressor)
     if len(packed) >= len(data):
         return kind, data
     return kind + SUFFIX, packed
@@ -52,4 +68,8 @@ def decompress(kind: str, data: bytes) -> tuple[str, bytes]:
     """The value as its serializer wrote it: ``(kind, data)`` without the compression."""
     if not is_compressed(kind):
         return kind, data
-    return kind[: -len(SUFFIX)], _contexts()[1].decompress(data)
+    decompressor = _decompressor()
+    try:
+        return kind[: -len(SUFFIX)], decompressor.decompress(data)
+    finally:
+        _decompressors.append(decompressor)
