@@ -26,9 +26,11 @@ turn, summary calls and the final summary's size, and writes a JSON report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 import unicodedata
 import uuid
@@ -51,6 +53,8 @@ from chatbot.engine.stream import SUMMARY_TAG
 from chatbot.memory import prompts
 from chatbot.memory.policy import PolicyError
 from chatbot.memory.tokens import TokenCounter
+from chatbot.store.search import recaller
+from chatbot.store.sqlite import Store
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,8 @@ class ArmResult:
     answers: list[str] = field(default_factory=list)
     correct: list[bool] = field(default_factory=list)
     in_context: list[bool] = field(default_factory=list)
+    reachable: list[bool] = field(default_factory=list)
+    """The newest value was in what the model was sent, or in what recall returned."""
     chat_input_tokens: list[int] = field(default_factory=list)
     summary_calls: int = 0
     summary_input_tokens: int = 0
@@ -268,6 +274,8 @@ class ArmResult:
             "correct": sum(self.correct),
             "in_context": _ratio(self.in_context),
             "in_context_count": sum(self.in_context),
+            "reachable": _ratio(self.reachable),
+            "reachable_count": sum(self.reachable),
             "input_tokens_per_turn_mean": round(sum(turns) / len(turns)) if turns else 0,
             "input_tokens_per_turn_max": max(turns, default=0),
             "chat_input_tokens_total": sum(turns),
@@ -278,9 +286,20 @@ class ArmResult:
             "note": self.note,
             "seconds": round(self.seconds, 2),
             "per_fact": [
-                {"fact": key, "answer": answer, "correct": right, "in_context": seen}
-                for key, answer, right, seen in zip(
-                    self.keys, self.answers, self.correct, self.in_context, strict=False
+                {
+                    "fact": key,
+                    "answer": answer,
+                    "correct": right,
+                    "in_context": seen,
+                    "reachable": reach,
+                }
+                for key, answer, right, seen, reach in zip(
+                    self.keys,
+                    self.answers,
+                    self.correct,
+                    self.in_context,
+                    self.reachable,
+                    strict=False,
                 )
             ],
         }
@@ -294,15 +313,19 @@ def _question(fact: Fact, language: str) -> str:
     return fact.question + ANSWER_HINT[language]
 
 
-def _score(arm: ArmResult, recorder: Recorder, facts: list[Fact], first_question: int) -> None:
-    """Judge the answers and check what the question calls were sent."""
-    question_calls = [c for c in recorder.calls[first_question:] if c.kind == "chat"]
-    for fact, answer, call in zip(facts, arm.answers, question_calls, strict=True):
+def _score(
+    arm: ArmResult, recorder: Recorder, facts: list[Fact], asked: list[tuple[int, int]]
+) -> None:
+    """Judge the answers and check what each question's calls were sent: ``asked`` holds the
+    range of ``recorder.calls`` each question made (a question that recalls makes two chat
+    calls: the first is what the model was sent, the second adds what recall returned)."""
+    for fact, answer, (start, end) in zip(facts, arm.answers, asked, strict=True):
+        chats = [c for c in recorder.calls[start:end] if c.kind == "chat"]
         arm.keys.append(fact.key)
         arm.correct.append(judge(answer, fact))
-        context = call.text.replace(fact.question, "")
-        seen = normalise(fact.value) in normalise(context)
-        arm.in_context.append(seen)
+        texts = [normalise(c.text.replace(fact.question, "")) for c in chats]
+        arm.in_context.append(bool(texts) and normalise(fact.value) in texts[0])
+        arm.reachable.append(any(normalise(fact.value) in text for text in texts))
     chats = [c for c in recorder.calls if c.kind == "chat"]
     arm.chat_input_tokens = [c.reported or c.counted for c in chats]
     summaries = [c for c in recorder.calls if c.kind == "summary"]
@@ -357,13 +380,15 @@ def run_plain(
         history.append(AIMessage(send(history)))
         if not arm.fits:
             break
-    first_question = len(recorder.calls)
+    asked: list[tuple[int, int]] = []
     for fact in facts:
         if not arm.fits:
             break
+        start = len(recorder.calls)
         arm.answers.append(send([*history, HumanMessage(_question(fact, settings.language))]))
+        asked.append((start, len(recorder.calls)))
     if arm.fits:
-        _score(arm, recorder, facts, first_question)
+        _score(arm, recorder, facts, asked)
     arm.seconds = time.perf_counter() - started
     return arm
 
@@ -375,28 +400,51 @@ def run_chatbot(
     turns: list[str],
     facts: list[Fact],
     settings: Settings,
+    recall: bool = False,
 ) -> ArmResult:
     """The real graph with an in-memory checkpointer; each question is asked on a fork of the
-    final checkpoint, so no question sees another's answer."""
-    arm = ArmResult("chatbot")
+    final checkpoint, so no question sees another's answer. With ``recall``: on chatbot's
+    own store (a SQLite file in a temporary folder), whose search index the recall tool
+    reads, as ``chatbot`` runs."""
+    arm = ArmResult("chatbot + recall" if recall else "chatbot")
     started = time.perf_counter()
     recorder = Recorder(counter)
-    graph = build_graph(chat, summary, settings, InMemorySaver())
+    with contextlib.ExitStack() as stack:
+        if recall:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            store = stack.enter_context(contextlib.closing(Store(folder / "recall.sqlite")))
+            graph = build_graph(chat, summary, settings, store.saver, recaller(store))
+        else:
+            graph = build_graph(chat, summary, settings, InMemorySaver())
+        _converse(arm, graph, recorder, counter, turns, facts, settings)
+    arm.seconds = time.perf_counter() - started
+    return arm
+
+
+def _converse(
+    arm: ArmResult,
+    graph: Any,
+    recorder: Recorder,
+    counter: TokenCounter,
+    turns: list[str],
+    facts: list[Fact],
+    settings: Settings,
+) -> None:
     thread = {"thread_id": f"retention-{uuid.uuid4().hex[:8]}"}
     config: dict[str, Any] = {"configurable": thread, "callbacks": [recorder]}
     for text in turns:
         graph.invoke({"messages": [HumanMessage(text)]}, config)
     final = graph.get_state({"configurable": thread})
     arm.summary_tokens = counter.text(final.values.get("summary", ""))
-    first_question = len(recorder.calls)
+    asked: list[tuple[int, int]] = []
     for fact in facts:
         fork = {**config, "configurable": {**thread, **final.config["configurable"]}}
+        start = len(recorder.calls)
         out = graph.invoke({"messages": [HumanMessage(_question(fact, settings.language))]}, fork)
+        asked.append((start, len(recorder.calls)))
         arm.answers.append(str(out["messages"][-1].text))
     # Summary calls made while answering the questions belong to the arm's cost, not its score.
-    _score(arm, recorder, facts, first_question)
-    arm.seconds = time.perf_counter() - started
-    return arm
+    _score(arm, recorder, facts, asked)
 
 
 def retention(ceiling: float, floor: float, summary: float) -> float | None:
@@ -421,8 +469,9 @@ def run(settings: Settings, filler: int) -> dict[str, Any]:
         run_plain("full context", models.chat, counter, turns, facts, settings, None),
         run_plain("last-N", models.chat, counter, turns, facts, settings, budget),
         run_chatbot(models.chat, models.summary, counter, turns, facts, settings),
+        run_chatbot(models.chat, models.summary, counter, turns, facts, settings, recall=True),
     ]
-    ceiling, floor, ours = arms
+    ceiling, floor, ours, recalled = arms
     report: dict[str, Any] = {
         "model": models.chat_name,
         "summary_model": models.summary_name,
@@ -447,8 +496,17 @@ def run(settings: Settings, filler: int) -> dict[str, Any]:
         )
         if ceiling.fits
         else None,
+        "recall_tokens_per_turn_ratio": round(
+            _mean(recalled.chat_input_tokens) / _mean(ours.chat_input_tokens), 3
+        )
+        if ours.chat_input_tokens
+        else None,
     }
     return report
+
+
+def _mean(values: Sequence[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def _fmt(value: float | None) -> str:
@@ -469,8 +527,8 @@ def print_report(report: dict[str, Any]) -> None:
         f"{report['keep']}, last-N budget {report['last_n_budget_tokens']:,} tokens · "
         f"counted with {report['tokenizer']}"
     )
-    header = ("arm", "answers", "in context", "input tok/turn", "max", "summary calls",
-              "summary in", "summary size")  # fmt: skip
+    header = ("arm", "answers", "in context", "reachable", "input tok/turn", "max",
+              "summary calls", "summary in", "summary size")  # fmt: skip
     rows = [header]
     for arm in report["arms"]:
         n = report["facts"]
@@ -479,6 +537,7 @@ def print_report(report: dict[str, Any]) -> None:
                 arm["arm"],
                 f"{arm['correct']}/{n}" if arm["fits"] else "n/a",
                 f"{arm['in_context_count']}/{n}" if arm["fits"] else "n/a",
+                f"{arm['reachable_count']}/{n}" if arm["fits"] else "n/a",
                 f"{arm['input_tokens_per_turn_mean']:,}",
                 f"{arm['input_tokens_per_turn_max']:,}",
                 str(arm["summary_calls"]),
@@ -495,6 +554,10 @@ def print_report(report: dict[str, Any]) -> None:
     print(
         f"retention (summary - floor) / (ceiling - floor): answers "
         f"{_fmt(report['retention_accuracy'])}, in context {_fmt(report['retention_in_context'])}"
+    )
+    print(
+        "recall: input tokens a turn "
+        f"{_fmt(report['recall_tokens_per_turn_ratio'])}× chatbot's without it (goal ≤ 1.10×)"
     )
 
 

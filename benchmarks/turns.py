@@ -82,7 +82,9 @@ from chatbot.config.settings import Settings  # noqa: E402
 from chatbot.engine.graph import build_graph  # noqa: E402
 from chatbot.engine.models import OFFLINE_MAX_INPUT_TOKENS, OfflineChatModel, extractive_summary  # noqa: E402
 from chatbot.memory.prompts import summary_request  # noqa: E402
+from chatbot.memory.recall import definition_tokens  # noqa: E402
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
+from chatbot.store.search import recaller  # noqa: E402
 from chatbot.store.sqlite import Store, thread_config  # noqa: E402
 from chatbot.threads.backend import LocalBackend  # noqa: E402
 from chatbot.threads.events import Event  # noqa: E402
@@ -127,9 +129,11 @@ class Counted(OfflineChatModel):
 
     arm: str = ""
 
-    def _usage(self, messages: list[BaseMessage], text: str) -> dict[str, int]:
+    def _usage(self, messages: list[BaseMessage], text: str, tools: Any = None) -> dict[str, int]:
         counter = COUNTERS[self.arm]
         input_tokens, output_tokens = counter.raw(messages), counter.text(text)
+        if tools:  # (chatbot's recall tool, offered once there is a summary: a provider counts it)
+            input_tokens += definition_tokens(counter)
         tally = TALLIES[self.arm]
         tally.tokens[self.role] += input_tokens + output_tokens
         tally.calls[self.role] += 1
@@ -277,7 +281,7 @@ def make_arms(folder: Path, full_sync: bool = False) -> list[Arm]:
             if full_sync:
                 with store.lock:
                     store.conn.execute("PRAGMA synchronous = FULL")
-            graph = build_graph(chat, summary, settings, store.saver)
+            graph = build_graph(chat, summary, settings, store.saver, recaller(store))
             arms.append(Arm(name, chatbot_turn(graph, store, path), store.close))
     return arms
 

@@ -25,6 +25,18 @@ class ScriptedChatModel(GenericFakeChatModel):
     script: list[Any] = Field(default_factory=list)
     default: Any = None
     calls: list[list[BaseMessage]] = Field(default_factory=list)
+    offered: list[list[str]] = Field(default_factory=list)
+    """The names of the tools each call was offered (an empty list: none)."""
+    takes_tools: bool = True
+    """False: a model class without tools (``bind_tools`` raises NotImplementedError)."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        if not self.takes_tools:
+            raise NotImplementedError("this fake takes no tools")
+        names = [convert_to_openai_tool(tool)["function"]["name"] for tool in tools]
+        return self.bind(tools=names, **kwargs)
 
     def _generate(
         self,
@@ -34,6 +46,7 @@ class ScriptedChatModel(GenericFakeChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         self.calls.append(list(messages))
+        self.offered.append(list(kwargs.get("tools") or []))
         item = self.script.pop(0) if self.script else self.default
         if item is None:
             item = f"reply {len(self.calls)}"

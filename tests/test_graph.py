@@ -57,16 +57,24 @@ def summarizer() -> ScriptedChatModel:
 def test_graph_has_the_tutorial_shape_with_a_guard_in_front(chat: ScriptedChatModel) -> None:
     graph = build_graph(chat, settings=settings())
     drawn = graph.get_graph()
-    assert set(drawn.nodes) == {"__start__", "conversation", "summarize_conversation", "__end__"}
+    assert set(drawn.nodes) == {
+        "__start__",
+        "conversation",
+        "summarize_conversation",
+        "recall",
+        "__end__",
+    }
     edges = {(e.source, e.target, e.conditional) for e in drawn.edges}
     assert edges == {
         # fold_first: answer at once, fold first, or (nothing pending) end
         ("__start__", "conversation", True),
         ("__start__", "summarize_conversation", True),
         ("__start__", "__end__", True),
-        # should_continue: the tutorial's edge
+        # should_continue: the tutorial's edge, and the recall tool's round
         ("conversation", "summarize_conversation", True),
+        ("conversation", "recall", True),
         ("conversation", "__end__", True),
+        ("recall", "conversation", False),
         # after_summary: a message still waiting for its reply is answered
         ("summarize_conversation", "conversation", True),
         ("summarize_conversation", "__end__", True),

@@ -14,6 +14,7 @@ import pytest
 
 from chatbot.config.settings import Settings
 from chatbot.engine.models import make_model
+from chatbot.memory.recall import NOTE as RECALL_NOTE
 from tests.fake_openai import FakeOpenAI, Reply, content_text
 from tests.helpers import (
     CHAT_MODEL,
@@ -214,11 +215,14 @@ def test_after_a_summary_the_chat_call_carries_it_and_the_next_summary_extends_i
     for text in ("I'm Ada.", "I like green tea.", "And oolong."):
         ok(cli.ask(text, **summarizing()))
 
-    third_chat = chat_requests(cli.server)[-1]
+    first_chat, *_, third_chat = chat_requests(cli.server)
     assert third_chat.messages[0] == {
         "role": "system",
-        "content": f"Summary of conversation earlier: {SUMMARY_TEXT}",
+        "content": f"Summary of conversation earlier: {SUMMARY_TEXT}\n\n{RECALL_NOTE['en']}",
     }
+    # With a summary the model is offered the recall tool; before it, no tool and no note.
+    assert [tool["function"]["name"] for tool in third_chat.body["tools"]] == ["recall"]
+    assert "tools" not in first_chat.body
     assert [content_text(m["content"]) for m in third_chat.messages[1:]] == [
         "echo: I like green tea.",
         "And oolong.",

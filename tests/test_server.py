@@ -301,3 +301,23 @@ def test_a_state_edit_of_the_wrong_type_is_refused_with_its_reason(client: Any) 
     assert after["checkpoint"] == before["checkpoint"]
     run_turn(client, thread, "still here")
     assert len(client.threads.get_state(thread)["values"]["messages"]) == 4
+
+
+@pytest.mark.slow
+def test_the_server_graph_recalls_folded_messages_from_its_checkpoints(
+    dev_server: DevServer,
+) -> None:
+    """The server keeps no search index: recall reads the thread's checkpoints, and the REPL
+    shows the round as it does locally."""
+    runner = CliRunner()
+    base = ["--url", dev_server.url, "-t", "remote-recall"]
+    for text in ["My parking spot is B-42 on level 3.", "nice weather", "more weather"]:
+        said = runner.invoke(app, ["ask", text, *base])
+        assert said.exit_code == 0, said.output
+    asked = runner.invoke(app, ["ask", "What was my parking spot?", *base])
+    assert asked.exit_code == 0, asked.output
+    assert 'recalling "parking spot"…' in asked.output
+    assert 'You said: "My parking spot is B-42 on level 3."' in asked.stdout
+    shown = json.loads(runner.invoke(app, ["show", "remote-recall", *base[:2], "--json"]).stdout)
+    kinds = [m["type"] for m in shown["messages"]]
+    assert "tool" in kinds or "B-42" not in shown["summary"], kinds

@@ -323,9 +323,12 @@ class _AskView:
 
     def show(self, event: Event) -> None:
         from chatbot.plural import counted
+        from chatbot.terminal.display import recall_note
         from chatbot.terminal.render import describe_summary
         from chatbot.threads.events import (
             Folding,
+            Recalling,
+            RecallOff,
             Reply,
             Summarized,
             SummaryFailed,
@@ -357,6 +360,8 @@ class _AskView:
             self.streamed = event.message.text
         elif isinstance(event, Summarized):
             err.print(f"[dim]{describe_summary(event)}[/]")
+        elif isinstance(event, Recalling | RecallOff):
+            err.print(recall_note(event))
         elif isinstance(event, SummaryFailed):
             err.print(
                 "[yellow]summary failed, nothing was removed (the next turn retries):[/] "

@@ -175,9 +175,12 @@ class AppState:
     def graph(self) -> Any:
         if self._graph is None:
             from chatbot.engine.graph import build_graph
+            from chatbot.store.search import recaller
 
-            models = self.models
-            self._graph = build_graph(models.chat, models.summary, self.settings, self.store.saver)
+            models, store = self.models, self.store
+            self._graph = build_graph(
+                models.chat, models.summary, self.settings, store.saver, recaller(store)
+            )
         return self._graph
 
     @property

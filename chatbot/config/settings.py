@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     )
     max_summary_tokens: int = Field(1000, gt=0, description="Above this the summary is condensed.")
     language: Literal["en", "zh"] = Field("en", description="Language of the built-in prompts.")
+    recall: Literal["auto", "off"] = Field(
+        "auto", description="auto: the model may recall folded messages once there is a summary."
+    )
     tokenizer: Literal["auto", "o200k_base", "cl100k_base", "estimate"] = Field(
         "auto", description="How tokens are counted: the model family's tokenizer, or one named."
     )

@@ -33,7 +33,7 @@ from chatbot.engine.steps import Steps
 from chatbot.engine.stream import SUMMARY_TAG
 from chatbot.errors import context_overflow, describe_error
 from chatbot.history.timeline import FOLDED_KEY, extend_fold_record
-from chatbot.memory import finish, policy, prompts
+from chatbot.memory import finish, policy, prompts, recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, tokenizer_for
 
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
@@ -55,9 +55,12 @@ def pending_reply(messages: Sequence[BaseMessage]) -> bool:
 
 
 def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
-    """Tokens the chat model would be sent: system prompt, summary and messages."""
-    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
-    return run.counter.messages(sent)
+    """Tokens the chat model would be sent: system prompt, summary and messages (and, when
+    the call would offer the recall tool, its definition and note)."""
+    sent = prompts.conversation_input(
+        messages, summary, run.system_prompt, run.language, run.recall
+    )
+    return run.counter.messages(sent) + recall.offered_tokens(run.counter, summary, run.recall)
 
 
 def overflow_of(state: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -5,6 +5,7 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 
     START -> fold_first -> conversation -> should_continue -> summarize_conversation
                       \\-> summarize_conversation -> after_summary -> conversation | END
+                                 conversation -> should_continue -> recall -> conversation
 
 - ``fold_first`` (from START): fold before the call when the request would pass the model's
   input budget, when the trigger already held (a resumed thread, a failed summary), or when
@@ -13,6 +14,8 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
   a fold already (one fold a turn); or, when the provider refused the request as too long,
   fold and try again once.
 - ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
+- ``recall``: the reply called the recall tool (:mod:`chatbot.memory.recall`): the folded
+  messages it asked for go back to ``conversation`` as tool messages.
 
 Nodes and routers are plain functions of the state and the run's settings
 (:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
@@ -22,6 +25,7 @@ runtime, so ``update_state`` (Studio's state editor, forks) needs no ``as_node``
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -37,7 +41,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from chatbot.config.settings import Settings
-from chatbot.engine import folding, overflow, stream
+from chatbot.engine import folding, overflow, recalling, stream
 from chatbot.engine.runsettings import RunResolver, RunSettings
 from chatbot.engine.steps import Steps, adrive, drive, watched
 from chatbot.errors import (
@@ -47,7 +51,7 @@ from chatbot.errors import (
     remember_secret,
 )
 from chatbot.logs import logger
-from chatbot.memory import finish, pricing, prompts
+from chatbot.memory import finish, pricing, prompts, recall
 from chatbot.memory.state import ChatGraph, ChatInput, Context, RunState, State
 from chatbot.memory.tokens import USAGE_KEY, model_name
 
@@ -86,29 +90,58 @@ def _paid(
 
 
 def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
-    """Answer the latest message, seeing the summary as a SystemMessage before the messages."""
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages.
+
+    With recall on (:mod:`chatbot.memory.recall`) and a summary to recall from, the model is
+    offered the recall tool for up to :data:`~chatbot.memory.recall.MAX_ROUNDS` rounds a
+    turn; a reply that calls it goes to the ``recall`` node and back here. A model that
+    refuses tools is asked once more without them (and not offered them again)."""
     messages, summary = state["messages"], state.get("summary", "")
-    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    offer = recalling.offers_recall(state, run)
+    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language, offer)
     raw = run.counter.raw(sent)  # (for the usage record, and an overflow's note)
     overflow.check_message_fits(messages, summary, run, raw)
-    try:
-        response = yield (run.chat_model, sent)
-    except Exception as error:
-        refusal = context_overflow(error)
-        if refusal is None or not folding.pending_reply(messages):
-            # LangGraph stores a failed task's error in the checkpoint database, and
-            # provider errors can quote the API key: store (and raise) only the redacted text.
-            raise ModelCallFailed(describe_error(error)) from None
-        return overflow.refusal_update(state, refusal, run.counter.scaled(raw, sent))
-    ending = finish.finish_of(response)
-    # A fragment, or a reply with nothing to read, is not an answer: the turn fails and the
-    # message waits for /retry.
-    if ending == "empty":
-        raise ModelCallFailed(f"{finish.without_text(response)}; it was not saved")
-    if ending in ("cut", "filtered") or (ending == "length" and not finish.usable_text(response)):
-        raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
-    if ending == "length":
-        response = finish.with_length_note(response)
+    model: Any = recalling.with_tools(run.chat_model) if offer else run.chat_model
+    if model is None:  # (the model cannot take tools at all)
+        get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, "")))
+        offer, model = False, run.chat_model
+        sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    response: AIMessage
+    while True:
+        try:
+            response = yield (model, recalling.answered(sent))
+            break
+        except Exception as error:
+            if offer and recall.refuses_tools(error):
+                get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, error)))
+                offer, model = False, run.chat_model
+                sent = prompts.conversation_input(
+                    messages, summary, run.system_prompt, run.language
+                )
+                continue
+            refusal = context_overflow(error)
+            if refusal is None or not folding.pending_reply(messages):
+                # LangGraph stores a failed task's error in the checkpoint database, and
+                # provider errors can quote the API key: store (and raise) only the redacted text.
+                raise ModelCallFailed(describe_error(error)) from None
+            return overflow.refusal_update(state, refusal, run.counter.scaled(raw, sent))
+    if offer and recall.wants_tools(response):
+        pass  # a recall round: its text (if any) and calls are kept; the answer comes after
+    else:
+        if response.tool_calls and finish.usable_text(response):  # (a tool not offered:
+            # the text is the reply)
+            response = response.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
+        ending = finish.finish_of(response)
+        # A fragment, or a reply with nothing to read, is not an answer: the turn fails and
+        # the message waits for /retry.
+        if ending == "empty":
+            raise ModelCallFailed(f"{finish.without_text(response)}; it was not saved")
+        if ending in ("cut", "filtered") or (
+            ending == "length" and not finish.usable_text(response)
+        ):
+            raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
+        if ending == "length":
+            response = finish.with_length_note(response)
     response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw)
     update: dict[str, Any] = {"messages": [response]}
     update.update(_paid(state, "chat", run.chat_model, [response]))
@@ -136,6 +169,8 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     reason = folding.fold_reason(state, run, compact=run.compact)
     if reason is None:
         return {}
+    if reason == "overflow":  # (the retry is sent without the recall tool: counted so)
+        run = dataclasses.replace(run, recall=False)
     before = folding.context_tokens(messages, summary, run)
     plan = folding.plan_fold(state, run, reason)
     if reason == "overflow":
@@ -192,9 +227,13 @@ def fold_first(
 
 def should_continue(
     state: RunState, run: RunSettings
-) -> Literal["summarize_conversation", "__end__"]:
+) -> Literal["summarize_conversation", "recall", "__end__"]:
     """The tutorial's edge: summarize when the trigger holds and there is something to fold,
-    unless this run tried a fold already; after an overflow, fold and try again."""
+    unless this run tried a fold already; after an overflow, fold and try again. A reply that
+    calls the recall tool goes to ``recall`` first (a round is never folded halfway)."""
+    messages = state["messages"]
+    if messages and recall.wants_tools(messages[-1]):
+        return "recall"
     reason = folding.fold_reason(state, run, compact=False)
     if reason == "overflow":
         return "summarize_conversation"
@@ -263,28 +302,41 @@ def build_graph(
     summary_model: BaseChatModel | None = None,
     settings: Settings | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
+    recall_search: recall.Searcher | None = None,
 ) -> ChatGraph:
     """Build and compile the summarizing chat graph.
 
     ``summary_model`` defaults to ``chat_model``; ``settings`` to defaults read from the
     environment; without a ``checkpointer`` the graph keeps no memory between runs (which is
-    what ``langgraph dev`` wants: it brings its own).
+    what ``langgraph dev`` wants: it brings its own). ``recall_search`` searches a thread's
+    messages for the recall tool (``chatbot.store.search.recaller``); without it the model
+    is never offered the tool.
     """
     settings = settings or Settings()
     for secret in settings.secrets():  # provider errors are logged and streamed: never these
         remember_secret(secret)
-    resolver = RunResolver(settings, chat_model, summary_model or chat_model)
+    resolver = RunResolver(
+        settings, chat_model, summary_model or chat_model, recall=recall_search is not None
+    )
 
     builder = StateGraph(
         RunState, context_schema=Context, input_schema=ChatInput, output_schema=State
     )
     builder.add_node("conversation", _node(conversation, resolver))
     builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
+
+    def run_recall(state: RunState) -> dict[str, Any]:
+        return recalling.recall_messages(state, recall_search)
+
+    builder.add_node("recall", RunnableCallable(run_recall, name="recall", trace=False))
+    builder.add_edge("recall", "conversation")
     builder.add_conditional_edges(
         START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]
     )
     builder.add_conditional_edges(
-        "conversation", _router(should_continue, resolver), ["summarize_conversation", END]
+        "conversation",
+        _router(should_continue, resolver),
+        ["summarize_conversation", "recall", END],
     )
     builder.add_conditional_edges(
         "summarize_conversation",

@@ -6,7 +6,9 @@ deterministic stand-in that needs no network and says plainly that it is not an 
 
 from __future__ import annotations
 
+import hashlib
 import html
+import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -14,10 +16,17 @@ from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 
 from chatbot.config.settings import OFFLINE_MODEL, Settings, SettingsError
+from chatbot.memory import recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter
 from chatbot.parts import readable_text
 
@@ -51,7 +60,31 @@ class OfflineChatModel(BaseChatModel):
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": OFFLINE_MODEL, "role": self.role}
 
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+        """Takes tools as providers do; it calls only ``recall``, by :func:`_recall_call`'s rule."""
+        from langchain_core.utils.function_calling import convert_to_openai_tool
+
+        names = [convert_to_openai_tool(tool)["function"]["name"] for tool in tools]
+        return self.bind(tools=names, **kwargs)
+
+    def _recall_call(self, messages: list[BaseMessage], tools: Any) -> dict[str, Any] | None:
+        """The offline rule for the recall tool: when it is offered and the user's message
+        asks about something said earlier (or says ``recall X``), call it
+        (:func:`chatbot.memory.recall.offline_query`)."""
+        if self.role != "chat" or not tools or recall.TOOL_NAME not in tools or not messages:
+            return None
+        last = messages[-1]
+        if not isinstance(last, HumanMessage):
+            return None
+        query = recall.offline_query(readable_text(last.content))
+        if query is None:
+            return None
+        digest = hashlib.sha1(f"{last.id}:{query}".encode()).hexdigest()[:16]
+        return {"name": recall.TOOL_NAME, "args": {"query": query}, "id": f"call_{digest}"}
+
     def _reply(self, messages: list[BaseMessage]) -> str:
+        if self.role == "chat" and messages and isinstance(messages[-1], ToolMessage):
+            return _recalled_reply(messages[-1])
         if self.role == "summary":
             request = messages[-1].text if messages else ""
             return extractive_summary(request, self.max_summary_tokens)
@@ -65,9 +98,13 @@ class OfflineChatModel(BaseChatModel):
             "so it only echoes. Set OPENAI_API_KEY or OPENAI_BASE_URL for real answers.)"
         )
 
-    def _usage(self, messages: list[BaseMessage], text: str) -> dict[str, int]:
-        # Counted the way chatbot estimates unknown models, as a provider would report it.
-        input_tokens = TokenCounter(ESTIMATE).raw(messages)
+    def _usage(self, messages: list[BaseMessage], text: str, tools: Any = None) -> dict[str, int]:
+        # Counted the way chatbot estimates unknown models, as a provider would report it
+        # (a provider counts the tools it was offered too).
+        counter = TokenCounter(ESTIMATE)
+        input_tokens = counter.raw(messages)
+        if tools and recall.TOOL_NAME in tools:
+            input_tokens += recall.definition_tokens(counter)
         output_tokens = ESTIMATE.count(text)
         return {
             "input_tokens": input_tokens,
@@ -75,23 +112,68 @@ class OfflineChatModel(BaseChatModel):
             "total_tokens": input_tokens + output_tokens,
         }
 
-    def _result(self, messages: list[BaseMessage]) -> ChatResult:
+    def _result(self, messages: list[BaseMessage], tools: Any = None) -> ChatResult:
+        call = self._recall_call(messages, tools)
+        if call is not None:
+            text = ""
+            return ChatResult(
+                generations=[
+                    ChatGeneration(
+                        message=AIMessage(
+                            content="",
+                            tool_calls=[call],
+                            usage_metadata=self._usage(messages, json.dumps(call["args"]), tools),
+                            response_metadata={
+                                "model_name": OFFLINE_MODEL,
+                                "model_provider": OFFLINE_MODEL,
+                                "finish_reason": "tool_calls",
+                            },
+                        )
+                    )
+                ]
+            )
         text = self._reply(messages)
         message = AIMessage(
             content=text,
-            usage_metadata=self._usage(messages, text),
+            usage_metadata=self._usage(messages, text, tools),
             response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
         )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
-    def _chunks(self, messages: list[BaseMessage]) -> Iterator[ChatGenerationChunk]:
+    def _chunks(
+        self, messages: list[BaseMessage], tools: Any = None
+    ) -> Iterator[ChatGenerationChunk]:
+        call = self._recall_call(messages, tools)
+        if call is not None:
+            arguments = json.dumps(call["args"], ensure_ascii=False)
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content="",
+                    tool_call_chunks=[
+                        {"name": call["name"], "args": arguments, "id": call["id"], "index": 0}
+                    ],
+                )
+            )
+            yield ChatGenerationChunk(
+                message=AIMessageChunk(
+                    content="",
+                    usage_metadata=self._usage(messages, arguments, tools),
+                    response_metadata={
+                        "model_name": OFFLINE_MODEL,
+                        "model_provider": OFFLINE_MODEL,
+                        "finish_reason": "tool_calls",
+                    },
+                    chunk_position="last",
+                )
+            )
+            return
         text = self._reply(messages)
         for piece in re.findall(r"\S+\s*|\s+", text):
             yield ChatGenerationChunk(message=AIMessageChunk(content=piece))
         yield ChatGenerationChunk(
             message=AIMessageChunk(
                 content="",
-                usage_metadata=self._usage(messages, text),
+                usage_metadata=self._usage(messages, text, tools),
                 response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
                 chunk_position="last",
             )
@@ -104,7 +186,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._result(messages)
+        return self._result(messages, kwargs.get("tools"))
 
     def _stream(
         self,
@@ -113,7 +195,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages):
+        for chunk in self._chunks(messages, kwargs.get("tools")):
             if run_manager and chunk.text:
                 run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
@@ -127,7 +209,7 @@ class OfflineChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._result(messages)
+        return self._result(messages, kwargs.get("tools"))
 
     async def _astream(
         self,
@@ -136,10 +218,30 @@ class OfflineChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        for chunk in self._chunks(messages):
+        for chunk in self._chunks(messages, kwargs.get("tools")):
             if run_manager and chunk.text:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
+
+
+def _recalled_reply(answer: ToolMessage) -> str:
+    """The offline model's answer after a recall: what came back, quoted."""
+    text = readable_text(answer.content).strip()
+    head, _, rest = text.partition("\n\n")
+    if not rest:
+        return f"I looked back: {head} (This is chatbot's offline model: it only quotes.)"
+    hits = [hit.lstrip("[").partition("\n")[::2] for hit in rest.split("\n\n[")]
+    said = [words for about, words in hits if about.startswith("user")]  # (what the user said,
+    statements = [words for words in said if recall.offline_query(words) is None]  # not asked)
+    words = (statements or said or [hits[0][1]])[0]
+    who = "You said" if said else "The newest"
+    quoted = " ".join(words.split())
+    if len(quoted) > 400:
+        quoted = quoted[:399] + "…"
+    return (
+        f'I looked back: {head.rstrip(":")}. {who}: "{quoted}" '
+        "(This is chatbot's offline model: it quotes what recall found.)"
+    )
 
 
 def extractive_summary(request: str, max_tokens: int = 1000) -> str:

@@ -9,7 +9,7 @@ in a run's context is one clear ``SettingsError``.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -44,6 +44,8 @@ class RunSettings:
     summary_input_tokens: int
     compact: bool = False
     compact_focus: str = ""
+    recall: bool = False
+    """The chat model may be offered the recall tool (once the thread has a summary)."""
 
 
 class ModelCache:
@@ -131,7 +133,15 @@ def resolve_run(
         ),
         compact=context_flag(context, "compact"),
         compact_focus=context_value(context, "compact_focus"),
+        recall=_recall(settings, context),
     )
+
+
+def _recall(settings: Settings, context: Any) -> bool:
+    value = context_value(context, "recall").lower() or settings.recall
+    if value not in ("auto", "off"):
+        raise SettingsError(f"recall={value!r} is not valid: use auto or off")
+    return value == "auto"
 
 
 CONTEXT_FIELDS = (
@@ -144,6 +154,7 @@ CONTEXT_FIELDS = (
     "compact",
     "compact_focus",
     "language",
+    "recall",
 )
 """The fields of a run's context that :func:`resolve_run` reads."""
 
@@ -178,17 +189,28 @@ class RunResolver:
 
     REMEMBERED = 64
 
-    def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        chat: BaseChatModel,
+        summary: BaseChatModel,
+        *,
+        recall: bool = False,
+    ) -> None:
         self.settings = settings
         self.models = ModelCache(settings, chat, summary)
+        self.recall = recall
+        """The graph can search for the recall tool: without that, no run offers it."""
         self._resolved = functools.lru_cache(maxsize=self.REMEMBERED)(self._resolve)
 
     def __call__(self, context: Any, thread_prompt: str = "") -> RunSettings:
         key = _context_key(context)
         if key is None:
-            return resolve_run(self.settings, self.models, context, thread_prompt)
+            run = resolve_run(self.settings, self.models, context, thread_prompt)
+            return run if self.recall or not run.recall else replace(run, recall=False)
         return self._resolved(key, thread_prompt)
 
     def _resolve(self, key: tuple[Any, ...], thread_prompt: str) -> RunSettings:
         context = dict(zip(CONTEXT_FIELDS, key, strict=True))
-        return resolve_run(self.settings, self.models, context, thread_prompt)
+        run = resolve_run(self.settings, self.models, context, thread_prompt)
+        return run if self.recall or not run.recall else replace(run, recall=False)

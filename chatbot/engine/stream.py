@@ -1,4 +1,5 @@
-"""What the graph streams about folding, as small typed records, and their form on the wire.
+"""What the graph streams about folding (and recalling), as small typed records, and their
+form on the wire.
 
 The summarize node writes each record to LangGraph's ``stream_mode="custom"`` as a plain dict
 (:meth:`as_payload`: ``{"event": "summarized", ...}``), which is what a LangGraph server,
@@ -64,7 +65,26 @@ class SummaryFailed:
     reason: str = "trigger"
 
 
-FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed
+@dataclass(frozen=True)
+class Recalling:
+    """The chat model recalled folded messages: ``found`` of them hold ``query``."""
+
+    event: ClassVar[str] = "recalling"
+    query: str
+    found: int
+
+
+@dataclass(frozen=True)
+class RecallOff:
+    """The chat model refused the recall tool: the turn was asked again without it, and
+    recall stays off for this model until the program restarts."""
+
+    event: ClassVar[str] = "recall_off"
+    model: str
+    error: str = ""
+
+
+FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed | Recalling | RecallOff
 
 
 def as_payload(record: FoldEvent) -> dict[str, Any]:
@@ -101,4 +121,11 @@ def from_payload(payload: Any) -> FoldEvent | None:
         return NothingToFold(context=_number(payload.get("context")), reason=reason or "compact")
     if kind == SummaryFailed.event:
         return SummaryFailed(error=str(payload["error"]), reason=reason or "trigger")
+    if kind == Recalling.event:
+        query = str(payload.get("query") or "")
+        return Recalling(query=query, found=_number(payload.get("found")))
+    if kind == RecallOff.event:
+        return RecallOff(
+            model=str(payload.get("model") or ""), error=str(payload.get("error") or "")
+        )
     return None

@@ -13,9 +13,18 @@ from dataclasses import dataclass
 from typing import Literal
 from xml.sax.saxutils import escape
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.messages.utils import get_buffer_string
 
+from chatbot.memory.recall import NOTE as RECALL_NOTE
+from chatbot.memory.recall import TOOL_NAME as RECALL_TOOL
+from chatbot.memory.recall import query_of
 from chatbot.parts import readable_text
 
 Language = Literal["en", "zh"]
@@ -86,19 +95,27 @@ def conversation_input(
     summary: str,
     system_prompt: str = "",
     language: Language = "en",
+    recall: bool = False,
 ) -> list[BaseMessage]:
-    """What the chat model sees: system prompt, then the summary, then the messages."""
-    return [*_head(summary, system_prompt, language), *messages]
+    """What the chat model sees: system prompt, then the summary, then the messages. With
+    ``recall`` (the model is offered the recall tool) the summary's message says that older
+    messages can be read again (:data:`chatbot.memory.recall.NOTE`)."""
+    return [*_head(summary, system_prompt, language, recall and bool(summary)), *messages]
 
 
 @functools.lru_cache(maxsize=8)
-def _head(summary: str, system_prompt: str, language: Language) -> tuple[BaseMessage, ...]:
+def _head(
+    summary: str, system_prompt: str, language: Language, recall: bool = False
+) -> tuple[BaseMessage, ...]:
     # The same two messages are asked for by every router and node of a turn: made once.
     head: list[BaseMessage] = []
     if system_prompt.strip():
         head.append(SystemMessage(content=system_prompt))
     if summary:
-        head.append(summary_context_message(summary, language))
+        message = summary_context_message(summary, language)
+        if recall:
+            message = SystemMessage(content=f"{message.text}\n\n{RECALL_NOTE[language]}")
+        head.append(message)
     return tuple(head)
 
 
@@ -127,6 +144,9 @@ def _element(message: BaseMessage) -> str:
     the content's). A plain user or assistant message is written here: the same text, without
     LangChain's pass over every kind of message and block."""
     content = message.content
+    recalled = _recall_element(message)
+    if recalled is not None:
+        return recalled
     if isinstance(content, str) and (
         isinstance(message, HumanMessage)
         or (
@@ -139,6 +159,22 @@ def _element(message: BaseMessage) -> str:
         return f"<{role}>{escape(content)}</{role}>"
     xml = get_buffer_string([message], human_prefix="user", ai_prefix="assistant", format="xml")
     return _ELEMENT.sub(r"<\1>\2</\1>", xml)
+
+
+def _recall_element(message: BaseMessage) -> str | None:
+    """A recall round, compactly: the call as ``[recall "query"]`` after any text, its answer
+    as the count of messages it returned (their words are the folded messages themselves,
+    which the summary has read already)."""
+    if isinstance(message, AIMessage) and message.tool_calls:
+        if any(call.get("name") != RECALL_TOOL for call in message.tool_calls):
+            return None
+        calls = " ".join(f"[recall {query_of(call)!r}]" for call in message.tool_calls)
+        text = message.text.strip()
+        return f"<assistant>{escape(f'{text} {calls}' if text else calls)}</assistant>"
+    if isinstance(message, ToolMessage) and message.name == RECALL_TOOL:
+        first = message.text.split("\n", 1)[0]
+        return f"<tool>{escape('[recall: ' + first + ']')}</tool>"
+    return None
 
 
 _ELEMENT = re.compile(r'<message type="([\w-]+)">(.*?)</message>', re.DOTALL)

@@ -194,6 +194,13 @@ class Context:
             "description": "Language of the summary prompts: en or zh. Empty: CHATBOT_LANGUAGE."
         },
     )
+    recall: Literal["", "auto", "off"] = field(
+        default="",
+        metadata={
+            "description": "auto: once there is a summary, the model may call the recall tool "
+            "to read folded messages word for word; off: never. Empty: CHATBOT_RECALL."
+        },
+    )
 
 
 ChatGraph = CompiledStateGraph[RunState, Context, ChatInput, State]

@@ -27,6 +27,7 @@ NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
     "__start__": ("__start__",),
     "conversation": ("branch:to:conversation",),
     "summarize_conversation": ("branch:to:summarize_conversation",),
+    "recall": ("branch:to:recall",),
 }
 """The graph's nodes and the channels that trigger them (``graph.nodes[name].triggers``; a
 test checks this against the compiled graph)."""

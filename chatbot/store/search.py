@@ -31,12 +31,14 @@ from __future__ import annotations
 import contextlib
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from chatbot.errors import FriendlyError
+from chatbot.memory.recall import Recalled, Searcher, best_matches
 from chatbot.sanitize import sanitize
 from chatbot.store.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
 from chatbot.store.sqlite import (
@@ -428,3 +430,73 @@ def hits_view(hits: Sequence[Hit]) -> RenderableType:
             body.stylize("bold black on yellow", start + 2, end + 2)
         lines.extend((heading, body))
     return Group(*lines)
+
+
+def recaller(store: SqlStore) -> Searcher:
+    """The recall tool's search (:mod:`chatbot.memory.recall`) over this store: a thread's
+    messages holding every word of the query, newest first, as ``/search`` finds them; when
+    none holds them all, those holding the most of its words
+    (:func:`~chatbot.memory.recall.best_matches`: a model's query is a guess at the words)."""
+
+    def recall(
+        thread_id: str, query: str, limit: int, skip: Collection[str], at: str | None = None
+    ) -> list[Recalled]:
+        try:
+            terms = parse_query(query)
+        except SearchError:
+            return []
+        line = line_of(store, thread_id, at) if at else None
+
+        def wanted_hit(hit: Hit) -> bool:
+            return hit.message_id not in skip and (line is None or hit.checkpoint_id in line)
+
+        wanted = limit + len(skip) + 16
+        hits = [h for h in search(store, query, thread_id=thread_id, limit=wanted) if wanted_hit(h)]
+        if hits or len(terms) < 2:
+            return [_recalled(hit) for hit in hits[:limit]]
+        found: dict[str, tuple[int, Recalled]] = {}
+        for term in terms:
+            for hit in search(store, _fts_phrase(term), thread_id=thread_id, limit=wanted * 4):
+                if not wanted_hit(hit):
+                    continue
+                n, recalled = found.get(hit.message_id, (0, _recalled(hit)))
+                found[hit.message_id] = (n + 1, recalled)
+        return best_matches(list(found.values()), len(terms))[:limit]
+
+    return recall
+
+
+_LINE = """
+WITH RECURSIVE line(id) AS (
+    SELECT checkpoint_id FROM checkpoints
+    WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?
+    UNION
+    SELECT c.parent_checkpoint_id FROM checkpoints AS c JOIN line ON c.checkpoint_id = line.id
+    WHERE c.thread_id = ? AND c.checkpoint_ns = '' AND c.parent_checkpoint_id IS NOT NULL
+)
+SELECT id FROM line
+"""
+
+
+def line_of(
+    store: SqlStore, thread_id: str, checkpoint_id: str, wait: float = 0.5
+) -> set[str] | None:
+    """The ids of ``checkpoint_id`` and its ancestors: its line of history. ``None`` when
+    the checkpoint is not stored (yet: LangGraph writes a run's checkpoints in the
+    background, so it is waited for up to ``wait`` seconds)."""
+    deadline = time.monotonic() + wait
+    while True:
+        rows = store._query(_LINE, (thread_id, checkpoint_id, thread_id))
+        if rows or time.monotonic() >= deadline:
+            return {str(row[0]) for row in rows} or None
+        time.sleep(0.01)
+
+
+def _recalled(hit: Hit) -> Recalled:
+    return Recalled(
+        role=hit.role,
+        text=hit.text,
+        checkpoint_id=hit.checkpoint_id,
+        time=hit.time.isoformat(timespec="minutes") if hit.time else "",
+        message_id=hit.message_id,
+    )

@@ -14,6 +14,7 @@ spinner while the models are still loading, and must not import them at the same
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,7 +31,14 @@ from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 
 if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Rich
-    from chatbot.threads.events import Event, NothingToFold, Summarized, SummaryFailed
+    from chatbot.threads.events import (
+        Event,
+        NothingToFold,
+        Recalling,
+        RecallOff,
+        Summarized,
+        SummaryFailed,
+    )
 
 
 class Tail:
@@ -112,6 +120,8 @@ class ReplyView:
         from chatbot.threads.events import (
             Folding,
             NothingToFold,
+            Recalling,
+            RecallOff,
             Reply,
             Summarized,
             SummaryFailed,
@@ -132,6 +142,9 @@ class ReplyView:
             self._set_status(event.words)
         elif isinstance(event, Folding):
             self._set_status(f"folding {counted(event.messages, 'message')} into the summary…")
+        elif isinstance(event, Recalling | RecallOff):
+            self._print_note(recall_note(event))  # (before the reply it leads to)
+            self._set_status(THINKING)
         elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
             if self.text or self.replied:
                 self.notes.append(note_for(event))  # (after the reply: told after it)
@@ -253,6 +266,19 @@ class WaitSpinner:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+def recall_note(event: Recalling | RecallOff) -> str:
+    """The line shown as the model recalls folded messages, or refuses the tool (Rich markup)."""
+    from chatbot.threads.events import Recalling
+
+    if isinstance(event, Recalling):
+        query = escape(json.dumps(sanitize(event.query), ensure_ascii=False))
+        return f"[dim]recalling {query}… {counted(event.found, 'message')}[/]"
+    return (
+        f"[yellow]recall is off for {escape(sanitize(event.model))}:[/] it refused tools; "
+        "the turn was sent again without them"
+    )
 
 
 def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:

@@ -16,6 +16,8 @@ from chatbot.engine.stream import (
     SUMMARY_TAG,
     Folding,
     NothingToFold,
+    Recalling,
+    RecallOff,
     Summarized,
     SummaryFailed,
     from_payload,
@@ -70,7 +72,18 @@ class Unanswered:
         return "the previous turn in this thread never got a reply; it stays in the conversation"
 
 
-Event = Token | Reply | Folding | Summarized | SummaryFailed | NothingToFold | Waiting | Unanswered
+Event = (
+    Token
+    | Reply
+    | Folding
+    | Summarized
+    | SummaryFailed
+    | NothingToFold
+    | Recalling
+    | RecallOff
+    | Waiting
+    | Unanswered
+)
 
 
 class Kept(NamedTuple):
@@ -89,7 +102,10 @@ def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -
     messages = after.messages
     for at, message in enumerate(messages):
         if message.id == message_id:
-            return Kept(message=True, reply=any(m.type == "ai" for m in messages[at + 1 :]))
+            replied = any(
+                isinstance(m, AIMessage) and not m.tool_calls for m in messages[at + 1 :]
+            )  # (a recall round is not the reply)
+            return Kept(message=True, reply=replied)
     # Not among the messages: never written, or written with its reply and then folded into
     # the summary (only a message that has its reply is ever folded).
     written = started_from is not None and after.checkpoint_id != started_from
@@ -175,6 +191,10 @@ def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
                 yield event
         elif mode == "updates" and isinstance(payload, dict) and "conversation" in payload:
             update = payload.get("conversation") or {}
-            replies = [m for m in update.get("messages", []) if isinstance(m, AIMessage)]
+            replies = [
+                m
+                for m in update.get("messages", [])
+                if isinstance(m, AIMessage) and not m.tool_calls  # (a recall round: no reply)
+            ]
             if replies:
                 yield Reply(replies[-1])

@@ -109,20 +109,23 @@ class ThreadOperations:
         which resolves runs with its own settings (or when the context does not resolve): an
         estimate with the thread's own system prompt and ``tokenizer``."""
         from chatbot.config.sources import SettingsError
-        from chatbot.memory import prompts
+        from chatbot.memory import prompts, recall
         from chatbot.memory.tokens import counter_for
 
         try:
             run = self.run_settings(context, snapshot.system_prompt)
         except SettingsError:
             run = None
+        on = bool(run and run.recall)
         sent = prompts.conversation_input(
             list(snapshot.messages),
             snapshot.summary,
             run.system_prompt if run else snapshot.system_prompt,
             run.language if run else "en",
+            on,
         )
-        return (run.counter if run else counter_for("", tokenizer)).messages(sent)
+        counter = run.counter if run else counter_for("", tokenizer)
+        return counter.messages(sent) + recall.offered_tokens(counter, snapshot.summary, on)
 
     def context_window(
         self,
@@ -135,7 +138,7 @@ class ThreadOperations:
         a ``/compact`` now, or the trigger once passed, folds). On a server: an estimate
         (see :attr:`ContextWindow.estimated`)."""
         from chatbot.config.sources import SettingsError
-        from chatbot.memory import prompts
+        from chatbot.memory import prompts, recall
         from chatbot.memory.tokens import counter_for
 
         messages = list(snapshot.messages) if snapshot else []
@@ -147,18 +150,23 @@ class ThreadOperations:
             run = None
         system_prompt, language = (run.system_prompt, run.language) if run else (own_prompt, "en")
         counter = run.counter if run else counter_for("", tokenizer)
-        sent = prompts.conversation_input(messages, summary, system_prompt, language)
+        on = bool(run and run.recall)  # (the recall tool's note and definition: the summary's)
+        sent = prompts.conversation_input(messages, summary, system_prompt, language, on)
         factor = counter.scale(sent)  # (the provider's usage, as the status line scales it)
 
         def scaled(part: list[Any]) -> int:
             return math.ceil(counter.raw(part) * factor) if part else 0
 
         system = scaled(prompts.conversation_input([], "", system_prompt, language))
-        summary_tokens = scaled(prompts.conversation_input([], summary, "", language))
+        summary_tokens = scaled(prompts.conversation_input([], summary, "", language, on))
+        summary_tokens += recall.offered_tokens(counter, summary, on)
         measured = ContextWindow(
             system=system,
             summary=summary_tokens,
-            messages=counter.messages(sent) - system - summary_tokens,
+            messages=counter.messages(sent)
+            - system
+            - summary_tokens
+            + recall.offered_tokens(counter, summary, on),
             message_count=len(messages),
             counted_with=counter.name,
             estimated=run is None,

@@ -106,7 +106,7 @@ def events_from_parts(parts: Any) -> Iterator[Event]:
             raw = [m for m in data["conversation"].get("messages", []) if m.get("type") == "ai"]
             if raw:
                 message = convert_to_messages([raw[-1]])[0]
-                if isinstance(message, AIMessage):
+                if isinstance(message, AIMessage) and not message.tool_calls:
                     yield Reply(message)
         elif kind == "error":
             detail = data.get("message") if isinstance(data, dict) else data
