@@ -308,6 +308,30 @@ def test_offline_session_with_summary_threads_history_fork_undo_and_multiline_in
     assert len(texts(other, "ai")) == 2
 
 
+C_PASTE = "/* a C comment */\nint main(void){return 0;}\nwhat does this do?"
+
+
+def test_a_paste_or_a_line_starting_with_a_slash_is_a_message_unless_it_names_a_command(
+    spawn: Any, tmp_path: Path
+) -> None:
+    """Code pasted at the prompt is one message, sent as typed; ``//`` sends a line starting
+    with ``/``; a near miss of a command names the command and sends nothing."""
+    term = spawn("chat", "--thread", "slash")
+    term.started("slash")
+    term.chat(f"{PASTE_START}{C_PASTE}{PASTE_END}", "slash")
+    term.chat("/etc/hosts is empty", "slash")
+    shown = term.say("/hisotry", "slash")
+    assert "unknown command /hisotry: did you mean /history?" in " ".join(shown.split())
+    term.child.send("//help me\r")
+    term.expect(re.escape('You said: "/help me"'))
+    term.expect_prompt("slash")
+    assert term.leave() == 0
+    screen = plain(term.transcript.getvalue())
+    assert "Traceback" not in screen and "cursor position requests" not in screen
+    stored = cli_json(tmp_path / "chat.sqlite", "show", "slash")
+    assert texts(stored, "human") == [C_PASTE, "/etc/hosts is empty", "/help me"]
+
+
 # --- the prompt first, the models behind it -------------------------------------------------------
 
 OFFLINE_NOTE = (
