@@ -3,24 +3,29 @@
     uv run python benchmarks/retention.py                       # offline model: a pipeline check
     OPENAI_BASE_URL=http://127.0.0.1:11434/v1 CHATBOT_MODEL=qwen2.5:7b \\
         uv run python benchmarks/retention.py --language zh     # a real model (any OpenAI API)
+    uv run python benchmarks/retention.py --long                # 520 turns, 50 facts, 15 corrected
 
 One script of user turns plants facts (names, numbers, codes), later corrects some of them
 ("the newest value wins"), buries everything under filler turns, then asks each fact back.
-Three arms run the same script with the same chat model:
+Four arms run the same script with the same chat model:
 
 - full context: every message is sent every turn (the ceiling, when it fits the model);
 - last-N: the newest messages that fit the same token budget chatbot works in (the floor);
-- chatbot: the real graph, folding older messages into its running summary.
+- chatbot: the real graph, folding older messages into its running summary (recall off);
+- chatbot + recall: the same on chatbot's own store, the model offered the recall tool once
+  there is a summary (docs/memory.md#recall).
 
 The judge is fixed and exact: an answer is right when it contains the newest value and not
 the outdated one (normalised: case, spaces and punctuation ignored). Next to it, "in context"
 checks whether the newest value was anywhere in what the model was sent for the question, which
-measures the memory pipeline alone. The offline model only echoes, so offline its answers are
-all wrong and only the in-context figures mean anything; the numbers then measure chatbot's
-pipeline, not a model.
+measures the memory pipeline alone, and "reachable" whether it was there or in what recall
+returned. The offline model only echoes (with recall, it quotes the first statement recall
+returns), so offline the figures measure chatbot's pipeline, not a model.
 
 Prints accuracy per arm, retention = (chatbot - floor) / (ceiling - floor), input tokens per
-turn, summary calls and the final summary's size, and writes a JSON report.
+turn (recall's against chatbot's without it), summary calls and the final summary's size, and
+writes a JSON report. ``--long`` runs a longer script (50 generated facts, 15 of them corrected,
+7 filler turns after each: 520 turns), to measure a real endpoint as LongMemEval measures memory.
 """
 
 from __future__ import annotations
@@ -163,6 +168,40 @@ FILLER: dict[str, list[str]] = {
     ],
 }
 
+
+def long_facts(language: str, count: int = 50, corrected: int = 15) -> list[Fact]:
+    """``count`` generated facts (an access code for each of ``count`` places), the first
+    ``corrected`` of them changed later: the long script (``--long``), for a real endpoint."""
+    sides = ["north", "south", "east", "west", "central"]
+    rooms = ["warehouse", "studio", "office", "lab", "garage", "meeting room", "library",
+             "workshop", "archive", "server room"]  # fmt: skip
+    sides_zh = ["北", "南", "东", "西", "中"]
+    rooms_zh = ["仓库", "工作室", "办公室", "实验室", "车库", "会议室", "图书室", "车间", "档案室",
+                "机房"]  # fmt: skip
+    facts: list[Fact] = []
+    for n in range(count):
+        side, room = n % len(sides), (n // len(sides)) % len(rooms)
+        code, new = f"{(n * 7919 + 1031) % 9000 + 1000}", f"{(n * 4099 + 2203) % 9000 + 1000}"
+        fix = n < corrected
+        if language == "zh":
+            place = sides_zh[side] + rooms_zh[room]
+            facts.append(
+                Fact(f"code{n}", f"{place}的门禁密码是{code}。", new if fix else code,
+                     f"{place}的门禁密码现在是多少？",
+                     f"更新：{place}的门禁密码现在改成了{new}。" if fix else "",
+                     code if fix else "")
+            )  # fmt: skip
+        else:
+            place = f"{sides[side]} {rooms[room]}"
+            facts.append(
+                Fact(f"code{n}", f"The access code for the {place} is {code}.",
+                     new if fix else code, f"What is the access code for the {place} now?",
+                     f"Update: the access code for the {place} is now {new}." if fix else "",
+                     code if fix else "")
+            )  # fmt: skip
+    return facts
+
+
 ANSWER_HINT = {
     "en": " Answer with just the value.",
     "zh": "只回答具体的值。",
@@ -175,9 +214,10 @@ class Turn:
     question: Fact | None = None
 
 
-def script(language: str, filler_per_fact: int) -> tuple[list[str], list[Fact]]:
+def script(language: str, filler_per_fact: int, long: bool = False) -> tuple[list[str], list[Fact]]:
     """The conversation (facts, then corrections, each followed by filler) and the facts."""
-    facts, filler = FACTS[language], FILLER[language]
+    facts = long_facts(language) if long else FACTS[language]
+    filler = FILLER[language]
     turns: list[str] = []
     plants = [f.statement for f in facts] + [f.correction for f in facts if f.correction]
     for index, plant in enumerate(plants):
@@ -454,7 +494,7 @@ def retention(ceiling: float, floor: float, summary: float) -> float | None:
     return round((summary - floor) / (ceiling - floor), 3)
 
 
-def run(settings: Settings, filler: int) -> dict[str, Any]:
+def run(settings: Settings, filler: int, long: bool = False) -> dict[str, Any]:
     models = resolve_models(settings)
     counter = counter_for_model(models.chat, settings)
     limit = max_input_tokens(models.chat) or settings.max_input_tokens
@@ -463,7 +503,7 @@ def run(settings: Settings, filler: int) -> dict[str, Any]:
     if not budgets:
         raise PolicyError("the benchmark needs a token trigger: --trigger tokens:N or fraction:F")
     budget = min(budgets)
-    turns, facts = script(settings.language, filler)
+    turns, facts = script(settings.language, filler, long)
     offline = models.chat_name == "offline"
     arms = [
         run_plain("full context", models.chat, counter, turns, facts, settings, None),
@@ -515,8 +555,8 @@ def _fmt(value: float | None) -> str:
 
 def print_report(report: dict[str, Any]) -> None:
     kind = (
-        "offline model: it only echoes, so answers cannot be right; in context measures "
-        "the pipeline, not a model"
+        "offline model: it echoes, or quotes what it recalled; the figures measure the "
+        "pipeline, not a model"
         if report["offline"]
         else f"model {report['model']} (summaries by {report['summary_model']})"
     )
@@ -571,6 +611,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--filler", type=int, default=3, help="filler turns after each fact")
     parser.add_argument(
+        "--long",
+        action="store_true",
+        help="the long script: 50 facts, 15 corrected, 7 filler turns each (520 turns)",
+    )
+    parser.add_argument(
         "--trigger",
         default="tokens:2000",
         help="chatbot's trigger; its token budget is also last-N's (tokens:N)",
@@ -588,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides["language"] = args.language
     try:
         settings = load_settings(os.environ.get("CHATBOT_ENV_FILE", ".env"), **overrides)
-        report = run(settings, args.filler)
+        report = run(settings, 7 if args.long and args.filler == 3 else args.filler, args.long)
     except (SettingsError, PolicyError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

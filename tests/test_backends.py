@@ -23,6 +23,7 @@ from chatbot.memory.tokens import TokenCounter
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import Backend, BackendError, LocalBackend
 from chatbot.threads.events import Event, NothingToFold, Reply, Summarized, Token, TurnStream
+from chatbot.store.search import recaller
 from chatbot.threads.remote import RemoteBackend
 from tests.helpers import DevServer, offline_echo
 
@@ -47,7 +48,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     )
     models = resolve_models(settings)
     with Store(settings.db) as store:
-        yield LocalBackend(build_graph(models.chat, models.summary, settings, store.saver), store)
+        graph = build_graph(models.chat, models.summary, settings, store.saver, recaller(store))
+        yield LocalBackend(graph, store)
 
 
 @pytest.fixture

@@ -369,3 +369,26 @@ def test_a_round_cut_short_before_its_answer_never_reaches_the_provider_half_mad
     assert calls <= set(answers), "every call sent has its answer"
     assert any("stopped" in text for text in answers.values())
     assert FACT in state["messages"][-1].text
+
+
+def test_the_tools_tokens_count_once_there_is_a_summary(tmp_path: Path) -> None:
+    """What the next call would send, as the status line, /tokens, /context and the triggers
+    count it: with recall on, the tool's definition and note once there is a summary."""
+    from chatbot.threads.backend import LocalBackend
+
+    with open_store(str(tmp_path / "t.sqlite")) as store:
+        graph = chat_with(store, ScriptedChatModel())
+        backend = LocalBackend(graph, store)
+        off = {"recall": "off"}
+        list(backend.send("t1", FACT))
+        early = backend.current("t1")
+        assert early is not None and not early.summary
+        assert backend.context_tokens(early) == backend.context_tokens(early, off)
+        for n in range(4):
+            list(backend.send("t1", f"small talk {n}"))
+        later = backend.current("t1")
+        assert later is not None and later.summary
+        extra = backend.context_tokens(later) - backend.context_tokens(later, off)
+        assert 40 <= extra <= 80, extra
+        window = backend.context_window(later)
+        assert window.summary - backend.context_window(later, off).summary == extra

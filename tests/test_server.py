@@ -47,7 +47,7 @@ def test_server_reports_the_port_it_bound_and_serves_the_graph(
     schema = client.assistants.get_schemas(assistant["assistant_id"])["context_schema"]
     for field in ("chat_model", "summary_model", "summary_trigger", "summary_keep"):
         assert schema["properties"][field]["description"], f"{field} is described for Studio"
-    assert {"system_prompt", "language"} <= set(schema["properties"])
+    assert {"system_prompt", "language", "recall"} <= set(schema["properties"])
 
 
 @pytest.mark.slow

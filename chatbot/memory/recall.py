@@ -179,7 +179,8 @@ _QUESTION_EN = re.compile(
 _ASKED = re.compile(r"[^?？]*[?？]")
 _EARLIER_ZH = re.compile(r"之前|刚才|早先|先前|以前|说过|提到|提过|记得|告诉过")
 _STOP_WORDS_EN = (
-    "a about again all am an and any are as at be before in did do does earlier exactly for "
+    "a about again all am an and any are as at be before currently in now still did do "
+    "does earlier exactly for "
     "from gave give had has have how i i'd i'm is it it's last me mention mentioned my of "
     "on or our please previously remember remind said say so tell that the then there "
     "this time to told us was we were what when where which who why you your"
@@ -187,7 +188,7 @@ _STOP_WORDS_EN = (
 _STOP_EN = frozenset(_STOP_WORDS_EN.split())
 _STOP_ZH = re.compile(
     r"之前|刚才|早先|先前|以前|说过|提到过|提到|提过|记得|告诉过你|告诉过|告诉|说|你还|还|我们|我的|你|"
-    r"的|了|吗|呢|是什么|是多少|是哪|什么|哪个|哪里|多少|请|一下|[？?。，,！!：:]"
+    r"的|了|吗|呢|是什么|是多少|是哪|什么|哪个|哪里|多少|请|一下|现在|目前|[？?。，,！!：:]"
 )
 _QUESTION_ZH = re.compile(r"[?？]|什么|多少|哪|几|吗")
 _ABOUT_ME_ZH = re.compile(r"我|现在")

@@ -454,14 +454,17 @@ def recaller(store: SqlStore) -> Searcher:
         hits = [h for h in search(store, query, thread_id=thread_id, limit=wanted) if wanted_hit(h)]
         if hits or len(terms) < 2:
             return [_recalled(hit) for hit in hits[:limit]]
-        found: dict[str, tuple[int, Recalled]] = {}
-        for term in terms:
+        candidates: dict[str, Recalled] = {}  # (any term's newest messages, then each scored
+        for term in terms:  # on every term: a common word's list alone stops short)
             for hit in search(store, _fts_phrase(term), thread_id=thread_id, limit=wanted * 4):
-                if not wanted_hit(hit):
-                    continue
-                n, recalled = found.get(hit.message_id, (0, _recalled(hit)))
-                found[hit.message_id] = (n + 1, recalled)
-        return best_matches(list(found.values()), len(terms))[:limit]
+                if wanted_hit(hit):
+                    candidates.setdefault(hit.message_id, _recalled(hit))
+        folded = [term.casefold() for term in terms]
+        scored = [
+            (sum(term in hit.text.casefold() for term in folded), hit)
+            for hit in candidates.values()
+        ]
+        return best_matches(scored, len(terms))[:limit]
 
     return recall
 
