@@ -20,10 +20,10 @@ from chatbot.engine.graph import build_graph
 from chatbot.engine.models import resolve_models
 from chatbot.history.timeline import last_turn, lineage, summary_savings, turn_entries
 from chatbot.memory.tokens import TokenCounter
+from chatbot.store.search import recaller
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import Backend, BackendError, LocalBackend
 from chatbot.threads.events import Event, NothingToFold, Reply, Summarized, Token, TurnStream
-from chatbot.store.search import recaller
 from chatbot.threads.remote import RemoteBackend
 from tests.helpers import DevServer, offline_echo
 
