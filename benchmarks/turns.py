@@ -1,7 +1,7 @@
 """Benchmark: what a turn costs, in CPU and tokens, against LangGraph's summarization tutorial.
 
     uv run --group dev python benchmarks/turns.py [--turns 1000] [--windows 291-300,991-1000]
-        [--runs 1] [--dir DIR] [--json PATH] [--profile ARM] [--full-sync]
+        [--runs 1] [--dir DIR] [--json PATH] [--profile ARM] [--full-sync] [--recall off]
 
 Four threads advance side by side, one turn each in turn (interleaved, the order rotating every
 turn, so the machine's drift falls on all alike), each on its own new SQLite file:
@@ -35,6 +35,11 @@ reading its user messages from there. User messages are 3-120 words of common En
 seeded: both sides of a comparison send the same ones, the graph path's and the CLI path's
 differ (chatbot counts tokens with a cache by text: its CLI arm must not find the counts its
 graph arm paid for).
+
+chatbot runs as shipped, recall on (``--recall off``: without it): once there is a summary, each
+chat call offers the recall tool, whose definition and note the offline model reports as input
+tokens, as a provider counts them; the offline model calls it for a question about something
+said earlier (a few of these random messages read as one), a chat call more.
 
 CPU time is ``time.process_time`` around each turn (every thread of the process: LangGraph
 writes checkpoints on its own), a turn's mean over each window of turns (median over
@@ -249,12 +254,17 @@ class Arm:
     """Seconds of CPU of each turn."""
 
 
+RECALL = "auto"
+"""chatbot's ``CHATBOT_RECALL`` in the run (``--recall``): ``auto`` as shipped."""
+
+
 def settings_for_chatbot() -> Settings:
     return Settings(
         _env_file=None,
         model="offline",
         summary_trigger=f"messages:{TRIGGER}",
         summary_keep=f"messages:{KEEP}",
+        recall=RECALL,
     )
 
 
@@ -434,13 +444,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=ARMS, default=None, help="cProfile one arm")
     parser.add_argument("--profile-out", type=Path, default=None, help="also save its pstats")
     parser.add_argument(
+        "--recall",
+        choices=("auto", "off"),
+        default="auto",
+        help="chatbot's recall tool (auto, as shipped: offered once there is a summary)",
+    )
+    parser.add_argument(
         "--full-sync",
         action="store_true",
         help="chatbot's SQLite waits for the disk at every commit too (synchronous=FULL)",
     )
     args = parser.parse_args(argv)
-    global PROFILE_OUT
+    global PROFILE_OUT, RECALL
     PROFILE_OUT = args.profile_out
+    RECALL = args.recall
     windows = windows_of(args.windows, args.turns)
     for name in list(os.environ):  # offline, default settings
         if name.upper().startswith(LEAKY_PREFIXES):
@@ -453,7 +470,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"{args.turns} turns × 4 arms, interleaved; trigger messages:{TRIGGER}, keep "
-        f"messages:{KEEP} (the tutorial's), offline model; {args.runs} run(s); SQLite waits "
+        f"messages:{KEEP} (the tutorial's), offline model; recall {args.recall}; "
+        f"{args.runs} run(s); SQLite waits "
         f"for the disk at {'every commit' if args.full_sync else 'WAL checkpoints only'} for "
         "chatbot (synchronous=" + ("FULL" if args.full_sync else "NORMAL") + "), at every "
         "commit for the tutorial (FULL, a plain connection's default)"

@@ -146,7 +146,11 @@ def completion(message: dict[str, Any], finish: str = "stop") -> Callable[[dict[
                         "finish_reason": finish,
                     }
                 ],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11},
+                "usage": {
+                    "prompt_tokens": prompt_tokens(body),
+                    "completion_tokens": 1,
+                    "total_tokens": prompt_tokens(body) + 1,
+                },
             }
             return Reply(raw=json.dumps(document).encode(), content_type="application/json")
         delta = dict(message)

@@ -15,7 +15,7 @@ import pytest
 
 from chatbot.config.settings import load_settings
 from chatbot.engine.models import extractive_summary
-from tests.fake_openai import FakeOpenAI, content_text, prompt_tokens
+from tests.fake_openai import FakeOpenAI, Reply, completion, content_text, prompt_tokens
 from tests.helpers import ROOT
 
 SCRIPT = ROOT / "benchmarks" / "retention.py"
@@ -62,7 +62,7 @@ def test_the_script_plants_every_fact_and_correction_before_the_questions(
 def test_offline_smoke_run_as_the_readme_says(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--filler", "2", "--report", str(report_path)],
+        [sys.executable, str(SCRIPT), "--report", str(report_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -71,10 +71,16 @@ def test_offline_smoke_run_as_the_readme_says(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "pipeline, not a model" in done.stdout
     report = json.loads(report_path.read_text())
-    ceiling, floor, ours = report["arms"]
-    assert [a["arm"] for a in report["arms"]] == ["full context", "last-N", "chatbot"]
+    ceiling, floor, ours, recalled = report["arms"]
+    names = [a["arm"] for a in report["arms"]]
+    assert names == ["full context", "last-N", "chatbot", "chatbot + recall"]
     assert report["offline"] and report["facts"] == 10 and report["corrected_facts"] == 3
-    assert all(a["correct"] == 0 for a in report["arms"]), "the offline model only echoes"
+    assert all(a["correct"] == 0 for a in report["arms"][:3]), "the offline model only echoes"
+    # With recall, every fact is within reach, for at most 10 % more input tokens a turn.
+    assert recalled["reachable"] == 1.0 > ours["reachable"] == ours["in_context"]
+    assert recalled["correct"] >= 1, "the offline model quotes what it recalled"
+    assert report["recall_tokens_per_turn_ratio"] <= 1.10
+    assert f"{report['recall_tokens_per_turn_ratio']:.2f}× chatbot's without it" in done.stdout
     assert report["retention_accuracy"] is None
     assert ceiling["in_context"] == 1.0
     assert floor["input_tokens_per_turn_max"] <= report["last_n_budget_tokens"]
@@ -108,20 +114,37 @@ def test_a_bad_trigger_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_against_an_openai_compatible_server(
     bench: ModuleType, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A model that answers exactly when the value is in its context: accuracy must then
-    equal the in-context figure in every arm, and token figures come from the server's usage."""
+    """A model that answers exactly when the value is in its context, and, offered the
+    recall tool, recalls the fact's key words when it is not: accuracy must then equal the
+    in-context figure in every arm without recall, and the reachable one with it; token
+    figures come from the server's usage."""
     questions = {f.question: f for f in bench.FACTS["en"]}
 
-    def reader(body: dict[str, Any]) -> str:
+    def reader(body: dict[str, Any]) -> str | Reply:
         messages = body["messages"]
-        last = content_text(messages[-1]["content"])
+        last = content_text(messages[-1]["content"] or "")
         if "<conversation>" in last:
-            return extractive_summary(last, 1000)
-        fact = next((f for q, f in questions.items() if q in last), None)
+            return extractive_summary(last, 200)  # (a summary that loses the oldest facts)
+        asked = next(
+            (content_text(m["content"]) for m in reversed(messages) if m["role"] == "user"), ""
+        )
+        fact = next((f for q, f in questions.items() if q in asked), None)
         if fact is None:
             return "Noted, here is a short answer to that."
-        context = " ".join(content_text(m["content"]) for m in messages[:-1])
-        return fact.value if bench.normalise(fact.value) in bench.normalise(context) else "?"
+        context = " ".join(content_text(m["content"] or "") for m in messages[:-1])
+        if messages[-1]["role"] == "tool":
+            context += " " + last
+        if bench.normalise(fact.value) in bench.normalise(context):
+            return fact.value
+        if "tools" in body and messages[-1]["role"] == "user":
+            words = " ".join(w for w in fact.statement.split()[-3:])
+            call = {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "recall", "arguments": json.dumps({"query": words})},
+            }
+            return completion({"content": None, "tool_calls": [call]}, finish="tool_calls")(body)
+        return "?"
 
     openai_server.responder = reader
     monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
@@ -131,10 +154,11 @@ def test_against_an_openai_compatible_server(
     report = bench.run(settings, 2)
 
     assert not report["offline"] and report["tokenizer"] == "o200k_base"
-    ceiling, floor, ours = report["arms"]
+    ceiling, floor, ours, recalled = report["arms"]
     assert ceiling["accuracy"] == 1.0
-    for arm in report["arms"]:
+    for arm in report["arms"][:3]:
         assert arm["accuracy"] == arm["in_context"], arm["arm"]
+    assert recalled["accuracy"] == recalled["reachable"] > ours["accuracy"]
     assert floor["accuracy"] < ours["accuracy"]
     assert report["retention_accuracy"] == report["retention_in_context"]
     assert ours["summary_calls"] >= 1
