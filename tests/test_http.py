@@ -6,6 +6,7 @@ Nothing in the project is mocked; the only fake is the server at the edge
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,40 @@ def test_make_model_stream_returns_the_scripted_text_in_pieces_with_usage(
     assert request.body["stream"] is True
     assert request.body["stream_options"] == {"include_usage": True}
     assert request.body["model"] == CHAT_MODEL
+
+
+def test_the_models_of_a_turn_load_the_certificates_once(
+    openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each model makes a blocking and an awaited HTTP client: all of them share one TLS
+    context, so the certificates (SSL_CERT_FILE here, as tests/conftest.py sets it) are loaded
+    once a process, not once a client; and the clients still answer."""
+    import asyncio
+    import ssl
+
+    import langchain_openai  # noqa: F401  (its import makes a TLS context of its own, once)
+
+    from chatbot.engine.clients import tls_context
+
+    loads: list[str] = []
+    real = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        loads.append(str(kwargs.get("cafile") or kwargs.get("capath") or ""))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    tls_context.cache_clear()
+    settings = http_settings(openai_server, summary_model="fake-summary-model")
+    openai_server.script("a reply", "another", "a summary")
+
+    chat = make_model(settings.model, settings, role="chat")
+    summary = make_model(settings.summary_model_name, settings, role="summary")
+    assert chat.invoke("hi").text == "a reply"
+    assert asyncio.run(chat.ainvoke("again")).text == "another"
+    assert summary.invoke("sum up").text == "a summary"
+
+    assert loads == [str(Path(os.environ["SSL_CERT_FILE"]))]
 
 
 def test_summary_model_is_called_at_temperature_zero(openai_server: FakeOpenAI) -> None:

@@ -7,11 +7,18 @@ resolve are not a busy server, and asking again does not help: these clients rai
 :class:`ServerUnreachable`, an ``openai.APIConnectionError``, which the ``openai`` client passes
 on at once; its line names the address (without its password). Every other failure keeps the
 client's retries.
+
+Every client of a process shares one TLS context (:func:`tls_context`): the HTTP library made one
+per client, loading the system's certificates each time (30-40 ms of CPU), and the models of a
+turn make four clients (a blocking and an awaited one for the chat model and for the summary
+model).
 """
 
 from __future__ import annotations
 
+import functools
 import socket
+import ssl
 from typing import Any
 
 import openai
@@ -98,11 +105,22 @@ class _AsyncFailFastClient(openai.DefaultAsyncHttpxClient):
             raise ServerUnreachable(line, request) from error
 
 
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every model client of this process uses: the one ``openai``'s HTTP
+    library (``httpx2``) would make for each client (the certificates ``SSL_CERT_FILE`` or
+    ``SSL_CERT_DIR`` name, else the system's), made once. An ``ssl.SSLContext`` is made to be
+    shared by connections and threads."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
+
 def http_client(base_url: str | None) -> Any:
     """An HTTP client for the ``openai`` client of the server at ``base_url`` (None: OpenAI's)."""
-    return _FailFastClient(without_password(endpoint_of(base_url)))
+    return _FailFastClient(without_password(endpoint_of(base_url)), verify=tls_context())
 
 
 def async_http_client(base_url: str | None) -> Any:
     """:func:`http_client` for awaited calls."""
-    return _AsyncFailFastClient(without_password(endpoint_of(base_url)))
+    return _AsyncFailFastClient(without_password(endpoint_of(base_url)), verify=tls_context())
