@@ -1,7 +1,7 @@
 """Benchmark: what a turn costs, in CPU and tokens, against LangGraph's summarization tutorial.
 
     uv run --group dev python benchmarks/turns.py [--turns 1000] [--windows 291-300,991-1000]
-        [--runs 1] [--dir DIR] [--json PATH] [--profile ARM] [--full-sync] [--recall off]
+        [--runs 1] [--dir DIR] [--json PATH] [--profile ARM] [--full-sync] [--recall auto]
 
 Four threads advance side by side, one turn each in turn (interleaved, the order rotating every
 turn, so the machine's drift falls on all alike), each on its own new SQLite file:
@@ -36,10 +36,11 @@ seeded: both sides of a comparison send the same ones, the graph path's and the 
 differ (chatbot counts tokens with a cache by text: its CLI arm must not find the counts its
 graph arm paid for).
 
-chatbot runs as shipped, recall on (``--recall off``: without it): once there is a summary, each
-chat call offers the recall tool, whose definition and note the offline model reports as input
-tokens, as a provider counts them; the offline model calls it for a question about something
-said earlier (a few of these random messages read as one), a chat call more.
+chatbot runs with recall off by default, the tutorial's shape (it has no tools): ``--recall
+auto`` runs it as shipped, where once there is a summary each chat call offers the recall tool,
+whose definition and note the offline model reports as input tokens, as a provider counts them,
+and the offline model calls it for a question about something said earlier (a few of these
+random messages read as one), a chat call more. docs/benchmarks.md quotes both.
 
 CPU time is ``time.process_time`` around each turn (every thread of the process: LangGraph
 writes checkpoints on its own), a turn's mean over each window of turns (median over
@@ -254,8 +255,8 @@ class Arm:
     """Seconds of CPU of each turn."""
 
 
-RECALL = "auto"
-"""chatbot's ``CHATBOT_RECALL`` in the run (``--recall``): ``auto`` as shipped."""
+RECALL = "off"
+"""chatbot's ``CHATBOT_RECALL`` in the run (``--recall``): ``off``, the tutorial's shape."""
 
 
 def settings_for_chatbot() -> Settings:
@@ -446,8 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recall",
         choices=("auto", "off"),
-        default="auto",
-        help="chatbot's recall tool (auto, as shipped: offered once there is a summary)",
+        default="off",
+        help="chatbot's recall tool: off (the tutorial's shape, the default) or auto (as "
+        "shipped: offered once there is a summary)",
     )
     parser.add_argument(
         "--full-sync",
