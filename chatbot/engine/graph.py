@@ -52,6 +52,7 @@ from chatbot.errors import (
 )
 from chatbot.logs import logger
 from chatbot.memory import finish, pricing, prompts, recall
+from chatbot.memory.recall_search import Searcher
 from chatbot.memory.state import ChatGraph, ChatInput, Context, RunState, State
 from chatbot.memory.tokens import USAGE_KEY, model_name
 
@@ -302,7 +303,7 @@ def build_graph(
     summary_model: BaseChatModel | None = None,
     settings: Settings | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
-    recall_search: recall.Searcher | None = None,
+    recall_search: Searcher | None = None,
 ) -> ChatGraph:
     """Build and compile the summarizing chat graph.
 

@@ -20,7 +20,7 @@ from chatbot.engine import stream
 from chatbot.engine.runsettings import RunSettings
 from chatbot.errors import describe_error
 from chatbot.logs import logger
-from chatbot.memory import recall
+from chatbot.memory import recall, recall_search
 from chatbot.memory.state import RunState
 from chatbot.memory.tokens import model_name
 from chatbot.parts import readable_text
@@ -91,7 +91,7 @@ def answered(sent: list[BaseMessage]) -> list[BaseMessage]:
     return fixed
 
 
-def recall_messages(state: RunState, searcher: recall.Searcher | None) -> dict[str, Any]:
+def recall_messages(state: RunState, searcher: recall_search.Searcher | None) -> dict[str, Any]:
     """Run the recall calls of the latest reply: one ToolMessage each, with the folded
     messages found (never one still in the window, never a tool's answer)."""
     messages = state["messages"]
@@ -134,7 +134,7 @@ _TERM = re.compile(r'"([^"]*)"?|(\S+)')
 
 def history_search(
     thread_id: str, query: str, limit: int, skip: Collection[str], at: str | None = None
-) -> list[recall.Recalled]:
+) -> list[recall_search.Recalled]:
     """A searcher for a graph without chatbot's store (a LangGraph server, Studio): the
     messages of this thread's checkpoints, read through the run's own checkpointer, holding
     every word of the query (else at least half of them), newest first. Reads the whole
@@ -147,7 +147,7 @@ def history_search(
     terms = [term for term in terms if term.strip()]
     if not terms:
         return []
-    first_seen: dict[str, recall.Recalled] = {}
+    first_seen: dict[str, recall_search.Recalled] = {}
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     if at:  # (a run's checkpoints are written in the background, in order: once this
         # run's is there, so is its whole line)
@@ -176,11 +176,11 @@ def history_search(
             text = readable_text(getattr(message, "content", ""))
             if message.id and text.strip() and str(message.id) not in skip:
                 role = _ROLES.get(str(message.type), str(message.type))
-                first_seen[str(message.id)] = recall.Recalled(
+                first_seen[str(message.id)] = recall_search.Recalled(
                     role, text, checkpoint_id, when, str(message.id)
                 )
     scored = []
     for hit in first_seen.values():
         folded = hit.text.casefold()
         scored.append((sum(term in folded for term in terms), hit))
-    return recall.best_matches(scored, len(terms))[:limit]
+    return recall_search.best_matches(scored, len(terms))[:limit]

@@ -6,17 +6,18 @@ summary, the chat model is offered one tool, ``recall(query)``, which searches t
 folded messages (the search's own rules: every word must appear, phrases in double quotes) and
 returns the best few verbatim. Pure: what the tool is, what its answer says, and which rounds
 a turn may still make. The graph runs it (``chatbot.engine.graph``); the store searches
-(``chatbot.store.search.recaller``).
+(``chatbot.store.search.recaller``); what a search finds is :mod:`chatbot.memory.recall_search`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from chatbot.memory.recall_search import Recalled
 
 TOOL_NAME = "recall"
 MAX_HITS = 4
@@ -45,25 +46,6 @@ NOTE = {
     "zh": "（recall 工具可读取被摘要的原话。）",
 }
 """What the summary's system message adds when recall is offered."""
-
-
-@dataclass(frozen=True)
-class Recalled:
-    """One folded message found: its role, its text, the checkpoint that first held it, and
-    when (ISO 8601, or '')."""
-
-    role: str
-    text: str
-    checkpoint_id: str
-    time: str = ""
-    message_id: str = ""
-
-
-Searcher = Callable[[str, str, int, Collection[str], str | None], Sequence[Recalled]]
-"""``(thread_id, query, limit, skip, at)``: that thread's messages holding the query, newest
-first, but for the ids in ``skip`` (the messages still in the window); with ``at`` (a
-checkpoint id), only those of its line of history (not of an undone turn, a replaced reply
-or another fork)."""
 
 
 def offered_tokens(counter: Any, summary: str, on: bool) -> int:
@@ -229,21 +211,3 @@ def _zh_terms(chunks: list[str]) -> list[str]:
         else:
             terms.extend(chunk[i : i + 2] for i in range(len(chunk) - 1))
     return list(dict.fromkeys(terms))[:12]
-
-
-def best_matches(scored: Sequence[tuple[int, Recalled]], terms: int) -> list[Recalled]:
-    """The hits a query with ``terms`` words finds, newest first: those holding every word;
-    else those holding at least half of them; else the ones holding the most (a model's
-    query is a guess at the words used)."""
-    if not scored:
-        return []
-    top = max(n for n, _ in scored)
-    if top < 1:
-        return []
-    enough = terms if top >= terms else min(top, (terms + 1) // 2)
-    found = [hit for n, hit in scored if n >= enough]
-    found.sort(key=lambda hit: (hit.checkpoint_id, hit.message_id), reverse=True)
-    if enough < terms:  # (a partial match: the more words a message holds, the earlier)
-        counts = {id(hit): n for n, hit in scored}
-        found.sort(key=lambda hit: counts[id(hit)], reverse=True)
-    return found

@@ -38,7 +38,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from chatbot.errors import FriendlyError
-from chatbot.memory.recall import Recalled, Searcher, best_matches
+from chatbot.memory.recall_search import Recalled, Searcher, best_matches
 from chatbot.sanitize import sanitize
 from chatbot.store.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
 from chatbot.store.sqlite import (
@@ -436,7 +436,8 @@ def recaller(store: SqlStore) -> Searcher:
     """The recall tool's search (:mod:`chatbot.memory.recall`) over this store: a thread's
     messages holding every word of the query, newest first, as ``/search`` finds them; when
     none holds them all, those holding the most of its words
-    (:func:`~chatbot.memory.recall.best_matches`: a model's query is a guess at the words)."""
+    (:func:`~chatbot.memory.recall_search.best_matches`: a model's query is a guess at the
+    words)."""
 
     def recall(
         thread_id: str, query: str, limit: int, skip: Collection[str], at: str | None = None
