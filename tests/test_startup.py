@@ -70,8 +70,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     )
     assert listed.returncode == 0, listed.stderr
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
-    # search reads the index alone: no LangChain (a recall type it shares with the graph once
-    # brought langchain_core in, 0.3 s of every search), no LangGraph, no Typer
+    # search reads the index alone: no LangChain, no LangGraph, no Typer
     found = _run(
         "langgraph,langchain_core,pydantic,pydantic_settings,typer",
         "search",
