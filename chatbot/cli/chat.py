@@ -67,6 +67,7 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
     # Start-up allocates much and frees little: collecting garbage meanwhile only costs time
     # (a tenth of the time to the prompt). Collecting resumes once loading has ended.
     gc.disable()
+    from chatbot.cli.main import started
     from chatbot.terminal.repl import Repl, ScriptedReader
     from chatbot.threads.loading import Loaded, LoadingBackend, Opened
 
@@ -80,7 +81,7 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
 
             return Opened(state.backend(), settings)
         except BaseException:
-            gc.enable()
+            started()
             raise
 
     def load_models(opened: Opened) -> Loaded:
@@ -89,7 +90,7 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
             opened.backend.run_settings(None)  # builds the graph; its resolver makes the tokenizer
             return Loaded(models.chat_name, models.notice)
         finally:
-            gc.enable()
+            started()
 
     location = store.path if store else str(Path(state.places.db).expanduser())
     loading = LoadingBackend(location, store, open_backend, load_models)
@@ -214,10 +215,10 @@ def run_chat(state: AppState, thread: str | None, new: bool) -> int:
     if terminal and loads_behind_the_prompt(state):
         repl = repl_loading_behind_the_prompt(state, thread, new)
     else:
-        import gc
+        from chatbot.cli.main import started
 
-        gc.enable()
         repl = repl_loaded(state, thread, new)
+        started()
         if terminal:
             repl.reader = terminal_reader(repl)
     code = repl.run()

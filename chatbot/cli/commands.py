@@ -88,9 +88,9 @@ def main_options(
 ) -> None:
     """Chat with an LLM in the terminal; threads live in SQLite."""
     if ctx.invoked_subcommand not in (None, "chat"):
-        import gc
+        from chatbot.cli.main import started
 
-        gc.enable()  # (main turned it off for the REPL's start)
+        started()  # (main turned collecting off for the REPL's start)
     ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model, url=url)
     from chatbot.cli.core import leading_note
 

@@ -199,6 +199,23 @@ def main() -> None:
     finally:
         _ignore_ctrl_c()
         _forget_caught_interruption()
+        import gc
+
+        # Leaving: nothing needs collecting now, and the interpreter's last collection would
+        # walk every object the imports made (a fifth of `ask`'s CPU, a quarter of `threads`'s).
+        gc.freeze()
+
+
+def started() -> None:
+    """Start-up is over: collect garbage again from now on (start-up turns it off), among the
+    objects made after this only: those made so far (modules, classes, settings) live as long
+    as the process, and every later collection would walk them all again."""
+    import gc
+
+    if gc.isenabled():  # (not started by an entry point: the Typer app under a test, say)
+        return
+    gc.freeze()
+    gc.enable()
 
 
 def _forget_caught_interruption() -> None:
