@@ -247,3 +247,13 @@ def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "db.sqlite")
     url: str = request.getfixturevalue("postgres_url")
     return url
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once the test modules (and chatbot, LangGraph, LangChain with them) are imported, their
+    objects live as long as the process: frozen out of garbage collection, as the ``chatbot``
+    entry point does with its own, each later collection walks only what tests made."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
