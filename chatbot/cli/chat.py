@@ -216,7 +216,7 @@ def run_chat(state: AppState, thread: str | None, new: bool) -> int:
     if terminal and loads_behind_the_prompt(state):
         repl = repl_loading_behind_the_prompt(state, thread, new)
     else:
-        from chatbot.cli.main import started
+        from chatbot.cli.core import started
 
         repl = repl_loaded(state, thread, new)
         started()

@@ -88,7 +88,7 @@ def main_options(
 ) -> None:
     """Chat with an LLM in the terminal; threads live in SQLite."""
     if ctx.invoked_subcommand not in (None, "chat"):
-        from chatbot.cli.main import started
+        from chatbot.cli.core import started
 
         started()  # (main turned collecting off for the REPL's start)
     ctx.obj = AppState(env_file=env_file or ".env", db=db, model=model, url=url)

@@ -323,6 +323,19 @@ def set_up_process(*, logging_too: bool = True) -> None:
         sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (the process's stdin)
 
 
+def started() -> None:
+    """Start-up is over: collect garbage again from now on, among the objects made after this
+    only. Those made so far (modules, classes, settings) live as long as the process, and every
+    later collection would walk them all again. (The entry point, :func:`chatbot.cli.main.main`,
+    turns collecting off for start-up and freezes every object as the process leaves.)"""
+    import gc
+
+    if gc.isenabled():  # (not started by an entry point: the Typer app under a test, say)
+        return
+    gc.freeze()
+    gc.enable()
+
+
 def exit_after(command: Callable[[], int | str | None]) -> NoReturn:
     """Run a whole command line (``command`` returns or exits with its code), write what
     stdout still holds, and exit: with the command's code, or 1 and one line (none for a

@@ -206,18 +206,6 @@ def main() -> None:
         gc.freeze()
 
 
-def started() -> None:
-    """Start-up is over: collect garbage again from now on (start-up turns it off), among the
-    objects made after this only: those made so far (modules, classes, settings) live as long
-    as the process, and every later collection would walk them all again."""
-    import gc
-
-    if gc.isenabled():  # (not started by an entry point: the Typer app under a test, say)
-        return
-    gc.freeze()
-    gc.enable()
-
-
 def _forget_caught_interruption() -> None:
     """CPython notes a KeyboardInterrupt that ends code run from a string by ``eval`` or
     ``exec`` (a namedtuple or a dataclass being made while a module is imported) and never
