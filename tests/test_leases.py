@@ -102,7 +102,7 @@ print(json.dumps(done))
 @pytest.mark.slow
 @pytest.mark.integration
 def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> None:
-    workers, turns = 4, 50
+    workers, turns = 4, 30
     with open_store(any_db):
         pass  # the schema exists before the workers race to open it
     processes = [
