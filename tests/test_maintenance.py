@@ -10,6 +10,7 @@ import pytest
 
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
+from chatbot.store.checkpoints import read_checkpoint
 from chatbot.store.postgres import open_store
 from chatbot.threads.backend import LocalBackend
 from tests.test_cli import invoke
@@ -102,13 +103,7 @@ def test_stats_say_what_each_part_takes_and_the_bytes_a_turn(any_db: str) -> Non
     assert parts["checkpoints"] > 0 and parts["search index"] > 0
     assert sum(parts.values()) <= stats["bytes"]
     with open_store(any_db) as store:
-        said = [
-            m
-            for thread in ("a", "b")
-            for m in store.saver.get_tuple(
-                {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-            ).checkpoint["channel_values"]["messages"]
-        ]
+        said = [m for thread in ("a", "b") for m in read_checkpoint(store, thread).state.messages]
     assert stats["turns"] == sum(m.type == "human" for m in said) == 5
     assert stats["text_bytes"] == sum(len(m.text.encode()) for m in said)
     assert stats["bytes_per_turn"] == round(stats["bytes"] / 5)

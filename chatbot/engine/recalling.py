@@ -128,6 +128,17 @@ def recall_messages(state: RunState, searcher: recall_search.Searcher | None) ->
     return {"messages": answers}
 
 
+def _stored_and_written(saved: Any, made_by: Any) -> list[Any]:
+    """The messages a checkpoint stores (if it stores them) and those the writes that made it
+    added."""
+    stored = saved.checkpoint.get("channel_values", {}).get("messages") or ()
+    found = list(getattr(stored, "value", stored))
+    for _, channel, value in made_by:
+        if channel == "messages":
+            found.extend(m for m in (value if isinstance(value, list) else [value]))
+    return [m for m in found if getattr(m, "type", "remove") != "remove"]
+
+
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
 
@@ -167,12 +178,18 @@ def history_search(
     while step:  # (this run's line of history: not an undone turn's or another fork's)
         line.add(step)
         step = parents.get(step) or None
+    pending = {
+        str(saved.config["configurable"].get("checkpoint_id")): saved.pending_writes or ()
+        for saved in listed
+    }
     for saved in listed:  # (newest first: a message's oldest checkpoint wins)
         checkpoint_id = str(saved.config["configurable"].get("checkpoint_id") or "")
         if line and checkpoint_id not in line:
             continue
         when = str(saved.checkpoint.get("ts") or "")[:16]
-        for message in saved.checkpoint.get("channel_values", {}).get("messages") or ():
+        # (a checkpoint stores its messages only now and then: the writes that made it, its
+        # parent's, hold the ones it added)
+        for message in _stored_and_written(saved, pending.get(parents[checkpoint_id], ())):
             text = readable_text(getattr(message, "content", ""))
             if message.id and text.strip() and str(message.id) not in skip:
                 role = _ROLES.get(str(message.type), str(message.type))

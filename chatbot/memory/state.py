@@ -10,17 +10,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NotRequired, cast, get_origin
+from typing import Annotated, Any, Literal, NotRequired, get_origin
 
-from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, convert_to_messages
 from langgraph.channels import LastValue, UntrackedValue
 from langgraph.errors import InvalidUpdateError
-from langgraph.graph import add_messages
-from langgraph.graph.message import Messages
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
-_KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
+from chatbot.memory.channels import KINDS as _KINDS
+from chatbot.memory.channels import MessagesKey, SummaryKey
+from chatbot.memory.channels import described as _described
 
 
 class Checked(LastValue[Any]):
@@ -49,36 +48,6 @@ def _kind(typ: Any) -> Any:
     return get_origin(typ) or typ
 
 
-def _described(value: Any) -> str:
-    return "None" if value is None else f"{type(value).__name__} {value!r:.40}"
-
-
-def checked_messages(left: Messages, right: Messages) -> Messages:
-    """LangGraph's ``add_messages``, refusing what is not messages: a number, ``None``, an
-    element that is no message, in a line that names ``messages`` and says what it takes. A
-    bare string is one new human message, as ``add_messages`` takes it (``{"messages": "hi"}``
-    is a LangGraph idiom)."""
-    if isinstance(right, list) and all(isinstance(m, BaseMessage) for m in right):
-        return add_messages(left, right)  # (what the nodes write: nothing to check)
-    if isinstance(right, str):
-        right = HumanMessage(right)
-    if not isinstance(right, list | tuple | dict | BaseMessage):
-        raise InvalidUpdateError(
-            f"the state's 'messages' must be a list of messages, not {_described(right)}: "
-            "nothing was changed; update it with a list, e.g. [{'type': 'human', 'content': "
-            "'hi'}] (a message with a kept one's id replaces it)"
-        )
-    try:
-        messages = convert_to_messages(right if isinstance(right, list) else [right])
-    except (NotImplementedError, ValueError) as error:
-        reason = str(error).splitlines()[0]  # (langchain-core's: "Unsupported message type: …")
-        raise InvalidUpdateError(
-            f"the state's 'messages' must be a list of messages: {reason}; nothing was "
-            "changed; give each as a message, or a dict like {'type': 'human', 'content': 'hi'}"
-        ) from None
-    return add_messages(left, cast(Messages, messages))
-
-
 class State(TypedDict):
     """The conversation: the kept messages, and the running summary of everything folded.
 
@@ -98,11 +67,11 @@ class State(TypedDict):
     ``usage`` is the running record of the tokens each model call cost, per role and model
     (:mod:`chatbot.memory.pricing`), so /tokens prices the thread without reading its history.
     Every key refuses a value of the wrong type when it is written (:class:`Checked`,
-    :func:`checked_messages`).
+    :func:`chatbot.memory.channels.checked_messages`).
     """
 
-    messages: Annotated[list[AnyMessage], checked_messages]
-    summary: Annotated[str, Checked]
+    messages: MessagesKey
+    summary: SummaryKey
     context_overflow: Annotated[dict[str, Any], Checked]
     folded: Annotated[dict[str, Any], Checked]
     system_prompt: Annotated[str, Checked]
@@ -117,8 +86,8 @@ class ChatInput(TypedDict):
     a refused request), written by the nodes only.
     """
 
-    messages: Annotated[list[AnyMessage], checked_messages]
-    summary: NotRequired[str]
+    messages: MessagesKey
+    summary: NotRequired[SummaryKey]
     system_prompt: NotRequired[str]
 
 

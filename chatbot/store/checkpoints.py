@@ -16,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     Checkpoint,
     CheckpointTuple,
 )
 
 from chatbot.history.timeline import CheckpointState, Snapshot, state_from_values
+from chatbot.store import deltas
 from chatbot.store.sqlite import SqlStore, thread_config
 
 NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
@@ -55,15 +57,15 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
     return tuple(pending)
 
 
-def state_of(saved: CheckpointTuple) -> CheckpointState:
+def state_of(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> CheckpointState:
     """The state a checkpoint holds, as ``graph.get_state`` reads it."""
-    checkpoint = saved.checkpoint
+    checkpoint = deltas.complete(saver, saved).checkpoint
     return state_from_values(
         dict(checkpoint["channel_values"]), pending_nodes(checkpoint), checkpoint["ts"]
     )
 
 
-def snapshot_of_tuple(saved: CheckpointTuple) -> Snapshot:
+def snapshot_of_tuple(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> Snapshot:
     """A checkpoint tuple as a :class:`Snapshot`, its state read now."""
     metadata: dict[str, Any] = dict(saved.metadata or {})
     parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
@@ -73,7 +75,7 @@ def snapshot_of_tuple(saved: CheckpointTuple) -> Snapshot:
         step=int(metadata.get("step", -1)),
         source=str(metadata.get("source", "")),
         metadata=metadata,
-        state=state_of(saved),
+        state=state_of(saver, saved),
     )
 
 
@@ -86,7 +88,7 @@ def read_checkpoint(store: SqlStore, thread_id: str, checkpoint_id: str | None =
         raise LookupError(
             f"no checkpoint {quoted(checkpoint_id or '')} in thread {quoted(thread_id)}"
         )
-    return snapshot_of_tuple(saved)
+    return snapshot_of_tuple(store.saver, saved)
 
 
 def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
@@ -144,4 +146,4 @@ class _MetadataReader:
 def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> CheckpointState:
     """The state at one checkpoint of a thread (empty if it has gone since)."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
-    return state_of(saved) if saved is not None else CheckpointState()
+    return state_of(store.saver, saved) if saved is not None else CheckpointState()

@@ -130,6 +130,8 @@ def _saver_class() -> type[PostgresSaver]:
         """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
         sync ones on the pool, as :class:`chatbot.store.saver.LocalSaver` does for SQLite."""
 
+        _inline = False
+
     return PgSaver
 
 

@@ -3,9 +3,10 @@ or written: opening the database does not need them)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +17,19 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite._delta import (
+    build_delta_channels_writes_history,
+    build_delta_stage2_sql,
+)
 
 from chatbot.interrupts import decoding
-from chatbot.store import compression
+from chatbot.store import compression, deltas
 from chatbot.store.errors import reporting_damage
 from chatbot.store.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
 
@@ -126,9 +134,34 @@ class DecodesInterruptibly(BaseCheckpointSaver[str]):
         self.serde = _DecodingInterruptibly(self.compressing)
 
     def keep_uncompressed(self) -> None:
-        """Write values uncompressed, as LangGraph's own savers do (a database another
-        LangGraph program shares: that program could not read compressed ones)."""
+        """Write values uncompressed and whole, as LangGraph's own savers do (a database
+        another LangGraph program shares: that program could not read compressed ones, nor a
+        checkpoint that leaves its messages to be replayed from writes)."""
         self.compressing.writing = False
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        if self.compressing.writing:
+            return super().put(config, checkpoint, metadata, new_versions)
+        values = checkpoint["channel_values"]  # (whole: every value stored, none wrapped)
+        plain = {key: deltas.unwrapped(value) for key, value in values.items()}
+        checkpoint = {**checkpoint, "channel_values": plain}
+        written = super().put(config, checkpoint, metadata, new_versions)
+        if any(key in new_versions or self._inline for key in deltas.missing(checkpoint)):
+            saved = self.get_tuple(written)
+            if saved is not None:
+                whole = deltas.complete(self, saved).checkpoint
+                written = super().put(config, whole, metadata, new_versions)
+        return written
+
+    _inline = True
+    """True where a checkpoint stores every channel's value itself (SQLite), False where it
+    stores each version of a value once, apart (PostgreSQL's blobs)."""
 
 
 class IndexesMessages(BaseCheckpointSaver[str]):
@@ -142,6 +175,54 @@ class IndexesMessages(BaseCheckpointSaver[str]):
     message_index: MessageIndex | None = None
     _rows_in_checkpoint_transaction = False
     _pending = threading.local()
+    _written: dict[tuple[str, str], list[Any]]
+    """The messages written at each checkpoint (thread id and checkpoint id) not yet followed
+    by the checkpoint they make: a checkpoint stores its messages only every so often
+    (:data:`chatbot.memory.state.MESSAGES_SNAPSHOT_EVERY`), so the new ones are known from the
+    writes that made it."""
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        configurable = config["configurable"]
+        if self.message_index is not None and not configurable.get("checkpoint_ns"):
+            messages = [value for channel, value in writes if channel == "messages"]
+            if messages:
+                key = (str(configurable["thread_id"]), str(configurable["checkpoint_id"]))
+                written = self.__dict__.setdefault("_written", {})
+                with _WRITTEN_LOCK:
+                    written.setdefault(key, []).extend(messages)
+                    while len(written) > 64:  # (writes no checkpoint followed: a failed run)
+                        written.pop(next(iter(written)))
+        super().put_writes(config, writes, task_id, task_path)
+
+    def _new_messages(self, config: RunnableConfig, checkpoint: Checkpoint) -> list[Any]:
+        """The messages a checkpoint holds (one that stores them) or that the writes made
+        it from added (one that does not)."""
+        stored = checkpoint["channel_values"].get("messages")
+        if stored is not None:
+            return list(stored.value if isinstance(stored, _DeltaSnapshot) else stored)
+        configurable = config["configurable"]
+        parent = configurable.get("checkpoint_id")
+        if not parent:
+            return []
+        key = (str(configurable["thread_id"]), str(parent))
+        with _WRITTEN_LOCK:
+            writes = self.__dict__.get("_written", {}).pop(key, None)
+        if writes is None:  # (written by another process, or before this one started)
+            saved = self.get_tuple(config)
+            pending = saved.pending_writes or [] if saved is not None else []
+            writes = [value for _, channel, value in pending if channel == "messages"]
+        messages: list[Any] = []
+        for write in writes:
+            for message in write if isinstance(write, list) else [write]:
+                if getattr(message, "type", None) not in (None, "remove"):
+                    messages.append(message)
+        return messages
 
     def put(
         self,
@@ -155,7 +236,7 @@ class IndexesMessages(BaseCheckpointSaver[str]):
         if index is None or "messages" not in new_versions or configurable.get("checkpoint_ns"):
             return super().put(config, checkpoint, metadata, new_versions)  # (a subgraph's)
         thread_id = str(configurable["thread_id"])
-        messages = checkpoint["channel_values"].get("messages") or ()
+        messages = self._new_messages(config, checkpoint)
         rows, ids = index.fresh_rows(thread_id, checkpoint["id"], messages)
         if self._rows_in_checkpoint_transaction:
             self._pending.rows = rows
@@ -185,6 +266,24 @@ class IndexesMessages(BaseCheckpointSaver[str]):
             index.drop(str(thread_id))
 
 
+_WRITTEN_LOCK = threading.Lock()
+
+_ANCESTORS = """
+WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, counters) AS (
+    SELECT checkpoint_id, parent_checkpoint_id, NULL FROM checkpoints
+    WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+    UNION ALL
+    SELECT c.checkpoint_id, c.parent_checkpoint_id,
+        json_extract(CAST(c.metadata AS TEXT), '$.counters_since_delta_snapshot')
+    FROM ancestors AS a CROSS JOIN checkpoints AS c ON c.checkpoint_id = a.parent_checkpoint_id
+    WHERE c.thread_id = ? AND c.checkpoint_ns = ?
+)
+SELECT checkpoint_id, counters FROM ancestors
+"""
+"""A checkpoint's ancestors, nearest first, each with the counts LangGraph keeps of the
+updates since each delta channel's last snapshot (none for a channel it snapshots)."""
+
+
 class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSaver):
     """LangGraph's ``SqliteSaver``, serving ``astream`` too (``AsyncSqliteSaver`` would add a
     second connection and a thread). A checkpoint's new messages are indexed in the same
@@ -194,6 +293,82 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
     _rows_in_checkpoint_transaction = True
     path = ""
     """The database file, as errors name it."""
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What LangGraph's ``SqliteSaver`` answers (the writes since each channel's nearest
+        stored value, and that value), found without decoding every ancestor: LangGraph's
+        walk decodes each checkpoint back to the last snapshot to see whether it holds one,
+        while a checkpoint's metadata already says which channels it snapshots
+        (``counters_since_delta_snapshot`` leaves them out). Only those checkpoints are
+        decoded; a test holds the answer to ``SqliteSaver``'s on every kind of checkpoint."""
+        if not channels:
+            return {}
+        channels = list(channels)
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        namespace = configurable.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        if not checkpoint_id:
+            target = self.get_tuple(config)
+            if target is None:
+                return {channel: {"writes": []} for channel in channels}
+            checkpoint_id = target.config["configurable"]["checkpoint_id"]
+        chains: dict[str, list[str]] = {channel: [] for channel in channels}
+        seeds: dict[str, Any] = {}
+        seeking = set(channels)
+        with self.cursor(transaction=False) as cur:
+            rows = cur.execute(
+                _ANCESTORS, (thread_id, namespace, checkpoint_id, thread_id, namespace)
+            ).fetchmany(1)
+            walked = {checkpoint_id}
+            if rows:
+                for ancestor, counters in cur:
+                    if ancestor in walked:  # (a loop: LangGraph's walk stops there too)
+                        break
+                    walked.add(ancestor)
+                    counted = json.loads(counters) if counters else {}
+                    for channel in seeking:
+                        chains[channel].append(ancestor)
+                    stored = [channel for channel in seeking if channel not in counted]
+                    if stored:
+                        values = self._channel_values(thread_id, namespace, ancestor)
+                        for channel in stored:
+                            if channel in values:
+                                seeds[channel] = values[channel]
+                                seeking.discard(channel)
+                    if not seeking:
+                        break
+            with_chain = [channel for channel in channels if chains[channel]]
+            sql = build_delta_stage2_sql(
+                has_task_path=self._has_task_path,
+                chain_lens=[len(chains[channel]) for channel in with_chain],
+            )
+            found: list[Any] = []
+            if sql:
+                params: list[Any] = []
+                for channel in with_chain:
+                    params.extend([thread_id, namespace, channel, *chains[channel]])
+                found = cur.execute(sql, params).fetchall()
+        return build_delta_channels_writes_history(
+            channels=channels,
+            chain_by_ch=chains,
+            seed_val_by_ch=seeds,
+            seeded=set(seeds),
+            stage2_rows=found,
+            serde=self.serde,
+        )
+
+    def _channel_values(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
+        row = self.conn.execute(
+            "SELECT type, checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+            "AND checkpoint_id = ?",
+            (thread_id, namespace, checkpoint_id),
+        ).fetchone()
+        if row is None:
+            return {}
+        return self.serde.loads_typed((row[0], row[1])).get("channel_values") or {}
 
     @contextmanager
     def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:

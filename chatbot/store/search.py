@@ -97,6 +97,8 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
     mark the database indexed. Safe while other processes write (a row indexed as it was
     written keeps the older checkpoint of the two). ``progress`` is told after each thread
     how many checkpoints it read. Returns the messages found."""
+    from chatbot.store.deltas import stored_and_written
+
     threads = [
         row[0]
         for row in store._query(
@@ -107,9 +109,15 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
     for thread_id in threads:
         first: dict[str, tuple[str, Any]] = {}
         read = 0
-        for saved in store.saver.list(thread_config(thread_id)):  # newest first
+        listed = list(store.saver.list(thread_config(thread_id)))  # newest first
+        pending = {
+            saved.config["configurable"]["checkpoint_id"]: saved.pending_writes or ()
+            for saved in listed
+        }
+        for saved in listed:
             checkpoint_id = saved.config["configurable"]["checkpoint_id"]
-            for message in saved.checkpoint["channel_values"].get("messages") or ():
+            parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+            for message in stored_and_written(saved, pending.get(parent, ())):
                 if getattr(message, "id", None):
                     first[str(message.id)] = (checkpoint_id, message)  # older ones win
             read += 1

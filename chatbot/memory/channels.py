@@ -1,0 +1,192 @@
+"""How the state's ``messages`` and ``summary`` change: their reducers, and the channels that
+store them (LangGraph's ``DeltaChannel``).
+
+A checkpoint stores the whole message window and the summary only every so often (a
+snapshot); the checkpoints between store only the writes that changed them, and reading one
+replays those writes onto the nearest snapshot through these reducers. So a turn's bytes
+follow the text it adds, not the window it keeps. Replaying must give the same state every
+time: a message written without an id gets one made from where it lands and what it says, not
+a random one.
+
+Kept apart from :mod:`chatbot.memory.state` and free of ``langgraph.graph`` (about a second
+of imports), so that the commands that read threads without running the graph (``history``,
+``show``, ``export``) can rebuild a checkpoint's state: ``add_messages`` is followed here
+rather than imported.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Annotated, Any, cast
+
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    BaseMessageChunk,
+    HumanMessage,
+    RemoveMessage,
+    convert_to_messages,
+    message_chunk_to_message,
+)
+from langgraph.channels.delta import DeltaChannel
+from langgraph.errors import InvalidUpdateError
+
+REMOVE_ALL_MESSAGES = "__remove_all__"
+"""The id of a ``RemoveMessage`` that clears the list (LangGraph's, from
+``langgraph.graph.message``)."""
+
+KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
+
+MESSAGES_SNAPSHOT_EVERY = 60
+"""Updates of ``messages`` between two checkpoints that store the whole window (a turn makes
+two or three): the checkpoints between store no messages, only the writes that made them,
+and reading one replays at most this many writes."""
+
+_NAMESPACE = uuid.UUID("5f0c2d3e-8b9a-4f51-9a7e-2c61b0d4e8a1")
+
+
+def described(value: Any) -> str:
+    return "None" if value is None else f"{type(value).__name__} {value!r:.40}"
+
+
+def _given_ids(left: Sequence[BaseMessage], right: Sequence[BaseMessage]) -> None:
+    """Give each message without an id one that depends only on what it follows and what it
+    says (``add_messages`` gives a random one): a state rebuilt by replaying its writes then
+    has the same ids every time it is read."""
+    after = left[-1].id if left else ""
+    for number, message in enumerate(right):
+        if not message.id:
+            name = f"{after}:{number}:{message.type}:{message.content!r}"
+            message.id = str(uuid.uuid5(_NAMESPACE, name))
+
+
+def _plain(messages: list[Any]) -> list[BaseMessage]:
+    """Messages as the state keeps them: objects, not dicts or chunks (``add_messages``)."""
+    if all(
+        issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
+        for kind in set(map(type, messages))
+    ):
+        return messages
+    return [
+        message_chunk_to_message(cast(BaseMessageChunk, m)) for m in convert_to_messages(messages)
+    ]
+
+
+def merge_messages(left: list[Any], right: list[Any]) -> list[BaseMessage]:
+    """LangGraph's ``add_messages``: ``right`` appended to ``left``, a message with a kept
+    one's id replacing it, a ``RemoveMessage`` deleting its id (all of them:
+    :data:`REMOVE_ALL_MESSAGES`); a message without an id gets one (:func:`_given_ids`)."""
+    kept = _plain(left)
+    new = _plain(right)
+    _given_ids(kept, new)
+    cleared = None
+    for number, message in enumerate(new):
+        if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
+            cleared = number
+    if cleared is not None:
+        return new[cleared + 1 :]
+    merged = list(kept)
+    position = {m.id: number for number, m in enumerate(merged)}
+    removed: set[str] = set()
+    for message in new:
+        found = position.get(message.id)
+        if found is not None:
+            if isinstance(message, RemoveMessage):
+                removed.add(cast(str, message.id))
+            else:
+                removed.discard(cast(str, message.id))
+                merged[found] = message
+        elif isinstance(message, RemoveMessage):
+            raise ValueError(
+                f"Attempting to delete a message with an ID that doesn't exist ('{message.id}')"
+            )
+        else:
+            position[message.id] = len(merged)
+            merged.append(message)
+    return [m for m in merged if m.id not in removed] if removed else merged
+
+
+def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
+    """:func:`merge_messages`, refusing what is not messages: a number, ``None``, an element
+    that is no message, in a line that names ``messages`` and says what it takes. A bare
+    string is one new human message, as ``add_messages`` takes it (``{"messages": "hi"}`` is
+    a LangGraph idiom)."""
+    if isinstance(right, list) and all(isinstance(m, BaseMessage) for m in right):
+        return merge_messages(left, right)  # (what the nodes write: nothing to check)
+    if isinstance(right, str):
+        right = HumanMessage(right)
+    if not isinstance(right, list | tuple | dict | BaseMessage):
+        raise InvalidUpdateError(
+            f"the state's 'messages' must be a list of messages, not {described(right)}: "
+            "nothing was changed; update it with a list, e.g. [{'type': 'human', 'content': "
+            "'hi'}] (a message with a kept one's id replaces it)"
+        )
+    try:
+        messages = convert_to_messages(right if isinstance(right, list) else [right])
+    except (NotImplementedError, ValueError) as error:
+        reason = str(error).splitlines()[0]  # (langchain-core's: "Unsupported message type: …")
+        raise InvalidUpdateError(
+            f"the state's 'messages' must be a list of messages: {reason}; nothing was "
+            "changed; give each as a message, or a dict like {'type': 'human', 'content': 'hi'}"
+        ) from None
+    return merge_messages(left, list(messages))
+
+
+def replay_messages(left: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
+    """The ``messages`` reducer over a batch of writes, oldest first (what a ``DeltaChannel``
+    asks of it): each write merged as :func:`checked_messages` merges one. A write of new
+    messages only (what a turn writes) is appended without going over the window again, so
+    replaying the writes since a snapshot costs about what they hold."""
+    merged: list[Any] = _plain(list(left))
+    ids = {message.id for message in merged}
+    for write in writes:
+        if _all_new(write, ids):
+            merged.extend(write)
+            ids.update(m.id for m in write)
+            continue
+        merged = list(checked_messages(merged, write))
+        ids = {message.id for message in merged}
+    return merged
+
+
+def _all_new(write: Any, ids: set[Any]) -> bool:
+    """True if a write is a list of messages with ids, none of them kept already or removing."""
+    if not isinstance(write, list):
+        return False
+    fresh: set[str] = set()
+    for m in write:
+        if not isinstance(m, BaseMessage) or isinstance(m, BaseMessageChunk) or not m.id:
+            return False
+        if m.type == "remove" or m.id in ids or m.id in fresh:
+            return False
+        fresh.add(m.id)
+    return True
+
+
+def replay_summary(left: str, writes: Sequence[Any]) -> str:
+    """The ``summary`` reducer over a batch of writes: the last one, each checked to be text
+    (as a plain key refuses a value of the wrong type)."""
+    for value in writes:
+        if not isinstance(value, str):
+            raise InvalidUpdateError(
+                f"the state's 'summary' must be {KINDS[str]}, not {described(value)}: "
+                "nothing was changed; update it with one"
+            )
+    return writes[-1] if writes else left
+
+
+_MESSAGES: DeltaChannel[Any] = DeltaChannel(
+    replay_messages, list, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY
+)
+_SUMMARY: DeltaChannel[Any] = DeltaChannel(replay_summary, str, snapshot_frequency=1)
+
+MessagesKey = Annotated[list[AnyMessage], _MESSAGES]
+"""The state's ``messages``: stored whole every :data:`MESSAGES_SNAPSHOT_EVERY` updates."""
+SummaryKey = Annotated[str, _SUMMARY]
+"""The state's ``summary``: stored whole where it changes (at a fold), nowhere else."""
+
+_MESSAGES.key, _SUMMARY.key = "messages", "summary"
+DELTA_CHANNELS: dict[str, DeltaChannel[Any]] = {"messages": _MESSAGES, "summary": _SUMMARY}
+"""The state's delta channels by key, as the graph makes them (for reading checkpoints without
+the graph)."""
