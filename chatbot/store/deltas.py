@@ -47,7 +47,10 @@ def complete(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> Checkpo
     if not wanted and not snapshots:
         return saved
     filled = {key: unwrapped(value) for key, value in values.items()}
-    if wanted:
+    replayed = getattr(saver, "replayed", None)
+    if wanted and replayed is not None:  # (chatbot's SQLite saver: kept as it reads)
+        filled.update(replayed(saved.config, {key: delta_channels()[key] for key in wanted}))
+    elif wanted:
         histories = saver.get_delta_channel_history(config=saved.config, channels=wanted)
         specs = delta_channels()
         for key in wanted:

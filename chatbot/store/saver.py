@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
     get_checkpoint_id,
+    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -267,6 +269,7 @@ class IndexesMessages(BaseCheckpointSaver[str]):
 
 
 _WRITTEN_LOCK = threading.Lock()
+_NONE = object()
 
 _ANCESTORS = """
 WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, counters) AS (
@@ -305,7 +308,65 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
         decoded; a test holds the answer to ``SqliteSaver``'s on every kind of checkpoint."""
         if not channels:
             return {}
-        channels = list(channels)
+        walk = self._walk(config, list(channels))
+        if walk is None:
+            return {channel: {"writes": []} for channel in channels}
+        chains, seeds, found = walk
+        return build_delta_channels_writes_history(
+            channels=list(channels),
+            chain_by_ch=chains,
+            seed_val_by_ch=seeds,
+            seeded=set(seeds),
+            stage2_rows=found,
+            serde=self.serde,
+        )
+
+    def replayed(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
+        """The values of the delta channels ``specs`` names at the checkpoint ``config`` names,
+        rebuilt (:meth:`get_delta_channel_history`, then the channel's reducer). Reading a
+        thread's history reads many neighbouring checkpoints: the values at every checkpoint
+        on the way from the snapshot are kept (a few thousand at most), so each of the thread's
+        writes is decoded and applied once, not once for every checkpoint after it."""
+        configurable = config["configurable"]
+        key = (str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
+        target = str(get_checkpoint_id(config))
+        cache = self.__dict__.setdefault("_replayed_values", OrderedDict())
+        known = {channel: cache.get((*key, target, channel), _NONE) for channel in specs}
+        wanted = [channel for channel, value in known.items() if value is _NONE]
+        if not wanted:
+            return known
+        walk = self._walk(config, wanted)
+        chains, seeds, found = walk if walk is not None else ({}, {}, [])
+        written: dict[tuple[str, str], list[tuple[tuple[str, str, int], Any]]] = {}
+        for checkpoint_id, channel, task_id, idx, kind, value, path in found:
+            order = writes_sort_key(path, task_id, idx)
+            written.setdefault((checkpoint_id, channel), []).append((order, (kind, value)))
+        for channel in wanted:
+            spec = specs[channel]
+            chain = chains.get(channel, [])  # (nearest first: the target's parent, ...)
+            value = deltas.unwrapped(seeds[channel]) if channel in seeds else spec.ValueType()
+            for number in range(len(chain) - 1, -1, -1):
+                ancestor = chain[number]
+                rows = sorted(written.get((ancestor, channel), ()), key=lambda row: row[0])
+                if rows:
+                    state = spec.from_checkpoint(value)
+                    state.replay_writes(
+                        [("", channel, self.serde.loads_typed(data)) for _, data in rows]
+                    )
+                    value = state.get()
+                child = chain[number - 1] if number else target
+                cache[(*key, child, channel)] = value
+            known[channel] = value
+        while len(cache) > 4096:
+            cache.popitem(last=False)
+        return known
+
+    def _walk(
+        self, config: RunnableConfig, channels: list[str]
+    ) -> tuple[dict[str, list[str]], dict[str, Any], list[Any]] | None:
+        """The ancestors whose writes make each channel's value at ``config`` (nearest first,
+        the one holding its stored value last), those values, and the writes (rows of
+        LangGraph's stage-2 query). ``None``: no such checkpoint."""
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         namespace = configurable.get("checkpoint_ns", "")
@@ -313,7 +374,7 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
         if not checkpoint_id:
             target = self.get_tuple(config)
             if target is None:
-                return {channel: {"writes": []} for channel in channels}
+                return None
             checkpoint_id = target.config["configurable"]["checkpoint_id"]
         chains: dict[str, list[str]] = {channel: [] for channel in channels}
         seeds: dict[str, Any] = {}
@@ -351,14 +412,7 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
                 for channel in with_chain:
                     params.extend([thread_id, namespace, channel, *chains[channel]])
                 found = cur.execute(sql, params).fetchall()
-        return build_delta_channels_writes_history(
-            channels=channels,
-            chain_by_ch=chains,
-            seed_val_by_ch=seeds,
-            seeded=set(seeds),
-            stage2_rows=found,
-            serde=self.serde,
-        )
+        return chains, seeds, found
 
     def _channel_values(self, thread_id: str, namespace: str, checkpoint_id: str) -> Any:
         row = self.conn.execute(

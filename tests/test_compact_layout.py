@@ -1,0 +1,156 @@
+"""The compact layout: a checkpoint stores the message window and the summary only now and then
+(LangGraph's ``DeltaChannel`` snapshots), the writes between hold the rest, and every reader
+rebuilds the same state LangGraph's own ``get_state`` does."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from chatbot.config.settings import Settings
+from chatbot.engine.graph import build_graph
+from chatbot.engine.models import resolve_models
+from chatbot.memory.channels import MESSAGES_SNAPSHOT_EVERY
+from chatbot.memory.state import ChatGraph
+from chatbot.store.checkpoints import read_checkpoint
+from chatbot.store.search import recaller
+from chatbot.store.sqlite import Store, thread_config
+from chatbot.threads.backend import LocalBackend
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Iterator[tuple[LocalBackend, ChatGraph, Store]]:
+    settings = Settings(
+        _env_file=None,  # type: ignore[call-arg]
+        model="offline",
+        db=str(tmp_path / "threads.sqlite"),
+        summary_trigger="messages:8",
+        summary_keep="messages:4",
+    )
+    models = resolve_models(settings)
+    with Store(settings.db) as store:
+        graph = build_graph(models.chat, models.summary, settings, store.saver, recaller(store))
+        yield LocalBackend(graph, store), graph, store
+
+
+def said(messages: Any) -> list[tuple[str, str, str]]:
+    return [(str(m.id), m.type, m.text) for m in messages]
+
+
+def every_kind_of_checkpoint(backend: LocalBackend, graph: ChatGraph, thread: str) -> None:
+    """Turns past a snapshot and several folds, an /undo, a /retry, a fork, a state edit."""
+    for n in range(MESSAGES_SNAPSHOT_EVERY // 2 + 4):
+        list(backend.send(thread, f"message {n} about the parking spot"))
+    backend.undo(thread)
+    list(backend.retry(thread))
+    backend.set_system_prompt(thread, "Be brief.")
+    graph.update_state(thread_config(thread), {"messages": "typed in Studio, no id"})
+    list(backend.send(thread, "after the edit"))
+    history = list(graph.get_state_history(thread_config(thread)))
+    backend.fork(thread, history[len(history) // 2].config["configurable"]["checkpoint_id"], "f")
+    list(backend.send("f", "on the fork"))
+
+
+def test_most_checkpoints_store_no_window_and_every_one_reads_as_langgraph_reads_it(
+    local: tuple[LocalBackend, ChatGraph, Store],
+) -> None:
+    backend, graph, store = local
+    every_kind_of_checkpoint(backend, graph, "t")
+    for thread in ("t", "f"):
+        states = list(graph.get_state_history(thread_config(thread)))
+        stored = 0
+        for state in states:
+            checkpoint_id = state.config["configurable"]["checkpoint_id"]
+            saved = store.saver.get_tuple(thread_config(thread, checkpoint_id))
+            assert saved is not None
+            stored += "messages" in saved.checkpoint["channel_values"]
+            ours = read_checkpoint(store, thread, checkpoint_id).state
+            assert said(ours.messages) == said(state.values.get("messages", []))
+            assert ours.summary == state.values.get("summary", "")
+        if thread == "t":  # (a fork's first checkpoint stores all: it has no writes behind it)
+            assert 0 < stored < len(states) / 10, "snapshots only now and then"
+    current = read_checkpoint(store, "t").state
+    assert current.summary and current.messages[-1].type == "ai"
+
+
+def test_the_savers_history_of_a_delta_channel_is_langgraphs(
+    local: tuple[LocalBackend, ChatGraph, Store], tmp_path: Path
+) -> None:
+    """chatbot's saver finds the nearest stored value from the checkpoints' metadata instead
+    of decoding every ancestor; the answer is the one LangGraph's own ``SqliteSaver`` gives."""
+    backend, graph, store = local
+    every_kind_of_checkpoint(backend, graph, "t")
+    reference = SqliteSaver(sqlite3.connect(tmp_path / "threads.sqlite"), serde=store.saver.serde)
+    compared = 0
+    for thread in ("t", "f"):
+        for saved in store.saver.list(thread_config(thread)):
+            for channels in (["messages"], ["summary"], ["messages", "summary"]):
+                ours = store.saver.get_delta_channel_history(config=saved.config, channels=channels)
+                theirs = reference.get_delta_channel_history(config=saved.config, channels=channels)
+                assert plain(ours) == plain(theirs)
+                compared += 1
+    assert compared > 300
+
+
+def plain(histories: Any) -> Any:
+    def value(v: Any) -> Any:
+        v = v.value if isinstance(v, _DeltaSnapshot) else v
+        if isinstance(v, list):
+            return [(m.id, m.type, m.text) if hasattr(m, "id") else m for m in v]
+        return v
+
+    return {
+        channel: (
+            value(history["seed"]) if "seed" in history else None,
+            [(task, ch, value(v)) for task, ch, v in history["writes"]],
+        )
+        for channel, history in histories.items()
+    }
+
+
+def test_a_message_written_without_an_id_gets_the_same_id_at_every_read(
+    local: tuple[LocalBackend, ChatGraph, Store], tmp_path: Path
+) -> None:
+    backend, graph, store = local
+    list(backend.send("t", "hello"))
+    graph.update_state(
+        thread_config("t"), {"messages": ["one", {"role": "user", "content": "two"}]}
+    )
+    graph.update_state(thread_config("t"), {"messages": [HumanMessage("three")]})
+    first = said(graph.get_state(thread_config("t")).values["messages"])
+    assert [text for _, _, text in first[-3:]] == ["one", "two", "three"]
+    assert all(message_id not in ("", "None") for message_id, _, _ in first)
+    assert said(graph.get_state(thread_config("t")).values["messages"]) == first
+    assert said(read_checkpoint(store, "t").state.messages) == first
+    with Store(str(tmp_path / "threads.sqlite")) as again:
+        assert said(read_checkpoint(again, "t").state.messages) == first
+
+
+def test_checkpoints_do_not_grow_with_the_window(
+    local: tuple[LocalBackend, ChatGraph, Store], tmp_path: Path
+) -> None:
+    """Without a fold the window grows every turn; the checkpoints between snapshots stay the
+    same size (they hold no messages), so a turn's bytes follow what it says."""
+    backend = local[0]
+    sizes = []
+    for n in range(40):
+        text = f"message {n}: " + "words of the conversation " * 30
+        list(backend.send("long", text, {"summary_trigger": "messages:1000"}))
+        with sqlite3.connect(tmp_path / "threads.sqlite") as conn:
+            ((size,),) = conn.execute(
+                "SELECT MAX(LENGTH(checkpoint)) FROM checkpoints WHERE thread_id = 'long' "
+                "AND checkpoint_id = (SELECT MAX(checkpoint_id) FROM checkpoints "
+                "WHERE thread_id = 'long')"
+            ).fetchall()
+        conn.close()
+        sizes.append(size)
+    snapshots = [size for size in sizes if size > 1.5 * min(sizes)]
+    assert len(snapshots) <= 1 + 3 * len(sizes) // MESSAGES_SNAPSHOT_EVERY, sizes
+    assert max(size for size in sizes if size not in snapshots) < 1000
