@@ -288,6 +288,7 @@ def test_migrate_rewrites_an_older_database_compact_and_every_thread_reads_the_s
     before = readings(cli, db, OLD_THREADS)
     found_before = ok(cli.invoke("search", "tomato", "--json", "--db", db)).stdout
 
+    windows_before = windows_stored(old_db)
     done = ok(cli.invoke("db", "migrate", "--db", db))
 
     assert done.stdout.startswith(f"{old_db}: rewrote ") and "db vacuum" in done.stdout
@@ -298,10 +299,11 @@ def test_migrate_rewrites_an_older_database_compact_and_every_thread_reads_the_s
             kind
             for table, column in (("checkpoints", "checkpoint"), ("writes", "value"))
             for kind, size in conn.execute(f"SELECT type, length({column}) FROM {table}")
-            if size > 1024
+            if size > 400
         ]
     conn.close()
     assert big and set(big) == {"msgpack+zstd"}, "every value worth it is compressed"
+    assert windows_stored(old_db) < windows_before / 3, "the window stored only now and then"
     again = ok(cli.invoke("db", "migrate", "--db", db))
     assert "nothing to do" in again.stdout
     unvacuumed = json.loads(ok(cli.invoke("db", "stats", "--json", "--db", db)).stdout)
@@ -333,6 +335,47 @@ def test_a_migration_cut_short_loses_nothing_and_the_next_one_finishes(
     assert readings(cli, db, OLD_THREADS) == before
     with open_store(db) as store:
         assert store.migrate_values(dry_run=True).values == 0
+
+
+def windows_stored(db: Path) -> int:
+    """How many of the database's checkpoints store the message window themselves."""
+    with open_store(str(db)) as store:
+        rows = store._query("SELECT type, checkpoint FROM checkpoints")
+        return sum(
+            "messages" in store.saver.serde.loads_typed((kind, data))["channel_values"]
+            for kind, data in rows
+        )
+
+
+@pytest.mark.slow
+def test_compacting_cut_short_loses_nothing_and_old_threads_go_on(cli: Cli, old_db: Path) -> None:
+    """Old checkpoints lose their stored window only where replaying their parent's writes
+    gives it back; stopped between two batches, every thread reads the same, and the next
+    run finishes; a migrated thread takes new turns and reads them."""
+    from chatbot.store import compacting
+
+    db = str(old_db)
+    before = readings(cli, db, OLD_THREADS)
+    windows = windows_stored(old_db)
+    batches: list[int] = []
+
+    def stop_after_two(looked_at: int) -> None:
+        batches.append(looked_at)
+        if len(batches) == 2:
+            raise KeyboardInterrupt  # (as Ctrl-C lands between two batches)
+
+    with open_store(db) as store, pytest.raises(KeyboardInterrupt):
+        compacting.compact(store, batch=4, progress=stop_after_two)  # type: ignore[arg-type]
+    assert windows_stored(old_db) < windows, "the first batches are in"
+    assert readings(cli, db, OLD_THREADS) == before, "half done reads the same"
+    ok(cli.invoke("db", "migrate", "--db", db))
+    assert readings(cli, db, OLD_THREADS) == before
+    with open_store(db) as store:
+        assert compacting.compact(store, dry_run=True).checkpoints == 0  # type: ignore[arg-type]
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "and the tomatoes?", "--thread", OLD_THREADS[0], "--db", db))
+    shown = json.loads(ok(cli.invoke("show", OLD_THREADS[0], "--json", "--db", db)).stdout)
+    assert shown["messages"][-2]["content"] == "and the tomatoes?"
 
 
 @pytest.mark.slow

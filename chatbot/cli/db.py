@@ -144,8 +144,9 @@ def db_migrate(
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """Rewrite checkpoints an older chatbot stored in the current, compact form (compressed):
-    every thread reads as before, in less space. Safe to stop and run again."""
+    """Rewrite checkpoints an older chatbot stored in the current, compact form (compressed,
+    and on SQLite the message window stored only now and then): every thread reads as before,
+    in less space. Safe to stop and run again."""
     store = _local_store(ctx, db, "db migrate", read_only=dry_run)
     if store is None:
         return
@@ -158,6 +159,15 @@ def db_migrate(
     total = store.uncompressed_values()
     with _progress("checking" if dry_run else "migrating", "values", total) as advance:
         done = store.migrate_values(dry_run=dry_run, progress=advance)
+    from chatbot.store.sqlite import Migrated, Store
+
+    if isinstance(store, Store):  # (the compact layout: SQLite's checkpoints)
+        from chatbot.store import compacting
+
+        total = compacting.checkpoints_to_read(store)
+        with _progress("checking" if dry_run else "compacting", "checkpoints", total) as advance:
+            compacted = compacting.compact(store, dry_run=dry_run, progress=advance)
+        done = Migrated(*(a + b for a, b in zip(done, compacted, strict=True)))
     where = escape(store.path)
     if not done.values:
         out.print(f"{where}: every checkpoint is in the compact form already: nothing to do")

@@ -1,0 +1,184 @@
+"""``chatbot db migrate`` on SQLite: old checkpoints rewritten in the compact layout.
+
+A chatbot before the compact layout stored the whole message window and the summary in every
+checkpoint. Now a checkpoint stores them only every so often (a snapshot) and is otherwise
+rebuilt from its parent and the writes that made it (:mod:`chatbot.store.deltas`). An old
+checkpoint is rewritten without them only where that rebuilding gives back exactly what it
+stores (checked, value by value, before anything is written), and a snapshot is kept every
+:data:`chatbot.memory.channels.MESSAGES_SNAPSHOT_EVERY` updates, as new turns keep them; its
+metadata gets the counts LangGraph keeps (``counters_since_delta_snapshot``), so the next turn
+goes on counting from there. A thread's checkpoints go parents first, a batch a transaction,
+each replaced only if it is still the one read: a run cut short leaves every checkpoint either
+as it was or compact, and the next run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from langgraph.checkpoint.base import writes_sort_key
+
+from chatbot.store import deltas
+
+if TYPE_CHECKING:
+    from chatbot.store.sqlite import Store
+
+_UPDATE = (
+    "UPDATE checkpoints SET type = ?, checkpoint = ?, metadata = ? WHERE thread_id = ? "
+    "AND checkpoint_ns = '' AND checkpoint_id = ? AND checkpoint = ?"
+)
+
+
+class Compacted(NamedTuple):
+    checkpoints: int
+    """Checkpoints rewritten (or, in a dry run, that would be)."""
+    before: int
+    after: int
+
+
+def checkpoints_to_read(store: Store) -> int:
+    ((count,),) = store._query("SELECT COUNT(*) FROM checkpoints WHERE checkpoint_ns = ''")
+    return int(count)
+
+
+def compact(
+    store: Store,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int], object] | None = None,
+    batch: int = 200,
+) -> Compacted:
+    """Rewrite every thread's old whole checkpoints in the compact layout (module doc)."""
+    threads = [
+        row[0]
+        for row in store._query(
+            "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY 1"
+        )
+    ]
+    total = Compacted(0, 0, 0)
+    for thread_id in threads:
+        done = _compact_thread(store, thread_id, dry_run, progress, batch)
+        total = Compacted(*(a + b for a, b in zip(total, done, strict=True)))
+    return total
+
+
+def _compact_thread(
+    store: Store,
+    thread_id: str,
+    dry_run: bool,
+    progress: Callable[[int], object] | None,
+    batch: int,
+) -> Compacted:
+    serde = store.saver.serde
+    specs = deltas.delta_channels()
+    rows = store._query(
+        "SELECT checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
+        (thread_id,),
+    )
+    marks = ", ".join("?" * len(specs))
+    written: dict[tuple[str, str], list[tuple[Any, tuple[str, bytes]]]] = defaultdict(list)
+    for checkpoint_id, channel, task_id, idx, kind, value, path in store._query(
+        "SELECT checkpoint_id, channel, task_id, idx, type, value, task_path FROM writes "
+        f"WHERE thread_id = ? AND checkpoint_ns = '' AND channel IN ({marks})",
+        (thread_id, *specs),
+    ):
+        written[(checkpoint_id, channel)].append(
+            (writes_sort_key(path or "", task_id, idx), (kind, bytes(value)))
+        )
+    by_id = {row[0]: row for row in rows}
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for checkpoint_id, parent, *_ in rows:
+        children[parent if parent in by_id else None].append(checkpoint_id)
+    values: dict[str, dict[str, Any]] = {}
+    counts: dict[str, dict[str, tuple[int, int]]] = {}
+    versions: dict[str, dict[str, Any]] = {}
+    updates: list[tuple[str, tuple[Any, ...]]] = []
+    done, before, after, read = 0, 0, 0, 0
+    waiting = list(reversed(children[None]))
+    while waiting:  # (parents first)
+        checkpoint_id = waiting.pop()
+        waiting.extend(reversed(children.get(checkpoint_id, [])))
+        _, parent, kind, data, metadata = by_id[checkpoint_id]
+        checkpoint = serde.loads_typed((kind, bytes(data)))
+        meta = json.loads(bytes(metadata)) if metadata else {}
+        stored_values = checkpoint["channel_values"]
+        channel_versions = checkpoint["channel_versions"]
+        versions[checkpoint_id] = channel_versions
+        counters: dict[str, Any] = dict(meta.get("counters_since_delta_snapshot") or {})
+        kept, count, dropped = {}, {}, []
+        for channel, spec in specs.items():
+            if channel not in channel_versions:
+                continue
+            stored = stored_values.get(channel, _MISSING)
+            known = values.get(parent or "", {}).get(channel, _MISSING) if parent else _MISSING
+            if known is not _MISSING:
+                expected = _replayed(spec, known, written.get((str(parent), channel), []), serde)
+            else:
+                expected = _MISSING
+            if stored is _MISSING:  # (already compact: rebuilt from its parent)
+                kept[channel] = expected
+                count[channel] = tuple(counters.get(channel, (1, 1)))
+                continue
+            kept[channel] = deltas.unwrapped(stored)
+            updates_since, steps_since = counts.get(str(parent), {}).get(channel, (0, 0))
+            moved = channel_versions.get(channel) != versions.get(str(parent), {}).get(channel)
+            updates_since, steps_since = updates_since + int(moved), steps_since + 1
+            if (
+                expected is not _MISSING
+                and type(stored) is type(expected)
+                and stored == expected
+                and updates_since < spec.snapshot_frequency
+            ):
+                dropped.append(channel)
+                count[channel] = (updates_since, steps_since)
+                counters[channel] = [updates_since, steps_since]
+            else:
+                count[channel] = (0, 0)
+                counters.pop(channel, None)
+        values[checkpoint_id] = kept
+        counts[checkpoint_id] = count
+        read += 1
+        if dropped:
+            compact_checkpoint = {
+                **checkpoint,
+                "channel_values": {k: v for k, v in stored_values.items() if k not in dropped},
+            }
+            new_kind, new_data = serde.dumps_typed(compact_checkpoint)
+            new_meta = json.dumps({**meta, "counters_since_delta_snapshot": counters}).encode()
+            done += 1
+            before += len(data) + len(metadata or b"")
+            after += len(new_data) + len(new_meta)
+            updates.append(
+                (_UPDATE, (new_kind, new_data, new_meta, thread_id, checkpoint_id, data))
+            )
+        if len(updates) >= batch or not waiting:
+            if updates and not dry_run:
+                store._write(*updates)
+            updates = []
+            if progress is not None:
+                progress(read)
+            read = 0
+    if progress is not None and read:
+        progress(read)
+    return Compacted(done, before, after)
+
+
+_MISSING = object()
+
+
+def _replayed(spec: Any, value: Any, writes: list[Any], serde: Any) -> Any:
+    if not writes:
+        return value
+    channel = spec.from_checkpoint(value)
+    channel.replay_writes(
+        [("", spec.key, serde.loads_typed(data)) for _, data in sorted(writes, key=_order)]
+    )
+    return channel.get()
+
+
+def _order(row: tuple[Any, Any]) -> Any:
+    return row[0]
