@@ -10,11 +10,23 @@ nearest stored value, then the writes since, through the channel's reducer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    get_checkpoint_id,
+    writes_sort_key,
+)
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 
@@ -73,3 +85,188 @@ def stored_and_written(saved: CheckpointTuple, made_by: Any) -> list[Any]:
         if channel == "messages":
             found.extend(value if isinstance(value, list) else [value])
     return [m for m in found if getattr(m, "type", "remove") != "remove"]
+
+
+_NONE = object()
+_LOCK = threading.Lock()
+
+
+def replay(spec: DeltaChannel[Any], value: Any, writes: list[Any]) -> Any:
+    """``value`` with ``writes`` applied through the channel's reducer, as LangGraph applies
+    them (an ``Overwrite`` among them starts again from it)."""
+    if not writes:
+        return value
+    channel = spec.from_checkpoint(value)
+    channel.replay_writes([("", spec.key, write) for write in writes])
+    return channel.get()
+
+
+class KeepsDeltaValues(BaseCheckpointSaver[Any]):
+    """A saver that keeps, for the checkpoints it has just written or read, the values of the
+    delta channels (a few thousand at most), so that LangGraph loading the checkpoint a turn
+    starts from finds them at once: the state is not rebuilt from the writes at every turn.
+
+    As a checkpoint is written, its values are its parent's with the parent's writes applied
+    (the writes this process just made, else read back). Asked for a channel's history
+    (``get_delta_channel_history``), the saver answers with the value itself as the seed and
+    no writes, which rebuilds the same state (a test holds every checkpoint of every kind to
+    what LangGraph's own ``SqliteSaver`` rebuilds)."""
+
+    def _delta_cache(self) -> OrderedDict[tuple[str, str, str, str], Any]:
+        return self.__dict__.setdefault("_delta_values", OrderedDict())
+
+    def _delta_stash(self) -> OrderedDict[tuple[str, str, str], dict[Any, Any]]:
+        return self.__dict__.setdefault("_delta_writes", OrderedDict())
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        specs = delta_channels()
+        ours = [(idx, ch, value) for idx, (ch, value) in enumerate(writes) if ch in specs]
+        if not ours:
+            return
+        configurable = config["configurable"]
+        key = (
+            str(configurable["thread_id"]),
+            str(configurable.get("checkpoint_ns", "")),
+            str(configurable["checkpoint_id"]),
+        )
+        with _LOCK:
+            stash = self._delta_stash()
+            found = stash.setdefault(key, {})
+            for idx, channel, value in ours:  # (the first write of a key stays, as the table's)
+                found.setdefault((task_id, idx, channel), (task_path, value))
+            while len(stash) > 256:  # (writes no checkpoint followed: a run that failed)
+                stash.popitem(last=False)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        written = super().put(config, checkpoint, metadata, new_versions)
+        configurable = config["configurable"]
+        thread = str(configurable["thread_id"])
+        namespace = str(configurable.get("checkpoint_ns", ""))
+        parent = configurable.get("checkpoint_id")
+        with _LOCK:
+            pending = self._delta_stash().pop((thread, namespace, str(parent)), {})
+        cache = self._delta_cache()
+        values = checkpoint["channel_values"]
+        known: dict[str, Any] = {}
+        bases: dict[str, Any] = {}
+        for channel in delta_channels():
+            if channel not in checkpoint["channel_versions"]:
+                continue
+            if channel in values:
+                known[channel] = unwrapped(values[channel])
+            elif parent:
+                base = cache.get((thread, namespace, str(parent), channel), _NONE)
+                if base is not _NONE:
+                    bases[channel] = base
+        if bases:
+            rows = self._delta_writes_at(thread, namespace, str(parent), list(bases), pending)
+            if rows is not None:
+                specs = delta_channels()
+                for channel, base in bases.items():
+                    writes = [value for ch, value in rows if ch == channel]
+                    known[channel] = replay(specs[channel], base, writes)
+        self._keep(thread, namespace, str(checkpoint["id"]), known)
+        return written
+
+    def _keep(
+        self, thread: str, namespace: str, checkpoint_id: str, values: dict[str, Any]
+    ) -> None:
+        cache = self._delta_cache()
+        with _LOCK:
+            for channel, value in values.items():
+                cache[(thread, namespace, checkpoint_id, channel)] = value
+            while len(cache) > 4096:
+                cache.popitem(last=False)
+
+    def _delta_writes_at(
+        self,
+        thread: str,
+        namespace: str,
+        checkpoint_id: str,
+        channels: list[str],
+        pending: dict[Any, Any],
+    ) -> list[tuple[str, Any]] | None:
+        """The writes to ``channels`` stored at a checkpoint, in the order LangGraph applies
+        them: those this process made (``pending``) as they are, the others decoded.
+        ``None`` if this saver cannot say."""
+        rows = self._delta_write_rows(thread, namespace, checkpoint_id, channels)
+        if rows is None:
+            return None
+        found = []
+        for task_id, idx, channel, path, kind, data in rows:
+            mine = pending.get((task_id, idx, channel))
+            value = mine[1] if mine is not None else self.serde.loads_typed((kind, bytes(data)))
+            found.append((writes_sort_key(path or "", task_id, idx), channel, value))
+        found.sort(key=lambda row: row[0])
+        return [(channel, value) for _, channel, value in found]
+
+    def _delta_write_rows(
+        self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
+    ) -> list[tuple[Any, ...]] | None:
+        """(task id, idx, channel, task path, type, value) of the writes to ``channels`` at a
+        checkpoint; ``None`` where the saver does not know its tables."""
+        return None
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        specs = delta_channels()
+        if not channels or any(channel not in specs for channel in channels):
+            return super().get_delta_channel_history(config=config, channels=channels)
+        if not get_checkpoint_id(config):
+            saved = self.get_tuple(config)
+            if saved is None:
+                return {channel: {"writes": []} for channel in channels}
+            config = saved.config
+        values = self.replayed(config, {channel: specs[channel] for channel in channels})
+        return {
+            channel: {"seed": _copied(value), "writes": []} for channel, value in values.items()
+        }
+
+    def replayed(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
+        """The values of the delta channels ``specs`` names at the checkpoint ``config``
+        names: kept ones, else rebuilt (:meth:`_rebuild`) and kept."""
+        configurable = config["configurable"]
+        key = (str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", "")))
+        target = str(get_checkpoint_id(config))
+        cache = self._delta_cache()
+        known = {channel: cache.get((*key, target, channel), _NONE) for channel in specs}
+        wanted = {channel: specs[channel] for channel, value in known.items() if value is _NONE}
+        if wanted:
+            known.update(self._rebuild(config, wanted))
+        return known
+
+    def _rebuild(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
+        """The values at ``config``'s checkpoint rebuilt from LangGraph's history of them."""
+        histories = super().get_delta_channel_history(config=config, channels=list(specs))
+        values = {}
+        for channel, spec in specs.items():
+            history = histories.get(channel, {"writes": []})
+            seed = unwrapped(history["seed"]) if "seed" in history else spec.ValueType()
+            values[channel] = replay(spec, seed, [value for _, _, value in history["writes"]])
+        configurable = config["configurable"]
+        self._keep(
+            str(configurable["thread_id"]),
+            str(configurable.get("checkpoint_ns", "")),
+            str(get_checkpoint_id(config)),
+            values,
+        )
+        return values
+
+
+def _copied(value: Any) -> Any:
+    """A kept value as a seed: a list of its own (the run's channel must not share it)."""
+    return list(value) if isinstance(value, list) else value

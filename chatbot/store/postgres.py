@@ -124,13 +124,31 @@ def database_owner(
 def _saver_class() -> type[PostgresSaver]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
+    from chatbot.store.deltas import KeepsDeltaValues
     from chatbot.store.saver import AsyncFromSync, DecodesInterruptibly, IndexesMessages
 
-    class PgSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, PostgresSaver):
+    class PgSaver(
+        IndexesMessages, KeepsDeltaValues, AsyncFromSync, DecodesInterruptibly, PostgresSaver
+    ):
         """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
         sync ones on the pool, as :class:`chatbot.store.saver.LocalSaver` does for SQLite."""
 
         _inline = False
+
+        def _delta_write_rows(
+            self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
+        ) -> list[tuple[Any, ...]] | None:
+            with self._cursor() as cur:
+                cur.execute(
+                    "SELECT task_id, idx, channel, task_path, type, blob FROM checkpoint_writes "
+                    "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s "
+                    "AND channel = ANY(%s)",
+                    (thread, namespace, checkpoint_id, channels),
+                )
+                return [
+                    (r["task_id"], r["idx"], r["channel"], r["task_path"], r["type"], r["blob"])
+                    for r in cur.fetchall()
+                ]
 
     return PgSaver
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -25,10 +24,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite._delta import (
-    build_delta_channels_writes_history,
-    build_delta_stage2_sql,
-)
+from langgraph.checkpoint.sqlite._delta import build_delta_stage2_sql
 
 from chatbot.interrupts import decoding
 from chatbot.store import compression, deltas
@@ -78,6 +74,11 @@ class AsyncFromSync(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self.get_delta_channel_history(config=config, channels=channels)
 
 
 class Compressing:
@@ -269,7 +270,6 @@ class IndexesMessages(BaseCheckpointSaver[str]):
 
 
 _WRITTEN_LOCK = threading.Lock()
-_NONE = object()
 
 _ANCESTORS = """
 WITH RECURSIVE ancestors(checkpoint_id, parent_checkpoint_id, counters) AS (
@@ -287,7 +287,9 @@ SELECT checkpoint_id, counters FROM ancestors
 updates since each delta channel's last snapshot (none for a channel it snapshots)."""
 
 
-class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSaver):
+class LocalSaver(
+    IndexesMessages, deltas.KeepsDeltaValues, AsyncFromSync, DecodesInterruptibly, SqliteSaver
+):
     """LangGraph's ``SqliteSaver``, serving ``astream`` too (``AsyncSqliteSaver`` would add a
     second connection and a thread). A checkpoint's new messages are indexed in the same
     transaction as the checkpoint, and a deleted thread's rows go in the same transaction as
@@ -297,69 +299,49 @@ class LocalSaver(IndexesMessages, AsyncFromSync, DecodesInterruptibly, SqliteSav
     path = ""
     """The database file, as errors name it."""
 
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        """What LangGraph's ``SqliteSaver`` answers (the writes since each channel's nearest
-        stored value, and that value), found without decoding every ancestor: LangGraph's
-        walk decodes each checkpoint back to the last snapshot to see whether it holds one,
-        while a checkpoint's metadata already says which channels it snapshots
-        (``counters_since_delta_snapshot`` leaves them out). Only those checkpoints are
-        decoded; a test holds the answer to ``SqliteSaver``'s on every kind of checkpoint."""
-        if not channels:
-            return {}
-        walk = self._walk(config, list(channels))
-        if walk is None:
-            return {channel: {"writes": []} for channel in channels}
-        chains, seeds, found = walk
-        return build_delta_channels_writes_history(
-            channels=list(channels),
-            chain_by_ch=chains,
-            seed_val_by_ch=seeds,
-            seeded=set(seeds),
-            stage2_rows=found,
-            serde=self.serde,
-        )
-
-    def replayed(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
-        """The values of the delta channels ``specs`` names at the checkpoint ``config`` names,
-        rebuilt (:meth:`get_delta_channel_history`, then the channel's reducer). Reading a
-        thread's history reads many neighbouring checkpoints: the values at every checkpoint
-        on the way from the snapshot are kept (a few thousand at most), so each of the thread's
-        writes is decoded and applied once, not once for every checkpoint after it."""
+    def _rebuild(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
+        """The values at ``config``'s checkpoint, rebuilt from the nearest stored ones and the
+        writes since, found without decoding every ancestor (LangGraph's ``SqliteSaver``
+        decodes each checkpoint back to the last snapshot to see whether it holds one, while a
+        checkpoint's metadata already says which channels it stores:
+        ``counters_since_delta_snapshot`` leaves them out). Reading a thread's history reads
+        many neighbouring checkpoints: the values at every checkpoint on the way from the
+        snapshot are kept, so each write is decoded and applied once, not once for every
+        checkpoint after it."""
         configurable = config["configurable"]
-        key = (str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
+        thread, namespace = str(configurable["thread_id"]), configurable.get("checkpoint_ns", "")
         target = str(get_checkpoint_id(config))
-        cache = self.__dict__.setdefault("_replayed_values", OrderedDict())
-        known = {channel: cache.get((*key, target, channel), _NONE) for channel in specs}
-        wanted = [channel for channel, value in known.items() if value is _NONE]
-        if not wanted:
-            return known
-        walk = self._walk(config, wanted)
-        chains, seeds, found = walk if walk is not None else ({}, {}, [])
+        chains, seeds, found = self._walk(config, list(specs)) or ({}, {}, [])
         written: dict[tuple[str, str], list[tuple[tuple[str, str, int], Any]]] = {}
         for checkpoint_id, channel, task_id, idx, kind, value, path in found:
             order = writes_sort_key(path, task_id, idx)
             written.setdefault((checkpoint_id, channel), []).append((order, (kind, value)))
-        for channel in wanted:
-            spec = specs[channel]
-            chain = chains.get(channel, [])  # (nearest first: the target's parent, ...)
-            value = deltas.unwrapped(seeds[channel]) if channel in seeds else spec.ValueType()
-            for number in range(len(chain) - 1, -1, -1):
-                ancestor = chain[number]
-                rows = sorted(written.get((ancestor, channel), ()), key=lambda row: row[0])
-                if rows:
-                    state = spec.from_checkpoint(value)
-                    state.replay_writes(
-                        [("", channel, self.serde.loads_typed(data)) for _, data in rows]
-                    )
-                    value = state.get()
-                child = chain[number - 1] if number else target
-                cache[(*key, child, channel)] = value
-            known[channel] = value
-        while len(cache) > 4096:
-            cache.popitem(last=False)
-        return known
+        values: dict[str, Any] = {}
+        with decoding():  # (once, not for every write)
+            for channel, spec in specs.items():
+                chain = chains.get(channel, [])  # (nearest first: the target's parent, ...)
+                value = deltas.unwrapped(seeds[channel]) if channel in seeds else spec.ValueType()
+                for number in range(len(chain) - 1, -1, -1):
+                    ancestor = chain[number]
+                    rows = sorted(written.get((ancestor, channel), ()), key=lambda row: row[0])
+                    writes = [self.compressing.loads_typed(data) for _, data in rows]
+                    value = deltas.replay(spec, value, writes)
+                    child = chain[number - 1] if number else target
+                    self._keep(thread, namespace, child, {channel: value})
+                values[channel] = value
+        return values
+
+    def _delta_write_rows(
+        self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
+    ) -> list[tuple[Any, ...]] | None:
+        path = "task_path" if self._has_task_path else "''"
+        with reporting_damage(self.path), self.lock:  # (a read: no cursor of its own, no commit)
+            return self.conn.execute(
+                f"SELECT task_id, idx, channel, {path}, type, value FROM writes "
+                "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ? "
+                f"AND channel IN ({', '.join('?' * len(channels))})",
+                (thread, namespace, checkpoint_id, *channels),
+            ).fetchall()
 
     def _walk(
         self, config: RunnableConfig, channels: list[str]
