@@ -7,10 +7,12 @@ One thread, ``--turns`` turns through the real graph and ``LocalBackend.send`` (
 model, default settings, so the trigger folds as in real use; user messages of 60-120 common
 English words, seeded), on up to four new databases taking turns, the same message each:
 
-- **SQLite, now** and **PostgreSQL, now**: chatbot as it is (checkpoints compressed);
-- **SQLite, before** and **PostgreSQL, before**: the same, with the saver's compression taken
-  off, as chatbot stored checkpoints before it compressed them (``db migrate`` rewrites such a
-  database in today's form).
+- **SQLite, now** and **PostgreSQL, now**: chatbot as it is (checkpoints compressed, the
+  message window and the summary stored only in snapshots: the compact layout);
+- **SQLite, before** and **PostgreSQL, before**: the same, with the saver writing as LangGraph's
+  plain savers do, uncompressed and whole (every checkpoint stores the window), as chatbot
+  stored checkpoints before it compressed them and before the compact layout, and as it still
+  writes on an adopted database (``db migrate`` rewrites such a database in today's form).
 
 At each turn in ``--at``: the bytes the database grew by per turn since it was made (SQLite:
 the file once its log is folded in; PostgreSQL: the tables, indexes and TOAST), its ratio to
@@ -50,8 +52,9 @@ THREAD = "sizes"
 
 
 def without_compression(store: SqlStore) -> None:
-    """Take the saver's compression off (the layout before it): values go in as LangGraph's
-    serializer writes them, as on a database shared with another LangGraph program."""
+    """Write as LangGraph's plain savers do (the layout before compression and the compact
+    layout): values go in uncompressed and whole, as on a database shared with another
+    LangGraph program."""
     from chatbot.store.saver import DecodesInterruptibly
 
     saver = store.saver

@@ -16,12 +16,13 @@ Every figure is measured next to its reference, in the same run, on the same mac
 - `chatbot history T --limit 50`, `chatbot show T` and `chatbot show T --json` on a 2,000-turn
   thread (about 6,000 checkpoints) against LangGraph's own ``SqliteSaver.list(config,
   limit=K)`` (K: the checkpoints those 50 turns span, and K=50) and
-  ``SqliteSaver.get_tuple(config)`` (which prints nothing: `show` also renders every message
-  as Markdown, `show --json` writes them as JSON);
+  ``SqliteSaver.get_tuple(config)`` with the thread's messages rebuilt from their snapshot and
+  the writes since, as the compact layout stores them (it prints their count: `show` also
+  renders every message as Markdown, `show --json` writes them as JSON);
 - `chatbot search WORD --json` on the many-threads database against the same FTS5 statement in
   a plain script (sqlite3 + json), and `chatbot export T -f json` on the long thread against
-  LangGraph's ``SqliteSaver.list`` reading every checkpoint of it and writing each message
-  once as JSON (goal: 1.5×);
+  LangGraph's ``SqliteSaver.list`` reading every checkpoint of it (its snapshot and its
+  writes) and writing each message once as JSON (goal: 1.5×);
 - on the same thread, `chatbot history T --limit 1` and the REPL's /undo, /retry and /tokens
   (piped into `chatbot chat --thread T`, on a fresh copy of the database each run): the time
   beyond start-up (the same process doing nothing: the history of a 1-turn thread, a chat
@@ -211,7 +212,16 @@ import sqlite3, sys
     + """
 saver = open_saver(sys.argv[1])
 found = saver.get_tuple({"configurable": {"thread_id": sys.argv[2]}})
-print(len(found.checkpoint["channel_values"].get("messages", [])))
+stored = found.checkpoint["channel_values"].get("messages")
+if stored is None:  # (stored in a snapshot now and then: rebuilt from it and the writes since)
+    history = saver.get_delta_channel_history(config=found.config, channels=["messages"])
+    seed = history["messages"].get("seed", [])
+    stored = list(getattr(seed, "value", seed))
+    for _, _, written in history["messages"]["writes"]:
+        new = written if isinstance(written, list) else [written]
+        gone = {m.id for m in new if m.type == "remove"}
+        stored = [m for m in stored if m.id not in gone] + [m for m in new if m.type != "remove"]
+print(len(getattr(stored, "value", stored)))
 """
 )
 
@@ -239,8 +249,11 @@ import json, sqlite3, sys
 saver = open_saver(sys.argv[1])
 seen = {}
 for saved in saver.list({"configurable": {"thread_id": sys.argv[2]}}):
-    for message in saved.checkpoint["channel_values"].get("messages", []):
-        seen.setdefault(message.id, {"type": message.type, "content": message.content})
+    stored = saved.checkpoint["channel_values"].get("messages", [])
+    written = [v for _, ch, v in saved.pending_writes or () if ch == "messages"]
+    for message in [*getattr(stored, "value", stored), *(m for w in written for m in w)]:
+        if message.type != "remove":
+            seen.setdefault(message.id, {"type": message.type, "content": message.content})
 print(json.dumps(list(seen.values()), indent=2, ensure_ascii=False))
 """
 )

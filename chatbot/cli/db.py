@@ -145,8 +145,8 @@ def db_migrate(
     db: DbOption = None,
 ) -> None:
     """Rewrite checkpoints an older chatbot stored in the current, compact form (compressed,
-    and on SQLite the message window stored only now and then): every thread reads as before,
-    in less space. Safe to stop and run again."""
+    the window stored only now and then): every thread reads as before, in less space. Safe to
+    stop and run again."""
     store = _local_store(ctx, db, "db migrate", read_only=dry_run)
     if store is None:
         return
