@@ -140,7 +140,8 @@ def decoding() -> Iterator[None]:
         yield
         return
     _pressed = False
-    signal.signal(signal.SIGINT, _on_sigint)
+    if before is not _on_sigint:  # (already in place: no need to set it, costly, and back)
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         yield
     except Exception as error:
@@ -148,4 +149,5 @@ def decoding() -> Iterator[None]:
             raise KeyboardInterrupt from error
         raise
     finally:
-        signal.signal(signal.SIGINT, before)
+        if before is not _on_sigint:
+            signal.signal(signal.SIGINT, before)

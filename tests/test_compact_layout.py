@@ -16,9 +16,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import resolve_models
-from chatbot.memory.channels import DELTA_CHANNELS, MESSAGES_SNAPSHOT_EVERY
+from chatbot.memory.channels import MESSAGES_SNAPSHOT_EVERY
 from chatbot.memory.state import ChatGraph
-from chatbot.store.checkpoints import read_checkpoint
+from chatbot.store.checkpoints import lazy_history, read_checkpoint
 from chatbot.store.deltas import missing
 from chatbot.store.search import recaller
 from chatbot.store.sqlite import Store, thread_config
@@ -101,22 +101,23 @@ def test_the_savers_history_of_a_delta_channel_rebuilds_what_langgraphs_does(
                     if not channels:
                         continue
                     theirs = rebuilt(
-                        reference.get_delta_channel_history(config=saved.config, channels=channels)
+                        graph,
+                        reference.get_delta_channel_history(config=saved.config, channels=channels),
                     )
                     for saver in (store.saver, cold.saver):
                         ours = saver.get_delta_channel_history(
                             config=saved.config, channels=channels
                         )
-                        assert rebuilt(ours) == theirs
+                        assert rebuilt(graph, ours) == theirs
                         compared += 1
     assert compared > 400
 
 
-def rebuilt(histories: Any) -> Any:
-    """The value each channel's history rebuilds, as LangGraph rebuilds it."""
+def rebuilt(graph: ChatGraph, histories: Any) -> Any:
+    """The value each channel's history rebuilds, as LangGraph rebuilds it (its channels)."""
     values = {}
     for channel, history in histories.items():
-        spec = DELTA_CHANNELS[channel]
+        spec: Any = graph.channels[channel]
         state = spec.from_checkpoint(history["seed"] if "seed" in history else spec.ValueType())
         state.replay_writes(history["writes"])
         value = state.get()
@@ -163,3 +164,26 @@ def test_checkpoints_do_not_grow_with_the_window(
     snapshots = [size for size in sizes if size > 1.5 * min(sizes)]
     assert len(snapshots) <= 1 + 3 * len(sizes) // MESSAGES_SNAPSHOT_EVERY, sizes
     assert max(size for size in sizes if size not in snapshots) < 1000
+
+
+def test_a_reader_sees_what_another_process_wrote_after_it_read(
+    local: tuple[LocalBackend, ChatGraph, Store], tmp_path: Path
+) -> None:
+    """A long-lived reader (the REPL) keeps what it rebuilt; an update another process saves
+    on the checkpoint it read (its writes go there) is in the state it reads next."""
+    backend, graph, _ = local
+    for n in range(3):
+        list(backend.send("t", f"turn {n}"))
+    with Store(str(tmp_path / "threads.sqlite")) as reader:
+        for snapshot in lazy_history(reader, "t"):
+            assert snapshot.state is not None  # (everything read, oldest ones too)
+        head = read_checkpoint(reader, "t").state.messages
+        graph.update_state(thread_config("t"), {"messages": [HumanMessage("added elsewhere")]})
+        after = read_checkpoint(reader, "t")
+        assert [m.text for m in after.state.messages] == [
+            *(m.text for m in head),
+            "added elsewhere",
+        ]
+        parent = after.parent_id
+        assert parent is not None
+        assert said(read_checkpoint(reader, "t", parent).state.messages) == said(head)

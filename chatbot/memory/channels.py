@@ -8,20 +8,20 @@ follow the text it adds, not the window it keeps. Replaying must give the same s
 time: a message written without an id gets one made from where it lands and what it says, not
 a random one.
 
-Kept apart from :mod:`chatbot.memory.state` and free of ``langgraph.graph`` (about a second
-of imports), so that the commands that read threads without running the graph (``history``,
-``show``, ``export``) can rebuild a checkpoint's state: ``add_messages`` is followed here
-rather than imported.
+Kept apart from :mod:`chatbot.memory.state` and free of LangGraph's graph and channels (a
+second of imports between them), so that the commands that read threads without running the
+graph (``history``, ``show``, ``export``) can rebuild a checkpoint's state: ``add_messages`` is
+followed here rather than imported, and the channels themselves are made in
+:mod:`chatbot.memory.state`.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Annotated, Any, cast
+from typing import Any, cast
 
 from langchain_core.messages import (
-    AnyMessage,
     BaseMessage,
     BaseMessageChunk,
     HumanMessage,
@@ -29,8 +29,6 @@ from langchain_core.messages import (
     convert_to_messages,
     message_chunk_to_message,
 )
-from langgraph.channels.delta import DeltaChannel
-from langgraph.errors import InvalidUpdateError
 
 REMOVE_ALL_MESSAGES = "__remove_all__"
 """The id of a ``RemoveMessage`` that clears the list (LangGraph's, from
@@ -117,6 +115,8 @@ def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
     if isinstance(right, str):
         right = HumanMessage(right)
     if not isinstance(right, list | tuple | dict | BaseMessage):
+        from langgraph.errors import InvalidUpdateError
+
         raise InvalidUpdateError(
             f"the state's 'messages' must be a list of messages, not {described(right)}: "
             "nothing was changed; update it with a list, e.g. [{'type': 'human', 'content': "
@@ -125,6 +125,8 @@ def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
     try:
         messages = convert_to_messages(right if isinstance(right, list) else [right])
     except (NotImplementedError, ValueError) as error:
+        from langgraph.errors import InvalidUpdateError
+
         reason = str(error).splitlines()[0]  # (langchain-core's: "Unsupported message type: …")
         raise InvalidUpdateError(
             f"the state's 'messages' must be a list of messages: {reason}; nothing was "
@@ -169,6 +171,8 @@ def replay_summary(left: str, writes: Sequence[Any]) -> str:
     (as a plain key refuses a value of the wrong type)."""
     for value in writes:
         if not isinstance(value, str):
+            from langgraph.errors import InvalidUpdateError
+
             raise InvalidUpdateError(
                 f"the state's 'summary' must be {KINDS[str]}, not {described(value)}: "
                 "nothing was changed; update it with one"
@@ -176,17 +180,13 @@ def replay_summary(left: str, writes: Sequence[Any]) -> str:
     return writes[-1] if writes else left
 
 
-_MESSAGES: DeltaChannel[Any] = DeltaChannel(
-    replay_messages, list, snapshot_frequency=MESSAGES_SNAPSHOT_EVERY
-)
-_SUMMARY: DeltaChannel[Any] = DeltaChannel(replay_summary, str, snapshot_frequency=1)
+REDUCERS: dict[str, tuple[Any, type]] = {
+    "messages": (replay_messages, list),
+    "summary": (replay_summary, str),
+}
+"""The state's delta channels by key: their reducer and the type of their value (for reading
+checkpoints without the graph; :mod:`chatbot.memory.state` makes the channels from it)."""
 
-MessagesKey = Annotated[list[AnyMessage], _MESSAGES]
-"""The state's ``messages``: stored whole every :data:`MESSAGES_SNAPSHOT_EVERY` updates."""
-SummaryKey = Annotated[str, _SUMMARY]
-"""The state's ``summary``: stored whole where it changes (at a fold), nowhere else."""
-
-_MESSAGES.key, _SUMMARY.key = "messages", "summary"
-DELTA_CHANNELS: dict[str, DeltaChannel[Any]] = {"messages": _MESSAGES, "summary": _SUMMARY}
-"""The state's delta channels by key, as the graph makes them (for reading checkpoints without
-the graph)."""
+SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 1}
+"""Updates of each delta channel between two checkpoints that store it: the summary is stored
+where it changes (at a fold), nowhere else."""

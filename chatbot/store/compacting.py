@@ -171,13 +171,8 @@ _MISSING = object()
 
 
 def _replayed(spec: Any, value: Any, writes: list[Any], serde: Any) -> Any:
-    if not writes:
-        return value
-    channel = spec.from_checkpoint(value)
-    channel.replay_writes(
-        [("", spec.key, serde.loads_typed(data)) for _, data in sorted(writes, key=_order)]
-    )
-    return channel.get()
+    ordered = [serde.loads_typed(data) for _, data in sorted(writes, key=_order)]
+    return deltas.replay(spec, value, ordered)
 
 
 def _order(row: tuple[Any, Any]) -> Any:

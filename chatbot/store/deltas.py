@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
     ChannelVersions,
@@ -30,11 +29,31 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 
-def delta_channels() -> Mapping[str, DeltaChannel[Any]]:
-    """The state's keys that are delta channels, and their channels (as the graph makes them)."""
-    from chatbot.memory.channels import DELTA_CHANNELS
+class Spec:
+    """A delta channel as a reader needs it: its key, reducer and the type of its value."""
 
-    return DELTA_CHANNELS
+    def __init__(self, key: str, reducer: Any, typ: type, snapshot_frequency: int) -> None:
+        self.key, self.reducer, self.typ = key, reducer, typ
+        self.snapshot_frequency = snapshot_frequency
+
+    def ValueType(self) -> Any:
+        return self.typ()
+
+
+def delta_channels() -> Mapping[str, Spec]:
+    """The state's keys that are delta channels (:data:`chatbot.memory.channels.REDUCERS`)."""
+    global _SPECS
+    if _SPECS is None:
+        from chatbot.memory.channels import REDUCERS, SNAPSHOT_EVERY
+
+        _SPECS = {
+            key: Spec(key, reducer, typ, SNAPSHOT_EVERY[key])
+            for key, (reducer, typ) in REDUCERS.items()
+        }
+    return _SPECS
+
+
+_SPECS: dict[str, Spec] | None = None
 
 
 def missing(checkpoint: Checkpoint) -> list[str]:
@@ -61,18 +80,20 @@ def complete(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> Checkpo
     filled = {key: unwrapped(value) for key, value in values.items()}
     replayed = getattr(saver, "replayed", None)
     if wanted and replayed is not None:  # (chatbot's SQLite saver: kept as it reads)
-        filled.update(replayed(saved.config, {key: delta_channels()[key] for key in wanted}))
+        parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        asked = {key: delta_channels()[key] for key in wanted}
+        filled.update(replayed(saved.config, asked, parent))
+    if replayed is not None:  # (its children's values, if asked for next: these and its writes)
+        ours = {key: filled[key] for key in delta_channels() if key in filled}
+        saver.before_writes(saved.config, ours, saved.pending_writes or [])  # type: ignore[attr-defined]
     elif wanted:
         histories = saver.get_delta_channel_history(config=saved.config, channels=wanted)
         specs = delta_channels()
         for key in wanted:
             history = histories.get(key, {"writes": []})
             spec = specs[key]
-            channel = spec.from_checkpoint(
-                history["seed"] if "seed" in history else spec.ValueType()
-            )
-            channel.replay_writes(history["writes"])
-            filled[key] = channel.get()
+            seed = unwrapped(history["seed"]) if "seed" in history else spec.ValueType()
+            filled[key] = replay(spec, seed, [value for _, _, value in history["writes"]])
     return saved._replace(checkpoint={**checkpoint, "channel_values": filled})
 
 
@@ -88,17 +109,37 @@ def stored_and_written(saved: CheckpointTuple, made_by: Any) -> list[Any]:
 
 
 _NONE = object()
+_AHEAD = "\0ahead"
+"""The key under which a checkpoint's values and pending writes are kept (:meth:`before_writes`)."""
 _LOCK = threading.Lock()
 
 
-def replay(spec: DeltaChannel[Any], value: Any, writes: list[Any]) -> Any:
-    """``value`` with ``writes`` applied through the channel's reducer, as LangGraph applies
-    them (an ``Overwrite`` among them starts again from it)."""
+def replay(spec: Spec, value: Any, writes: list[Any]) -> Any:
+    """``value`` with ``writes`` applied through the channel's reducer, as LangGraph's
+    ``DeltaChannel.replay_writes`` applies them: the last ``Overwrite`` among them (the typed
+    one, or its dict forms) starts again from its value."""
     if not writes:
         return value
-    channel = spec.from_checkpoint(value)
-    channel.replay_writes([("", spec.key, write) for write in writes])
-    return channel.get()
+    start = 0
+    for number, write in enumerate(writes):
+        overwritten, new = _overwrite(write)
+        if overwritten:
+            value = new if new is not None else spec.ValueType()
+            start = number + 1
+    rest = writes[start:]
+    return spec.reducer(value, rest) if rest else value
+
+
+def _overwrite(value: Any) -> tuple[bool, Any]:
+    """LangGraph's ``_get_overwrite``, without importing its channels."""
+    if type(value).__name__ == "Overwrite" and hasattr(value, "value"):
+        return True, value.value
+    if isinstance(value, dict):
+        if set(value) == {"__overwrite__"}:
+            return True, value["__overwrite__"]
+        if set(value) == {"value", "type"} and value.get("type") == "__overwrite__":
+            return True, value["value"]
+    return False, None
 
 
 class KeepsDeltaValues(BaseCheckpointSaver[Any]):
@@ -220,6 +261,13 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         checkpoint; ``None`` where the saver does not know its tables."""
         return None
 
+    def _delta_write_count(
+        self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
+    ) -> int | None:
+        """How many writes to ``channels`` a checkpoint has (``None``: the saver cannot say)."""
+        rows = self._delta_write_rows(thread, namespace, checkpoint_id, channels)
+        return None if rows is None else len(rows)
+
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
@@ -236,18 +284,63 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
             channel: {"seed": _copied(value), "writes": []} for channel, value in values.items()
         }
 
-    def replayed(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
+    def replayed(
+        self, config: RunnableConfig, specs: Mapping[str, Any], parent: str | None = None
+    ) -> dict[str, Any]:
         """The values of the delta channels ``specs`` names at the checkpoint ``config``
-        names: kept ones, else rebuilt (:meth:`_rebuild`) and kept."""
+        names: kept ones; else, if its ``parent``'s are kept, those with the parent's writes
+        applied (a history read oldest first); else rebuilt (:meth:`_rebuild`). All kept."""
         configurable = config["configurable"]
         key = (str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", "")))
         target = str(get_checkpoint_id(config))
         cache = self._delta_cache()
         known = {channel: cache.get((*key, target, channel), _NONE) for channel in specs}
         wanted = {channel: specs[channel] for channel, value in known.items() if value is _NONE}
+        if wanted and parent:
+            ahead = cache.get((*key, parent, _AHEAD), _NONE)
+            if (
+                ahead is not _NONE
+                and all(channel in ahead[0] for channel in wanted)
+                and self._delta_write_count(*key, parent, list(wanted))
+                == sum(1 for _, c, _ in ahead[1] if c in wanted)
+            ):  # (the same writes as when they were read: none added since by another process)
+                values, writes = ahead
+                found = {
+                    channel: replay(
+                        spec, values[channel], [v for _, c, v in writes if c == channel]
+                    )
+                    for channel, spec in wanted.items()
+                }
+                self._keep(*key, target, found)
+                known.update(found)
+                wanted = {}
+        if wanted and parent:
+            bases = {channel: cache.get((*key, parent, channel), _NONE) for channel in wanted}
+            if all(base is not _NONE for base in bases.values()):
+                rows = self._delta_writes_at(*key, parent, list(wanted), {})
+                if rows is not None:
+                    found = {
+                        channel: replay(spec, bases[channel], [v for c, v in rows if c == channel])
+                        for channel, spec in wanted.items()
+                    }
+                    self._keep(*key, target, found)
+                    known.update(found)
+                    wanted = {}
         if wanted:
             known.update(self._rebuild(config, wanted))
         return known
+
+    def before_writes(
+        self, config: RunnableConfig, values: dict[str, Any], writes: Sequence[Any]
+    ) -> None:
+        """Keep a checkpoint's values with its pending writes (as ``get_tuple`` read them), so
+        that a child read next is its values with these applied: nothing to read again."""
+        configurable = config["configurable"]
+        key = (str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", "")))
+        target = str(get_checkpoint_id(config))
+        with _LOCK:
+            cache = self._delta_cache()
+            cache[(*key, target, _AHEAD)] = (values, list(writes))
 
     def _rebuild(self, config: RunnableConfig, specs: Mapping[str, Any]) -> dict[str, Any]:
         """The values at ``config``'s checkpoint rebuilt from LangGraph's history of them."""

@@ -331,6 +331,17 @@ class LocalSaver(
                 values[channel] = value
         return values
 
+    def _delta_write_count(
+        self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
+    ) -> int | None:
+        with reporting_damage(self.path), self.lock:
+            ((count,),) = self.conn.execute(
+                "SELECT COUNT(*) FROM writes WHERE thread_id = ? AND checkpoint_ns = ? "
+                f"AND checkpoint_id = ? AND channel IN ({', '.join('?' * len(channels))})",
+                (thread, namespace, checkpoint_id, *channels),
+            ).fetchall()
+        return int(count)
+
     def _delta_write_rows(
         self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
     ) -> list[tuple[Any, ...]] | None:
