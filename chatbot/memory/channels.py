@@ -1,5 +1,5 @@
-"""How the state's ``messages`` and ``summary`` change: their reducers, and the channels that
-store them (LangGraph's ``DeltaChannel``).
+"""How the state's ``messages`` and ``summary`` change: their reducers, for the channels that
+store them (LangGraph's ``DeltaChannel``, made in :mod:`chatbot.memory.state`).
 
 A checkpoint stores the whole message window and the summary only every so often (a
 snapshot); the checkpoints between store only the writes that changed them, and reading one
