@@ -8,6 +8,7 @@ import json
 import shutil
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -312,18 +313,26 @@ def test_migrate_rewrites_an_older_database_compact_and_every_thread_reads_the_s
     assert vacuumed["bytes"] < unvacuumed["bytes"], "the space the old values took goes back"
 
 
+def stopping_after(batches: int) -> Callable[[int], None]:
+    """A progress callback that stops the work after ``batches`` batches, as Ctrl-C lands
+    between two of them."""
+    seen: list[int] = []
+
+    def progress(looked_at: int) -> None:
+        seen.append(looked_at)
+        if len(seen) == batches:
+            raise KeyboardInterrupt
+
+    return progress
+
+
 @pytest.mark.slow
 def test_a_migration_cut_short_loses_nothing_and_the_next_one_finishes(
     cli: Cli, old_db: Path
 ) -> None:
     db = str(old_db)
     before = readings(cli, db, OLD_THREADS)
-    batches: list[int] = []
-
-    def stop_after_two(looked_at: int) -> None:
-        batches.append(looked_at)
-        if len(batches) == 2:
-            raise KeyboardInterrupt  # (as Ctrl-C lands between two batches)
+    stop_after_two = stopping_after(2)
 
     with open_store(db) as store, pytest.raises(KeyboardInterrupt):
         store.migrate_values(batch=4, progress=stop_after_two)
@@ -357,12 +366,7 @@ def test_compacting_cut_short_loses_nothing_and_old_threads_go_on(cli: Cli, old_
     db = str(old_db)
     before = readings(cli, db, OLD_THREADS)
     windows = windows_stored(old_db)
-    batches: list[int] = []
-
-    def stop_after_two(looked_at: int) -> None:
-        batches.append(looked_at)
-        if len(batches) == 2:
-            raise KeyboardInterrupt  # (as Ctrl-C lands between two batches)
+    stop_after_two = stopping_after(2)
 
     with open_store(db) as store, pytest.raises(KeyboardInterrupt):
         compacting.compact(store, batch=4, progress=stop_after_two)  # type: ignore[arg-type]
