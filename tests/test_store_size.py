@@ -290,9 +290,12 @@ def test_migrate_rewrites_an_older_database_compact_and_every_thread_reads_the_s
     found_before = ok(cli.invoke("search", "tomato", "--json", "--db", db)).stdout
 
     windows_before = windows_stored(old_db)
+    said = ok(cli.invoke("db", "migrate", "--dry-run", "--db", db)).stdout
     done = ok(cli.invoke("db", "migrate", "--db", db))
 
     assert done.stdout.startswith(f"{old_db}: rewrote ") and "db vacuum" in done.stdout
+    would = said.split("would rewrite ", 1)[1].split(" (", 1)[0]
+    assert done.stdout.split("rewrote ", 1)[1].startswith(would), "the dry run said the same"
     assert readings(cli, db, OLD_THREADS) == before
     assert ok(cli.invoke("search", "tomato", "--json", "--db", db)).stdout == found_before
     with sqlite3.connect(old_db) as conn:
