@@ -21,6 +21,7 @@ from chatbot.engine.runsettings import RunSettings
 from chatbot.errors import describe_error
 from chatbot.logs import logger
 from chatbot.memory import recall, recall_search
+from chatbot.memory.channels import added_messages
 from chatbot.memory.state import RunState
 from chatbot.memory.tokens import model_name
 from chatbot.parts import readable_text
@@ -128,17 +129,6 @@ def recall_messages(state: RunState, searcher: recall_search.Searcher | None) ->
     return {"messages": answers}
 
 
-def _stored_and_written(saved: Any, made_by: Any) -> list[Any]:
-    """The messages a checkpoint stores (if it stores them) and those the writes that made it
-    added."""
-    stored = saved.checkpoint.get("channel_values", {}).get("messages") or ()
-    found = list(getattr(stored, "value", stored))
-    for _, channel, value in made_by:
-        if channel == "messages":
-            found.extend(m for m in (value if isinstance(value, list) else [value]))
-    return [m for m in found if getattr(m, "type", "remove") != "remove"]
-
-
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
 
@@ -189,7 +179,10 @@ def history_search(
         when = str(saved.checkpoint.get("ts") or "")[:16]
         # (a checkpoint stores its messages only now and then: the writes that made it, its
         # parent's, hold the ones it added)
-        for message in _stored_and_written(saved, pending.get(parents[checkpoint_id], ())):
+        stored = saved.checkpoint.get("channel_values", {}).get("messages")
+        made_by = pending.get(parents[checkpoint_id], ())
+        written = [value for _, channel, value in made_by if channel == "messages"]
+        for message in added_messages(stored, written):
             text = readable_text(getattr(message, "content", ""))
             if message.id and text.strip() and str(message.id) not in skip:
                 role = _ROLES.get(str(message.type), str(message.type))

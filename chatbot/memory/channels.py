@@ -180,6 +180,17 @@ def replay_summary(left: str, writes: Sequence[Any]) -> str:
     return writes[-1] if writes else left
 
 
+def added_messages(stored: Any, written: Any = ()) -> list[Any]:
+    """The messages first seen at a checkpoint: those it stores, if it stores the window
+    (``stored``: its ``channel_values["messages"]``, a snapshot or a plain list, else
+    ``None``), and those the writes that made it added (``written``: the values of its
+    parent's writes to ``messages``), without the ``RemoveMessage``s."""
+    found = list(getattr(stored, "value", stored) or ())
+    for write in written:
+        found.extend(write if isinstance(write, list) else [write])
+    return [m for m in found if getattr(m, "type", "remove") != "remove"]
+
+
 REDUCERS: dict[str, tuple[Any, type]] = {
     "messages": (replay_messages, list),
     "summary": (replay_summary, str),

@@ -97,17 +97,6 @@ def complete(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> Checkpo
     return saved._replace(checkpoint={**checkpoint, "channel_values": filled})
 
 
-def stored_and_written(saved: CheckpointTuple, made_by: Any) -> list[Any]:
-    """The messages a checkpoint stores (if it stores them) and those the writes that made it
-    (its parent's pending writes) added: together, every message first seen there."""
-    stored = saved.checkpoint["channel_values"].get("messages") or ()
-    found = list(unwrapped(stored))
-    for _, channel, value in made_by:
-        if channel == "messages":
-            found.extend(value if isinstance(value, list) else [value])
-    return [m for m in found if getattr(m, "type", "remove") != "remove"]
-
-
 _NONE = object()
 _AHEAD = "\0ahead"
 """The key under which a checkpoint's values and pending writes are kept (:meth:`before_writes`)."""

@@ -22,11 +22,11 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite._delta import build_delta_stage2_sql
 
 from chatbot.interrupts import decoding
+from chatbot.memory.channels import added_messages
 from chatbot.store import compression, deltas
 from chatbot.store.errors import reporting_damage
 from chatbot.store.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
@@ -208,7 +208,7 @@ class IndexesMessages(BaseCheckpointSaver[str]):
         it from added (one that does not)."""
         stored = checkpoint["channel_values"].get("messages")
         if stored is not None:
-            return list(stored.value if isinstance(stored, _DeltaSnapshot) else stored)
+            return added_messages(stored)
         configurable = config["configurable"]
         parent = configurable.get("checkpoint_id")
         if not parent:
@@ -220,12 +220,7 @@ class IndexesMessages(BaseCheckpointSaver[str]):
             saved = self.get_tuple(config)
             pending = saved.pending_writes or [] if saved is not None else []
             writes = [value for _, channel, value in pending if channel == "messages"]
-        messages: list[Any] = []
-        for write in writes:
-            for message in write if isinstance(write, list) else [write]:
-                if getattr(message, "type", None) not in (None, "remove"):
-                    messages.append(message)
-        return messages
+        return added_messages(None, writes)
 
     def put(
         self,

@@ -97,7 +97,7 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
     mark the database indexed. Safe while other processes write (a row indexed as it was
     written keeps the older checkpoint of the two). ``progress`` is told after each thread
     how many checkpoints it read. Returns the messages found."""
-    from chatbot.store.deltas import stored_and_written
+    from chatbot.memory.channels import added_messages
 
     threads = [
         row[0]
@@ -117,7 +117,10 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
         for saved in listed:
             checkpoint_id = saved.config["configurable"]["checkpoint_id"]
             parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            for message in stored_and_written(saved, pending.get(parent, ())):
+            stored = saved.checkpoint["channel_values"].get("messages")
+            made_by = pending.get(parent, ())
+            written = [value for _, channel, value in made_by if channel == "messages"]
+            for message in added_messages(stored, written):
                 if getattr(message, "id", None):
                     first[str(message.id)] = (checkpoint_id, message)  # older ones win
             read += 1
