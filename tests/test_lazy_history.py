@@ -273,6 +273,14 @@ def eager_turn_entries(history: Sequence[Snapshot]) -> list[TurnEntry]:
         said = [m for s in run for m in s.messages if m.type == "human" and m.id not in known]
         if not said and kind == "retry":
             said = [m for m in last.messages if m.type == "human"][-1:]
+        # (a run that stopped with its reply saved and only the fold after it to run is
+        # finished: the reply is there; a compaction's fold is its whole work)
+        fold_left = (
+            kind != "compact"
+            and last.next == ("summarize_conversation",)
+            and bool(last.messages)
+            and last.messages[-1].type == "ai"
+        )
         fate: Fate = ""
         if last.checkpoint_id in undone:
             fate = "undone"
@@ -291,9 +299,10 @@ def eager_turn_entries(history: Sequence[Snapshot]) -> list[TurnEntry]:
                 messages_after=len(last.messages),
                 folded=folded,
                 summary_changed=last.summary != (before.summary if before is not None else ""),
-                finished=not last.next,
+                finished=not last.next or fold_left,
                 fate=fate,
                 origin=str(first.metadata.get(ORIGIN_KEY) or "") if kind == "fork" else "",
+                fold_left=fold_left,
             )
         )
     return list(reversed(entries))
@@ -341,6 +350,11 @@ SCENARIOS: dict[str, list[Step]] = {
         *("send", "send", "send", "send", ("branch", LAST_BUT_ONE), "undo", "send", "send"),
     ],
     "forks, and what happens in them": ["send", "send", "send", "fork", "send", "fork"],
+    # An /undo back to a reply whose fold was still to run: its checkpoint has only the fold
+    # left (found by the property test below).
+    "an undo back to a reply with its fold still to run": [
+        *("send", ("branch", 0), "send", "compact", ("branch", 7), "undo"),
+    ],
 }
 
 
