@@ -229,16 +229,21 @@ PLAIN_SEARCH = """\
 import json, sqlite3, sys
 
 conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+word = sys.argv[2]
+grams = " AND ".join(f'"{word[i:i + 3]}"' for i in range(len(word) - 2))
 rows = conn.execute(
     "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
     "FROM chatbot_messages_fts AS f JOIN chatbot_messages AS m ON m.id = f.rowid "
-    "WHERE chatbot_messages_fts MATCH ? ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 21",
-    ('"' + sys.argv[2] + '"',),
+    "WHERE chatbot_messages_fts MATCH ? AND m.content LIKE ? "
+    "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 21",
+    (grams, f"%{word}%"),
 ).fetchall()
 keys = ("thread_id", "message_id", "checkpoint_id", "role", "text")
 print(json.dumps([dict(zip(keys, row)) for row in rows[:20]], indent=2, ensure_ascii=False))
 """
-"""The statement `chatbot search WORD --json` runs on its FTS5 index, in a plain script."""
+"""What `chatbot search WORD --json` asks of its FTS5 index, in a plain script: the messages
+holding the word's trigrams (the index keeps no positions), checked to hold the word (an
+ASCII word: SQLite's LIKE folds ASCII only)."""
 
 LANGGRAPH_EXPORT = (
     """\

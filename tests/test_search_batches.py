@@ -19,7 +19,7 @@ from chatbot.engine.graph import build_graph
 from chatbot.store.copying import plan_copy, run_copy
 from chatbot.store.msgindex import MessageIndex
 from chatbot.store.saver import LocalSaver
-from chatbot.store.search import coarse_fold, search
+from chatbot.store.search import coarse_fold, search, trigram_query
 from chatbot.store.sqlite import (
     APPLICATION_ID,
     MIGRATIONS,
@@ -76,10 +76,10 @@ def waiting(store: SqlStore) -> set[int]:
 
 
 def in_index(store: SqlStore, word: str) -> int:
-    """How many rows the FTS5 index itself finds ``word`` in."""
+    """How many rows the FTS5 index itself finds ``word``'s trigrams in."""
     ((count,),) = store._query(
         "SELECT COUNT(*) FROM chatbot_messages_fts WHERE chatbot_messages_fts MATCH ?",
-        (f'"{word}"',),
+        (trigram_query([word]),),
     )
     return int(count)
 
@@ -354,7 +354,7 @@ def test_a_database_from_before_the_batches_is_migrated_and_searches_as_before(
     conn = sqlite3.connect(db)
     ((indexed,),) = conn.execute(
         "SELECT COUNT(*) FROM chatbot_messages_fts WHERE chatbot_messages_fts MATCH 'walrus'"
-    ).fetchall()
+    ).fetchall()  # (made before the index lost its positions: 'walrus' is a phrase there)
     conn.close()
     assert indexed == 43, "every message in the index, row by row"
     queries = ("walrus", '"old walrus 1"', "other", "reply 7", "walrus 3")
@@ -375,3 +375,21 @@ def test_a_database_from_before_the_batches_is_migrated_and_searches_as_before(
         assert_index_exact(db)
     finally:
         chat.store.close()
+
+
+def test_messages_holding_a_terms_trigrams_apart_are_not_hits_however_many_come_first(
+    chat: Chat,
+) -> None:
+    """The index knows which trigrams a message holds, not where: a message holding
+    ``hel``, ``ell`` and ``llo`` but not ``hello`` is no hit, even when more such messages
+    than the limit are newer than the hits."""
+    chat.say("t", "hello from the first", "HELLO from the second")
+    chat.say("t", *(f"hel ell llo, decoy {n}" for n in range(40)))
+    one_turn_from_a_batch(chat)
+    chat.say("u", "one more")
+    assert waiting(chat.store) == set() and in_index(chat.store, "hello") >= 42
+    assert _found(chat, "hello", limit=2) == ["HELLO from the second", "hello from the first"]
+    assert _found(chat, '"llo from"', limit=1) == ["HELLO from the second"]
+    assert _found(chat, "hello decoy") == []
+    assert len(_found(chat, "coy", limit=100)) == 40  # (three characters: one trigram)
+    assert_index_exact(chat.store.path)

@@ -331,28 +331,66 @@ def _matching(
     """The newest ``limit`` rows holding every one of ``terms`` (of :data:`MIN_TRIGRAM`
     characters or more) that ``where`` keeps: those the FTS5 index finds, and those still
     waiting for it (at most 63, see migration 5), read in the same statement (one snapshot: a
-    batch indexed meanwhile is found once) and matched by :func:`matched_as_indexed`."""
-    match = " AND ".join(_fts_phrase(term) for term in terms)
+    batch indexed meanwhile is found once).
+
+    The index knows which trigrams a message holds, not where (migration 6): it finds the
+    messages holding every trigram of every term, newest first, and those are checked to hold
+    the terms themselves, as the index matched them when it kept positions
+    (:func:`matched_as_indexed`), until ``limit`` are found. A term of three characters is one
+    trigram: what the index finds holds it."""
+    exact = all(len(term) == MIN_TRIGRAM for term in terms)
     indexed = (
         f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
         "JOIN chatbot_messages AS m ON m.id = f.rowid "
         f"WHERE {' AND '.join(['chatbot_messages_fts MATCH ?', *where])} {newest}"
     )
+    match = trigram_query(terms)
+    most = limit if exact else -1  # (SQLite: no limit)
     if not _has_table(store, "chatbot_messages_unindexed"):  # (before migration 5: read-only)
-        return [row[1:] for row in store._query(indexed, (match, *params, limit))]
-    rows = store._query(
-        f"SELECT * FROM ({indexed}) UNION ALL "
-        f"SELECT 1, {columns} FROM chatbot_messages_unindexed AS u "
-        f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
-        (match, *params, limit, *params),
-    )
+        rows = store._query(indexed, (match, *params, most))
+    else:
+        rows = store._query(
+            f"SELECT * FROM ({indexed}) UNION ALL "
+            f"SELECT 1, {columns} FROM chatbot_messages_unindexed AS u "
+            f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
+            (match, *params, most, *params),
+        )
     found = [row[1:] for row in rows if not row[0]]
+    if not exact:
+        found = _holding(found, terms, limit)
     waiting = {row[6]: row[1:] for row in rows if row[0]}
     if waiting:
         hits = matched_as_indexed({id_: row[4] for id_, row in waiting.items()}, terms)
         found.extend(waiting[id_] for id_ in hits)
         found.sort(key=lambda row: (row[2], row[5]), reverse=True)
     return found[:limit]
+
+
+def _holding(
+    rows: list[tuple[Any, ...]], terms: Sequence[str], limit: int
+) -> list[tuple[Any, ...]]:
+    """The first ``limit`` of ``rows`` (newest first, the text fifth) whose text holds every
+    term, checked a page at a time."""
+    kept: list[tuple[Any, ...]] = []
+    page = max(limit, 64)
+    for start in range(0, len(rows), page):
+        chunk = rows[start : start + page]
+        hits = matched_as_indexed({n: row[4] for n, row in enumerate(chunk)}, terms)
+        kept.extend(row for n, row in enumerate(chunk) if n in hits)
+        if len(kept) >= limit:
+            break
+    return kept[:limit]
+
+
+def trigram_query(terms: Sequence[str]) -> str:
+    """An FTS5 query for the messages holding every trigram of ``terms`` (each of
+    :data:`MIN_TRIGRAM` characters or more): all an index without positions can answer."""
+    grams = dict.fromkeys(
+        term[start : start + MIN_TRIGRAM]
+        for term in terms
+        for start in range(len(term) - MIN_TRIGRAM + 1)
+    )
+    return " AND ".join(_fts_phrase(gram) for gram in grams)
 
 
 def matched_as_indexed(texts: dict[int, str], terms: Sequence[str]) -> set[int]:

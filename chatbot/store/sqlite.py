@@ -209,6 +209,24 @@ END""",
         ),
         postgresql=(),
     ),
+    # 6: SQLite's FTS5 index keeps which trigrams each message holds, not where (detail=none,
+    # and no column sizes, which only ranking reads): a quarter of the bytes. A term of four
+    # characters or more is found as its trigrams, each message then checked to hold the term
+    # itself (chatbot.store.search). The rows indexed so far are indexed again; those waiting
+    # for the next batch stay waiting.
+    PerDatabase(
+        sqlite=(
+            "DROP TABLE IF EXISTS chatbot_messages_fts",
+            """CREATE VIRTUAL TABLE chatbot_messages_fts USING fts5(
+    content, content='chatbot_messages', content_rowid='id', tokenize='trigram',
+    detail=none, columnsize=0
+)""",
+            """INSERT INTO chatbot_messages_fts (rowid, content)
+SELECT id, content FROM chatbot_messages
+WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
+        ),
+        postgresql=(),
+    ),
 )
 """chatbot's own tables, for SQLite and PostgreSQL alike: numbered by position, each applied
 once (``chatbot_migrations`` records them) under the database's write lock. Append, never
