@@ -336,28 +336,43 @@ def _matching(
     The index knows which trigrams a message holds, not where (migration 6): it finds the
     messages holding every trigram of every term, newest first, and those are checked to hold
     the terms themselves, as the index matched them when it kept positions
-    (:func:`matched_as_indexed`), until ``limit`` are found. A term of three characters is one
-    trigram: what the index finds holds it."""
+    (:func:`matched_as_indexed`), a page at a time until ``limit`` are found. A term of three
+    characters is one trigram: what the index finds holds it."""
     exact = all(len(term) == MIN_TRIGRAM for term in terms)
+    match = [trigram_query(terms)]
+    if not exact:  # (in SQL, so that the sort and the limit take only these)
+        store.conn.create_function("chatbot_holds", 2, _holds_folded, deterministic=True)
+        match.append("\x00".join(coarse_fold(term) for term in terms))
     indexed = (
         f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
-        "JOIN chatbot_messages AS m ON m.id = f.rowid "
-        f"WHERE {' AND '.join(['chatbot_messages_fts MATCH ?', *where])} {newest}"
+        "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "
+        + " AND ".join(
+            ["chatbot_messages_fts MATCH ?"]
+            + ([] if exact else ["chatbot_holds(m.content, ?)"])
+            + where
+        )
+        + f" {newest} OFFSET ?"
     )
-    match = trigram_query(terms)
-    most = limit if exact else -1  # (SQLite: no limit)
+    page = limit if exact else max(2 * limit, 32)
     if not _has_table(store, "chatbot_messages_unindexed"):  # (before migration 5: read-only)
-        rows = store._query(indexed, (match, *params, most))
+        rows = store._query(indexed, (*match, *params, page, 0))
     else:
         rows = store._query(
             f"SELECT * FROM ({indexed}) UNION ALL "
             f"SELECT 1, {columns} FROM chatbot_messages_unindexed AS u "
             f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
-            (match, *params, most, *params),
+            (*match, *params, page, 0, *params),
         )
     found = [row[1:] for row in rows if not row[0]]
     if not exact:
-        found = _holding(found, terms, limit)
+        read, candidates = len(found), found
+        found = _holding(candidates, terms)
+        while len(found) < limit and len(candidates) == page:  # (the next page, 4 times as long)
+            offset, page = read, 4 * page
+            candidates = [row[1:] for row in store._query(indexed, (*match, *params, page, offset))]
+            read += len(candidates)
+            seen = {row[5] for row in found}  # (a batch indexed meanwhile moves rows down)
+            found.extend(row for row in _holding(candidates, terms) if row[5] not in seen)
     waiting = {row[6]: row[1:] for row in rows if row[0]}
     if waiting:
         hits = matched_as_indexed({id_: row[4] for id_, row in waiting.items()}, terms)
@@ -366,20 +381,20 @@ def _matching(
     return found[:limit]
 
 
-def _holding(
-    rows: list[tuple[Any, ...]], terms: Sequence[str], limit: int
-) -> list[tuple[Any, ...]]:
-    """The first ``limit`` of ``rows`` (newest first, the text fifth) whose text holds every
-    term, checked a page at a time."""
-    kept: list[tuple[Any, ...]] = []
-    page = max(limit, 64)
-    for start in range(0, len(rows), page):
-        chunk = rows[start : start + page]
-        hits = matched_as_indexed({n: row[4] for n, row in enumerate(chunk)}, terms)
-        kept.extend(row for n, row in enumerate(chunk) if n in hits)
-        if len(kept) >= limit:
-            break
-    return kept[:limit]
+def _holds_folded(content: str | None, terms: str) -> bool:
+    """``content`` holds every one of ``terms`` (joined by NULs, each :func:`coarse_fold`-ed)
+    once folded as coarsely (SQL function ``chatbot_holds``): true of every message FTS5
+    matches, and false of nearly every other."""
+    if content is None:
+        return False
+    haystack = coarse_fold(content)
+    return all(term in haystack for term in terms.split("\x00"))
+
+
+def _holding(rows: list[tuple[Any, ...]], terms: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The ``rows`` (the text fifth) whose text holds every term, in their order."""
+    hits = matched_as_indexed({n: row[4] for n, row in enumerate(rows)}, terms)
+    return [row for n, row in enumerate(rows) if n in hits]
 
 
 def trigram_query(terms: Sequence[str]) -> str:
