@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
-from benchmarks.stores import DEFAULT_PG_URL, postgres_problem, scratch_postgres  # noqa: E402
+from benchmarks.concurrency import DEFAULT_PG_URL, postgres_problem, scratch_postgres  # noqa: E402
 from chatbot.config.sources import without_password  # noqa: E402
 from chatbot.store import deltas  # noqa: E402
 from chatbot.store.postgres import open_store  # noqa: E402

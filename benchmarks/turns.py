@@ -83,7 +83,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 
 from benchmarks._machine import machine  # noqa: E402
-from benchmarks.stores import WORDS  # noqa: E402
+from benchmarks.concurrency import WORDS  # noqa: E402
 from chatbot.config.settings import Settings  # noqa: E402
 from chatbot.engine.graph import build_graph  # noqa: E402
 from chatbot.engine.models import OFFLINE_MAX_INPUT_TOKENS, OfflineChatModel, extractive_summary  # noqa: E402

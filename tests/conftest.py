@@ -52,7 +52,7 @@ LONGEST = (
     "tests/test_leases.py::test_four_processes_taking_turns_on_one_thread_lose_nothing",
     "tests/test_store_faults.py::test_the_campaign_counts_every_round",
     "tests/test_benchmarks.py::test_startup_benchmark_prints_every_row",
-    "tests/test_bench_stores.py::test_stores_benchmark_prints_every_row",
+    "tests/test_bench_stores.py::test_concurrency_benchmark_prints_every_row",
     "tests/test_turn_faults.py::test_a_process_ended_mid_turn_gives_the_thread_back",
     "tests/test_turn_faults.py::test_ctrl_c_at_any_moment_of_start_up_says_interrupted",
     "tests/test_faults.py::test_kill_during_the_summary_keeps_the_reply_and_no_false_note",

@@ -1,4 +1,5 @@
-"""The stores benchmark runs end to end at tiny sizes; its figures are not checked."""
+"""The stores and concurrency benchmarks run end to end at tiny sizes; their figures are not
+checked."""
 
 from __future__ import annotations
 
@@ -54,12 +55,12 @@ def _scratch_databases(role: str) -> set[str]:
     return {str(row[0]) for row in rows}
 
 
-def test_stores_benchmark_prints_every_row(tmp_path: Path, bench_url: str | None) -> None:
-    report = tmp_path / "stores.json"
+def test_concurrency_benchmark_prints_every_row(tmp_path: Path, bench_url: str | None) -> None:
+    report = tmp_path / "concurrency.json"
     result = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "stores.py"),
+            str(ROOT / "benchmarks" / "concurrency.py"),
             *(
                 "--turns",
                 "4",
@@ -125,14 +126,14 @@ def test_stores_benchmark_prints_every_row(tmp_path: Path, bench_url: str | None
         assert not _scratch_databases(role), "scratch databases are dropped"
 
 
-def test_sizes_benchmark_prints_bytes_by_part_for_both_layouts(
+def test_stores_benchmark_prints_bytes_by_part_for_both_layouts(
     tmp_path: Path, bench_url: str | None
 ) -> None:
-    report = tmp_path / "sizes.json"
+    report = tmp_path / "stores.json"
     result = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "sizes.py"),
+            str(ROOT / "benchmarks" / "stores.py"),
             *("--turns", "3", "--at", "1,3", "--json", str(report)),
             *("--pg-url", bench_url or POSTGRES_ADMIN_URL),
         ],
