@@ -170,14 +170,18 @@ app()
 """The plain script inside the smallest Typer app (the CLI framework chatbot is built on):
 what any Typer command pays before its work."""
 
-ZSTD_SAVER = """\
+ZSTD_SAVER = f"""\
 import zstandard
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
+with open({str(ROOT / "chatbot" / "store" / "zstd-1.dict")!r}, "rb") as file:
+    DICTIONARY = zstandard.ZstdCompressionDict(file.read())
+
 
 class Zstd:  # LangGraph's serializers read "msgpack+zstd" as a cipher named "zstd"
-    packer, unpacker = zstandard.ZstdCompressor(level=3), zstandard.ZstdDecompressor()
+    packer = zstandard.ZstdCompressor(level=3, dict_data=DICTIONARY)
+    unpacker = zstandard.ZstdDecompressor(dict_data=DICTIONARY)
 
     def encrypt(self, plaintext):
         return "zstd", self.packer.compress(plaintext)

@@ -21,7 +21,7 @@ from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.store.postgres import open_store
 from chatbot.threads.backend import LocalBackend
-from tests.helpers import Cli, echo_or_summary, ok
+from tests.helpers import Cli, echo_or_summary, ok, zstd_dictionary
 from tests.scripted import ScriptedChatModel
 
 OLD_LAYOUT = Path(__file__).parent / "data" / "layout-2026-11-uncompressed.sqlite"
@@ -145,7 +145,7 @@ def test_checkpoints_are_stored_compressed_and_read_back_exactly(cli: Cli) -> No
         rows += conn.execute("SELECT type, value FROM writes").fetchall()
     packed = [data for kind, data in rows if kind == "msgpack+zstd"]
     assert packed, "the values holding messages are compressed"
-    unpack = zstandard.ZstdDecompressor()
+    unpack = zstandard.ZstdDecompressor(dict_data=zstd_dictionary())
     plain = sum(len(unpack.decompress(data)) for data in packed)
     assert sum(len(data) for data in packed) * 2 < plain, "to under half their size"
     shown = cli.show()
@@ -432,3 +432,59 @@ def test_langgraph_reads_the_database_as_docs_storage_says(cli: Cli, tmp_path: P
     exec(code.replace('"chatbot.sqlite"', repr(str(cli.db))), namespace)
     said = namespace["messages"]("t1")
     assert [m.content for m in said[:1]] == [LONG * 4] and said[1].type == "ai"
+
+
+DICTIONARY_SHA256 = "406e60294c61bf7e7d92b35da688e72e98cbe25e8c930c9b8b4a5ba310d6b97c"
+
+
+def test_the_dictionary_is_the_one_databases_were_written_with() -> None:
+    """Every value written since the eleventh session needs this very file to be read: it is
+    never remade (a new one gets an id of its own, and this one stays)."""
+    import hashlib
+
+    data = (Path(__file__).parent.parent / "chatbot" / "store" / "zstd-1.dict").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == DICTIONARY_SHA256
+    assert zstd_dictionary().dict_id() == 0x43680001
+
+
+def test_small_values_are_compressed_with_the_dictionary_and_older_frames_still_read(
+    cli: Cli,
+) -> None:
+    cli.server.responder = echo_or_summary
+    ok(cli.ask("a short one"))
+    shown = cli.show()["messages"]
+    with sqlite3.connect(cli.db) as conn:
+        rows = conn.execute("SELECT type, value FROM writes WHERE channel = 'messages'").fetchall()
+    assert rows and all(kind == "msgpack+zstd" for kind, _ in rows), "one message is worth it"
+    assert {zstandard.get_frame_parameters(data).dict_id for _, data in rows} == {0x43680001}
+    from chatbot.store import compression
+
+    unpack = zstandard.ZstdDecompressor(dict_data=zstd_dictionary())
+    plain = unpack.decompress(rows[0][1])
+    before = zstandard.ZstdCompressor(level=1).compress(plain)  # (as values were written before)
+    assert compression.decompress("msgpack+zstd", before) == ("msgpack", plain)
+    with sqlite3.connect(cli.db) as conn:  # (a thread written before reads as it was)
+        for _, data in rows:
+            again = zstandard.ZstdCompressor(level=1).compress(unpack.decompress(data))
+            conn.execute("UPDATE writes SET value = ? WHERE value = ?", (again, data))
+    assert cli.show()["messages"] == shown and shown[0]["content"] == "a short one"
+
+
+def test_a_value_compressed_with_a_dictionary_this_version_lacks_is_one_clear_line(
+    cli: Cli,
+) -> None:
+    cli.server.responder = echo_or_summary
+    ok(cli.ask("written by a newer chatbot"))
+    unpack = zstandard.ZstdDecompressor(dict_data=zstd_dictionary())
+    samples = [bytes([n % 251]) * (40 + n % 90) + b"newer dictionary" for n in range(400)]
+    newer = zstandard.train_dictionary(1024, samples, dict_id=0x43680002)
+    with sqlite3.connect(cli.db) as conn:
+        for data, rowid in conn.execute(
+            "SELECT checkpoint, rowid FROM checkpoints WHERE type = 'msgpack+zstd'"
+        ).fetchall():
+            again = zstandard.ZstdCompressor(dict_data=newer).compress(unpack.decompress(data))
+            conn.execute("UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (again, rowid))
+    result = cli.invoke("show", "t1", "--db", str(cli.db))
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert "zstd dictionary 0x43680002" in line and "update chatbot" in line
