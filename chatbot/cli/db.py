@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from chatbot.store.pruning import Branch
     from chatbot.store.sqlite import SqlStore
 
 
@@ -285,23 +288,50 @@ def db_adopt(
 def prune(
     ctx: typer.Context,
     inactive_days: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--inactive-days", min=0, help="Delete threads with no activity for this many days."
         ),
-    ],
+    ] = None,
+    abandoned_days: Annotated[
+        float | None,
+        typer.Option(
+            "--abandoned-days",
+            min=0,
+            help="Remove side branches (undone turns, replies /retry replaced, abandoned "
+            "forks) last written to this many days ago or more; each thread's line of history "
+            "stays as it is.",
+        ),
+    ] = None,
+    thread: Annotated[
+        str | None,
+        typer.Option("--thread", "-t", help="Only this thread (with --abandoned-days)."),
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Delete them (else: only list).")
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete whole threads not active for N days: lists them, and deletes them with --yes (or
-    after asking). A thread is never thinned; forks of a deleted thread keep its id as text."""
-    from chatbot.terminal.render import threads_table
-
+    """Delete whole threads not active for N days (--inactive-days), or the side branches of
+    threads' histories abandoned for N days (--abandoned-days): lists what would go, and
+    deletes it with --yes (or after asking). Forks of a deleted thread keep its id as text."""
+    if (inactive_days is None) == (abandoned_days is None):
+        fail(
+            "give one of --inactive-days N (delete whole threads) or --abandoned-days N "
+            "(remove side branches of threads' histories)",
+            2,
+        )
+    if thread is not None and abandoned_days is None:
+        fail("--thread goes with --abandoned-days (--inactive-days looks at every thread)", 2)
     store = _local_store(ctx, db, "prune")
     if store is None:
         return
+    if abandoned_days is not None:
+        _prune_branches(store, abandoned_days, thread, yes)
+        return
+    assert inactive_days is not None
+    from chatbot.terminal.render import threads_table
+
     stale = store.inactive_threads(inactive_days)
     days = counted(inactive_days, "day", spec="g")
     if not stale:
@@ -319,3 +349,96 @@ def prune(
     for info in stale:
         store.delete_thread(info.thread_id)
     err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")
+
+
+def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -> None:
+    """``prune --abandoned-days``: what each thread would lose, then (with ``yes`` or a yes
+    to the question) each thread pruned under its lease, its branches found again there."""
+    from chatbot.threadids import quoted
+    from chatbot.threads.backend import LocalBackend
+
+    if only is not None and not store.thread_exists(only):
+        fail(f"no thread {quoted(only)} in {store.path}: 'chatbot threads' lists them", 1)
+    threads = [only] if only is not None else [info.thread_id for info in store.list_threads()]
+    reader = LocalBackend(None, store)
+    plans = []
+    for thread_id in threads:
+        branches = store.abandoned_branches(thread_id, days)
+        if branches:
+            plans.append((thread_id, branches))
+            out.print(_pruned_view(thread_id, branches, reader.history(thread_id)))
+    ago = counted(days, "day", spec="g")
+    where = quoted(only) if only is not None else escape(store.path)
+    if not plans:
+        err.print(f"no side branch in {where} was last written to {ago} ago or more")
+        return
+    checkpoints = sum(len(b.checkpoints) for _, branches in plans for b in branches)
+    what = (
+        f"{counted(sum(len(b) for _, b in plans), 'side branch', 'side branches')} "
+        f"({counted(checkpoints, 'checkpoint')}) in {counted(len(plans), 'thread')}"
+    )
+    if not yes:
+        if not sys.stdin.isatty():
+            err.print(f"{what} abandoned for {ago}; nothing removed: add --yes to remove them")
+            return
+        if not typer.confirm(f"Remove these {what}?", default=False):
+            err.print("kept")
+            raise typer.Exit(1)
+    removed, busy = 0, []
+    for thread_id, _ in plans:
+        holder = f"prune:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        if not store.try_lease(thread_id, holder):
+            busy.append(thread_id)
+            continue
+        try:  # (found again under the lease: a turn may have moved the line since)
+            removed += store.prune_branches(thread_id, store.abandoned_branches(thread_id, days))
+        finally:
+            store.release_lease(thread_id, holder)
+    err.print(
+        f"removed {counted(removed, 'checkpoint')} of side branches; 'chatbot db vacuum' "
+        "gives their space back to the disk"
+    )
+    if busy:
+        fail(
+            f"{counted(len(busy), 'thread')} taking a turn now, left as "
+            f"{'it was' if len(busy) == 1 else 'they were'}: "
+            f"{', '.join(quoted(t) for t in busy)}; run prune again once the turn is over",
+            1,
+        )
+
+
+def _pruned_view(thread_id: str, branches: Sequence[Branch], history: Sequence[Any]) -> Any:
+    """What pruning a thread's branches takes away, as its history says it: the entries on
+    those branches (a run whose start stays on the line, as the one whose reply a REPL
+    /retry replaced, loses only what it wrote after)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from chatbot.history.timeline import short_id, turn_entries
+    from chatbot.terminal.render import describe_entry, plain, preview
+    from chatbot.threadids import quoted
+
+    gone = {checkpoint for branch in branches for checkpoint in branch.checkpoints}
+    lines: list[Any] = [
+        Text.assemble(
+            (quoted(thread_id), "bold cyan"),
+            f": {counted(len(branches), 'side branch', 'side branches')}, "
+            f"{counted(len(gone), 'checkpoint')}",
+        )
+    ]
+    for entry in reversed(turn_entries(history)):
+        if entry.checkpoint_id not in gone:
+            continue
+        when = entry.created_at.astimezone().strftime("%Y-%m-%d %H:%M") if entry.created_at else ""
+        if entry.first_checkpoint_id in gone:
+            said = describe_entry(entry)
+        else:
+            said = Text.assemble(("the reply to ", "dim"), plain(preview(entry.text)))
+            said.append(
+                " (replaced by /retry)" if entry.fate == "retried" else " (on a side branch)",
+                style="yellow",
+            )
+        lines.append(
+            Text.assemble("  ", (short_id(entry.checkpoint_id), "bold"), f"  {when}  ", said)
+        )
+    return Group(*lines)

@@ -44,6 +44,10 @@ ACTION_KEY = "chatbot_action"
 """Checkpoint metadata naming what wrote an ``update`` checkpoint: fork, undo, rename."""
 ORIGIN_KEY = "chatbot_origin"
 """Checkpoint metadata of a forked thread's first checkpoint: ``thread@checkpoint``."""
+PRUNED_KEY = "chatbot_pruned"
+"""Checkpoint metadata saying checkpoints after it were removed as a side branch (``chatbot
+prune --abandoned-days``), how many: on a checkpoint whose run went on there (the reply a REPL
+/retry replaced), its run did not stop at it; on an /undo, the turn it rewound is gone."""
 FOLDED_KEY = "folded"
 """The graph's state key recording what the summary holds (see :func:`extend_fold_record`)."""
 
@@ -582,15 +586,20 @@ def _undone(runs: _Runs, since: str) -> set[str]:
         snapshot = ordered[position]
         if snapshot.checkpoint_id < since:
             break
-        if snapshot.metadata.get(ACTION_KEY) != "undo":
-            continue
+        if snapshot.metadata.get(ACTION_KEY) != "undo" or PRUNED_KEY in snapshot.metadata:
+            continue  # (not an undo, or one whose rewound turn was removed since)
         path: list[str] = []
         for step in _back(runs.index, ordered[position - 1]):
             if step.checkpoint_id >= snapshot.checkpoint_id:
                 break  # not among the checkpoints the undo saw
             path.append(step.checkpoint_id)
             if _is_turn_start(step):
-                undone.update(path)
+                # The undo went back to before that turn (or, for a thread's first turn,
+                # emptied the thread on top of it): where it did not, the turn it rewound is
+                # gone (pruned) and this one is another, on the line, kept.
+                went_back_to = step.parent_id or ordered[position - 1].checkpoint_id
+                if snapshot.parent_id == went_back_to:
+                    undone.update(path)
                 break
     return undone
 
@@ -713,7 +722,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 folded=folded,
                 summary_changed=states[-1].summary
                 != (before.summary if before is not None else ""),
-                finished=not states[-1].next or fold_left,
+                finished=not states[-1].next or fold_left or PRUNED_KEY in last.metadata,
                 fate=fate,
                 origin=str(first.metadata.get(ORIGIN_KEY) or "") if kind == "fork" else "",
                 fold_left=fold_left,

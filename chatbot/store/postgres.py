@@ -165,6 +165,25 @@ class PgStore(SqlStore):
             ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
         ),
     )
+    _writes_table = "checkpoint_writes"
+    _mark_pruned = (
+        "UPDATE checkpoints SET metadata = metadata || jsonb_build_object(?::text, "
+        "COALESCE((metadata ->> ?)::int, 0) + ?) "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
+    )
+
+    def _after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+        # A value is stored once per version (checkpoint_blobs), named by every checkpoint
+        # holding that version: those no checkpoint left names were the pruned ones' alone.
+        return [
+            (
+                "DELETE FROM checkpoint_blobs AS b WHERE b.thread_id = ? AND b.checkpoint_ns = '' "
+                "AND NOT EXISTS (SELECT 1 FROM checkpoints AS c WHERE c.thread_id = b.thread_id "
+                "AND c.checkpoint_ns = b.checkpoint_ns "
+                "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
+                (thread_id,),
+            )
+        ]
 
     def __init__(
         self,

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
 
     from chatbot.memory.state import ChatGraph
     from chatbot.store.msgindex import MessageIndex
+    from chatbot.store.pruning import Branch
     from chatbot.store.saver import LocalSaver
 
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -908,6 +909,89 @@ class SqlStore:
             if info.last_active is not None and info.last_active.timestamp() < cutoff
         ]
         return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
+
+    def abandoned_branches(
+        self, thread_id: str, days: float, now: datetime | None = None
+    ) -> list[Branch]:
+        """The thread's side branches last written to more than ``days`` ago (see
+        :mod:`chatbot.store.pruning`), oldest first. Reads ids only."""
+        from datetime import timedelta
+
+        from chatbot.store.pruning import abandoned, side_branches
+
+        cutoff = (now or datetime.now(tz=UTC)) - timedelta(days=days)
+        return abandoned(side_branches(self.checkpoint_parents(thread_id)), cutoff, checkpoint_time)
+
+    def prune_branches(self, thread_id: str, branches: Sequence[Branch]) -> int:
+        """Remove side branches of a thread, in one transaction: their checkpoints, pending
+        writes and the search rows of the messages they brought in. Where a branch went on
+        with the run of the line's checkpoint it hangs from (the reply a REPL /retry
+        replaced), that checkpoint is marked (``PRUNED_KEY`` in its metadata): its run did
+        not stop there. Take the thread's lease first. Returns the checkpoints removed."""
+        from chatbot.history.timeline import ACTION_KEY, PRUNED_KEY
+
+        ids = sorted({checkpoint for branch in branches for checkpoint in branch.checkpoints})
+        if not ids:
+            return 0
+        firsts = self.checkpoint_metadata(thread_id, [branch.first for branch in branches])
+        marks: dict[str, int] = {}
+        under: dict[str, int] = {}  # (checkpoints pruned from under each of the line's)
+        for branch in branches:
+            if branch.parent is None:
+                continue
+            under[branch.parent] = under.get(branch.parent, 0) + len(branch.checkpoints)
+            if firsts.get(branch.first, {}).get("source") == "loop":
+                marks[branch.parent] = marks.get(branch.parent, 0) + len(branch.checkpoints)
+        # An /undo went back to the checkpoint the turn it rewound hung from: marked, its
+        # history no longer takes the turn before it for the one it rewound.
+        gone = set(ids)
+        parent_of = dict(self.checkpoint_parents(thread_id))
+        siblings = [c for c, p in parent_of.items() if p in under and c not in gone]
+        for checkpoint_id, metadata in self.checkpoint_metadata(thread_id, siblings).items():
+            if metadata.get(ACTION_KEY) == "undo":
+                count = under[str(parent_of[checkpoint_id])]
+                marks[checkpoint_id] = marks.get(checkpoint_id, 0) + count
+        statements: list[tuple[str, Sequence[Any]]] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            places = ", ".join("?" * len(chunk))
+            for table in (self._writes_table, "checkpoints"):
+                statements.append(
+                    (
+                        f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
+                        f"AND checkpoint_id IN ({places})",
+                        (thread_id, *chunk),
+                    )
+                )
+            statements.append(
+                (
+                    f"DELETE FROM chatbot_messages WHERE thread_id = ? "
+                    f"AND checkpoint_id IN ({places})",
+                    (thread_id, *chunk),
+                )
+            )
+        statements.extend(
+            (self._mark_pruned, (PRUNED_KEY, PRUNED_KEY, count, thread_id, checkpoint_id))
+            for checkpoint_id, count in marks.items()
+        )
+        statements.extend(self._after_pruning(thread_id))
+        self._write(*statements)
+        self._forget_messages(thread_id)
+        return len(ids)
+
+    _writes_table = "writes"
+    _mark_pruned = (
+        "UPDATE checkpoints SET metadata = CAST(json_set(CAST(metadata AS TEXT), '$.' || ?, "
+        "COALESCE(json_extract(CAST(metadata AS TEXT), '$.' || ?), 0) + ?) AS BLOB) "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
+    )
+    """Adds to a checkpoint's count of pruned checkpoints that followed it (key, key, count,
+    thread, checkpoint)."""
+
+    def _after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+        """What else pruning a thread's branches removes (PostgreSQL: the blobs no checkpoint
+        left names)."""
+        return []
 
     # --- a thread's checkpoints, plain SQL ---------------------------------------------
 
