@@ -420,6 +420,92 @@ def test_migrate_on_postgresql_rewrites_uncompressed_values(
     assert readings(cli, postgres_url, OLD_THREADS) == before
 
 
+def _old_postgres_thread(url: str) -> None:
+    """Thread ``t`` on ``url`` as a chatbot before the compact layout stored it: every
+    checkpoint holds the whole window (one value a version), uncompressed; folds, an undo and
+    a retry among its turns."""
+    with open_store(url) as store:
+        store.saver.keep_uncompressed()  # type: ignore[attr-defined]
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None, model="offline", summary_trigger="messages:6", summary_keep="messages:2"
+        )
+        graph = build_graph(
+            ScriptedChatModel(), ScriptedChatModel(default="SUMMARY"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        for n in range(14):
+            list(backend.send("t", f"turn {n} about tomatoes"))
+            if n == 5:
+                backend.undo("t")
+            if n == 9:
+                list(backend.retry("t"))
+
+
+def _window_blobs(url: str) -> int:
+    with open_store(url) as store:
+        ((count,),) = store._query(
+            "SELECT COUNT(*) FROM checkpoint_blobs WHERE channel = 'messages' AND thread_id = 't'"
+        )
+        return int(count)
+
+
+def _langgraph_reads(url: str) -> dict[str, list[tuple[Any, Any]]]:
+    """Every checkpoint's messages as LangGraph's own ``PostgresSaver`` rebuilds them (with
+    chatbot's serializer: the values are compressed)."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    with (
+        open_store(url) as store,
+        psycopg.connect(url, autocommit=True, row_factory=dict_row) as conn,
+    ):
+        saver = PostgresSaver(conn, serde=store.saver.serde)
+        graph = build_graph(ScriptedChatModel(), checkpointer=saver)
+        config = {"configurable": {"thread_id": "t"}}
+        return {
+            state.config["configurable"]["checkpoint_id"]: [
+                (m.id, m.content) for m in state.values.get("messages", [])
+            ]
+            for state in graph.get_state_history(config)
+        }
+
+
+@pytest.mark.slow
+def test_compacting_on_postgresql_cut_short_loses_nothing_and_old_threads_go_on(
+    cli: Cli, postgres_url: str
+) -> None:
+    """PostgreSQL stores each version of the window once: a version's value goes only where
+    every checkpoint naming it rebuilds it exactly; stopped between two batches, the thread
+    reads the same, the next run finishes, LangGraph reads every checkpoint as chatbot does,
+    and the thread takes new turns."""
+    from chatbot.store import compacting
+
+    _old_postgres_thread(postgres_url)
+    before = readings(cli, postgres_url, ("t",))
+    graph_before = _langgraph_reads(postgres_url)
+    blobs = _window_blobs(postgres_url)
+    with open_store(postgres_url) as store, pytest.raises(KeyboardInterrupt):
+        compacting.compact(store, batch=4, progress=stopping_after(2))
+    assert _window_blobs(postgres_url) < blobs, "the first batches are in"
+    assert readings(cli, postgres_url, ("t",)) == before, "half done reads the same"
+
+    said = ok(cli.invoke("db", "migrate", "--dry-run", "--db", postgres_url)).stdout
+    done = ok(cli.invoke("db", "migrate", "--db", postgres_url)).stdout
+    would = said.split("would rewrite ", 1)[1].split(" (", 1)[0]
+    assert done.split("rewrote ", 1)[1].startswith(would), "the dry run said the same"
+    assert readings(cli, postgres_url, ("t",)) == before
+    assert _window_blobs(postgres_url) < blobs / 3, "the window stored only now and then"
+    assert _langgraph_reads(postgres_url) == graph_before
+    assert "nothing to do" in ok(cli.invoke("db", "migrate", "--db", postgres_url)).stdout
+    found = json.loads(ok(cli.invoke("search", "tomatoes", "--json", "--db", postgres_url)).stdout)
+    assert len(found) >= 14
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "and the onions?", "--thread", "t", "--db", postgres_url))
+    shown = json.loads(ok(cli.invoke("show", "t", "--json", "--db", postgres_url)).stdout)
+    assert shown["messages"][-2]["content"] == "and the onions?"
+
+
 def test_langgraph_reads_the_database_as_docs_storage_says(cli: Cli, tmp_path: Path) -> None:
     """docs/storage.md shows how a LangGraph program reads chatbot's compressed checkpoints
     (its ``EncryptedSerializer``, zstd for a cipher): that code reads them."""

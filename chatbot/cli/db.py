@@ -162,15 +162,13 @@ def db_migrate(
     total = store.uncompressed_values()
     with _progress("checking" if dry_run else "migrating", "values", total) as advance:
         done = store.migrate_values(dry_run=dry_run, progress=advance)
-    from chatbot.store.sqlite import Migrated, Store
+    from chatbot.store import compacting
+    from chatbot.store.sqlite import Migrated
 
-    if isinstance(store, Store):  # (the compact layout: SQLite's checkpoints)
-        from chatbot.store import compacting
-
-        total = compacting.checkpoints_to_read(store)
-        with _progress("checking" if dry_run else "compacting", "checkpoints", total) as advance:
-            compacted = compacting.compact(store, dry_run=dry_run, progress=advance)
-        done = Migrated(*(a + b for a, b in zip(done, compacted, strict=True)))
+    total = compacting.checkpoints_to_read(store)
+    with _progress("checking" if dry_run else "compacting", "checkpoints", total) as advance:
+        compacted = compacting.compact(store, dry_run=dry_run, progress=advance)
+    done = Migrated(*(a + b for a, b in zip(done, compacted, strict=True)))
     where = escape(store.path)
     if not done.values:
         out.print(f"{where}: every checkpoint is in the compact form already: nothing to do")

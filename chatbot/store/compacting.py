@@ -1,4 +1,5 @@
-"""``chatbot db migrate`` on SQLite: old checkpoints rewritten in the compact layout.
+"""``chatbot db migrate``: old checkpoints rewritten in the compact layout, on SQLite and on
+PostgreSQL.
 
 A chatbot before the compact layout stored the whole message window and the summary in every
 checkpoint. Now a checkpoint stores them only every so often (a snapshot) and is otherwise
@@ -10,6 +11,12 @@ metadata gets the counts LangGraph keeps (``counters_since_delta_snapshot``), so
 goes on counting from there. A thread's checkpoints go parents first, a batch a transaction,
 each replaced only if it is still the one read: a run cut short leaves every checkpoint either
 as it was or compact, and the next run goes on.
+
+PostgreSQL stores each version of a value once (``checkpoint_blobs``, named by every checkpoint
+holding that version; a string such as the summary inline in the checkpoint): there a version
+no longer stored is one its checkpoints rebuild, so a blob is deleted only where every
+checkpoint naming it rebuilds it exactly, and an inline value is removed from the checkpoints
+that rebuild it. The checkpoints' metadata gets the counts, as on SQLite.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from langgraph.checkpoint.base import writes_sort_key
 from chatbot.store import compression, deltas
 
 if TYPE_CHECKING:
-    from chatbot.store.sqlite import Store
+    from chatbot.store.postgres import PgStore
+    from chatbot.store.sqlite import SqlStore, Store
 
 _UPDATE = (
     "UPDATE checkpoints SET type = ?, checkpoint = ?, metadata = ? WHERE thread_id = ? "
@@ -39,19 +47,22 @@ class Compacted(NamedTuple):
     after: int
 
 
-def checkpoints_to_read(store: Store) -> int:
+def checkpoints_to_read(store: SqlStore) -> int:
     ((count,),) = store._query("SELECT COUNT(*) FROM checkpoints WHERE checkpoint_ns = ''")
     return int(count)
 
 
 def compact(
-    store: Store,
+    store: SqlStore,
     *,
     dry_run: bool = False,
     progress: Callable[[int], object] | None = None,
     batch: int = 200,
 ) -> Compacted:
     """Rewrite every thread's old whole checkpoints in the compact layout (module doc)."""
+    from chatbot.store.sqlite import Store
+
+    each = _compact_thread if isinstance(store, Store) else _compact_pg_thread
     threads = [
         row[0]
         for row in store._query(
@@ -60,7 +71,7 @@ def compact(
     ]
     total = Compacted(0, 0, 0)
     for thread_id in threads:
-        done = _compact_thread(store, thread_id, dry_run, progress, batch)
+        done = each(store, thread_id, dry_run, progress, batch)  # type: ignore[arg-type]
         total = Compacted(*(a + b for a, b in zip(total, done, strict=True)))
     return total
 
@@ -170,6 +181,143 @@ def _compact_thread(
 
 
 _MISSING = object()
+
+
+def _compact_pg_thread(
+    store: PgStore,
+    thread_id: str,
+    dry_run: bool,
+    progress: Callable[[int], object] | None,
+    batch: int,
+) -> Compacted:
+    serde = store.saver.serde
+    specs = deltas.delta_channels()
+    names = list(specs)
+    rows = store._query(
+        "SELECT checkpoint_id, parent_checkpoint_id, checkpoint -> 'channel_versions', "
+        "checkpoint -> 'channel_values', metadata FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
+        (thread_id,),
+    )
+    marks = ", ".join("?" * len(names))
+    blobs = {
+        (channel, version): (kind, bytes(blob))
+        for channel, version, kind, blob in store._query(
+            "SELECT channel, version, type, blob FROM checkpoint_blobs WHERE thread_id = ? "
+            f"AND checkpoint_ns = '' AND channel IN ({marks}) AND blob IS NOT NULL",
+            (thread_id, *names),
+        )
+    }
+    written: dict[tuple[str, str], list[tuple[Any, tuple[str, bytes]]]] = defaultdict(list)
+    for checkpoint_id, channel, task_id, idx, kind, value, path in store._query(
+        "SELECT checkpoint_id, channel, task_id, idx, type, blob, task_path FROM "
+        f"checkpoint_writes WHERE thread_id = ? AND checkpoint_ns = '' AND channel IN ({marks})",
+        (thread_id, *names),
+    ):
+        written[(checkpoint_id, channel)].append(
+            (writes_sort_key(path or "", task_id, idx), (kind, bytes(value)))
+        )
+    by_id = {row[0]: row for row in rows}
+    values: dict[str, dict[str, Any]] = {}
+    counts: dict[str, dict[str, tuple[int, int]]] = {}
+    namers: dict[tuple[str, str], list[bool]] = defaultdict(list)  # (may the blob go, each)
+    plans: list[tuple[str, list[str], dict[str, Any], dict[str, Any]]] = []
+    for checkpoint_id, parent, channel_versions, inline, metadata in rows:  # (parents first)
+        channel_versions, inline = channel_versions or {}, inline or {}
+        meta = dict(metadata or {})
+        counters: dict[str, Any] = dict(meta.get("counters_since_delta_snapshot") or {})
+        parent_row = by_id.get(parent or "")
+        kept, count, dropped = {}, {}, []
+        for channel, spec in specs.items():
+            version = channel_versions.get(channel)
+            if version is None:
+                continue
+            if channel in inline:
+                stored = inline[channel]
+            elif (channel, version) in blobs:
+                stored = deltas.unwrapped(serde.loads_typed(blobs[(channel, version)]))
+            else:
+                stored = _MISSING
+            known = values.get(str(parent), {}).get(channel, _MISSING) if parent_row else _MISSING
+            if known is not _MISSING:
+                expected = _replayed(spec, known, written.get((str(parent), channel), []), serde)
+            else:
+                expected = _MISSING
+            if stored is _MISSING:  # (already compact: rebuilt from its parent)
+                kept[channel] = expected
+                count[channel] = tuple(counters.get(channel, (1, 1)))
+                continue
+            kept[channel] = stored
+            updates_since, steps_since = counts.get(str(parent), {}).get(channel, (0, 0))
+            moved = parent_row is None or version != (parent_row[2] or {}).get(channel)
+            updates_since, steps_since = updates_since + int(moved), steps_since + 1
+            rebuilt = (
+                expected is not _MISSING
+                and type(stored) is type(expected)
+                and stored == expected
+                and updates_since < spec.snapshot_frequency
+            )
+            if channel not in inline:
+                namers[(channel, version)].append(rebuilt)
+            if rebuilt:
+                dropped.append(channel)
+                count[channel] = (updates_since, steps_since)
+                counters[channel] = [updates_since, steps_since]
+            else:
+                count[channel] = (0, 0)
+                counters.pop(channel, None)
+        values[checkpoint_id] = kept
+        counts[checkpoint_id] = count
+        if dropped:
+            meta["counters_since_delta_snapshot"] = counters
+            plans.append((checkpoint_id, dropped, inline, meta))
+    gone = {key for key, may in namers.items() if all(may)}  # (a blob: every namer rebuilds it)
+    done, before, after, read = 0, 0, 0, 0
+    updates: list[tuple[str, tuple[Any, ...]]] = []
+    deleted: set[tuple[str, str]] = set()
+    for checkpoint_id, dropped, inline, meta in plans:
+        versions = by_id[checkpoint_id][2] or {}
+        removed = [c for c in dropped if c in inline]
+        if not removed and not any((c, versions[c]) in gone for c in dropped):
+            continue  # (its values stay stored: it is a snapshot, as it was)
+        blobs_out = [(c, versions[c]) for c in dropped if c not in inline]
+        blobs_out = [key for key in blobs_out if key in gone and key not in deleted]
+        deleted.update(blobs_out)
+        done += 1
+        before += sum(len(json.dumps(inline[c])) for c in removed)
+        # (as the compressing step of ``db migrate`` leaves them: see _compact_thread)
+        before += sum(len(compression.compress(*blobs[key])[1]) for key in blobs_out)
+        new_meta = json.dumps(meta)
+        after += len(new_meta) - len(json.dumps(by_id[checkpoint_id][4] or {}))
+        stripped = "checkpoint" + " #- ARRAY['channel_values', ?::text]" * len(removed)
+        updates.append(
+            (
+                f"UPDATE checkpoints SET metadata = ?::jsonb, checkpoint = {stripped} "
+                "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+                (new_meta, *removed, thread_id, checkpoint_id),
+            )
+        )
+        updates.extend(
+            (
+                "DELETE FROM checkpoint_blobs WHERE thread_id = ? AND checkpoint_ns = '' "
+                "AND channel = ? AND version = ?",
+                (thread_id, channel, version),
+            )
+            for channel, version in blobs_out
+        )
+        read += 1
+        if len(updates) >= batch:
+            if not dry_run:
+                store._write(*updates)
+            updates = []
+            if progress is not None:
+                progress(read)
+            read = 0
+    if updates and not dry_run:
+        store._write(*updates)
+    if progress is not None:
+        progress(len(rows) - done + read)
+    return Compacted(done, before, max(0, after))
 
 
 def _replayed(spec: Any, value: Any, writes: list[Any], serde: Any) -> Any:
