@@ -1,4 +1,5 @@
-"""The start-up benchmark runs end to end on tiny databases; its figures are not checked."""
+"""The start-up and dictionary benchmarks run end to end at tiny sizes; their figures are not
+checked."""
 
 from __future__ import annotations
 
@@ -162,3 +163,24 @@ def test_sanitize_benchmark_prints_a_row_per_input() -> None:
         "carriage returns",
     ]
     assert "worst growth: " in result.stdout
+
+
+def test_dictionary_benchmark_measures_what_the_dictionary_saves() -> None:
+    """benchmarks/dictionary.py (without --write: the dictionary is never remade) runs a few
+    turns and says the dictionary stores fewer bytes than zstd alone."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "dictionary.py"), "--turns", "6"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in rows[1:]] == [
+        "| uncompressed",
+        "| zstd, values over 256 bytes (before)",
+        "| zstd with zstd-1.dict, values over 32 bytes",
+    ]
+    sizes = [int(row.split(" | ")[1].split(" ")[0].replace(",", "")) for row in rows[1:]]
+    assert sizes[0] > sizes[1] > sizes[2], result.stdout
+    assert "fewer bytes of values than before" in result.stdout
