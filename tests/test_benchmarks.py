@@ -1,5 +1,5 @@
-"""The start-up and dictionary benchmarks run end to end at tiny sizes; their figures are not
-checked."""
+"""The start-up and dictionary benchmarks run end to end at tiny sizes (their figures are not
+held to values)."""
 
 from __future__ import annotations
 
