@@ -151,6 +151,73 @@ def test_postgresql_keeps_only_the_blobs_a_checkpoint_left_names(any_db: str) ->
         made.store.close()
 
 
+def _search_is_sound(thread: Thread) -> None:
+    """Every message a checkpoint of the thread holds has its search row, and each row names
+    a checkpoint that holds its message (the oldest)."""
+    from chatbot.store.checkpoints import state_of_id
+
+    rows = dict(
+        thread.store._query(
+            "SELECT message_id, checkpoint_id FROM chatbot_messages WHERE thread_id = 't'"
+        )
+    )
+    held: dict[str, str] = {}
+    for checkpoint_id, (messages, _, _) in sorted(thread.states().items()):
+        for message_id, _, content in messages:
+            if str(content).strip():
+                held.setdefault(message_id, checkpoint_id)
+    assert rows == held
+    for message_id, checkpoint_id in rows.items():
+        state = state_of_id(thread.store, "t", checkpoint_id)
+        assert any(m.id == message_id for m in state.messages), (message_id, checkpoint_id)
+
+
+def _input_of_last_turn(thread: Thread) -> str:
+    history = thread.backend.history("t")
+    return max(s.checkpoint_id for s in history if s.source == "input")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["retry", "resume_from_input", "undo_to_a_retry", "retry_then_undo_the_first_turn"],
+)
+def test_search_names_a_checkpoint_holding_each_message_after_pruning(
+    any_db: str, shape: str
+) -> None:
+    """What a helper trying to break pruning found: a reply /retry replaced stayed findable at
+    a checkpoint that did not hold it; a message brought in again on the line (a run resumed
+    from before it) was no longer found; a turn resumed from its input checkpoint lost its
+    message in history."""
+    thread = Thread(any_db)
+    try:
+        thread.say("alpha one")
+        if shape == "retry":
+            list(thread.backend.retry("t"))
+        elif shape == "resume_from_input":
+            thread.say("bravo two")
+            list(thread.backend.resume("t", _input_of_last_turn(thread)))
+        elif shape == "undo_to_a_retry":
+            thread.backend.set_system_prompt("t", "be terse")
+            thread.say("bravo two")
+            list(thread.backend.retry("t"))
+            fork = max(s.checkpoint_id for s in thread.backend.history("t") if s.source == "fork")
+            thread.backend.restore("t", fork, "undo")
+        else:
+            list(thread.backend.retry("t"))
+            thread.backend.undo("t")
+        _search_is_sound(thread)
+        texts = [(e.kind, e.text) for e in thread.entries()]
+        thread.store.prune_branches("t", thread.store.abandoned_branches("t", 0))
+        _search_is_sound(thread)
+        after = [(e.kind, e.text) for e in thread.entries()]
+        assert all(text for kind, text in after if kind == "turn"), after
+        assert set(after) <= set(texts)
+        thread.say("charlie three")
+        _search_is_sound(thread)
+    finally:
+        thread.store.close()
+
+
 # --- the command --------------------------------------------------------------------------
 
 

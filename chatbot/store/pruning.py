@@ -15,7 +15,7 @@ removes them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -96,3 +96,32 @@ def abandoned(
         if newest is not None and newest < cutoff:
             found.append(branch)
     return found
+
+
+def pruning_marks(
+    branches: Sequence[Branch],
+    sources: Mapping[str, str],
+    undos: Collection[str],
+    parent_of: Mapping[str, str | None],
+) -> dict[str, int]:
+    """The checkpoints left whose metadata says what was pruned after them, and how many
+    checkpoints (the history's ``PRUNED_KEY``): the line's checkpoint a branch hung from,
+    where the branch went on with its run (a ``loop`` checkpoint first: the reply a REPL
+    /retry replaced), so its run did not stop there; and an /undo that went back to where a
+    pruned branch hung from (the turn it rewound), so its history does not take the turn
+    before for it. ``sources``: the metadata source of each branch's first checkpoint;
+    ``undos``: the /undo checkpoints among the children of the checkpoints branches hung
+    from."""
+    under: dict[str, int] = {}
+    marks: dict[str, int] = {}
+    for branch in branches:
+        if branch.parent is None:
+            continue
+        under[branch.parent] = under.get(branch.parent, 0) + len(branch.checkpoints)
+        if sources.get(branch.first) == "loop":
+            marks[branch.parent] = marks.get(branch.parent, 0) + len(branch.checkpoints)
+    for undo in undos:
+        parent = parent_of.get(undo)
+        if parent in under:
+            marks[undo] = marks.get(undo, 0) + under[parent]
+    return marks

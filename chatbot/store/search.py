@@ -97,8 +97,6 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
     mark the database indexed. Safe while other processes write (a row indexed as it was
     written keeps the older checkpoint of the two). ``progress`` is told after each thread
     how many checkpoints it read. Returns the messages found."""
-    from chatbot.memory.channels import added_messages
-
     threads = [
         row[0]
         for row in store._query(
@@ -107,23 +105,7 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
     ]
     found = 0
     for thread_id in threads:
-        first: dict[str, tuple[str, Any]] = {}
-        read = 0
-        listed = list(store.saver.list(thread_config(thread_id)))  # newest first
-        pending = {
-            saved.config["configurable"]["checkpoint_id"]: saved.pending_writes or ()
-            for saved in listed
-        }
-        for saved in listed:
-            checkpoint_id = saved.config["configurable"]["checkpoint_id"]
-            parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            stored = saved.checkpoint["channel_values"].get("messages")
-            made_by = pending.get(parent, ())
-            written = [value for _, channel, value in made_by if channel == "messages"]
-            for message in added_messages(stored, written):
-                if getattr(message, "id", None):
-                    first[str(message.id)] = (checkpoint_id, message)  # older ones win
-            read += 1
+        first, read = first_holders(store, thread_id)
         rows = [
             (thread_id, message_id, checkpoint_id, message_role(m), message_text(m))
             for message_id, (checkpoint_id, m) in first.items()
@@ -139,6 +121,53 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
         (MARK_INDEXED, (INDEXED_MARK, datetime.now().astimezone().isoformat(timespec="seconds")))
     )
     return found
+
+
+def first_holders(
+    store: SqlStore, thread_id: str, leaving_out: Collection[str] = ()
+) -> tuple[dict[str, tuple[str, Any]], int]:
+    """Each message of a thread's checkpoints (but those ``leaving_out``) by id: the oldest
+    checkpoint it was first seen at, and the message (see :func:`sightings`); and how many
+    checkpoints were read."""
+    first: dict[str, tuple[str, Any]] = {}
+    seen, read = sightings(store, thread_id, leaving_out)
+    for checkpoint_id, message in seen:  # (newest first: older ones win)
+        first[str(message.id)] = (checkpoint_id, message)
+    return first, read
+
+
+def sightings(
+    store: SqlStore, thread_id: str, leaving_out: Collection[str] = ()
+) -> tuple[list[tuple[str, Any]], int]:
+    """Where each message of a thread is first seen, newest first: the messages a checkpoint
+    stores, and those its parent's writes added (``added_messages``), for every checkpoint but
+    those ``leaving_out``; and how many checkpoints were read. A parent's writes are those of
+    the run that went on from it: a checkpoint a fork or an update made from the same parent is
+    named too, though it may not hold them (read its state to be sure)."""
+    from chatbot.memory.channels import added_messages
+
+    listed = [
+        saved
+        for saved in store.saver.list(thread_config(thread_id))  # newest first
+        if saved.config["configurable"]["checkpoint_id"] not in leaving_out
+    ]
+    pending = {
+        saved.config["configurable"]["checkpoint_id"]: saved.pending_writes or ()
+        for saved in listed
+    }
+    seen: list[tuple[str, Any]] = []
+    for saved in listed:
+        checkpoint_id = saved.config["configurable"]["checkpoint_id"]
+        parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        stored = saved.checkpoint["channel_values"].get("messages")
+        made_by = pending.get(parent, ())
+        written = [value for _, channel, value in made_by if channel == "messages"]
+        seen.extend(
+            (checkpoint_id, message)
+            for message in added_messages(stored, written)
+            if getattr(message, "id", None)
+        )
+    return seen, len(listed)
 
 
 def ensure_indexed(store: SqlStore, console: Console | None) -> None:
