@@ -125,7 +125,7 @@ def report(arms: list[Arm], about: dict[str, Any]) -> list[str]:
     for kind in ("SQLite", "PostgreSQL"):
         now = next((a for a in arms if a.label == f"{kind}, now"), None)
         before = next((a for a in arms if a.label == f"{kind}, before"), None)
-        if now and before:
+        if now and before and now.marks[-1]["bytes_per_turn"] > 0:  # (a tiny run may not grow)
             shrink = before.marks[-1]["bytes_per_turn"] / now.marks[-1]["bytes_per_turn"]
             cpu = now.marks[-1]["cpu_ms_per_turn"] / before.marks[-1]["cpu_ms_per_turn"]
             lines.append(
@@ -189,6 +189,7 @@ def main() -> int:
                 if not arm.compressed:
                     without_compression(store)
                 backends.append(concurrency.make_backend(store))
+                store.vacuum()  # (a new database's migrations leave a few free pages)
                 arm.start = concurrency.database_bytes(store)
             for number in range(1, args.turns + 1):
                 text = concurrency.message(rng, f"turn {number}")

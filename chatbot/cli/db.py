@@ -310,9 +310,10 @@ def prune(
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """Delete whole threads not active for N days (--inactive-days), or the side branches of
-    threads' histories abandoned for N days (--abandoned-days): lists what would go, and
-    deletes it with --yes (or after asking). Forks of a deleted thread keep its id as text."""
+    """Delete inactive threads, or abandoned side branches of histories. --inactive-days N
+    deletes whole threads; --abandoned-days N removes the side branches of threads' histories
+    (undone turns, replies /retry replaced, abandoned forks), each thread's line of history
+    kept. Lists what would go, and deletes it with --yes (or after asking)."""
     if (inactive_days is None) == (abandoned_days is None):
         fail(
             "give one of --inactive-days N (delete whole threads) or --abandoned-days N "

@@ -8,7 +8,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -150,6 +150,10 @@ class DecodesInterruptibly(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if self.compressing.writing:
+            if metadata.get("parents") == {}:  # (a root graph's: LangGraph reads it with a {})
+                metadata = cast(
+                    "CheckpointMetadata", {k: v for k, v in metadata.items() if k != "parents"}
+                )
             return super().put(config, checkpoint, metadata, new_versions)
         values = checkpoint["channel_values"]  # (whole: every value stored, none wrapped)
         plain = {key: deltas.unwrapped(value) for key, value in values.items()}
