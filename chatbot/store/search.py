@@ -369,17 +369,26 @@ def _matching(
     characters is one trigram: what the index finds holds it."""
     exact = all(len(term) == MIN_TRIGRAM for term in terms)
     match = [trigram_query(terms)]
+    holds: list[str] = []
     if not exact:  # (in SQL, so that the sort and the limit take only these)
         store.conn.create_function("chatbot_holds", 2, _holds_folded, deterministic=True)
-        match.append("\x00".join(coarse_fold(term) for term in terms))
+        folded = "\x00".join(coarse_fold(term) for term in terms)
+        if all(term.isascii() for term in terms):
+            # An ASCII text folds as SQLite's lower() folds it: checked in SQL; another (its
+            # letters may fold to ASCII ones: K, the Kelvin sign) by chatbot_holds.
+            checks = " AND ".join(["instr(lower(m.content), ?) > 0"] * len(terms))
+            holds.append(
+                "CASE WHEN length(m.content) = length(CAST(m.content AS BLOB)) "
+                f"THEN {checks} ELSE chatbot_holds(m.content, ?) END"
+            )
+            match.extend([*(term.lower() for term in terms), folded])
+        else:
+            holds.append("chatbot_holds(m.content, ?)")
+            match.append(folded)
     indexed = (
         f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
         "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "
-        + " AND ".join(
-            ["chatbot_messages_fts MATCH ?"]
-            + ([] if exact else ["chatbot_holds(m.content, ?)"])
-            + where
-        )
+        + " AND ".join(["chatbot_messages_fts MATCH ?", *holds, *where])
         + f" {newest} OFFSET ?"
     )
     page = limit if exact else max(2 * limit, 32)
