@@ -374,14 +374,16 @@ def _matching(
         store.conn.create_function("chatbot_holds", 2, _holds_folded, deterministic=True)
         folded = "\x00".join(coarse_fold(term) for term in terms)
         if all(term.isascii() for term in terms):
-            # An ASCII text folds as SQLite's lower() folds it: checked in SQL; another (its
-            # letters may fold to ASCII ones: K, the Kelvin sign) by chatbot_holds.
-            checks = " AND ".join(["instr(lower(m.content), ?) > 0"] * len(terms))
+            # LIKE folds ASCII letters as FTS5 does: a text it finds the terms in holds them;
+            # one it does not is checked by chatbot_holds if it has letters beyond ASCII
+            # (they may fold to ASCII ones: K, the Kelvin sign), and does not hold them else.
+            checks = " AND ".join(["m.content LIKE ? ESCAPE '\\'"] * len(terms))
             holds.append(
-                "CASE WHEN length(m.content) = length(CAST(m.content AS BLOB)) "
-                f"THEN {checks} ELSE chatbot_holds(m.content, ?) END"
+                f"CASE WHEN {checks} THEN 1 "
+                "WHEN length(m.content) = length(CAST(m.content AS BLOB)) THEN 0 "
+                "ELSE chatbot_holds(m.content, ?) END"
             )
-            match.extend([*(term.lower() for term in terms), folded])
+            match.extend([*(_like(term) for term in terms), folded])
         else:
             holds.append("chatbot_holds(m.content, ?)")
             match.append(folded)
