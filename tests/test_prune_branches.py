@@ -124,10 +124,9 @@ def test_a_branch_written_to_since_the_cutoff_stays(thread: Thread) -> None:
     assert len(thread.store.abandoned_branches("t", 0)) == 2
 
 
-def test_postgresql_keeps_only_the_blobs_a_checkpoint_left_names(any_db: str) -> None:
-    if not any_db.startswith("postgresql"):
-        pytest.skip("PostgreSQL stores each value's versions apart")
-    made = Thread(any_db)
+def test_postgresql_keeps_only_the_blobs_a_checkpoint_left_names(postgres_url: str) -> None:
+    """PostgreSQL stores each version of a value once, apart from the checkpoints naming it."""
+    made = Thread(postgres_url)
     try:
         made.say("one", "two", "three", "four")
         made.backend.undo("t")
