@@ -506,6 +506,42 @@ def test_compacting_on_postgresql_cut_short_loses_nothing_and_old_threads_go_on(
     assert shown["messages"][-2]["content"] == "and the onions?"
 
 
+@pytest.mark.slow
+def test_migrating_postgresql_keeps_the_snapshots_todays_turns_wrote(
+    cli: Cli, postgres_url: str
+) -> None:
+    """An old thread that today's chatbot went on with (a /retry, folds): a snapshot written
+    today is a blob behind a `true` in the checkpoint, which is not the window (a helper's
+    fuzzing found `db migrate` taking it for one)."""
+    _old_postgres_thread(postgres_url)
+    with open_store(postgres_url) as store:
+        settings = Settings(  # type: ignore[call-arg]
+            _env_file=None, model="offline", summary_trigger="messages:6", summary_keep="messages:2"
+        )
+        graph = build_graph(
+            ScriptedChatModel(), ScriptedChatModel(default="SUMMARY"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        list(backend.retry("t"))
+        for n in range(6):
+            list(backend.send("t", f"today {n} about onions"))
+        marked = store._query(
+            "SELECT COUNT(*) FROM checkpoints WHERE checkpoint -> 'channel_values' -> 'messages' "
+            "= 'true'::jsonb"
+        )
+        assert marked[0][0] > 0, "today's snapshots are behind a marker"
+    before = readings(cli, postgres_url, ("t",))
+    graph_before = _langgraph_reads(postgres_url)
+
+    ok(cli.invoke("db", "migrate", "--db", postgres_url))
+
+    assert readings(cli, postgres_url, ("t",)) == before
+    assert _langgraph_reads(postgres_url) == graph_before
+    assert "nothing to do" in ok(cli.invoke("db", "migrate", "--db", postgres_url)).stdout
+    cli.server.responder = echo_or_summary
+    ok(cli.invoke("ask", "and the leeks?", "--thread", "t", "--db", postgres_url))
+
+
 def test_langgraph_reads_the_database_as_docs_storage_says(cli: Cli, tmp_path: Path) -> None:
     """docs/storage.md shows how a LangGraph program reads chatbot's compressed checkpoints
     (its ``EncryptedSerializer``, zstd for a cipher): that code reads them."""

@@ -221,21 +221,24 @@ def _compact_pg_thread(
     values: dict[str, dict[str, Any]] = {}
     counts: dict[str, dict[str, tuple[int, int]]] = {}
     namers: dict[tuple[str, str], list[bool]] = defaultdict(list)  # (may the blob go, each)
-    plans: list[tuple[str, list[str], dict[str, Any], dict[str, Any]]] = []
+    plans: list[tuple[str, list[str], list[str], dict[str, Any], dict[str, Any]]] = []
     for checkpoint_id, parent, channel_versions, inline, metadata in rows:  # (parents first)
         channel_versions, inline = channel_versions or {}, inline or {}
         meta = dict(metadata or {})
         counters: dict[str, Any] = dict(meta.get("counters_since_delta_snapshot") or {})
         parent_row = by_id.get(parent or "")
-        kept, count, dropped = {}, {}, []
+        kept, count, dropped, from_inline = {}, {}, [], []
         for channel, spec in specs.items():
             version = channel_versions.get(channel)
             if version is None:
                 continue
-            if channel in inline:
-                stored = inline[channel]
-            elif (channel, version) in blobs:
-                stored = deltas.unwrapped(serde.loads_typed(blobs[(channel, version)]))
+            snapshot, inlined = False, False  # (today's snapshot: kept as it is)
+            if (channel, version) in blobs:  # (a blob wins: today's leave a `true` inline)
+                raw = serde.loads_typed(blobs[(channel, version)])
+                snapshot = deltas.unwrapped(raw) is not raw
+                stored = deltas.unwrapped(raw)
+            elif channel in inline:
+                stored, inlined = inline[channel], True
             else:
                 stored = _MISSING
             known = values.get(str(parent), {}).get(channel, _MISSING) if parent_row else _MISSING
@@ -252,15 +255,18 @@ def _compact_pg_thread(
             moved = parent_row is None or version != (parent_row[2] or {}).get(channel)
             updates_since, steps_since = updates_since + int(moved), steps_since + 1
             rebuilt = (
-                expected is not _MISSING
+                not snapshot
+                and expected is not _MISSING
                 and type(stored) is type(expected)
                 and stored == expected
                 and updates_since < spec.snapshot_frequency
             )
-            if channel not in inline:
+            if (channel, version) in blobs:
                 namers[(channel, version)].append(rebuilt)
             if rebuilt:
                 dropped.append(channel)
+                if inlined:
+                    from_inline.append(channel)
                 count[channel] = (updates_since, steps_since)
                 counters[channel] = [updates_since, steps_since]
             else:
@@ -270,17 +276,16 @@ def _compact_pg_thread(
         counts[checkpoint_id] = count
         if dropped:
             meta["counters_since_delta_snapshot"] = counters
-            plans.append((checkpoint_id, dropped, inline, meta))
+            plans.append((checkpoint_id, dropped, from_inline, inline, meta))
     gone = {key for key, may in namers.items() if all(may)}  # (a blob: every namer rebuilds it)
     done, before, after, read = 0, 0, 0, 0
     updates: list[tuple[str, tuple[Any, ...]]] = []
     deleted: set[tuple[str, str]] = set()
-    for checkpoint_id, dropped, inline, meta in plans:
+    for checkpoint_id, dropped, removed, inline, meta in plans:
         versions = by_id[checkpoint_id][2] or {}
-        removed = [c for c in dropped if c in inline]
         if not removed and not any((c, versions[c]) in gone for c in dropped):
             continue  # (its values stay stored: it is a snapshot, as it was)
-        blobs_out = [(c, versions[c]) for c in dropped if c not in inline]
+        blobs_out = [(c, versions[c]) for c in dropped if c not in removed]
         blobs_out = [key for key in blobs_out if key in gone and key not in deleted]
         deleted.update(blobs_out)
         done += 1
