@@ -393,3 +393,14 @@ def test_messages_holding_a_terms_trigrams_apart_are_not_hits_however_many_come_
     assert _found(chat, "hello decoy") == []
     assert len(_found(chat, "coy", limit=100)) == 40  # (three characters: one trigram)
     assert_index_exact(chat.store.path)
+
+
+def test_a_term_longer_than_sqlites_like_patterns_is_found(chat: Chat) -> None:
+    """SQLite's LIKE takes patterns of up to 50,000 bytes: a longer term (a pasted text in
+    quotes) is checked another way, not an error."""
+    long_text = "ab" * 30_000
+    chat.say("t", f"{long_text} end")
+    one_turn_from_a_batch(chat)
+    chat.say("u", "one more")
+    assert waiting(chat.store) == set()
+    assert _found(chat, f'"{long_text[:55_000]}"', limit=1) == [f"{long_text} end"]

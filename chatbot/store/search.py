@@ -59,6 +59,9 @@ MIN_TRIGRAM = 3
 SNIPPET_WIDTH = 160
 MAX_TERMS = 64
 """More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
+LIKE_LONGEST = 50_000
+"""The longest pattern SQLite's LIKE takes (``SQLITE_MAX_LIKE_PATTERN_LENGTH``): a longer term
+is checked by ``chatbot_holds``."""
 MAX_LIMIT = 1_000_000
 """The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
 
@@ -373,7 +376,7 @@ def _matching(
     if not exact:  # (in SQL, so that the sort and the limit take only these)
         store.conn.create_function("chatbot_holds", 2, _holds_folded, deterministic=True)
         folded = "\x00".join(coarse_fold(term) for term in terms)
-        if all(term.isascii() for term in terms):
+        if all(term.isascii() and len(_like(term)) <= LIKE_LONGEST for term in terms):
             # LIKE folds ASCII letters as FTS5 does: a text it finds the terms in holds them;
             # one it does not is checked by chatbot_holds if it has letters beyond ASCII
             # (they may fold to ASCII ones: K, the Kelvin sign), and does not hold them else.
