@@ -338,16 +338,29 @@ def prune(
         return
     out.print(threads_table(stale))
     count = counted(len(stale), "thread")
-    if not yes:
-        if not sys.stdin.isatty():
-            err.print(f"{count} inactive for {days}; nothing deleted: add --yes to delete them")
-            return
-        if not typer.confirm(f"Delete these {count} and all their history?", default=False):
-            err.print("kept")
-            raise typer.Exit(1)
+    if not _confirmed(
+        yes,
+        f"{count} inactive for {days}; nothing deleted: add --yes to delete them",
+        f"Delete these {count} and all their history?",
+    ):
+        return
     for info in stale:
         store.delete_thread(info.thread_id)
     err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")
+
+
+def _confirmed(yes: bool, piped: str, question: str) -> bool:
+    """Whether to go on deleting: ``--yes``, or a yes to ``question`` on a terminal. Piped
+    without ``--yes``, says ``piped`` and does nothing; a no exits 1 ("kept")."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        err.print(piped)
+        return False
+    if not typer.confirm(question, default=False):
+        err.print("kept")
+        raise typer.Exit(1)
+    return True
 
 
 def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -> None:
@@ -376,13 +389,12 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
         f"{counted(sum(len(b) for _, b in plans), 'side branch', 'side branches')} "
         f"({counted(checkpoints, 'checkpoint')}) in {counted(len(plans), 'thread')}"
     )
-    if not yes:
-        if not sys.stdin.isatty():
-            err.print(f"{what} abandoned for {ago}; nothing removed: add --yes to remove them")
-            return
-        if not typer.confirm(f"Remove these {what}?", default=False):
-            err.print("kept")
-            raise typer.Exit(1)
+    if not _confirmed(
+        yes,
+        f"{what} abandoned for {ago}; nothing removed: add --yes to remove them",
+        f"Remove these {what}?",
+    ):
+        return
     removed, busy = 0, []
     for thread_id, _ in plans:
         holder = f"prune:{os.getpid()}:{uuid.uuid4().hex[:8]}"

@@ -90,16 +90,7 @@ def _compact_thread(
         "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id",
         (thread_id,),
     )
-    marks = ", ".join("?" * len(specs))
-    written: dict[tuple[str, str], list[tuple[Any, tuple[str, bytes]]]] = defaultdict(list)
-    for checkpoint_id, channel, task_id, idx, kind, value, path in store._query(
-        "SELECT checkpoint_id, channel, task_id, idx, type, value, task_path FROM writes "
-        f"WHERE thread_id = ? AND checkpoint_ns = '' AND channel IN ({marks})",
-        (thread_id, *specs),
-    ):
-        written[(checkpoint_id, channel)].append(
-            (writes_sort_key(path or "", task_id, idx), (kind, bytes(value)))
-        )
+    written = _writes_of(store, thread_id, list(specs), "writes", "value")
     by_id = {row[0]: row for row in rows}
     children: dict[str | None, list[str]] = defaultdict(list)
     for checkpoint_id, parent, *_ in rows:
@@ -183,6 +174,24 @@ def _compact_thread(
 _MISSING = object()
 
 
+def _writes_of(
+    store: SqlStore, thread_id: str, channels: list[str], table: str, column: str
+) -> dict[tuple[str, str], list[tuple[Any, tuple[str, bytes]]]]:
+    """A thread's pending writes to ``channels``, serialized, by (checkpoint, channel), each
+    with the key LangGraph applies them in: LangGraph's ``table`` and its value ``column``."""
+    marks = ", ".join("?" * len(channels))
+    written: dict[tuple[str, str], list[tuple[Any, tuple[str, bytes]]]] = defaultdict(list)
+    for checkpoint_id, channel, task_id, idx, kind, value, path in store._query(
+        f"SELECT checkpoint_id, channel, task_id, idx, type, {column}, task_path FROM {table} "
+        f"WHERE thread_id = ? AND checkpoint_ns = '' AND channel IN ({marks})",
+        (thread_id, *channels),
+    ):
+        written[(checkpoint_id, channel)].append(
+            (writes_sort_key(path or "", task_id, idx), (kind, bytes(value)))
+        )
+    return written
+
+
 def _compact_pg_thread(
     store: PgStore,
     thread_id: str,
@@ -208,15 +217,7 @@ def _compact_pg_thread(
             (thread_id, *names),
         )
     }
-    written: dict[tuple[str, str], list[tuple[Any, tuple[str, bytes]]]] = defaultdict(list)
-    for checkpoint_id, channel, task_id, idx, kind, value, path in store._query(
-        "SELECT checkpoint_id, channel, task_id, idx, type, blob, task_path FROM "
-        f"checkpoint_writes WHERE thread_id = ? AND checkpoint_ns = '' AND channel IN ({marks})",
-        (thread_id, *names),
-    ):
-        written[(checkpoint_id, channel)].append(
-            (writes_sort_key(path or "", task_id, idx), (kind, bytes(value)))
-        )
+    written = _writes_of(store, thread_id, names, "checkpoint_writes", "blob")
     by_id = {row[0]: row for row in rows}
     values: dict[str, dict[str, Any]] = {}
     counts: dict[str, dict[str, tuple[int, int]]] = {}
