@@ -14,6 +14,7 @@ from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.history.timeline import turn_entries
 from chatbot.store.postgres import open_store
+from chatbot.store.pruning import abandoned_branches, prune_branches
 from chatbot.store.search import search
 from chatbot.store.sqlite import SqlStore
 from chatbot.threads.backend import LocalBackend
@@ -87,11 +88,11 @@ def test_side_branches_go_whole_and_the_line_reads_as_it_did(thread: Thread) -> 
     entries = thread.entries()
     assert [e.text for e in entries if e.fate == "undone"] == ["beta two"]
     assert [e.text for e in entries if e.fate == "retried"] == ["gamma three"]
-    branches = store.abandoned_branches("t", 0)
+    branches = abandoned_branches(store, "t", 0)
     gone = {c for b in branches for c in b.checkpoints}
     assert len(branches) == 2 and gone and gone < set(before)
 
-    assert store.prune_branches("t", branches) == len(gone)
+    assert prune_branches(store, "t", branches) == len(gone)
 
     after = thread.states()
     assert set(after) == set(before) - gone
@@ -110,7 +111,7 @@ def test_side_branches_go_whole_and_the_line_reads_as_it_did(thread: Thread) -> 
     line_before = _line_entries(entries, gone)
     line_after = _line_entries(kept, gone)
     assert [e[:3] for e in line_after] == [e[:3] for e in line_before]
-    assert store.abandoned_branches("t", 0) == []
+    assert abandoned_branches(store, "t", 0) == []
 
     assert thread.found("beta") == [], "a message only a pruned branch held is not found"
     assert thread.found("alpha") == ["alpha one"] and thread.found("gamma") == ["gamma three"]
@@ -120,8 +121,8 @@ def test_side_branches_go_whole_and_the_line_reads_as_it_did(thread: Thread) -> 
 
 
 def test_a_branch_written_to_since_the_cutoff_stays(thread: Thread) -> None:
-    assert thread.store.abandoned_branches("t", 1) == [], "written seconds ago"
-    assert len(thread.store.abandoned_branches("t", 0)) == 2
+    assert abandoned_branches(thread.store, "t", 1) == [], "written seconds ago"
+    assert len(abandoned_branches(thread.store, "t", 0)) == 2
 
 
 def test_postgresql_keeps_only_the_blobs_a_checkpoint_left_names(postgres_url: str) -> None:
@@ -135,7 +136,7 @@ def test_postgresql_keeps_only_the_blobs_a_checkpoint_left_names(postgres_url: s
         store = made.store
         count = "SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't'"
         ((blobs_before,),) = store._query(count)
-        store.prune_branches("t", store.abandoned_branches("t", 0))
+        prune_branches(store, "t", abandoned_branches(store, "t", 0))
         ((blobs_after,),) = store._query(count)
         assert blobs_after < blobs_before
         ((orphans,),) = store._query(
@@ -206,7 +207,7 @@ def test_search_names_a_checkpoint_holding_each_message_after_pruning(
             thread.backend.undo("t")
         _search_is_sound(thread)
         texts = [(e.kind, e.text) for e in thread.entries()]
-        thread.store.prune_branches("t", thread.store.abandoned_branches("t", 0))
+        prune_branches(thread.store, "t", abandoned_branches(thread.store, "t", 0))
         _search_is_sound(thread)
         after = [(e.kind, e.text) for e in thread.entries()]
         assert all(text for kind, text in after if kind == "turn"), after

@@ -366,6 +366,7 @@ def _confirmed(yes: bool, piped: str, question: str) -> bool:
 def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -> None:
     """``prune --abandoned-days``: what each thread would lose, then (with ``yes`` or a yes
     to the question) each thread pruned under its lease, its branches found again there."""
+    from chatbot.store.pruning import abandoned_branches, prune_branches
     from chatbot.threadids import quoted
     from chatbot.threads.backend import LocalBackend
 
@@ -375,7 +376,7 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
     reader = LocalBackend(None, store)
     plans = []
     for thread_id in threads:
-        branches = store.abandoned_branches(thread_id, days)
+        branches = abandoned_branches(store, thread_id, days)
         if branches:
             plans.append((thread_id, branches))
             out.print(_pruned_view(thread_id, branches, reader.history(thread_id)))
@@ -402,7 +403,7 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
             busy.append(thread_id)
             continue
         try:  # (found again under the lease: a turn may have moved the line since)
-            removed += store.prune_branches(thread_id, store.abandoned_branches(thread_id, days))
+            removed += prune_branches(store, thread_id, abandoned_branches(store, thread_id, days))
         finally:
             store.release_lease(thread_id, holder)
     err.print(

@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
 
     from chatbot.memory.state import ChatGraph
     from chatbot.store.msgindex import MessageIndex
-    from chatbot.store.pruning import Branch
     from chatbot.store.saver import LocalSaver
 
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -913,128 +912,6 @@ class SqlStore:
             if info.last_active is not None and info.last_active.timestamp() < cutoff
         ]
         return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
-
-    def abandoned_branches(
-        self, thread_id: str, days: float, now: datetime | None = None
-    ) -> list[Branch]:
-        """The thread's side branches last written to more than ``days`` ago (see
-        :mod:`chatbot.store.pruning`), oldest first, but those holding a turn's own steps
-        after its input checkpoint (a run resumed from that input went on elsewhere). Reads
-        ids, and the metadata of the branches' ends."""
-        from datetime import timedelta
-
-        from chatbot.store.pruning import abandoned, side_branches
-
-        cutoff = (now or datetime.now(tz=UTC)) - timedelta(days=days)
-        found = abandoned(
-            side_branches(self.checkpoint_parents(thread_id)), cutoff, checkpoint_time
-        )
-        # A run resumed from a turn's input checkpoint leaves that turn's own steps on a side
-        # branch: kept, or its history would be an input checkpoint without its message.
-        ends = {b.first for b in found} | {b.parent for b in found if b.parent is not None}
-        metadata = self.checkpoint_metadata(thread_id, sorted(ends))
-        return [
-            branch
-            for branch in found
-            if not (
-                metadata.get(branch.first, {}).get("source") == "loop"
-                and metadata.get(str(branch.parent), {}).get("source") == "input"
-            )
-        ]
-
-    def prune_branches(self, thread_id: str, branches: Sequence[Branch]) -> int:
-        """Remove side branches of a thread, in one transaction: their checkpoints, pending
-        writes and the search rows of the messages only they held (a message the line holds
-        too keeps its row, moved to the oldest checkpoint left holding it). The checkpoints
-        left that history would misread without them are marked
-        (:func:`chatbot.store.pruning.pruning_marks`). Take the thread's lease first. Returns
-        the checkpoints removed."""
-        from chatbot.history.timeline import ACTION_KEY, PRUNED_KEY
-        from chatbot.store.pruning import pruning_marks
-
-        ids = sorted({checkpoint for branch in branches for checkpoint in branch.checkpoints})
-        if not ids:
-            return 0
-        gone = set(ids)
-        parent_of = dict(self.checkpoint_parents(thread_id))
-        hung_from = {branch.parent for branch in branches if branch.parent is not None}
-        siblings = [c for c, p in parent_of.items() if p in hung_from and c not in gone]
-        metadata = self.checkpoint_metadata(
-            thread_id, [*(branch.first for branch in branches), *siblings]
-        )
-        marks = pruning_marks(
-            branches,
-            sources={c: str(m.get("source", "")) for c, m in metadata.items()},
-            undos={c for c in siblings if metadata.get(c, {}).get(ACTION_KEY) == "undo"},
-            parent_of=parent_of,
-        )
-        statements: list[tuple[str, Sequence[Any]]] = []
-        # A message a pruned checkpoint brought in may be on the line too (a run resumed from
-        # before it brings the same one in again): its search row moves to the oldest
-        # checkpoint left holding it, and only the others' rows go.
-        indexed = {
-            row[0]
-            for start in range(0, len(ids), 500)
-            for row in self._query(
-                "SELECT message_id FROM chatbot_messages WHERE thread_id = ? "
-                f"AND checkpoint_id IN ({', '.join('?' * len(ids[start : start + 500]))})",
-                (thread_id, *ids[start : start + 500]),
-            )
-        }
-        if indexed:
-            statements.extend(
-                (
-                    "UPDATE chatbot_messages SET checkpoint_id = ? "
-                    "WHERE thread_id = ? AND message_id = ?",
-                    (holder, thread_id, message_id),
-                )
-                for message_id, holder in self._holders_left(thread_id, indexed, gone).items()
-            )
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            places = ", ".join("?" * len(chunk))
-            for table in (self._writes_table, "checkpoints"):
-                statements.append(
-                    (
-                        f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
-                        f"AND checkpoint_id IN ({places})",
-                        (thread_id, *chunk),
-                    )
-                )
-            statements.append(
-                (
-                    f"DELETE FROM chatbot_messages WHERE thread_id = ? "
-                    f"AND checkpoint_id IN ({places})",
-                    (thread_id, *chunk),
-                )
-            )
-        statements.extend(
-            (self._mark_pruned, (PRUNED_KEY, PRUNED_KEY, count, thread_id, checkpoint_id))
-            for checkpoint_id, count in marks.items()
-        )
-        statements.extend(self._after_pruning(thread_id))
-        self._write(*statements)
-        self._forget_messages(thread_id)
-        return len(ids)
-
-    def _holders_left(
-        self, thread_id: str, message_ids: set[str], gone: set[str]
-    ) -> dict[str, str]:
-        """The oldest checkpoint not ``gone`` that holds each of ``message_ids`` (those none
-        holds are left out): where each is first seen, its state read to be sure."""
-        from chatbot.store.checkpoints import state_of_id
-        from chatbot.store.search import sightings
-
-        seen, _ = sightings(self, thread_id, leaving_out=gone)
-        found: dict[str, str] = {}
-        for checkpoint_id, message in sorted(seen, key=lambda pair: pair[0]):
-            message_id = str(message.id)
-            if message_id not in message_ids or message_id in found:
-                continue
-            held = state_of_id(self, thread_id, checkpoint_id).messages
-            if any(m.id == message_id for m in held):
-                found[message_id] = checkpoint_id
-        return found
 
     _writes_table = "writes"
     _mark_pruned = (
