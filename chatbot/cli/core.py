@@ -422,8 +422,8 @@ def say_interrupted() -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: already leaving)
     if not _interruption_said:
-        _interruption_said = True
         err.print("[dim]interrupted[/]")
+        _interruption_said = True  # (after: a Ctrl-C landing in the print leaves it to say)
 
 
 def interruption_said() -> bool:
