@@ -207,6 +207,58 @@ def test_turns_on_many_threads_of_one_process_at_once_all_land(any_db: str) -> N
     assert "msgpack+zstd" in stored_types(any_db), "the window went in compressed"
 
 
+def test_versions_are_short_and_two_branches_from_one_checkpoint_keep_their_own_values(
+    any_db: str,
+) -> None:
+    """A checkpoint names a version for each channel and each node's view of it: chatbot's are
+    short. Two branches written from one checkpoint reach the same counter, and PostgreSQL
+    keys a stored value by its version: each branch still reads its own."""
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, model="offline", summary_trigger="messages:4", summary_keep="messages:2"
+    )
+    with open_store(any_db) as store:
+        graph = build_graph(
+            ScriptedChatModel(), ScriptedChatModel(default="SUMMARY"), settings, store.saver
+        )
+        backend = LocalBackend(graph, store)
+        for n in range(14):  # (versions pass 9 and 99 on the way: a digit more)
+            list(backend.send("t", f"turn {n} about tomatoes"))
+        history = list(graph.get_state_history({"configurable": {"thread_id": "t"}}))
+        versions = [
+            version
+            for state in history
+            for version in store.saver.get_tuple(state.config).checkpoint[  # type: ignore[union-attr]
+                "channel_versions"
+            ].values()
+        ]
+        assert versions and max(len(str(v)) for v in versions) <= 16, versions[:5]
+        assert history[0].values["messages"][-2].content == "turn 13 about tomatoes"
+
+        past = history[len(history) // 2].config
+        branches = {}
+        for word in ("apples", "pears"):  # (a snapshot each: a branch's first checkpoint)
+            edited = graph.update_state(
+                past, {"messages": [HumanMessage(f"only {word}")], "summary": f"all {word}"}
+            )
+            graph.invoke(None, edited)  # (it answers the message)
+            branches[word] = edited
+        for word, edited in branches.items():
+            state = graph.get_state(edited)
+            assert state.values["summary"] == f"all {word}", word
+            assert state.values["messages"][-1].content == f"only {word}", word
+            later = next(
+                s
+                for s in graph.get_state_history({"configurable": {"thread_id": "t"}})
+                if s.parent_config
+                and s.parent_config["configurable"]["checkpoint_id"]
+                == edited["configurable"]["checkpoint_id"]
+            )
+            assert [m.content for m in later.values["messages"]][-2:] == [
+                f"only {word}",
+                later.values["messages"][-1].content,
+            ] and later.values["messages"][-1].type == "ai", word
+
+
 def test_the_savers_serializer_round_trips_from_many_threads_at_once(tmp_path: Path) -> None:
     """Eight threads write and read values of many sizes through one saver's serializer at
     the same moment (as LangGraph's threads and the caller's do): every value comes back

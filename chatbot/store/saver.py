@@ -4,6 +4,7 @@ or written: opening the database does not need them)."""
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -166,9 +167,37 @@ class DecodesInterruptibly(BaseCheckpointSaver[str]):
                 written = super().put(config, whole, metadata, new_versions)
         return written
 
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        if not self.compressing.writing:
+            return cast(str, super().get_next_version(current, channel))
+        return next_version(current)
+
     _inline = True
     """True where a checkpoint stores every channel's value itself (SQLite), False where it
     stores each version of a value once, apart (PostgreSQL's blobs)."""
+
+
+def next_version(current: str | int | float | None) -> str:
+    """The version after ``current``, short: ``c604.5k2m9x`` where LangGraph's savers write
+    ``00000000000000000000000000000604.0.8483856236080155``.
+
+    A checkpoint names a version for every channel and every node's view of it, a dozen on
+    this graph, three checkpoints a turn: at 52 characters each they were half of a PostgreSQL
+    checkpoint row. The letter says how many digits follow (``a`` one, ``b`` two…), so versions
+    sort as their counters do, and after every version LangGraph's own format wrote (those
+    start with ``0``): a thread written before goes on. The random part keeps two branches'
+    versions of a channel apart, as LangGraph's does (PostgreSQL keys a value by its version).
+    """
+    if current is None:
+        counter = 0
+    elif isinstance(current, (int, float)):
+        counter = int(current)
+    elif current[:1].isalpha():
+        counter = int(current[1:].split(".", 1)[0])
+    else:
+        counter = int(current.split(".", 1)[0])
+    digits = str(counter + 1)
+    return f"{chr(ord('a') + len(digits) - 1)}{digits}.{random.getrandbits(30):x}"
 
 
 class IndexesMessages(BaseCheckpointSaver[str]):
