@@ -231,6 +231,11 @@ WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
     # terms read them newest first through it (it reads every row the terms might be in
     # anyway), and it took 14 % of the text's bytes
     "DROP INDEX IF EXISTS chatbot_messages_newest",
+    # 8: no table changes: checkpoints written from here on name short channel versions
+    # (chatbot.store.saver.next_version), which a chatbot before it cannot count on from (it
+    # would stop on one with an error): the number makes such a chatbot refuse to write
+    # (check_schema_version), one clear line, where it would fail mid-turn
+    PerDatabase(sqlite=(), postgresql=()),
 )
 """chatbot's own tables, for SQLite and PostgreSQL alike: numbered by position, each applied
 once (``chatbot_migrations`` records them) under the database's write lock. Append, never
