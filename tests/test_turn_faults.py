@@ -730,3 +730,35 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
     assert following.returncode == 0, following.stderr
     assert "waiting" not in following.stderr, following.stderr
     assert [text for kind, text in messages(any_db, "t1") if kind == "human"] == ["one", "two"]
+
+
+def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db: str) -> None:
+    """Each step's checkpoint is saved before the next step starts: when the model is asked,
+    another connection already reads the message it answers, every turn, without waiting
+    (``graph.invoke`` and the terminal's ``astream`` alike)."""
+    from chatbot.store.checkpoints import read_checkpoint
+    from chatbot.store.postgres import open_store
+    from chatbot.store.sqlite import thread_config
+    from chatbot.threads.backend import LocalBackend
+
+    seen: list[list[str]] = []
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, model="offline", summary_trigger="messages:4", summary_keep="messages:2"
+    )
+    with open_store(any_db) as store, open_store(any_db) as other:
+
+        def answer(sent: list[Any]) -> str:
+            seen.append([m.text for m in read_checkpoint(other, "t").state.messages])
+            return f"reply to {sent[-1].text}"
+
+        chat = ScriptedChatModel(default=answer)
+        graph = build_graph(chat, ScriptedChatModel(default="SUMMARY"), settings, store.saver)
+        backend = LocalBackend(graph, store)
+        for n in range(8):
+            if n % 2:
+                list(backend.send("t", f"message {n}"))
+            else:
+                graph.invoke({"messages": [HumanMessage(f"message {n}")]}, thread_config("t"))
+    assert len(seen) == 8
+    for n, read in enumerate(seen):
+        assert read[-1] == f"message {n}", (n, read)

@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME
 from langgraph._internal._runnable import RunnableCallable
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
@@ -344,6 +344,12 @@ def build_graph(
         RunnableCallable(after_summary, name="after_summary", trace=False),
         ["conversation", END],
     )
-    graph = builder.compile(checkpointer=checkpointer, name="chatbot")
+    compiled = builder.compile(checkpointer=checkpointer, name="chatbot")
+    # Each step's checkpoint and writes are saved before the next step starts (LangGraph's
+    # "sync" durability; a caller's own `durability=` still wins): the user's message is in
+    # the database before the model is called, and no write of the store's runs beside the
+    # next step in another thread, which made a turn about a tenth heavier ("async", the
+    # default: docs/benchmarks.md).
+    graph = compiled.with_config(configurable={CONFIG_KEY_DURABILITY: "sync"})
     _RESOLVERS[graph] = resolver
     return graph
