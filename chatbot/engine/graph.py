@@ -344,12 +344,13 @@ def build_graph(
         RunnableCallable(after_summary, name="after_summary", trace=False),
         ["conversation", END],
     )
-    compiled = builder.compile(checkpointer=checkpointer, name="chatbot")
-    # Each step's checkpoint and writes are saved before the next step starts (LangGraph's
-    # "sync" durability; a caller's own `durability=` still wins): the user's message is in
-    # the database before the model is called, and no write of the store's runs beside the
-    # next step in another thread, which made a turn about a tenth heavier ("async", the
-    # default: docs/benchmarks.md).
-    graph = compiled.with_config(configurable={CONFIG_KEY_DURABILITY: "sync"})
+    graph = builder.compile(checkpointer=checkpointer, name="chatbot")
+    if checkpointer is not None:  # (LangGraph's sync mode fails on a graph without one)
+        # Each step's checkpoint and writes are saved before the next step starts
+        # (LangGraph's "sync" durability; a caller's own `durability=` still wins): the
+        # user's message is in the database before the model is called, and no write of the
+        # store's runs beside the next step in another thread, which made a turn about a
+        # tenth heavier ("async", the default: docs/benchmarks.md).
+        graph = graph.with_config(configurable={CONFIG_KEY_DURABILITY: "sync"})
     _RESOLVERS[graph] = resolver
     return graph
