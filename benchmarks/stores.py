@@ -108,7 +108,7 @@ def report(arms: list[Arm], about: dict[str, Any]) -> list[str]:
     for index, at in enumerate(arms[0].marks):
         cells = [
             f"{kilobytes(arm.marks[index]['bytes_per_turn'])} "
-            f"({arm.marks[index]['times_text']:.1f}× text)"
+            f"({arm.marks[index]['times_text']:.2f}× text)"
             for arm in arms
         ]
         lines.append(f"| bytes a turn, turns 1–{at['turns']:,} | " + " | ".join(cells) + " |")

@@ -1,4 +1,4 @@
-"""SQLite's search index takes new messages 64 rows at a time (migration 5): a row waits in
+"""SQLite's search index takes new messages 256 rows at a time (migrations 5 and 9): a row waits in
 ``chatbot_messages_unindexed`` until then, and search matches the waiting rows itself. Every
 message is found as soon as its turn is saved, with the same hits as once it is indexed, and
 after every way rows come and go the FTS5 index holds exactly the rows not waiting."""
@@ -24,6 +24,7 @@ from chatbot.store.sqlite import (
     APPLICATION_ID,
     MIGRATIONS,
     MIGRATIONS_TABLE,
+    SEARCH_BATCH,
     SqlStore,
     Store,
     migration_statements,
@@ -33,7 +34,7 @@ from tests.scripted import ScriptedChatModel
 from tests.test_cli import invoke
 from tests.test_search import Chat, _settings
 
-BATCH = 64
+BATCH = SEARCH_BATCH
 
 
 def assert_index_exact(db: str) -> None:
@@ -90,7 +91,7 @@ def row_ids(store: SqlStore, thread_id: str) -> set[int]:
 
 
 def one_turn_from_a_batch(chat: Chat) -> None:
-    """Say turns on a thread of their own until 62 rows wait: the next turn's two rows (a
+    """Say turns on a thread of their own until BATCH - 2 rows wait: the next turn's two rows (a
     message and its reply) make the batch."""
     turn = 0
     while len(waiting(chat.store)) < BATCH - 2:
@@ -120,7 +121,7 @@ def test_a_message_is_found_while_it_waits_and_once_its_batch_is_indexed(chat: C
 
     one_turn_from_a_batch(chat)
     chat.say("t", "another quokka")
-    assert waiting(chat.store) == set(), "the 64th row indexed all 64"
+    assert waiting(chat.store) == set(), "the last row of a batch indexed them all"
     assert in_index(chat.store, "quokka") == 2
     assert chat.find("quokka")[1] == first, "the same hit, found in the index now"
     assert_index_exact(chat.store.path)

@@ -169,7 +169,7 @@ class DecodesInterruptibly(BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         if not self.compressing.writing:
-            return cast(str, super().get_next_version(current, channel))
+            return super().get_next_version(current, channel)
         return next_version(current)
 
     _inline = True

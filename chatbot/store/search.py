@@ -9,10 +9,10 @@ first checkpoint, role and text. A search reads only that table:
 - **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text (kept in step by
   triggers). Trigrams match any substring of three characters or more, case-insensitively,
   which is what Chinese and Japanese need (they are written without spaces, and the default
-  ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 64
-  at a time (FTS5's cost is per transaction more than per row); until then they wait in
-  ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory, so a message
-  is found as soon as its turn is saved. A term of one or two characters (``北京``) is matched
+  ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 256
+  at a time (FTS5's cost is in merging the segments it writes more than per row); until then
+  they wait in ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory,
+  so a message is found as soon as its turn is saved. A term of one or two characters (``北京``) is matched
   with ``LIKE`` instead, on the rows the longer terms left, or by reading the table when there
   is no longer term.
 - **PostgreSQL**: ``ILIKE`` per term, which a ``pg_trgm`` GIN index answers when the extension
