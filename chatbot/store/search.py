@@ -12,9 +12,9 @@ first checkpoint, role and text. A search reads only that table:
   ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 256
   at a time (FTS5's cost is in merging the segments it writes more than per row); until then
   they wait in ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory,
-  so a message is found as soon as its turn is saved. A term of one or two characters (``北京``) is matched
-  with ``LIKE`` instead, on the rows the longer terms left, or by reading the table when there
-  is no longer term.
+  so a message is found as soon as its turn is saved. A term of one or two characters
+  (``北京``) is matched with ``LIKE`` instead, on the rows the longer terms left, or by
+  reading the table when there is no longer term.
 - **PostgreSQL**: ``ILIKE`` per term, which a ``pg_trgm`` GIN index answers when the extension
   could be created (else the table is read).
 
