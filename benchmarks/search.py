@@ -18,7 +18,8 @@
   doing nothing) and against ``chatbot threads --json`` on a one-thread database (the start-up
   every reading command has: settings, opening the database), run in turns; the median
   differences are the work beyond start-up.
-- **Indexing per turn**: a turn's two checkpoint writes on a thread of 40 turns, with the
+- **Indexing per turn**: a turn's two checkpoint writes on a thread of as many turns as SQLite's
+  index takes rows at once (two batches of rows: what merging them costs is counted), with the
   index on and off, in turns on fresh files (SQLite's usual durability); the difference per
   turn.
 - **A database made before search**: its index dropped, then :func:`index_existing` timed, as
@@ -49,7 +50,7 @@ from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 
 from chatbot.store.search import index_existing, search  # noqa: E402
-from chatbot.store.sqlite import Store  # noqa: E402
+from chatbot.store.sqlite import SEARCH_BATCH, Store  # noqa: E402
 
 GOAL = 0.100
 WINDOW = 12
@@ -374,7 +375,7 @@ def main() -> None:
     )
 
     with tempfile.TemporaryDirectory(prefix="chatbot-turns-") as scratch:
-        on, off = indexing_cost(Path(scratch), 40, max(2, options.runs))
+        on, off = indexing_cost(Path(scratch), SEARCH_BATCH, max(2, options.runs))
     row(
         "indexing: extra time per turn",
         on - off,
