@@ -75,6 +75,19 @@ SEARCH_BATCH = 256
 """How many new messages SQLite's search index takes at once (migration 9; they wait in
 ``chatbot_messages_unindexed`` until then, and a search matches them itself)."""
 
+
+def _batch_trigger(size: int) -> str:
+    """The trigger that indexes the waiting rows once ``size`` of them wait."""
+    return f"""CREATE TRIGGER chatbot_messages_batch AFTER INSERT ON chatbot_messages_unindexed
+WHEN (SELECT COUNT(*) FROM chatbot_messages_unindexed) >= {size}
+BEGIN
+    INSERT INTO chatbot_messages_fts (rowid, content)
+    SELECT m.id, m.content FROM chatbot_messages_unindexed AS u
+    JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
+    DELETE FROM chatbot_messages_unindexed;
+END"""
+
+
 MIGRATIONS: tuple[str | PerDatabase, ...] = (
     # 1: what a thread listing needs, so that listing is plain SQL
     """CREATE TABLE IF NOT EXISTS chatbot_threads (
@@ -202,14 +215,7 @@ BEGIN
     DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
     INSERT OR IGNORE INTO chatbot_messages_unindexed (id) VALUES (new.id);
 END""",
-            """CREATE TRIGGER chatbot_messages_batch AFTER INSERT ON chatbot_messages_unindexed
-WHEN (SELECT COUNT(*) FROM chatbot_messages_unindexed) >= 64
-BEGIN
-    INSERT INTO chatbot_messages_fts (rowid, content)
-    SELECT m.id, m.content FROM chatbot_messages_unindexed AS u
-    JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
-    DELETE FROM chatbot_messages_unindexed;
-END""",
+            _batch_trigger(64),
         ),
         postgresql=(),
     ),
@@ -247,14 +253,7 @@ WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
     PerDatabase(
         sqlite=(
             "DROP TRIGGER IF EXISTS chatbot_messages_batch",
-            f"""CREATE TRIGGER chatbot_messages_batch AFTER INSERT ON chatbot_messages_unindexed
-WHEN (SELECT COUNT(*) FROM chatbot_messages_unindexed) >= {SEARCH_BATCH}
-BEGIN
-    INSERT INTO chatbot_messages_fts (rowid, content)
-    SELECT m.id, m.content FROM chatbot_messages_unindexed AS u
-    JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
-    DELETE FROM chatbot_messages_unindexed;
-END""",
+            _batch_trigger(256),  # (SEARCH_BATCH now; a migration's SQL never changes)
         ),
         postgresql=(),
     ),
