@@ -178,7 +178,7 @@ class DecodesInterruptibly(BaseCheckpointSaver[str]):
 
 
 def next_version(current: str | int | float | None) -> str:
-    """The version after ``current``, short: ``c604.5k2m9x`` where LangGraph's savers write
+    """The version after ``current``, short: ``c604.1f3a9b2`` where LangGraph's savers write
     ``00000000000000000000000000000604.0.8483856236080155``.
 
     A checkpoint names a version for every channel and every node's view of it, a dozen on
