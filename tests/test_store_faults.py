@@ -466,6 +466,24 @@ def test_an_adopted_database_stays_readable_by_the_program_it_came_from(
     assert "cannot read compressed checkpoints" in line
 
 
+def test_a_thread_copied_into_an_adopted_database_goes_on_there(cli: Cli, tmp_path: Path) -> None:
+    """An adopted database gets LangGraph's own form of channel versions; a thread copied there
+    from a database of chatbot's own names chatbot's short ones, and goes on counting them."""
+    mine, adopted = str(tmp_path / "mine.sqlite"), tmp_path / "orders.sqlite"
+    _langgraph_sqlite(adopted)
+    ok(cli.invoke("db", "adopt", "--yes", "--db", str(adopted)))
+    cli.server.responder = echo_or_summary
+    for n in range(3):
+        ok(cli.invoke("ask", f"turn {n} of my own", "--thread", "mine", "--db", mine))
+    ok(cli.invoke("db", "copy", mine, str(adopted), "--thread", "mine"))
+    ok(cli.invoke("ask", "and one more there", "--thread", "mine", "--db", str(adopted)))
+    shown = json.loads(ok(cli.invoke("show", "mine", "--json", "--db", str(adopted))).stdout)
+    assert [m["content"] for m in shown["messages"] if m["type"] == "human"][-2:] == [
+        "turn 2 of my own",
+        "and one more there",
+    ]
+
+
 @pytest.mark.slow
 def test_db_adopt_in_a_terminal_asks_first_and_no_keeps_it_untouched(tmp_path: Path) -> None:
     db = tmp_path / "orders.sqlite"
