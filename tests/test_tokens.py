@@ -207,6 +207,26 @@ def test_estimate_counts_as_its_rules_say(text: str) -> None:
     assert estimate_tokens(text) == _estimate_as_specified(text)
 
 
+_PROSE_WORD = st.text(
+    alphabet=st.sampled_from(list("aZqLetters") * 4 + list("0123456789.,;:!?'\"()-_/\x00\x7f")),
+    min_size=1,
+    max_size=24,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    words=st.lists(
+        st.one_of(_PROSE_WORD, st.text(alphabet="abcXYZ", min_size=1, max_size=30)), max_size=40
+    ),
+    gap=st.sampled_from([" ", "\r", " \x0b", "\x1f"]),
+)
+def test_prose_counts_as_its_rules_say(words: list[str], gap: str) -> None:
+    # ASCII words between single blanks: counted run by run, without the regex
+    text = gap.join(words)
+    assert estimate_tokens(text) == _estimate_as_specified(text)
+
+
 @pytest.mark.parametrize("name", [*SAMPLES, *MORE_SAMPLES])
 def test_estimate_of_the_samples_counts_as_its_rules_say(name: str) -> None:
     text = {**SAMPLES, **MORE_SAMPLES}[name]
