@@ -23,6 +23,7 @@ from chatbot.store.deltas import missing
 from chatbot.store.search import recaller
 from chatbot.store.sqlite import Store, thread_config
 from chatbot.threads.backend import LocalBackend
+from tests.scripted import ScriptedChatModel
 
 
 @pytest.fixture
@@ -38,6 +39,10 @@ def local(tmp_path: Path) -> Iterator[tuple[LocalBackend, ChatGraph, Store]]:
     with Store(settings.db) as store:
         graph = build_graph(models.chat, models.summary, settings, store.saver, recaller(store))
         yield LocalBackend(graph, store), graph, store
+
+
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+"""The task id of writes no task made (LangGraph's, as update_state saves them)."""
 
 
 def said(messages: Any) -> list[tuple[str, str, str]]:
@@ -187,3 +192,42 @@ def test_a_reader_sees_what_another_process_wrote_after_it_read(
         parent = after.parent_id
         assert parent is not None
         assert said(read_checkpoint(reader, "t", parent).state.messages) == said(head)
+
+
+class WritesElsewhere(ScriptedChatModel):
+    """A chat model during whose call another process saves a message on the checkpoint the
+    turn is at (the thread's newest)."""
+
+    path: str = ""
+
+    def _generate(
+        self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
+        if len(self.calls) == 3:  # (the fourth turn)
+            with Store(self.path) as other:
+                head = other.saver.get_tuple(thread_config("t"))
+                assert head is not None
+                edit = [HumanMessage("added elsewhere", id="elsewhere")]
+                other.saver.put_writes(head.config, [("messages", edit)], NULL_TASK_ID)
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_a_write_another_process_adds_mid_turn_is_in_the_checkpoints_after_it(
+    tmp_path: Path,
+) -> None:
+    """The writer keeps the values of the checkpoints it writes, made from its own writes
+    while nothing else writes to the database; a write another process adds in between is
+    read back, not missed: the writer reads what a new reader reads."""
+    path = str(tmp_path / "threads.sqlite")
+    chat = WritesElsewhere(default="a reply", path=path)
+    settings = Settings(_env_file=None, model="offline", db=path)  # type: ignore[call-arg]
+    with Store(path) as store:
+        graph = build_graph(chat, chat, settings, store.saver, recaller(store))
+        backend = LocalBackend(graph, store)
+        for n in range(5):
+            list(backend.send("t", f"turn {n}"))
+        ours = said(read_checkpoint(store, "t").state.messages)
+    with Store(path) as cold:
+        theirs = said(read_checkpoint(cold, "t").state.messages)
+    assert ours == theirs
+    assert "added elsewhere" in [text for _, _, text in ours]
