@@ -227,6 +227,27 @@ def test_prose_counts_as_its_rules_say(words: list[str], gap: str) -> None:
     assert estimate_tokens(text) == _estimate_as_specified(text)
 
 
+_ACCENTED_WORD = st.text(
+    alphabet=st.sampled_from(list("abcXYZ12._-'\"(…—“”’éüßжщ😀½²ⅫÀ\u200b\xa0")),
+    min_size=1,
+    max_size=16,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(words=st.lists(_ACCENTED_WORD, max_size=30), lines=st.booleans())
+def test_prose_with_marks_and_accents_counts_as_its_rules_say(
+    words: list[str], lines: bool
+) -> None:
+    # words between single blanks, some not ASCII (no CJK or Hangul): the ASCII ones
+    # counted without the regex; as a text of its own, and as a line of a longer text
+    text = " ".join(words)
+    assert estimate_tokens(text) == _estimate_as_specified(text)
+    if lines:
+        long = "\n".join([text, "x" * 600, text])
+        assert ESTIMATE.count(long) == _estimate_as_specified(long)
+
+
 @pytest.mark.parametrize("name", [*SAMPLES, *MORE_SAMPLES])
 def test_estimate_of_the_samples_counts_as_its_rules_say(name: str) -> None:
     text = {**SAMPLES, **MORE_SAMPLES}[name]

@@ -215,13 +215,26 @@ def _pieces(text: str, after_break: bool, before_break: bool) -> tuple[int, int,
     cjk_pattern, hangul_pattern, piece_pattern = _patterns()
     rest, cjk = cjk_pattern.subn(" ", text)
     rest, hangul = hangul_pattern.subn(" ", rest)
-    total = 0
+    if not (cjk or hangul or "\n" in text or "\t" in text or "  " in text) and text.strip() == text:
+        # (words between single blanks, no CJK or Hangul: a curly quote or an accent does not
+        # send the ASCII words around it through the regex; no piece spans a blank)
+        plain: list[str] = []
+        other: list[str] = []
+        for word in text.split():
+            (plain if word.isascii() else other).append(word)
+        return 0, 0, _ascii_tokens(" ".join(plain)) + _piece_tokens(" ".join(other), piece_pattern)
     if after_break:
         rest = rest.lstrip()
         if not rest and before_break:  # (the breaks on both sides are one piece)
             return cjk, hangul, -1
     if before_break:
         rest = rest.rstrip(" \t")
+    return cjk, hangul, _piece_tokens(rest, piece_pattern)
+
+
+def _piece_tokens(rest: str, piece_pattern: re.Pattern[str]) -> int:
+    """The tokens of the pieces of a text whose CJK and Hangul are blanked out."""
+    total = 0
     for piece in piece_pattern.findall(rest):
         first = piece[0]
         if first.isalpha():
@@ -233,7 +246,7 @@ def _pieces(text: str, after_break: bool, before_break: bool) -> tuple[int, int,
         else:
             ascii_marks = sum(1 for char in piece if char.isascii())
             total += math.ceil(ascii_marks / 3) + (len(piece) - ascii_marks)
-    return cjk, hangul, total
+    return total
 
 
 _ESTIMATE_LINES: LineCounts = {}
