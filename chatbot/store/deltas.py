@@ -172,8 +172,7 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
             for idx, channel, value in ours:  # (the first write of a key stays, as the table's)
                 found.setdefault((task_id, idx, channel), (task_path, value))
             while len(stash) > 256:  # (writes no checkpoint followed: a run that failed)
-                evicted, _ = stash.popitem(last=False)
-                self._delta_alone().pop(evicted, None)  # (its writes are no longer all here)
+                stash.popitem(last=False)
 
     def put(
         self,
@@ -182,7 +181,6 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        version = self._database_version()  # (before: a write just after ours changes it)
         written = super().put(config, checkpoint, metadata, new_versions)
         configurable = config["configurable"]
         thread = str(configurable["thread_id"])
@@ -190,7 +188,6 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         parent = configurable.get("checkpoint_id")
         with _LOCK:
             pending = self._delta_stash().pop((thread, namespace, str(parent)), {})
-            alone = self._delta_alone().pop((thread, namespace, str(parent)), None)
         cache = self._delta_cache()
         values = checkpoint["channel_values"]
         known: dict[str, Any] = {}
@@ -205,35 +202,14 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
                 if base is not _NONE:
                     bases[channel] = base
         if bases:
-            rows: list[tuple[str, Any]] | None
-            if alone is not None and alone == self._database_version():
-                rows = _in_order(pending, list(bases))  # (all its writes are this saver's)
-            else:
-                rows = self._delta_writes_at(thread, namespace, str(parent), list(bases), pending)
+            rows = self._delta_writes_at(thread, namespace, str(parent), list(bases), pending)
             if rows is not None:
                 specs = delta_channels()
                 for channel, base in bases.items():
                     writes = [value for ch, value in rows if ch == channel]
                     known[channel] = replay(specs[channel], base, writes)
         self._keep(thread, namespace, str(checkpoint["id"]), known)
-        if version is not None:
-            with _LOCK:
-                wrote = self._delta_alone()
-                wrote[(thread, namespace, str(checkpoint["id"]))] = version
-                while len(wrote) > 256:
-                    wrote.popitem(last=False)
         return written
-
-    def _delta_alone(self) -> OrderedDict[tuple[str, str, str], Any]:
-        """The checkpoints this saver wrote, with :meth:`_database_version` just before."""
-        return self.__dict__.setdefault("_delta_written", OrderedDict())
-
-    def _database_version(self) -> Any:
-        """A value that changes when anything but this saver writes to the database
-        (``None`` where the saver cannot tell). While it is the same as just before this saver
-        wrote a checkpoint, the checkpoint's writes are exactly those :meth:`put_writes` kept,
-        and its first child's values are made from them without reading them back."""
-        return None
 
     def _keep(
         self, thread: str, namespace: str, checkpoint_id: str, values: dict[str, Any]
@@ -371,19 +347,6 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
             values,
         )
         return values
-
-
-def _in_order(pending: dict[Any, Any], channels: list[str]) -> list[tuple[str, Any]]:
-    """The writes to ``channels`` :meth:`KeepsDeltaValues.put_writes` kept for a checkpoint,
-    in the order LangGraph applies them (as :meth:`KeepsDeltaValues._delta_writes_at` gives
-    those it reads)."""
-    found = [
-        (writes_sort_key(path or "", task_id, idx), channel, value)
-        for (task_id, idx, channel), (path, value) in pending.items()
-        if channel in channels
-    ]
-    found.sort(key=lambda row: row[0])
-    return [(channel, value) for _, channel, value in found]
 
 
 def _copied(value: Any) -> Any:

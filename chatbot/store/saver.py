@@ -360,12 +360,6 @@ class LocalSaver(
                 values[channel] = value
         return values
 
-    def _database_version(self) -> Any:
-        # (SQLite's data_version changes when another connection commits, never for this
-        # connection's own commits: on its connection only this saver writes checkpoints)
-        with reporting_damage(self.path), self.lock:
-            return self.conn.execute("PRAGMA data_version").fetchone()[0]
-
     def _delta_write_count(
         self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
     ) -> int | None:
