@@ -7,17 +7,19 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import resolve_models
 from chatbot.memory.channels import MESSAGES_SNAPSHOT_EVERY
-from chatbot.memory.state import ChatGraph
+from chatbot.memory.state import ChatGraph, MessagesKey
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
 from chatbot.store.deltas import missing
 from chatbot.store.search import recaller
@@ -231,3 +233,90 @@ def test_a_write_another_process_adds_mid_turn_is_in_the_checkpoints_after_it(
         theirs = said(read_checkpoint(cold, "t").state.messages)
     assert ours == theirs
     assert "added elsewhere" in [text for _, _, text in ours]
+
+
+def every_state(store: Store, graph: Any, thread: str) -> dict[str, list[tuple[str, str, str]]]:
+    """Each checkpoint's messages, as ``get_state`` and as chatbot's readers read them."""
+    found = {}
+    for state in graph.get_state_history(thread_config(thread)):
+        checkpoint_id = state.config["configurable"]["checkpoint_id"]
+        ours = read_checkpoint(store, thread, checkpoint_id).state.messages
+        found[checkpoint_id] = [*said(state.values.get("messages", [])), ("|", "", ""), *said(ours)]
+    return found
+
+
+def test_a_thread_renamed_away_and_back_mid_turn_reads_as_a_new_reader_reads_it(
+    tmp_path: Path,
+) -> None:
+    """A rename is a write of the writer's own connection: what the writer kept of the
+    thread's writes under its old name is not taken for the whole (a message saved on the
+    paused checkpoint under the other name is in the next turn's state)."""
+    path = str(tmp_path / "threads.sqlite")
+    chat = ScriptedChatModel(default="a reply")
+    settings = Settings(_env_file=None, model="offline", db=path)  # type: ignore[call-arg]
+    with Store(path) as store:
+        graph = build_graph(chat, chat, settings, store.saver, recaller(store))
+        backend = LocalBackend(graph, store)
+        list(backend.send("t", "one"))
+        graph.invoke(
+            {"messages": [HumanMessage("paused")]},
+            thread_config("t"),
+            interrupt_before=["conversation"],
+        )
+        backend.rename("t", "u")
+        chat.script = [RuntimeError("provider down")]
+        with pytest.raises(Exception, match="provider down"):
+            graph.invoke(
+                Command(update={"messages": [HumanMessage("while renamed", id="u1")]}),
+                thread_config("u"),
+            )
+        backend.rename("u", "t")
+        graph.invoke(None, thread_config("t"))
+        warm = every_state(store, graph, "t")
+    with Store(path) as cold:
+        cold_graph = build_graph(chat, chat, settings, cold.saver, recaller(cold))
+        assert every_state(cold, cold_graph, "t") == warm
+        newest = read_checkpoint(cold, "t").state.messages
+    assert [m.text for m in newest][-2:] == ["while renamed", "a reply"]
+
+
+class WithNote(TypedDict):
+    messages: MessagesKey
+    note: str
+
+
+def test_an_edit_on_a_slot_another_write_holds_reads_as_a_new_reader_reads_it(
+    tmp_path: Path,
+) -> None:
+    """Two tasks in one step, one done, one failed; an edit as the done one reuses its task
+    id, and LangGraph's saver keeps the first write of a task's slot (its note), not the
+    edit's message: the writer keeps what the table keeps."""
+    path = str(tmp_path / "threads.sqlite")
+    failing = {"b": True}
+
+    def a(state: WithNote) -> dict[str, Any]:
+        return {"note": "from a"}
+
+    def b(state: WithNote) -> dict[str, Any]:
+        if failing["b"]:
+            raise RuntimeError("b fails")
+        return {"messages": [HumanMessage("from b")]}
+
+    def build(saver: Any) -> Any:
+        builder = StateGraph(WithNote)
+        builder.add_node("a", a)
+        builder.add_node("b", b)
+        builder.add_edge(START, "a")
+        builder.add_edge(START, "b")
+        return builder.compile(checkpointer=saver)
+
+    with Store(path) as store:
+        graph = build(store.saver)
+        with pytest.raises(RuntimeError, match="b fails"):
+            graph.invoke({"messages": [HumanMessage("hi", id="h1")]}, thread_config("t"))
+        graph.update_state(
+            thread_config("t"), {"messages": [HumanMessage("edit", id="e1")]}, as_node="a"
+        )
+        warm = every_state(store, graph, "t")
+    with Store(path) as cold:
+        assert every_state(cold, build(cold.saver), "t") == warm

@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
@@ -98,6 +99,9 @@ def complete(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> Checkpo
 
 
 _NONE = object()
+_TAKEN = "\0taken"
+"""The key under which the kept writes of a checkpoint note every task slot (task id, index)
+written there, of any channel."""
 _AHEAD = "\0ahead"
 """The key under which a checkpoint's values and pending writes are kept (:meth:`before_writes`)."""
 _LOCK = threading.Lock()
@@ -157,9 +161,6 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
     ) -> None:
         super().put_writes(config, writes, task_id, task_path)
         specs = delta_channels()
-        ours = [(idx, ch, value) for idx, (ch, value) in enumerate(writes) if ch in specs]
-        if not ours:
-            return
         configurable = config["configurable"]
         key = (
             str(configurable["thread_id"]),
@@ -169,10 +170,32 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         with _LOCK:
             stash = self._delta_stash()
             found = stash.setdefault(key, {})
-            for idx, channel, value in ours:  # (the first write of a key stays, as the table's)
-                found.setdefault((task_id, idx, channel), (task_path, value))
+            taken = found.setdefault(_TAKEN, set())
+            for idx, (channel, value) in enumerate(writes):
+                # (as the table keeps them: the first write to a task's slot stays, whatever
+                # its channel: LangGraph's savers ignore a second one)
+                slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
+                if channel in specs and slot not in taken:
+                    found[(task_id, idx, channel)] = (task_path, value)
+                taken.add(slot)
             while len(stash) > 256:  # (writes no checkpoint followed: a run that failed)
-                stash.popitem(last=False)
+                evicted, _ = stash.popitem(last=False)
+                self._delta_alone().pop(evicted, None)  # (its writes are no longer all here)
+                gone = self._delta_evicted()
+                gone[evicted] = None
+                while len(gone) > 256:
+                    gone.popitem(last=False)
+
+    def delete_thread(self, thread_id: str) -> None:
+        super().delete_thread(thread_id)
+        self._forget_thread(str(thread_id))
+
+    def _forget_thread(self, thread_id: str) -> None:
+        """Drop the writes and records kept for a thread (deleted, or renamed, in place)."""
+        with _LOCK:
+            for kept in (self._delta_stash(), self._delta_alone()):
+                for key in [key for key in kept if key[0] == thread_id]:
+                    del kept[key]
 
     def put(
         self,
@@ -181,6 +204,7 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        version = self._database_version()  # (before: a write just after ours changes it)
         written = super().put(config, checkpoint, metadata, new_versions)
         configurable = config["configurable"]
         thread = str(configurable["thread_id"])
@@ -188,6 +212,9 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         parent = configurable.get("checkpoint_id")
         with _LOCK:
             pending = self._delta_stash().pop((thread, namespace, str(parent)), {})
+            alone = self._delta_alone().pop((thread, namespace, str(parent)), None)
+            if (thread, namespace, str(parent)) in self._delta_evicted():
+                alone = None  # (some of its writes were kept, then dropped)
         cache = self._delta_cache()
         values = checkpoint["channel_values"]
         known: dict[str, Any] = {}
@@ -202,14 +229,39 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
                 if base is not _NONE:
                     bases[channel] = base
         if bases:
-            rows = self._delta_writes_at(thread, namespace, str(parent), list(bases), pending)
+            rows: list[tuple[str, Any]] | None
+            if alone is not None and alone == self._database_version():
+                rows = _in_order(pending, list(bases))  # (all its writes are this saver's)
+            else:
+                rows = self._delta_writes_at(thread, namespace, str(parent), list(bases), pending)
             if rows is not None:
                 specs = delta_channels()
                 for channel, base in bases.items():
                     writes = [value for ch, value in rows if ch == channel]
                     known[channel] = replay(specs[channel], base, writes)
         self._keep(thread, namespace, str(checkpoint["id"]), known)
+        if version is not None:
+            with _LOCK:
+                wrote = self._delta_alone()
+                wrote[(thread, namespace, str(checkpoint["id"]))] = version
+                while len(wrote) > 256:
+                    wrote.popitem(last=False)
         return written
+
+    def _delta_evicted(self) -> OrderedDict[tuple[str, str, str], None]:
+        """The checkpoints whose kept writes were dropped to bound the memory they take."""
+        return self.__dict__.setdefault("_delta_dropped", OrderedDict())
+
+    def _delta_alone(self) -> OrderedDict[tuple[str, str, str], Any]:
+        """The checkpoints this saver wrote, with :meth:`_database_version` just before."""
+        return self.__dict__.setdefault("_delta_written", OrderedDict())
+
+    def _database_version(self) -> Any:
+        """A value that changes when anything but this saver writes to the database
+        (``None`` where the saver cannot tell). While it is the same as just before this saver
+        wrote a checkpoint, the checkpoint's writes are exactly those :meth:`put_writes` kept,
+        and its first child's values are made from them without reading them back."""
+        return None
 
     def _keep(
         self, thread: str, namespace: str, checkpoint_id: str, values: dict[str, Any]
@@ -347,6 +399,19 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
             values,
         )
         return values
+
+
+def _in_order(pending: dict[Any, Any], channels: list[str]) -> list[tuple[str, Any]]:
+    """The writes to ``channels`` :meth:`KeepsDeltaValues.put_writes` kept for a checkpoint,
+    in the order LangGraph applies them (as :meth:`KeepsDeltaValues._delta_writes_at` gives
+    those it reads)."""
+    found = [
+        (writes_sort_key(kept[0] or "", key[0], key[1]), key[2], kept[1])
+        for key, kept in pending.items()
+        if key != _TAKEN and key[2] in channels
+    ]
+    found.sort(key=lambda row: row[0])
+    return [(channel, value) for _, channel, value in found]
 
 
 def _copied(value: Any) -> Any:

@@ -360,6 +360,16 @@ class LocalSaver(
                 values[channel] = value
         return values
 
+    others_wrote = 0
+    """How many times the store has written on this saver's connection (a rename, a
+    deletion, a prune: ``SqlStore._write``), which SQLite's ``data_version`` does not count."""
+
+    def _database_version(self) -> Any:
+        # (SQLite's data_version changes when another connection commits, never for this
+        # connection's own commits: those of the store are counted apart)
+        with reporting_damage(self.path), self.lock:
+            return self.conn.execute("PRAGMA data_version").fetchone()[0], self.others_wrote
+
     def _delta_write_count(
         self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
     ) -> int | None:

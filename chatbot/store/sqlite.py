@@ -1288,6 +1288,8 @@ class Store(SqlStore):
     def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
         with self.lock, reporting_damage(self.path), self.conn:
+            if self._saver is not None:  # (what its kept writes cannot have seen)
+                self._saver.others_wrote += 1
             for sql, params in statements:
                 count = self.conn.execute(sql, tuple(params)).rowcount
         return count
