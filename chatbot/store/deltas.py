@@ -191,7 +191,7 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
         self._forget_thread(str(thread_id))
 
     def _forget_thread(self, thread_id: str) -> None:
-        """Drop the writes and records kept for a thread (deleted, or renamed, in place)."""
+        """Drop the writes and records kept for a thread (deleted through the saver)."""
         with _LOCK:
             for kept in (self._delta_stash(), self._delta_alone()):
                 for key in [key for key in kept if key[0] == thread_id]:
