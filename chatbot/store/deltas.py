@@ -179,8 +179,7 @@ class KeepsDeltaValues(BaseCheckpointSaver[Any]):
                     found[(task_id, idx, channel)] = (task_path, value)
                 taken.add(slot)
             while len(stash) > 256:  # (writes no checkpoint followed: a run that failed)
-                evicted, _ = stash.popitem(last=False)
-                self._delta_alone().pop(evicted, None)  # (its writes are no longer all here)
+                evicted, _ = stash.popitem(last=False)  # (its writes are no longer all here)
                 gone = self._delta_evicted()
                 gone[evicted] = None
                 while len(gone) > 256:
