@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import signal
+import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import ormsgpack
 import pytest
 
 from chatbot.interrupts import decoding
 from chatbot.store.postgres import open_store
+from chatbot.threads.runner import TurnRunner
 
 _PRESS = {"now": False}
 
@@ -74,3 +79,47 @@ def test_a_second_ctrl_c_while_the_first_is_reported_is_ignored(
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     assert "interrupted" in capsys.readouterr().err
+
+
+class _NoDisplay:
+    def show(self, event: object) -> None:
+        pass
+
+    def tick(self) -> None:
+        pass
+
+
+async def _a_turn_that_would_take_long() -> AsyncIterator[Any]:
+    await asyncio.sleep(30)
+    yield None
+
+
+def test_ctrl_c_landing_as_a_turn_starts_is_an_interruption_not_a_traceback() -> None:
+    """``asyncio.Runner.run`` installs its Ctrl-C handler, then sets its count of Ctrl-Cs to
+    zero. A Ctrl-C landing between the two cancels the turn's task, is then forgotten, and
+    ``run`` raises ``CancelledError`` rather than ``KeyboardInterrupt`` (CPython 3.11 to 3.13).
+    The signal is raised right there, from the moment ``signal.signal`` returns."""
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "c_return" and getattr(arg, "__name__", "") == "signal":  # (_signal's)
+            handler = signal.getsignal(signal.SIGINT)
+            if getattr(handler, "func", None) is not None:  # asyncio's own, just installed
+                sys.setprofile(None)
+                signal.raise_signal(signal.SIGINT)
+
+    runner = TurnRunner()
+    try:
+        sys.setprofile(profile)
+        try:
+            outcome = runner.run(_a_turn_that_would_take_long(), _NoDisplay())
+        finally:
+            sys.setprofile(None)
+        assert outcome.interrupted and outcome.error is None
+        later = runner.run(_a_short_turn(), _NoDisplay())  # the session goes on
+        assert not later.interrupted and later.error is None
+    finally:
+        runner.close()
+
+
+async def _a_short_turn() -> AsyncIterator[Any]:
+    yield None

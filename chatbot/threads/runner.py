@@ -97,9 +97,11 @@ class TurnRunner:
             self._unwind()
             return TurnOutcome(interrupted=True)
         except asyncio.CancelledError:
-            if not ended:
-                raise
-            return TurnOutcome(interrupted=True)  # (by SIGTERM or SIGHUP: see run)
+            # By SIGTERM or SIGHUP (see run), or by a Ctrl-C that landed as asyncio.Runner
+            # started the task: after installing its handler, before zeroing its count of
+            # Ctrl-Cs, which then forgets it and raises this instead of KeyboardInterrupt.
+            self._unwind()
+            return TurnOutcome(interrupted=True)
         except Exception as error:  # a model, network or server error: the caller says it
             return TurnOutcome(error=error)
         return TurnOutcome()
