@@ -254,7 +254,7 @@ def state_from_values(
     raw_messages = values.get("messages") or []
     record = values.get(FOLDED_KEY)
     return CheckpointState(
-        messages=tuple(convert_to_messages(raw_messages)) if raw_messages else (),
+        messages=_as_messages(raw_messages),
         summary=str(values.get("summary") or ""),
         next=tuple(next_nodes),
         created_at=parse_time(created_at),
@@ -263,6 +263,18 @@ def state_from_values(
         system_role=str(values.get(SYSTEM_ROLE_KEY) or ""),
         usage=values["usage"] if isinstance(values.get("usage"), Mapping) else None,
     )
+
+
+def _as_messages(raw: Sequence[Any]) -> tuple[BaseMessage, ...]:
+    """Messages as objects (a server sends dicts); a checkpoint's are objects already, which
+    ``convert_to_messages`` returns as they are, one call each (a pass over a long thread's
+    checkpoints reads its window at every one of them)."""
+    if all(map(_is_message, raw)):
+        return tuple(raw)
+    return tuple(convert_to_messages(raw))
+
+
+_is_message = BaseMessage.__instancecheck__
 
 
 def snapshot_from_parts(
