@@ -562,6 +562,65 @@ def test_a_turn_waiting_for_another_window_never_says_the_previous_turn_got_no_r
     ]
 
 
+@pytest.mark.slow
+def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pruned(
+    any_db: str, openai_server: FakeOpenAI
+) -> None:
+    """Renaming or deleting a thread under a running turn lost its reply: the turn's next
+    checkpoint went under the old id, after a parent that was gone."""
+    env = process_env(openai_server, any_db)
+    openai_server.responder = echo
+    assert run(["ask", "one", "-t", "busy"], env).returncode == 0
+    gate = Gate("answered")
+    openai_server.responder = gate
+    turn = start(["ask", "two", "-t", "busy"], env)
+    try:
+        assert gate.asked.wait(60), "the turn's chat call"
+        for args in (["delete", "busy", "--yes"], ["prune", "--inactive-days", "0", "--yes"]):
+            refused = run(args, env)
+            assert refused.returncode == 1, (args, refused.stderr)
+            said = refused.stderr.strip().splitlines()[-1]
+            assert "taking a turn" in said and "busy" in said, (args, refused.stderr)
+            assert "Traceback" not in refused.stderr
+        repl = subprocess.run(
+            [*CHATBOT, "chat", "-t", "busy"],
+            input="/rename elsewhere\n/exit\n",
+            capture_output=True,
+            env=env,
+            text=True,
+            timeout=120,
+        )
+        assert "another window or process is taking a turn in this thread now" in (
+            repl.stdout.lower()
+        ), repl.stdout
+        assert "did not finish" not in repl.stdout, "the turn is running, not cut short"
+        assert "taking a turn in another window or process" in repl.stdout + repl.stderr
+        gate.opened.set()
+        _, err = turn.communicate(timeout=120)
+    finally:
+        gate.opened.set()
+        if turn.poll() is None:
+            turn.kill()
+    assert turn.returncode == 0, err
+    assert messages(any_db, "busy") == [
+        ("human", "one"),
+        ("ai", "echo: one"),
+        ("human", "two"),
+        ("ai", "answered"),
+    ]
+    openai_server.responder = echo
+    renamed = subprocess.run(
+        [*CHATBOT, "chat", "-t", "busy"],
+        input="/rename elsewhere\n/exit\n",
+        capture_output=True,
+        env=env,
+        text=True,
+        timeout=120,
+    )
+    assert "renamed busy to elsewhere" in renamed.stdout, "free again once the turn ended"
+    assert run(["delete", "elsewhere", "--yes"], env).returncode == 0
+
+
 @pytest.mark.parametrize(
     ("command", "ending"),
     [("ask", signal.SIGTERM), ("ask", signal.SIGHUP), ("chat", signal.SIGHUP)],

@@ -344,9 +344,21 @@ def prune(
         f"Delete these {count} and all their history?",
     ):
         return
+    deleted, busy = 0, []
     for info in stale:
-        store.delete_thread(info.thread_id)
-    err.print(f"deleted {count}; 'chatbot db vacuum' gives their space back to the disk")
+        holder = f"prune:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        if not store.try_lease(info.thread_id, holder):  # (a turn started since it was listed)
+            busy.append(info.thread_id)
+            continue
+        try:
+            deleted += store.delete_thread(info.thread_id)
+        finally:
+            store.release_lease(info.thread_id, holder)
+    err.print(
+        f"deleted {counted(deleted, 'thread')}; 'chatbot db vacuum' gives their space back "
+        "to the disk"
+    )
+    _left_busy(busy)
 
 
 def _confirmed(yes: bool, piped: str, question: str) -> bool:
@@ -410,6 +422,13 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
         f"removed {counted(removed, 'checkpoint')} of side branches; 'chatbot db vacuum' "
         "gives their space back to the disk"
     )
+    _left_busy(busy)
+
+
+def _left_busy(busy: Sequence[str]) -> None:
+    """Say which threads pruning left alone because a turn held them (exit 1), if any."""
+    from chatbot.threadids import quoted
+
     if busy:
         fail(
             f"{counted(len(busy), 'thread')} taking a turn now, left as "

@@ -308,6 +308,15 @@ class PgStore(SqlStore):
 
     # --- one turn at a time per thread -------------------------------------------------------
 
+    def lease_taken(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease and has not let it expire (by the server's clock)."""
+        rows = self._query(
+            "SELECT holder FROM chatbot_leases WHERE thread_id = ? "
+            "AND expires_at >= extract(epoch from clock_timestamp())",
+            (thread_id,),
+        )
+        return str(rows[0][0]) if rows else None
+
     def try_lease(
         self,
         thread_id: str,

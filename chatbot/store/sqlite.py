@@ -657,6 +657,14 @@ class SqlStore:
         rows = self._query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
         return str(rows[0][0]) if rows else None
 
+    def lease_taken(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease and has not let it expire, or None (a read only)."""
+        rows = self._query(
+            "SELECT holder FROM chatbot_leases WHERE thread_id = ? AND expires_at >= ?",
+            (thread_id, time.time()),
+        )
+        return str(rows[0][0]) if rows else None
+
     def stats(self) -> StoreStats:
         raise NotImplementedError
 

@@ -406,7 +406,12 @@ class Repl:
             self.say(line, "dim")
         if snapshot is None:
             return
-        if snapshot.awaiting_reply:
+        if snapshot.unfinished and self.backend.answering_elsewhere(thread_id):
+            self.print(
+                "[yellow]Another window or process is taking a turn in this thread now.[/] "
+                "Its reply is saved when it ends: /thread shows it then."
+            )
+        elif snapshot.awaiting_reply:
             self.print(
                 "[yellow]The last turn in this thread did not finish (interrupted or failed)."
                 "[/] /retry resumes it."

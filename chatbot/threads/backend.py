@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -65,6 +66,7 @@ class Backend(Protocol):
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
     def rename(self, thread_id: str, new_id: str) -> None: ...
     def delete(self, thread_id: str) -> bool: ...
+    def answering_elsewhere(self, thread_id: str) -> bool: ...
     def undo(self, thread_id: str) -> Undone: ...
     def context_tokens(
         self, snapshot: Snapshot, context: dict[str, Any] | None = None, tokenizer: str = "auto"
@@ -468,13 +470,40 @@ class LocalBackend(LocalReader, ThreadOperations):
         return True
 
     def rename(self, thread_id: str, new_id: str) -> None:
-        """Give a thread another id, keeping every checkpoint."""
+        """Give a thread another id, keeping every checkpoint. Refused while another window
+        or process takes a turn on it (its next checkpoint would land under the old id)."""
         if not self.thread_exists(thread_id):
             raise BackendError(f"no thread {thread_id!r}")
-        if self.thread_exists(new_id):
-            raise BackendError(f"thread {new_id!r} already exists: pick another name")
-        self.store.rename_thread(thread_id, new_id)
+        with self._unless_busy(thread_id, "renamed"), self._unless_busy(new_id, "renamed"):
+            if self.thread_exists(new_id):
+                raise BackendError(f"thread {new_id!r} already exists: pick another name")
+            self.store.rename_thread(thread_id, new_id)
 
     def delete(self, thread_id: str) -> bool:
-        """Delete a thread and its checkpoints; False if there was none."""
-        return self.store.delete_thread(thread_id)
+        """Delete a thread and its checkpoints; False if there was none. Refused while
+        another window or process takes a turn on it (its next checkpoint would bring it
+        back, broken)."""
+        with self._unless_busy(thread_id, "deleted"):
+            return self.store.delete_thread(thread_id)
+
+    @contextlib.contextmanager
+    def _unless_busy(self, thread_id: str, done: str) -> Iterator[None]:
+        """Hold the thread's lease while its checkpoints are changed all at once; a
+        :class:`BackendError` at once if a turn holds it."""
+        lease = self._lease(thread_id)
+        if not lease.try_acquire():
+            raise BackendError(
+                f"thread {thread_id!r} is taking a turn in another window or process: it can "
+                f"be {done} once that turn has ended"
+            )
+        try:
+            yield
+        finally:
+            lease.release()
+
+    def answering_elsewhere(self, thread_id: str) -> bool:
+        """True while another process takes a turn on the thread (it holds the lease)."""
+        from chatbot.store.leases import HOLDER, gone
+
+        holder = self.store.lease_taken(thread_id)
+        return holder is not None and holder != HOLDER and not gone(holder)

@@ -52,7 +52,7 @@ class LoadFailed(BaseException):
 
 READS = frozenset(
     {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
-    | {"search"}
+    | {"search", "answering_elsewhere"}
 )
 """Backend operations that need only the backend open (loading's first stage)."""
 RUNS = frozenset(

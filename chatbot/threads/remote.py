@@ -592,3 +592,6 @@ class RemoteBackend(ThreadOperations):
 
     def delete(self, thread_id: str) -> bool:
         raise self._local_only("delete")
+
+    def answering_elsewhere(self, thread_id: str) -> bool:
+        return False  # (the server runs one run a thread at a time itself)
