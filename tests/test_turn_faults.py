@@ -821,3 +821,53 @@ def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db:
     assert len(seen) == 8
     for n, read in enumerate(seen):
         assert read[-1] == f"message {n}", (n, read)
+
+
+def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: str) -> None:
+    """Ctrl-C just as a turn starts can stop the run after its input is saved, before its
+    first step takes the message in: LangGraph keeps the message in the run's ``__start__``
+    channel, not in the state's messages. The thread holds it all the same: ``ask`` said
+    "your message was not saved", the REPL said only the summary was unfinished, and the next
+    message replaced it (LangGraph's ``__start__`` holds one input)."""
+    from chatbot.store.postgres import open_store
+    from chatbot.store.sqlite import thread_config
+    from chatbot.threads.backend import LocalBackend
+    from chatbot.threads.events import Unanswered, kept_of
+
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    with open_store(any_db) as store:
+        chat = ScriptedChatModel(default=lambda sent: f"reply to {sent[-1].text}")
+        graph = build_graph(chat, ScriptedChatModel(default="SUMMARY"), settings, store.saver)
+        backend = LocalBackend(graph, store)
+        list(backend.send("t", "first"))
+        before = backend.current("t")
+        assert before is not None
+        run = graph.stream(
+            {"messages": [HumanMessage("second", id="second")]},
+            thread_config("t"),
+            stream_mode="checkpoints",
+        )
+        next(run)  # the input checkpoint is saved ...
+        run.close()  # ... and the run stops before its first step, as Ctrl-C stops it
+        after = backend.current("t")
+        assert after is not None and after.next == ("__start__",)
+        assert [m.text for m in after.messages] == ["first", "reply to first"]
+        for started_from in (before.checkpoint_id, None):  # (None: a new thread's first turn)
+            kept = kept_of(after, "second", started_from)
+            assert kept.message and not kept.reply, "saved, without a reply"
+        assert after.awaiting_reply, "the REPL says the turn did not finish: /retry resumes it"
+        from chatbot.history.timeline import turn_entries
+
+        assert turn_entries(backend.history("t"), limit=1)[0].text == "second"
+
+        events = list(backend.send("t", "third"))
+        assert any(isinstance(event, Unanswered) for event in events)
+        now = backend.current("t")
+        assert now is not None
+        assert [m.text for m in now.messages] == [
+            "first",
+            "reply to first",
+            "second",
+            "third",
+            "reply to third",
+        ]

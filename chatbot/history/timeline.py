@@ -81,6 +81,10 @@ class CheckpointState(NamedTuple):
     """The role the thread's system prompt came from (empty when typed or none)."""
     usage: Mapping[str, Any] | None = None
     """The running record of what the thread's model calls used (:mod:`chatbot.memory.pricing`)."""
+    pending: tuple[BaseMessage, ...] = ()
+    """Messages sent to a run that stopped before it took them in: an ``input`` checkpoint
+    whose first step never ran (Ctrl-C just as the turn started). Saved all the same: a
+    resumed run takes them in (LangGraph's ``get_state`` leaves them out of the values)."""
 
 
 class Snapshot:
@@ -215,8 +219,12 @@ class Snapshot:
     @property
     def awaiting_reply(self) -> bool:
         """True when a run stopped before the last message got its reply (not, say, while
-        folding after a saved reply)."""
-        return self.unfinished and bool(self.messages) and self.messages[-1].type != "ai"
+        folding after a saved reply), or before it took its message in."""
+        if not self.unfinished:
+            return False
+        if self.state.pending:
+            return True
+        return bool(self.messages) and self.messages[-1].type != "ai"
 
     def _key(self) -> tuple[Any, ...]:
         return (self.checkpoint_id, self.parent_id, self.step, self.source, self.metadata)
@@ -253,6 +261,7 @@ def state_from_values(
     values = values or {}
     raw_messages = values.get("messages") or []
     record = values.get(FOLDED_KEY)
+    start = values.get(START_CHANNEL) if START_CHANNEL in next_nodes else None
     return CheckpointState(
         messages=_as_messages(raw_messages),
         summary=str(values.get("summary") or ""),
@@ -262,7 +271,24 @@ def state_from_values(
         system_prompt=str(values.get(SYSTEM_PROMPT_KEY) or ""),
         system_role=str(values.get(SYSTEM_ROLE_KEY) or ""),
         usage=values["usage"] if isinstance(values.get("usage"), Mapping) else None,
+        pending=_sent(start) if start is not None else (),
     )
+
+
+START_CHANNEL = "__start__"
+"""LangGraph's channel holding a run's input until its first step takes it in."""
+
+
+def _sent(start: Any) -> tuple[BaseMessage, ...]:
+    """The messages of a run's input waiting in its ``__start__`` channel (none for input
+    that is not a message list, such as a ``Command``)."""
+    raw = start.get("messages") if isinstance(start, Mapping) else None
+    if not raw:
+        return ()
+    try:
+        return _as_messages(raw if isinstance(raw, list | tuple) else [raw])
+    except (ValueError, TypeError, NotImplementedError):  # (not messages: nothing to show)
+        return ()
 
 
 def _as_messages(raw: Sequence[Any]) -> tuple[BaseMessage, ...]:
@@ -705,7 +731,12 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 folded += sum(1 for m in previous.messages if m.id not in kept)
         known = {m.id for m in states[0].messages} if first.source != "input" else set()
         known |= {m.id for m in before.messages} if before is not None else set()
-        said = [m for s in states for m in s.messages if m.type == "human" and m.id not in known]
+        said = [
+            m
+            for s in states
+            for m in (*s.messages, *s.pending)
+            if m.type == "human" and m.id not in known
+        ]
         if not said and kind == "retry":
             said = [m for m in states[-1].messages if m.type == "human"][-1:]
         text = describe(said[0].content) if said else ""

@@ -157,6 +157,10 @@ class LocalBackend(LocalReader, ThreadOperations):
             prepare()
             now = self.current(thread_id)
             turn.started_from = now.checkpoint_id if now is not None else None
+            if now is not None and now.state.pending and isinstance(payload, dict):
+                # A message saved by a run that stopped before taking it in: new input would
+                # replace it (LangGraph's __start__ holds one input), so it goes in first.
+                payload["messages"] = [*now.state.pending, *payload.get("messages", [])]
             unanswered = message_id is not None and now is not None and now.awaiting_reply
             return self._spent_so_far(now, config), [Unanswered(thread_id)] if unanswered else []
 

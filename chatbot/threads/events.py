@@ -99,6 +99,8 @@ def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -
     from (``None`` for a new thread, or when the turn never got to start)."""
     if after is None:
         return Kept(message=False, reply=False)
+    if any(message.id == message_id for message in after.state.pending):
+        return Kept(message=True, reply=False)  # (saved; the run stopped before taking it in)
     messages = after.messages
     for at, message in enumerate(messages):
         if message.id == message_id:
