@@ -871,3 +871,32 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
             "third",
             "reply to third",
         ]
+
+
+def test_a_nul_character_in_a_message_a_reply_or_a_system_prompt_is_kept_and_searched(
+    any_db: str,
+) -> None:
+    """PostgreSQL's text and JSONB cannot hold a NUL character, which a paste or a model's
+    reply can: the search index's row failed the turn ("DataError"), the thread got no
+    title, and a system prompt with one could not be set. SQLite's search stopped reading at
+    one. The messages keep it (their checkpoints are binary); the search index and the title
+    hold U+FFFD in its place, and on PostgreSQL the system prompt too."""
+    from chatbot.store.postgres import open_store
+    from chatbot.threads.backend import LocalBackend
+
+    kept = "\ufffd" if any_db.startswith("postgresql://") else "\x00"  # (in a system prompt)
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    with open_store(any_db) as store:
+        chat = ScriptedChatModel(default="before\x00after")
+        graph = build_graph(chat, ScriptedChatModel(default="SUMMARY"), settings, store.saver)
+        backend = LocalBackend(graph, store)
+        assert backend.set_system_prompt("t", "be\x00brief")
+        list(backend.send("t", "pasted\x00text"))
+        now = backend.current("t")
+        assert now is not None
+        assert [m.text for m in now.messages] == ["pasted\x00text", "before\x00after"]
+        assert now.system_prompt == f"be{kept}brief"
+        (info,) = [info for info in backend.threads() if info.thread_id == "t"]
+        assert info.title == "pasted\ufffdtext"
+        assert [hit.text for hit in backend.search("after")] == ["before\ufffdafter"]
+        assert [hit.text for hit in backend.search("pasted\x00text")] == ["pasted\ufffdtext"]

@@ -40,8 +40,16 @@ def message_role(message: Any) -> str:
 
 def message_text(message: Any) -> str:
     """The text of a message as it is searched: its readable text (an attached file's text,
-    and an image's name or link, are found too; its data is not text)."""
-    return readable_text(getattr(message, "content", ""))
+    and an image's name or link, are found too; its data is not text), a NUL character as
+    U+FFFD (:func:`searchable`)."""
+    return searchable(readable_text(getattr(message, "content", "")))
+
+
+def searchable(text: str) -> str:
+    """Text as the search index keeps it and a query looks for it: a NUL character (a paste,
+    a model's reply) as U+FFFD, the character for one that could not be kept. SQLite's
+    ``LIKE`` and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 _IDS_PER_QUERY = 500

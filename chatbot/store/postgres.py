@@ -49,6 +49,8 @@ from chatbot.store.sqlite import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
@@ -133,6 +135,21 @@ def _saver_class() -> type[PostgresSaver]:
         """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
         sync ones on the pool, as :class:`chatbot.store.saver.LocalSaver` does for SQLite."""
 
+        def put(
+            self,
+            config: RunnableConfig,
+            checkpoint: Checkpoint,
+            metadata: CheckpointMetadata,
+            new_versions: ChannelVersions,
+        ) -> RunnableConfig:
+            # (LangGraph stores a text value, such as the thread's system prompt, in the
+            # checkpoint's JSONB, which cannot hold a NUL: see _storable)
+            values = checkpoint["channel_values"]
+            if any(isinstance(value, str) and "\x00" in value for value in values.values()):
+                cleaned = dict(zip(values, _storable(list(values.values())), strict=True))
+                checkpoint = {**checkpoint, "channel_values": cleaned}
+            return super().put(config, checkpoint, metadata, new_versions)
+
         _inline = False
 
         def _delta_write_rows(
@@ -151,6 +168,17 @@ def _saver_class() -> type[PostgresSaver]:
                 ]
 
     return PgSaver
+
+
+def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
+    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character (SQLite's
+    can), which a message, a reply or a title may (a paste, a model's reply): it is stored,
+    and searched for, as U+FFFD, the character that stands for one that could not be kept.
+    (Thread ids never hold one: :mod:`chatbot.threadids` refuses control characters.)"""
+    return tuple(
+        value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+        for value in params
+    )
 
 
 class PgStore(SqlStore):
@@ -295,14 +323,14 @@ class PgStore(SqlStore):
         from psycopg.rows import tuple_row
 
         with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
-            cursor.execute(sql.replace("?", "%s"), tuple(params))
+            cursor.execute(sql.replace("?", "%s"), _storable(params))
             return cursor.fetchall()
 
     def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
             for sql, params in statements:
-                cursor.execute(sql.replace("?", "%s"), tuple(params))
+                cursor.execute(sql.replace("?", "%s"), _storable(params))
                 count = cursor.rowcount
         return count
 

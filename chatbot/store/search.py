@@ -40,7 +40,12 @@ from typing import TYPE_CHECKING, Any, cast
 from chatbot.errors import FriendlyError
 from chatbot.memory.recall_search import Recalled, Searcher, best_matches
 from chatbot.sanitize import sanitize
-from chatbot.store.msgindex import INSERT_KEEPING_OLDEST, message_role, message_text
+from chatbot.store.msgindex import (
+    INSERT_KEEPING_OLDEST,
+    message_role,
+    message_text,
+    searchable,
+)
 from chatbot.store.sqlite import (
     INDEXED_MARK,
     MARK_INDEXED,
@@ -204,7 +209,7 @@ _TERM = re.compile(r'"([^"]*)(?:"|$)|(\S+)')
 def parse_query(text: str) -> list[str]:
     """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
     end); each must appear in a hit."""
-    terms = [quoted or word for quoted, word in _TERM.findall(text)]
+    terms = [quoted or word for quoted, word in _TERM.findall(searchable(text))]
     terms = [term.strip() for term in terms]
     terms = list(dict.fromkeys(term for term in terms if term))
     if not terms:

@@ -160,7 +160,7 @@ def make_title(text: Any) -> str:
     ``[+ notes.txt]`` after the text; ``text`` may be a message's content list)."""
     from chatbot.parts import describe
 
-    line = " ".join(describe(text).split())
+    line = " ".join(describe(text).replace("\x00", "\ufffd").split())  # (NUL: see searchable)
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
 
 
