@@ -165,6 +165,14 @@ def test_an_unknown_option_is_one_line_naming_the_help(command: str, tmp_path: P
     assert line.endswith(f"(see 'chatbot {command} --help')")
 
 
+def test_a_group_given_no_command_lists_its_commands_and_says_one_is_needed() -> None:
+    result = invoke("db")
+    assert result.exit_code == 2
+    assert "vacuum" in result.stdout + result.stderr, "its commands are listed"
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == "error: 'chatbot db' needs a command: one of those above"
+
+
 ARGUMENTS = {
     "chat": [],
     "ask": ["hello"],

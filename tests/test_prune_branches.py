@@ -252,6 +252,10 @@ def test_the_command_lists_what_would_go_then_removes_it_with_yes(sqlite_thread:
     young = invoke("prune", "--abandoned-days", "1", "--yes", "--db", db)
     assert young.exit_code == 0 and "no side branch" in young.stderr
     assert _checkpoints(db) == count
+    for days in ("1000000", "1e10", "inf"):  # (more days than a date goes back)
+        older = invoke("prune", "--abandoned-days", days, "--yes", "--db", db)
+        assert older.exit_code == 0 and "no side branch" in older.stderr, older.output
+    assert _checkpoints(db) == count
 
     done = invoke("prune", "--abandoned-days", "0", "--yes", "--thread", "t", "--db", db)
     assert done.exit_code == 0, done.output

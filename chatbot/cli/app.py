@@ -163,9 +163,11 @@ def _one_line(step: Callable[[], Any]) -> Any:
 def usage_error_line(error: typer.TyperException) -> str:
     """``no such option: --foo (see 'chatbot ask --help')``: Click's message, in one line."""
     message = " ".join(error.format_message().split()).rstrip(".")
+    ctx = getattr(error, "ctx", None)  # a usage error knows the command it is about
+    if not message and ctx is not None:  # (a group given no command: Click printed its help)
+        return f"'{ctx.command_path}' needs a command: one of those above"
     if message[1:2].islower():
         message = message[0].lower() + message[1:]
-    ctx = getattr(error, "ctx", None)  # a usage error knows the command it is about
     if ctx is None:
         return message
     takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)

@@ -147,7 +147,10 @@ def abandoned_branches(
 
     from chatbot.store.sqlite import checkpoint_time
 
-    cutoff = (now or datetime.now(tz=UTC)) - timedelta(days=days)
+    try:
+        cutoff = (now or datetime.now(tz=UTC)) - timedelta(days=days)
+    except OverflowError:  # (more days than a date can go back: nothing is that old)
+        return []
     found = abandoned(side_branches(store.checkpoint_parents(thread_id)), cutoff, checkpoint_time)
     # A run resumed from a turn's input checkpoint leaves that turn's own steps on a side
     # branch: kept, or its history would be an input checkpoint without its message.
