@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -330,3 +331,38 @@ def test_a_usage_error_in_a_new_process_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: invalid value for '--limit'") and "Usage" not in line
+
+
+BLANK_OPTIONS = [
+    ["--model", "", "ask", "hi"],
+    ["--model=", "threads"],
+    ["--url", " ", "threads"],
+    ["threads", "--url", ""],
+    ["--env-file", "", "threads"],
+    ["fork", "t", "--to", ""],
+    ["show", "t", "--checkpoint", ""],
+]
+
+
+@pytest.mark.parametrize("args", BLANK_OPTIONS, ids=[" ".join(a) for a in BLANK_OPTIONS])
+def test_an_option_given_a_blank_value_is_refused_in_one_line(
+    args: list[str], tmp_path: Path
+) -> None:
+    """A blank value (a variable left empty: ``--model "$MODEL"``) went unnoticed: the
+    default model answered, the local database was read instead of a server. Through the
+    console script's own ``main`` (it reads the commonest forms itself) and Typer alike."""
+    db = str(tmp_path / "chat.sqlite")
+    line = one_error(invoke(*args, "--db", db), 2)
+    option = next(a for a in args if a.startswith("--")).rstrip("=")
+    assert f"invalid value for '{option}'" in line and "it is blank" in line, line
+    result = subprocess.run(
+        [sys.executable, "-m", "chatbot", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "CHATBOT_DB": db},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == line
+    assert not Path(db).exists(), "nothing was opened"

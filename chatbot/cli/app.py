@@ -25,6 +25,7 @@ from chatbot.cli.core import (  # noqa: F401  (the commands import these from he
     exit_after,
     exit_code,
     fail,
+    given_option,
     out,
     print_json,
     read_text,
@@ -206,7 +207,9 @@ DbOption = Annotated[
 UrlOption = Annotated[
     str | None,
     typer.Option(
-        "--url", help="Use the threads of a LangGraph server, e.g. http://127.0.0.1:2024."
+        "--url",
+        help="Use the threads of a LangGraph server, e.g. http://127.0.0.1:2024.",
+        callback=given_option,
     ),
 ]
 ThreadArgument = Annotated[

@@ -36,6 +36,7 @@ from chatbot.cli.app import (
     escape,
     exit_after,
     fail,
+    given_option,
     guarded,
     open_thread,
     out,
@@ -62,10 +63,14 @@ def main_options(
             "-m",
             help="Chat model (default: CHATBOT_MODEL).",
             autocompletion=completion.model_names,
+            callback=given_option,
         ),
     ] = None,
     env_file: Annotated[
-        str | None, typer.Option("--env-file", help="Read settings from this file, not ./.env.")
+        str | None,
+        typer.Option(
+            "--env-file", help="Read settings from this file, not ./.env.", callback=given_option
+        ),
     ] = None,
     url: UrlOption = None,
     thread: Annotated[
@@ -547,7 +552,10 @@ def show(
     ctx: typer.Context,
     thread_id: ThreadArgument,
     checkpoint: Annotated[
-        str | None, typer.Option("--checkpoint", "-c", help="A past checkpoint (see history).")
+        str | None,
+        typer.Option(
+            "--checkpoint", "-c", help="A past checkpoint (see history).", callback=given_option
+        ),
     ] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
@@ -612,14 +620,17 @@ def fork(
     ctx: typer.Context,
     thread_id: ThreadArgument,
     checkpoint: Annotated[
-        str | None, typer.Option("--checkpoint", "-c", help="Branch from this checkpoint.")
+        str | None,
+        typer.Option(
+            "--checkpoint", "-c", help="Branch from this checkpoint.", callback=given_option
+        ),
     ] = None,
     to: Annotated[
         str | None,
         typer.Option(
             "--to",
             help="Id of the new thread (default: THREAD-fork1, or the next free number).",
-            callback=valid_text_option,
+            callback=given_option,
         ),
     ] = None,
     db: DbOption = None,

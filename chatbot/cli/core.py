@@ -81,6 +81,16 @@ def valid_text_option(value: str | None) -> str | None:
     return None if value is None else valid_text(value)
 
 
+def given_option(value: str | None) -> str | None:
+    """Typer callback: an option's value as valid Unicode, refused when blank (``--model ""``
+    from a variable left empty was the default model, without a word)."""
+    if value is not None and not value.strip():
+        import typer
+
+        raise typer.BadParameter("it is blank: give a value, or leave the option out")
+    return valid_text_option(value)
+
+
 class CliError(Exception):
     """An error to show as one line and exit with ``code``."""
 

@@ -88,6 +88,9 @@ def _take(
         if len(args) < 2 or args[1].startswith("-"):
             return False  # (Typer's business: a missing value, or one that looks like an option)
         value = args[1]
+    if not value.strip():
+        return False  # (Typer's business too: a blank value, which it refuses)
+    if not has_value:
         del args[0]
     del args[0]
     into[values[name]] = value
