@@ -366,3 +366,18 @@ def test_an_option_given_a_blank_value_is_refused_in_one_line(
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines()[-1] == line
     assert not Path(db).exists(), "nothing was opened"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["ask", "--model", "m", "hi"], "--model goes before the command: chatbot --model NAME"),
+        (["history", "t", "-m", "m"], "-m goes before the command: chatbot -m NAME history"),
+        (["db", "stats", "--env-file", "f"], "chatbot --env-file FILE db stats ..."),
+    ],
+)
+def test_an_option_of_the_main_command_given_after_a_command_says_where_it_goes(
+    args: list[str], said: str
+) -> None:
+    line = one_error(invoke(*args), 2)
+    assert said in line, line

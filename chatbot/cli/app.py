@@ -161,6 +161,10 @@ def _one_line(step: Callable[[], Any]) -> Any:
         raise typer.Exit(code) from None
 
 
+_BEFORE_THE_COMMAND = {"--model": "NAME", "-m": "NAME", "--env-file": "FILE"}
+"""The options only the main command takes (``chatbot --model NAME ask ...``)."""
+
+
 def usage_error_line(error: typer.TyperException) -> str:
     """``no such option: --foo (see 'chatbot ask --help')``: Click's message, in one line."""
     message = " ".join(error.format_message().split()).rstrip(".")
@@ -171,6 +175,18 @@ def usage_error_line(error: typer.TyperException) -> str:
         message = message[0].lower() + message[1:]
     if ctx is None:
         return message
+    misplaced = str(getattr(error, "option_name", ""))
+    if (
+        type(error).__name__ == "NoSuchOption"
+        and misplaced in _BEFORE_THE_COMMAND
+        and ctx.parent is not None
+    ):
+        value = _BEFORE_THE_COMMAND[misplaced]
+        root, _, command = ctx.command_path.partition(" ")
+        return (
+            f"{misplaced} goes before the command: {root} {misplaced} {value} {command} ... "
+            f"(see '{root} --help')"
+        )
     takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)
     if (  # (a thread named '-x' before such ids were refused)
         takes_thread
