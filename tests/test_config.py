@@ -373,3 +373,20 @@ def test_thousands_of_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
         "warning: .env: lines 1, 2, 3, 4, 5 and 2,995 more are not NAME=value and skipped: "
         "write NAME=value, quoting a value with spaces or # in it"
     ]
+
+
+@pytest.mark.parametrize("written", ["$HOME/chat.sqlite", "${HOME}/chat.sqlite", "~/chat.sqlite"])
+def test_a_database_path_in_a_settings_file_may_start_from_home_as_a_shell_writes_it(
+    tmp_path: Path, written: str
+) -> None:
+    """python-dotenv expands ``${HOME}`` but not ``$HOME``: that made a folder named "$HOME"
+    in the current one, and kept the threads there."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (tmp_path / ".env").write_text(f"CHATBOT_DB={written}\n")
+    result = invoke("ask", "hi", HOME=str(home))
+    assert result.exit_code == 0, result.output
+    assert (home / "chat.sqlite").is_file()
+    assert not (tmp_path / "$HOME").exists() and not (tmp_path / "${HOME}").exists()
+    shown = rows(config_json(HOME=str(home)))["CHATBOT_DB"]["value"]
+    assert shown in (str(home / "chat.sqlite"), written), "where it is, or as it was written"

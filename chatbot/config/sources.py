@@ -199,7 +199,10 @@ def check_db(value: str) -> str:
             f"chatbot keeps threads in a SQLite file or in PostgreSQL, not in {scheme[1]}://: "
             "give a file's path or a postgresql:// URL"
         )
-    return value
+    # A settings file's $HOME/chat.sqlite, as a shell reads it (python-dotenv expands only
+    # ${HOME}): otherwise a folder named "$HOME" in the current one. (Not in a URL, whose
+    # password may hold a "$".)
+    return os.path.expandvars(value) if "$" in value else value
 
 
 def refuse_blank_db(option: str | None) -> None:
@@ -329,7 +332,7 @@ def read_places(
     if chosen_db is None or not chosen_db.strip():  # (a blank line of a file: unset)
         chosen_db = str(default_db_path())
     try:
-        check_db(chosen_db)
+        chosen_db = check_db(chosen_db)
     except ValueError as error:
         shown = without_password(chosen_db)
         raise SettingsError(f"CHATBOT_DB={shown!r} is not valid: {error}") from None
