@@ -900,3 +900,22 @@ def test_a_nul_character_in_a_message_a_reply_or_a_system_prompt_is_kept_and_sea
         assert info.title == "pasted\ufffdtext"
         assert [hit.text for hit in backend.search("after")] == ["before\ufffdafter"]
         assert [hit.text for hit in backend.search("pasted\x00text")] == ["pasted\ufffdtext"]
+
+
+def test_a_first_turn_killed_before_its_listing_row_is_titled_by_its_own_message(
+    any_db: str,
+) -> None:
+    """``kill -9`` just after the first reply is saved, before the thread's listing row is
+    written, left the thread untitled, and the next message became its title."""
+    from chatbot.store.postgres import open_store
+    from chatbot.threads.backend import LocalBackend
+
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    with open_store(any_db) as store:
+        graph = build_graph(ScriptedChatModel(default="ok"), None, settings, store.saver)
+        backend = LocalBackend(graph, store)
+        list(backend.send("t", "the first words"))
+        store._write(("DELETE FROM chatbot_threads WHERE thread_id = ?", ("t",)))  # (killed)
+        list(backend.send("t", "later words"))
+        (info,) = [info for info in backend.threads() if info.thread_id == "t"]
+        assert info.title == "the first words"

@@ -152,11 +152,17 @@ class LocalBackend(LocalReader, ThreadOperations):
             events_from_stream,
         )
 
+        hint = [title_hint]
+
         def begin() -> tuple[RunnableConfig, list[Event]]:
             """Under the lease: the run's config, and what to say before it runs."""
             prepare()
             now = self.current(thread_id)
             turn.started_from = now.checkpoint_id if now is not None else None
+            if now is not None and (now.messages or now.summary):
+                # (a thread's title is its first message: here, the state's first, in case
+                # its first turn was killed before its listing row was written)
+                hint.clear()
             if now is not None and now.state.pending and isinstance(payload, dict):
                 # A message saved by a run that stopped before taking it in: new input would
                 # replace it (LangGraph's __start__ holds one input), so it goes in first.
@@ -168,7 +174,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             """The thread's row, then the lease back. A row that cannot be written (a full
             disk) is the error only when the turn itself did not fail."""
             try:
-                self._record(thread_id, title_hint)
+                self._record(thread_id, hint[0] if hint else "")
             except Exception:
                 if not failing:
                     raise
