@@ -390,3 +390,17 @@ def test_a_database_path_in_a_settings_file_may_start_from_home_as_a_shell_write
     assert not (tmp_path / "$HOME").exists() and not (tmp_path / "${HOME}").exists()
     shown = rows(config_json(HOME=str(home)))["CHATBOT_DB"]["value"]
     assert shown in (str(home / "chat.sqlite"), written), "where it is, or as it was written"
+
+
+def test_a_database_path_from_a_shell_is_taken_as_it_is(tmp_path: Path) -> None:
+    """A shell expanded what it meant to: a "$" left in an option or a variable is part of
+    the name (a folder once made as "$HOME" by a settings file is still found)."""
+    literal = tmp_path / "$HOME" / "x.sqlite"
+    literal.parent.mkdir()
+    for given in ({"--db": str(literal)}, {"CHATBOT_DB": str(literal)}):
+        option = ["--db", given["--db"]] if "--db" in given else []
+        env = {k: v for k, v in given.items() if not k.startswith("--")}
+        result = invoke(*option, "ask", "hi", HOME=str(tmp_path / "home"), **env)
+        assert result.exit_code == 0, result.output
+        assert literal.is_file(), given
+        literal.unlink()

@@ -23,6 +23,7 @@ from chatbot.config.sources import (
     check_env_file,
     check_http_url,
     default_db_path,
+    expanded_path,
     prepare_threshold,
     refuse_blank_db,
     resolve_config_file,
@@ -224,6 +225,10 @@ def load_settings(
     config = resolve_config_file(config_file)
     # pydantic-settings reads a tuple of env files with the LATER ones taking priority.
     files = tuple(str(f) for f in (config, env_file) if f is not None)
+    if "db" not in overrides:  # (a file's $HOME/chat.sqlite: see expanded_path)
+        found = SettingSources(env_file, config).find("chatbot_db")
+        if found is not None and found.source != "environment" and "$" in found.value:
+            overrides["db"] = expanded_path(found.value)
     try:
         return Settings(_env_file=files or None, **overrides)
     except ValidationError as error:

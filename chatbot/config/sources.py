@@ -199,10 +199,17 @@ def check_db(value: str) -> str:
             f"chatbot keeps threads in a SQLite file or in PostgreSQL, not in {scheme[1]}://: "
             "give a file's path or a postgresql:// URL"
         )
-    # A settings file's $HOME/chat.sqlite, as a shell reads it (python-dotenv expands only
-    # ${HOME}): otherwise a folder named "$HOME" in the current one. (Not in a URL, whose
-    # password may hold a "$".)
-    return os.path.expandvars(value) if "$" in value else value
+    return value
+
+
+def expanded_path(value: str) -> str:
+    """A settings file's ``CHATBOT_DB=$HOME/chat.sqlite`` as a shell would read it
+    (python-dotenv expands only ``${HOME}``): otherwise a folder named "$HOME" in the current
+    one. Only a file's value: an option or a variable comes from a shell, which expanded what
+    it meant to. Not a URL, whose password may hold a "$"."""
+    if "$" not in value or value.strip().lower().startswith(("postgresql://", "postgres://")):
+        return value
+    return os.path.expandvars(value)
 
 
 def refuse_blank_db(option: str | None) -> None:
@@ -325,6 +332,8 @@ def read_places(
         if override is not None:
             return override
         found = sources.find(f"chatbot_{name}")
+        if found is not None and name == "db" and found.source != "environment":
+            return expanded_path(found.value)
         return None if found is None else found.value
 
     refuse_blank_db(db)
@@ -332,7 +341,7 @@ def read_places(
     if chosen_db is None or not chosen_db.strip():  # (a blank line of a file: unset)
         chosen_db = str(default_db_path())
     try:
-        chosen_db = check_db(chosen_db)
+        check_db(chosen_db)
     except ValueError as error:
         shown = without_password(chosen_db)
         raise SettingsError(f"CHATBOT_DB={shown!r} is not valid: {error}") from None

@@ -1058,10 +1058,10 @@ class Store(SqlStore):
                 from chatbot.config.sources import check_db
 
                 try:
-                    checked = check_db(self.path)
+                    check_db(self.path)
                 except ValueError as error:
                     raise StoreError(f"cannot use {self.path!r} as the database: {error}") from None
-                self.path = str(Path(checked).expanduser())
+                self.path = str(Path(self.path).expanduser())
                 _refuse_other_files(Path(self.path))
             if self.read_only and not self._open(read_only=True, adopt=False):
                 self.conn.close()
