@@ -856,9 +856,11 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
             kept = kept_of(after, "second", started_from)
             assert kept.message and not kept.reply, "saved, without a reply"
         assert after.awaiting_reply, "the REPL says the turn did not finish: /retry resumes it"
-        from chatbot.history.timeline import turn_entries
+        from chatbot.history.timeline import compact_refusal, turn_entries
 
         assert turn_entries(backend.history("t"), limit=1)[0].text == "second"
+        refusal = compact_refusal(after)
+        assert refusal is not None and "no reply yet" in refusal, "/compact would answer it"
 
         events = list(backend.send("t", "third"))
         assert any(isinstance(event, Unanswered) for event in events)
@@ -871,6 +873,51 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
             "third",
             "reply to third",
         ]
+
+
+def _stopped_before_its_first_step(graph: Any, thread: str, text: str) -> None:
+    """Send ``text`` and stop the run once its input checkpoint is saved, before its first
+    step takes the message in (as Ctrl-C at that moment stops it)."""
+    from chatbot.store.sqlite import thread_config
+
+    run = graph.stream(
+        {"messages": [HumanMessage(text, id=text)]},
+        thread_config(thread),
+        stream_mode="checkpoints",
+    )
+    next(run)
+    run.close()
+
+
+def test_a_message_its_run_never_took_in_survives_a_system_prompt_and_titles_a_new_thread(
+    any_db: str,
+) -> None:
+    """A new checkpoint written by ``update_state`` (/system, /role) left such a message
+    behind, and a first turn killed that way was titled by the next message."""
+    from chatbot.store.postgres import open_store
+    from chatbot.threads.backend import LocalBackend
+
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    with open_store(any_db) as store:
+        chat = ScriptedChatModel(default=lambda sent: f"reply to {sent[-1].text}")
+        graph = build_graph(chat, ScriptedChatModel(default="SUMMARY"), settings, store.saver)
+        backend = LocalBackend(graph, store)
+        _stopped_before_its_first_step(graph, "t", "the real first message")
+        store._write(("DELETE FROM chatbot_threads WHERE thread_id = ?", ("t",)))  # (killed)
+        assert backend.set_system_prompt("t", "Be terse.")
+        now = backend.current("t")
+        assert now is not None and now.awaiting_reply, "still waiting for its reply"
+        assert [m.text for m in now.messages] == ["the real first message"]
+        list(backend.send("t", "second one"))
+        now = backend.current("t")
+        assert now is not None
+        assert [m.text for m in now.messages] == [
+            "the real first message",
+            "second one",
+            "reply to second one",
+        ]
+        (info,) = [info for info in backend.threads() if info.thread_id == "t"]
+        assert info.title == "the real first message"
 
 
 def test_a_nul_character_in_a_message_a_reply_or_a_system_prompt_is_kept_and_searched(

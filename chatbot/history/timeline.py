@@ -1041,8 +1041,9 @@ def short_id(checkpoint_id: str) -> str:
 
 def compact_refusal(snapshot: Snapshot | None) -> str | None:
     """Why a thread cannot be compacted now (one line), or None when it can."""
-    if snapshot is None or not snapshot.messages:
+    pending = snapshot is not None and bool(snapshot.state.pending)
+    if snapshot is None or not (snapshot.messages or pending):
         return "nothing to compact: this thread has no messages yet"
-    if snapshot.messages[-1].type != "ai":  # (a fold cut short after the reply is fine)
+    if pending or snapshot.messages[-1].type != "ai":  # (a fold cut short after the reply is fine)
         return "the last turn has no reply yet: retry it first (/retry in the REPL), then compact"
     return None

@@ -159,11 +159,11 @@ class LocalBackend(LocalReader, ThreadOperations):
             prepare()
             now = self.current(thread_id)
             turn.started_from = now.checkpoint_id if now is not None else None
-            if now is not None and (now.messages or now.summary):
+            if now is not None and (now.messages or now.summary or now.state.pending):
                 # (a thread's title is its first message: here, the state's first, in case
                 # its first turn was killed before its listing row was written)
                 hint.clear()
-            if now is not None and now.state.pending and isinstance(payload, dict):
+            if now is not None and now.state.pending and message_id is not None:
                 # A message saved by a run that stopped before taking it in: new input would
                 # replace it (LangGraph's __start__ holds one input), so it goes in first.
                 payload["messages"] = [*now.state.pending, *payload.get("messages", [])]
@@ -471,10 +471,13 @@ class LocalBackend(LocalReader, ThreadOperations):
         from chatbot.memory.pricing import spent_metadata
 
         metadata = {ACTION_KEY: SYSTEM_ACTION, **spent_metadata(current)}  # (after an /undo too)
+        values: dict[str, Any] = {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role}
+        if current is not None and current.state.pending:
+            # A message its run never took in: the new checkpoint would leave it behind (it
+            # waits in LangGraph's __start__ channel); it joins the messages, still unanswered.
+            values["messages"] = list(current.state.pending)
         self.graph.update_state(
-            thread_config(thread_id, metadata=metadata),
-            {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
-            as_node="summarize_conversation",
+            thread_config(thread_id, metadata=metadata), values, as_node="summarize_conversation"
         )
         self._record(thread_id)
         return True
