@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -941,3 +942,37 @@ def test_the_repl_on_a_narrow_terminal_keeps_ids_whole_and_says_where_it_cuts(
     assert "messag\n" not in shown and "2 messages · no summary" in shown
     assert term.leave() == 0
     assert_clean(term)
+
+
+def test_prune_leaves_a_thread_that_took_a_turn_while_it_asked(spawn: Any, tmp_path: Path) -> None:
+    """``prune --inactive-days`` lists the threads, then asks: a thread that took a turn
+    while the question waited is no longer inactive, and is left (it was deleted, the new
+    turn with it)."""
+    env = terminal_env(tmp_path)
+    for thread in ("old", "keep"):
+        made = subprocess.run(
+            [*console_script(), "ask", "hello", "-t", thread],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert made.returncode == 0, made.stderr
+    term = spawn("prune", "--inactive-days", "0")
+    term.expect(r"Delete these 2 threads")
+    later = subprocess.run(
+        [*console_script(), "ask", "important new message", "-t", "keep"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert later.returncode == 0, later.stderr
+    term.child.send("y\r")
+    said = term.expect(r"run prune again")
+    term.child.expect(pexpect.EOF, timeout=TIMEOUT)
+    term.child.close()
+    assert term.child.exitstatus == 1, term.tail()
+    assert "deleted 1 thread" in said and "'keep'" in said, said
+    shown = cli_json(tmp_path / "chat.sqlite", "show", "keep")
+    assert "important new message" in texts(shown)

@@ -768,7 +768,7 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
     any_db: str,
 ) -> None:
     """The holder is gone (kill -9: it could not give the lease back); the next turn no longer
-    waits out the lease's 30 s."""
+    waits out the lease's 30 s, and prune does not take the thread for one taking a turn."""
     env = process_env(None, any_db)
     assert run(["ask", "one", "-t", "t1"], env).returncode == 0
     holder = subprocess.Popen(
@@ -789,6 +789,20 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
     assert following.returncode == 0, following.stderr
     assert "waiting" not in following.stderr, following.stderr
     assert [text for kind, text in messages(any_db, "t1") if kind == "human"] == ["one", "two"]
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_AND_WAIT, any_db], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    deleted = run(["prune", "--inactive-days", "0", "--yes"], env)  # (prune takes it as a turn)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "deleted 1 thread" in deleted.stderr
 
 
 def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db: str) -> None:

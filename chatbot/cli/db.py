@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -344,16 +342,23 @@ def prune(
         f"Delete these {count} and all their history?",
     ):
         return
+    from chatbot.store.leases import Lease
+    from chatbot.store.sqlite import checkpoint_time
+
     deleted, busy = 0, []
     for info in stale:
-        holder = f"prune:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        if not store.try_lease(info.thread_id, holder):  # (a turn started since it was listed)
+        lease = Lease(store, info.thread_id)
+        if not lease.try_acquire():  # (a turn runs on it now)
             busy.append(info.thread_id)
             continue
-        try:
-            deleted += store.delete_thread(info.thread_id)
+        try:  # (looked at again under the lease: a turn may have ended on it since the list)
+            latest = store.latest_checkpoint_id(info.thread_id)
+            if latest is not None and checkpoint_time(latest) == info.last_active:
+                deleted += store.delete_thread(info.thread_id)
+            else:
+                busy.append(info.thread_id)
         finally:
-            store.release_lease(info.thread_id, holder)
+            lease.release()
     err.print(
         f"deleted {counted(deleted, 'thread')}; 'chatbot db vacuum' gives their space back "
         "to the disk"
@@ -408,16 +413,18 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
         f"Remove these {what}?",
     ):
         return
+    from chatbot.store.leases import Lease
+
     removed, busy = 0, []
     for thread_id, _ in plans:
-        holder = f"prune:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        if not store.try_lease(thread_id, holder):
+        lease = Lease(store, thread_id)  # (a killed process's is taken at once, as a turn does)
+        if not lease.try_acquire():
             busy.append(thread_id)
             continue
         try:  # (found again under the lease: a turn may have moved the line since)
             removed += prune_branches(store, thread_id, abandoned_branches(store, thread_id, days))
         finally:
-            store.release_lease(thread_id, holder)
+            lease.release()
     err.print(
         f"removed {counted(removed, 'checkpoint')} of side branches; 'chatbot db vacuum' "
         "gives their space back to the disk"
@@ -431,9 +438,10 @@ def _left_busy(busy: Sequence[str]) -> None:
 
     if busy:
         fail(
-            f"{counted(len(busy), 'thread')} taking a turn now, left as "
+            f"{counted(len(busy), 'thread')} taking a turn now or since listed, left as "
             f"{'it was' if len(busy) == 1 else 'they were'}: "
-            f"{', '.join(quoted(t) for t in busy)}; run prune again once the turn is over",
+            f"{', '.join(quoted(t) for t in busy)}; run prune again to look at "
+            f"{'it' if len(busy) == 1 else 'them'} anew",
             1,
         )
 
