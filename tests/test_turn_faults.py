@@ -856,13 +856,13 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
         list(backend.send("t", "first"))
         before = backend.current("t")
         assert before is not None
-        run = graph.stream(
+        stream = graph.stream(
             {"messages": [HumanMessage("second", id="second")]},
             thread_config("t"),
             stream_mode="checkpoints",
         )
-        next(run)  # the input checkpoint is saved ...
-        run.close()  # ... and the run stops before its first step, as Ctrl-C stops it
+        next(stream)  # the input checkpoint is saved ...
+        stream.close()  # ... and the run stops before its first step, as Ctrl-C stops it
         after = backend.current("t")
         assert after is not None and after.next == ("__start__",)
         assert [m.text for m in after.messages] == ["first", "reply to first"]
@@ -875,6 +875,11 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
         assert turn_entries(backend.history("t"), limit=1)[0].text == "second"
         refusal = compact_refusal(after)
         assert refusal is not None and "no reply yet" in refusal, "/compact would answer it"
+        env = process_env(None, any_db)
+        document = json.loads(run(["show", "t", "--json"], env).stdout)
+        assert [m["content"] for m in document["unanswered"]] == ["second"]
+        shown = run(["show", "t"], env).stdout
+        assert "not answered yet" in shown and "second" in shown, shown
 
         events = list(backend.send("t", "third"))
         assert any(isinstance(event, Unanswered) for event in events)

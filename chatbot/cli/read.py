@@ -53,6 +53,8 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
             "summary": snapshot.summary,
             "messages": [message_record(m) for m in snapshot.messages],
         }
+        if snapshot.state.pending:  # (saved by a run stopped before it took them in)
+            document["unanswered"] = [message_record(m) for m in snapshot.state.pending]
         if checkpoint:
             document["checkpoint_id"] = snapshot.checkpoint_id
         print_json(document)

@@ -431,9 +431,13 @@ def state_view(
         parts.append(Text(f"folded into the summary ({len(folded)} messages):", style="dim"))
         parts.extend(message_view(m) for m in folded)
         parts.append(Text("live messages:", style="dim"))
-    if not snapshot.messages:
+    pending = snapshot.state.pending
+    if not snapshot.messages and not pending:
         parts.append(Text("(no messages)", style="dim"))
     parts.extend(message_view(m) for m in snapshot.messages)
+    if pending:  # (saved by a run stopped before it took them in)
+        parts.append(Text("sent, not answered yet (/retry answers it):", style="dim"))
+        parts.extend(message_view(m) for m in pending)
     return Wrapped(*parts)
 
 
