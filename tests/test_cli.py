@@ -341,6 +341,8 @@ BLANK_OPTIONS = [
     ["--env-file", "", "threads"],
     ["fork", "t", "--to", ""],
     ["show", "t", "--checkpoint", ""],
+    ["-t", ""],
+    ["chat", "--thread="],
 ]
 
 
@@ -353,7 +355,8 @@ def test_an_option_given_a_blank_value_is_refused_in_one_line(
     console script's own ``main`` (it reads the commonest forms itself) and Typer alike."""
     db = str(tmp_path / "chat.sqlite")
     line = one_error(invoke(*args, "--db", db), 2)
-    option = next(a for a in args if a.startswith("--")).rstrip("=")
+    option = next(a for a in args if a.startswith("-")).rstrip("=")
+    option = "--thread" if option == "-t" else option
     assert f"invalid value for '{option}'" in line and "it is blank" in line, line
     result = subprocess.run(
         [sys.executable, "-m", "chatbot", *args],

@@ -595,6 +595,17 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
         ), repl.stdout
         assert "did not finish" not in repl.stdout, "the turn is running, not cut short"
         assert "taking a turn in another window or process" in repl.stdout + repl.stderr
+        offline = process_env(None, any_db)
+        assert run(["ask", "hi", "-t", "other"], offline).returncode == 0
+        onto = subprocess.run(
+            [*CHATBOT, "chat", "-t", "other"],
+            input="/rename busy\n/exit\n",
+            capture_output=True,
+            env=offline,
+            text=True,
+            timeout=120,
+        )
+        assert "thread 'busy' already exists: pick another name" in onto.stdout + onto.stderr
         gate.opened.set()
         _, err = turn.communicate(timeout=120)
     finally:

@@ -487,9 +487,12 @@ class LocalBackend(LocalReader, ThreadOperations):
         or process takes a turn on it (its next checkpoint would land under the old id)."""
         if not self.thread_exists(thread_id):
             raise BackendError(f"no thread {thread_id!r}")
-        with self._unless_busy(thread_id, "renamed"), self._unless_busy(new_id, "renamed"):
-            if self.thread_exists(new_id):
-                raise BackendError(f"thread {new_id!r} already exists: pick another name")
+        taken = BackendError(f"thread {new_id!r} already exists: pick another name")
+        if self.thread_exists(new_id):
+            raise taken
+        with self._unless_busy(thread_id, "renamed"), self._unless_busy(new_id, ""):
+            if self.thread_exists(new_id):  # (made since: its first turn had just ended)
+                raise taken
             self.store.rename_thread(thread_id, new_id)
 
     def delete(self, thread_id: str) -> bool:
@@ -505,6 +508,11 @@ class LocalBackend(LocalReader, ThreadOperations):
         :class:`BackendError` at once if a turn holds it."""
         lease = self._lease(thread_id)
         if not lease.try_acquire():
+            if not done:  # (a new name another window is starting a thread under)
+                raise BackendError(
+                    f"thread {thread_id!r} is being started in another window or process: "
+                    "pick another name"
+                )
             raise BackendError(
                 f"thread {thread_id!r} is taking a turn in another window or process: it can "
                 f"be {done} once that turn has ended"
