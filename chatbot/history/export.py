@@ -171,6 +171,8 @@ def write_private(path: Path, text: str, *, replace: bool = False) -> Path:
         return quoted(str(place), 300)
 
     path = path.expanduser()
+    if "\x00" in str(path):  # (the system refuses it: "embedded null byte")
+        raise ExportError(f"{shown(path)} holds a NUL character: give another file name")
     folder = path.parent
     existed = False
     try:

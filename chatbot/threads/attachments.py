@@ -206,6 +206,8 @@ def _check_image(data: bytes, mime: str, name: str) -> None:
 def _read(given: str) -> tuple[Path, bytes]:
     path = Path(given).expanduser()
     shown = repr(given)
+    if "\x00" in given:  # (the system refuses it: "embedded null byte")
+        raise AttachmentError(f"no file {shown}: a path cannot hold a NUL character")
     try:
         info = path.stat()
     except FileNotFoundError:
