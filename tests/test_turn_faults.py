@@ -115,7 +115,7 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
-def chat(thread: str, lines: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def chat_piped(thread: str, lines: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The REPL on ``thread``, reading ``lines`` from a pipe."""
     return subprocess.run(
         [*CHATBOT, "chat", "-t", thread],
@@ -594,7 +594,7 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
             said = refused.stderr.strip().splitlines()[-1]
             assert "taking a turn" in said and "busy" in said, (args, refused.stderr)
             assert "Traceback" not in refused.stderr
-        repl = chat("busy", "/rename elsewhere\n/exit\n", env)
+        repl = chat_piped("busy", "/rename elsewhere\n/exit\n", env)
         assert "another window or process is taking a turn in this thread now" in (
             repl.stdout.lower()
         ), repl.stdout
@@ -602,7 +602,7 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
         assert "taking a turn in another window or process" in repl.stdout + repl.stderr
         offline = process_env(None, any_db)
         assert run(["ask", "hi", "-t", "other"], offline).returncode == 0
-        onto = chat("other", "/rename busy\n/exit\n", offline)
+        onto = chat_piped("other", "/rename busy\n/exit\n", offline)
         assert "thread 'busy' already exists: pick another name" in onto.stdout + onto.stderr
         gate.opened.set()
         _, err = turn.communicate(timeout=120)
@@ -618,7 +618,7 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
         ("ai", "answered"),
     ]
     openai_server.responder = echo
-    renamed = chat("busy", "/rename elsewhere\n/exit\n", env)
+    renamed = chat_piped("busy", "/rename elsewhere\n/exit\n", env)
     assert "renamed busy to elsewhere" in renamed.stdout, "free again once the turn ended"
     assert run(["delete", "elsewhere", "--yes"], env).returncode == 0
 
