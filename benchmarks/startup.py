@@ -229,25 +229,37 @@ print(len(getattr(stored, "value", stored)))
 """
 )
 
-PLAIN_SEARCH = """\
+PLAIN_SEARCH = f"""\
 import json, sqlite3, sys
+import zstandard
 
-conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+with open({str(ROOT / "chatbot" / "store" / "zstd-1.dict")!r}, "rb") as file:
+    unpacker = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(file.read()))
+
+
+def text(value):  # (a long message's text is kept compressed)
+    return unpacker.decompress(value).decode() if isinstance(value, bytes) else value
+
+
+conn = sqlite3.connect(f"file:{{sys.argv[1]}}?mode=ro", uri=True)
+conn.create_function("chatbot_text", 1, text, deterministic=True)
 word = sys.argv[2]
-grams = " AND ".join(f'"{word[i:i + 3]}"' for i in range(len(word) - 2))
+grams = " AND ".join(f'"{{word[i:i + 3]}}"' for i in range(len(word) - 2))
 rows = conn.execute(
     "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
     "FROM chatbot_messages_fts AS f JOIN chatbot_messages AS m ON m.id = f.rowid "
-    "WHERE chatbot_messages_fts MATCH ? AND m.content LIKE ? "
+    "WHERE chatbot_messages_fts MATCH ? AND chatbot_text(m.content) LIKE ? "
     "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 21",
-    (grams, f"%{word}%"),
+    (grams, f"%{{word}}%"),
 ).fetchall()
 keys = ("thread_id", "message_id", "checkpoint_id", "role", "text")
-print(json.dumps([dict(zip(keys, row)) for row in rows[:20]], indent=2, ensure_ascii=False))
+found = [dict(zip(keys, (*row[:4], text(row[4])))) for row in rows[:20]]
+print(json.dumps(found, indent=2, ensure_ascii=False))
 """
 """What `chatbot search WORD --json` asks of its FTS5 index, in a plain script: the messages
 holding the word's trigrams (the index keeps no positions), checked to hold the word (an
-ASCII word: SQLite's LIKE folds ASCII only)."""
+ASCII word: SQLite's LIKE folds ASCII only), their text read as chatbot keeps it (a long one
+compressed with its zstd dictionary)."""
 
 LANGGRAPH_EXPORT = (
     """\

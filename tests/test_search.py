@@ -200,6 +200,7 @@ def _make_it_old(db: str) -> None:
             *(
                 (sql, ())
                 for sql in (
+                    "DROP VIEW IF EXISTS chatbot_messages_text",
                     "DROP TABLE IF EXISTS chatbot_messages_fts",
                     "DROP TABLE IF EXISTS chatbot_messages_unindexed",
                     "DROP TABLE chatbot_messages",

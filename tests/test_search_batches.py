@@ -27,6 +27,7 @@ from chatbot.store.sqlite import (
     SEARCH_BATCH,
     SqlStore,
     Store,
+    add_functions,
     migration_statements,
     thread_config,
 )
@@ -44,6 +45,7 @@ def assert_index_exact(db: str) -> None:
     behind, indexed twice or deleted without having been indexed fails it). The rows are added
     in a transaction rolled back: the file is left as it was."""
     conn = sqlite3.connect(db, isolation_level=None)
+    add_functions(conn)  # (the index's content is the text, read through chatbot_text)
     try:
         conn.execute(
             "INSERT INTO chatbot_messages_fts (chatbot_messages_fts) VALUES ('integrity-check')"
@@ -56,8 +58,9 @@ def assert_index_exact(db: str) -> None:
         conn.execute("BEGIN")
         try:
             conn.execute(
-                "INSERT INTO chatbot_messages_fts (rowid, content) SELECT m.id, m.content "
-                "FROM chatbot_messages_unindexed AS u JOIN chatbot_messages AS m ON m.id = u.id"
+                "INSERT INTO chatbot_messages_fts (rowid, content) SELECT t.id, t.content "
+                "FROM chatbot_messages_unindexed AS u "
+                "JOIN chatbot_messages_text AS t ON t.id = u.id"
             )
             conn.execute(
                 "INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rank) "
@@ -405,3 +408,88 @@ def test_a_term_longer_than_sqlites_like_patterns_is_found(chat: Chat) -> None:
     chat.say("u", "one more")
     assert waiting(chat.store) == set()
     assert _found(chat, f'"{long_text[:55_000]}"', limit=1) == [f"{long_text} end"]
+
+
+def test_long_messages_are_kept_compressed_and_found_by_every_kind_of_query(chat: Chat) -> None:
+    """SQLite's search rows keep a long message's text compressed (a BLOB smaller than the
+    text): every kind of query finds it as before, waiting and once indexed, its hit gives
+    back the exact text, and deleting it leaves the index exact."""
+    english = (
+        "The walrus and the carpenter were walking close at hand; they wept like anything to "
+        "see such quantities of sand. "
+    ) * 6
+    chinese = "我们明天去北京大学参观，然后在上海吃火锅。" * 8
+    greek = "ΟΔΟΣ " + "a long road with many turns and a view of the sea " * 4
+    chat.say("t", english, chinese, greek)
+    stored = chat.store._query(
+        "SELECT typeof(content), length(content), length(CAST(chatbot_text(content) AS BLOB)) "
+        "FROM chatbot_messages WHERE role = 'user'"
+    )
+    assert len(stored) == 3
+    assert all(kind == "blob" and size < text * 0.8 for kind, size, text in stored), stored
+    queries = {
+        "carpenter wept": [english],
+        '"quantities of sand. The walrus"': [english],
+        "北京大学": [chinese],
+        "上海": [chinese],
+        "京": [chinese],
+        "δοσ": [greek],  # (FTS5's folding: ΟΔΟΣ holds δοσ)
+        "οδος": [greek],
+        "walrus 北京": [],
+    }
+
+    def found() -> dict[str, list[str]]:
+        return {query: _found(chat, query, limit=5) for query in queries}
+
+    assert len(waiting(chat.store)) == 6
+    assert found() == queries
+    one_turn_from_a_batch(chat)
+    chat.say("u", "one more")
+    assert waiting(chat.store) == set() and in_index(chat.store, "carpenter") == 1
+    assert found() == queries
+    assert_index_exact(chat.store.path)
+    ((text,),) = chat.store._query(
+        "SELECT SUM(length(chatbot_text(content))) FROM chatbot_messages"
+    )
+    assert chat.store.stats().text_bytes > text  # (bytes of UTF-8 text, not of what is stored)
+
+    chat.store.delete_thread("t")
+    assert _found(chat, "carpenter") == [] and _found(chat, "上海") == []
+    assert_index_exact(chat.store.path)
+
+
+def test_db_migrate_compresses_search_rows_an_older_chatbot_kept_as_text(
+    chat: Chat, tmp_path: Path
+) -> None:
+    """Rows written before compression (text) are found as they are; ``db migrate`` says what
+    compressing them saves, then compresses them, and search finds the same."""
+    long_texts = [
+        f"message {n}: " + "the quick brown fox jumps over the lazy dog " * 8 for n in range(6)
+    ]
+    chat.say("t", *long_texts[:3])
+    one_turn_from_a_batch(chat)
+    chat.say("u", *long_texts[3:])
+    db = chat.store.path
+    chat.store._write(  # (as a chatbot before compression kept them)
+        ("UPDATE chatbot_messages SET content = chatbot_text(content)", ())
+    )
+    assert chat.store.uncompressed_search_rows() == 6  # (the replies are too short to gain)
+    queries = ("fox", '"message 4: the quick"', "lazy dog message", "message 1")
+    before = {query: _found(chat, query, limit=50) for query in queries}
+    assert len(before["fox"]) == 6 and before['"message 4: the quick"'] == [long_texts[4]]
+    assert_index_exact(db)
+    chat.store.close()
+
+    said = invoke("db", "migrate", "--dry-run", "--db", db)
+    assert said.exit_code == 0, said.output
+    assert "would rewrite 6 stored values" in said.output
+    done = invoke("db", "migrate", "--db", db)
+    assert done.exit_code == 0, done.output
+    assert "rewrote 6 stored values" in done.output
+    again = invoke("db", "migrate", "--db", db)
+    assert "nothing to do" in again.output
+
+    chat.store = Store(db)
+    assert chat.store.uncompressed_search_rows() == 0
+    assert {query: _found(chat, query, limit=50) for query in queries} == before
+    assert_index_exact(db)

@@ -166,7 +166,10 @@ def db_migrate(
     total = compacting.checkpoints_to_read(store)
     with _progress("checking" if dry_run else "compacting", "checkpoints", total) as advance:
         compacted = compacting.compact(store, dry_run=dry_run, progress=advance)
-    done = Migrated(*(a + b for a, b in zip(done, compacted, strict=True)))
+    total = store.uncompressed_search_rows()
+    with _progress("checking" if dry_run else "compressing", "search rows", total) as advance:
+        texts = store.migrate_search_text(dry_run=dry_run, progress=advance)
+    done = Migrated(*(a + b + c for a, b, c in zip(done, compacted, texts, strict=True)))
     where = escape(store.path)
     if not done.values:
         out.print(f"{where}: every checkpoint is in the compact form already: nothing to do")

@@ -94,9 +94,38 @@ def decompress(kind: str, data: bytes) -> tuple[str, bytes]:
     """The value as its serializer wrote it: ``(kind, data)`` without the compression."""
     if not is_compressed(kind):
         return kind, data
+    return kind[: -len(SUFFIX)], _unzstd(data)
+
+
+def pack_text(text: str) -> str | bytes:
+    """A message's text as SQLite's search index keeps it (``chatbot_messages.content``): its
+    UTF-8 compressed with the dictionary, as a BLOB, when that is smaller; else the text, as
+    before (rows written before compression are text too)."""
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # (a lone surrogate: SQLite refuses it either way)
+        return text
+    if len(data) <= SMALLEST:
+        return text
+    compressor = _compressor()
+    try:
+        packed = compressor.compress(data)
+    finally:
+        _compressors.append(compressor)
+    return packed if len(packed) < len(data) else text
+
+
+def unpack_text(value: str | bytes | None) -> str:
+    """The text :func:`pack_text` kept (SQL function ``chatbot_text``)."""
+    if isinstance(value, bytes):
+        return _unzstd(value).decode()
+    return value or ""
+
+
+def _unzstd(data: bytes) -> bytes:
     decompressor = _decompressor()
     try:
-        return kind[: -len(SUFFIX)], decompressor.decompress(data)
+        return decompressor.decompress(data)
     except Exception as error:
         import zstandard
 

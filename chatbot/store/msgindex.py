@@ -69,9 +69,14 @@ class MessageIndex:
 
     REMEMBERED = 16
 
-    def __init__(self, query: Query, write: Write) -> None:
+    def __init__(
+        self, query: Query, write: Write, stored: Callable[[str], Any] = lambda text: text
+    ) -> None:
         self._query = query
         self._write = write
+        self.stored = stored
+        """A message's text as the database keeps it (SQLite's compressed, see
+        :meth:`chatbot.store.sqlite.Store.stored_text`)."""
         self._known: OrderedDict[str, set[str]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -102,24 +107,27 @@ class MessageIndex:
 
     def fresh_rows(
         self, thread_id: str, checkpoint_id: str, messages: Iterable[Any]
-    ) -> tuple[list[tuple[str, ...]], list[str]]:
+    ) -> tuple[list[tuple[Any, ...]], list[str]]:
         """The rows to index for the messages this thread has not indexed yet, as first seen
         at ``checkpoint_id`` (messages without text have none), and all their ids."""
         with self._lock:
             with_ids = [m for m in messages if getattr(m, "id", None)]
             known = self._known_ids(thread_id, (str(m.id) for m in with_ids))
             fresh = [m for m in with_ids if m.id not in known]
+        texts = [(m, message_text(m)) for m in fresh]
         rows = [
-            (thread_id, str(m.id), checkpoint_id, message_role(m), message_text(m)) for m in fresh
+            (thread_id, str(m.id), checkpoint_id, message_role(m), self.stored(text))
+            for m, text in texts
+            if text.strip()
         ]
-        return [row for row in rows if row[4].strip()], [str(m.id) for m in fresh]
+        return rows, [str(m.id) for m in fresh]
 
     def remember(self, thread_id: str, message_ids: Iterable[str]) -> None:
         """Note ids as indexed, once their rows are written."""
         with self._lock:
             self._known_ids(thread_id).update(message_ids)
 
-    def write(self, rows: Sequence[tuple[str, ...]]) -> None:
+    def write(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Write rows from :meth:`fresh_rows` in a transaction of their own."""
         if rows:
             self._write(*((INSERT_MESSAGE, row) for row in rows))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 from chatbot.errors import FriendlyError
 from chatbot.memory.recall_search import Recalled, Searcher, best_matches
 from chatbot.sanitize import sanitize
+from chatbot.store.compression import unpack_text
 from chatbot.store.msgindex import (
     INSERT_KEEPING_OLDEST,
     message_role,
@@ -64,9 +65,6 @@ MIN_TRIGRAM = 3
 SNIPPET_WIDTH = 160
 MAX_TERMS = 64
 """More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
-LIKE_LONGEST = 50_000
-"""The longest pattern SQLite's LIKE takes (``SQLITE_MAX_LIKE_PATTERN_LENGTH``): a longer term
-is checked by ``chatbot_holds``."""
 MAX_LIMIT = 1_000_000
 """The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
 
@@ -114,11 +112,16 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
     found = 0
     for thread_id in threads:
         first, read = first_holders(store, thread_id)
-        rows = [
-            (thread_id, message_id, checkpoint_id, message_role(m), message_text(m))
+        stored = store.message_index.stored
+        texts = [
+            (message_id, checkpoint_id, m, message_text(m))
             for message_id, (checkpoint_id, m) in first.items()
         ]
-        rows = [row for row in rows if row[4].strip()]
+        rows = [
+            (thread_id, message_id, checkpoint_id, message_role(m), stored(text))
+            for message_id, checkpoint_id, m, text in texts
+            if text.strip()
+        ]
         if rows:
             store._write(*((INSERT_KEEPING_OLDEST, row) for row in rows))
             if not store.thread_exists(thread_id):  # deleted meanwhile by another process
@@ -289,9 +292,14 @@ def _has_cased_non_ascii(term: str) -> bool:
     return any(not c.isascii() and c.lower() != c.upper() for c in term)
 
 
-def _contains_folded(content: str | None, term: str) -> bool:
+def _contains_folded(content: str | bytes | None, term: str) -> bool:
     """``term`` (lower-cased) is in ``content``, any case (SQL function ``chatbot_contains``)."""
-    return content is not None and term in content.lower()
+    return content is not None and term in unpack_text(content).lower()
+
+
+def _text_read(row: Sequence[Any], at: int) -> tuple[Any, ...]:
+    """A row with its search text (at ``at``) read as text (SQLite's may be compressed)."""
+    return (*row[:at], unpack_text(row[at]), *row[at + 1 :])
 
 
 def _fts_phrase(term: str) -> str:
@@ -320,7 +328,7 @@ def search(
                 where.append("chatbot_contains(m.content, ?)")
                 params.append(term.lower())
             else:
-                where.append("m.content LIKE ? ESCAPE '\\'")
+                where.append("chatbot_text(m.content) LIKE ? ESCAPE '\\'")
                 params.append(_like(term))
     else:
         for term in terms:
@@ -336,6 +344,7 @@ def search(
             f"WHERE {' AND '.join(where) or 'TRUE'} {newest}",
             (*params, limit),
         )
+        rows = [_text_read(row, 4) for row in rows]
     else:
         rows = _matching(cast("Store", store), long, columns, where, params, newest, limit)
     return [
@@ -380,21 +389,8 @@ def _matching(
     holds: list[str] = []
     if not exact:  # (in SQL, so that the sort and the limit take only these)
         store.conn.create_function("chatbot_holds", 2, _holds_folded, deterministic=True)
-        folded = "\x00".join(coarse_fold(term) for term in terms)
-        if all(term.isascii() and len(_like(term)) <= LIKE_LONGEST for term in terms):
-            # LIKE folds ASCII letters as FTS5 does: a text it finds the terms in holds them;
-            # one it does not is checked by chatbot_holds if it has letters beyond ASCII
-            # (they may fold to ASCII ones: K, the Kelvin sign), and does not hold them else.
-            checks = " AND ".join(["m.content LIKE ? ESCAPE '\\'"] * len(terms))
-            holds.append(
-                f"CASE WHEN {checks} THEN 1 "
-                "WHEN length(m.content) = length(CAST(m.content AS BLOB)) THEN 0 "
-                "ELSE chatbot_holds(m.content, ?) END"
-            )
-            match.extend([*(_like(term) for term in terms), folded])
-        else:
-            holds.append("chatbot_holds(m.content, ?)")
-            match.append(folded)
+        holds.append("chatbot_holds(m.content, ?)")
+        match.append("\x00".join(coarse_fold(term) for term in terms))
     indexed = (
         f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
         "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "
@@ -411,13 +407,17 @@ def _matching(
             f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
             (*match, *params, page, 0, *params),
         )
+    rows = [_text_read(row, 5) for row in rows]
     found = [row[1:] for row in rows if not row[0]]
     if not exact:
         read, candidates = len(found), found
         found = _holding(candidates, terms)
         while len(found) < limit and len(candidates) == page:  # (the next page, 4 times as long)
             offset, page = read, 4 * page
-            candidates = [row[1:] for row in store._query(indexed, (*match, *params, page, offset))]
+            candidates = [
+                _text_read(row[1:], 4)
+                for row in store._query(indexed, (*match, *params, page, offset))
+            ]
             read += len(candidates)
             seen = {row[5] for row in found}  # (a batch indexed meanwhile moves rows down)
             found.extend(row for row in _holding(candidates, terms) if row[5] not in seen)
@@ -429,13 +429,13 @@ def _matching(
     return found[:limit]
 
 
-def _holds_folded(content: str | None, terms: str) -> bool:
+def _holds_folded(content: str | bytes | None, terms: str) -> bool:
     """``content`` holds every one of ``terms`` (joined by NULs, each :func:`coarse_fold`-ed)
     once folded as coarsely (SQL function ``chatbot_holds``): true of every message FTS5
     matches, and false of nearly every other."""
     if content is None:
         return False
-    haystack = coarse_fold(content)
+    haystack = coarse_fold(unpack_text(content))
     return all(term in haystack for term in terms.split("\x00"))
 
 

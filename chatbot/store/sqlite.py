@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
 from chatbot.files import create_private_file
+from chatbot.store.compression import SMALLEST
 from chatbot.store.errors import DamagedDatabase, StoreError, damage, reporting_damage
 
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
@@ -43,7 +44,7 @@ APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
 _OWN_TABLES = frozenset(  # LangGraph's and ours
     {"checkpoints", "writes", "chatbot_threads", "chatbot_migrations", "chatbot_leases"}
 ) | frozenset(  # the search index (chatbot.store.search): its table, FTS5's and their shadow tables
-    {"chatbot_messages", "chatbot_messages_unindexed", "chatbot_marks"}
+    {"chatbot_messages", "chatbot_messages_unindexed", "chatbot_messages_text", "chatbot_marks"}
     | {f"chatbot_messages_fts{part}" for part in ("", "_data", "_idx", "_docsize", "_config")}
 )
 _SQLITE_HEADER = b"SQLite format 3\x00"
@@ -76,16 +77,30 @@ SEARCH_BATCH = 256
 ``chatbot_messages_unindexed`` until then, and a search matches them itself)."""
 
 
-def _batch_trigger(size: int) -> str:
-    """The trigger that indexes the waiting rows once ``size`` of them wait."""
+def _batch_trigger(size: int, text: str = "m.content") -> str:
+    """The trigger that indexes the waiting rows once ``size`` of them wait (``text``: the
+    SQL of a row's text)."""
     return f"""CREATE TRIGGER chatbot_messages_batch AFTER INSERT ON chatbot_messages_unindexed
 WHEN (SELECT COUNT(*) FROM chatbot_messages_unindexed) >= {size}
 BEGIN
     INSERT INTO chatbot_messages_fts (rowid, content)
-    SELECT m.id, m.content FROM chatbot_messages_unindexed AS u
+    SELECT m.id, {text} FROM chatbot_messages_unindexed AS u
     JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
     DELETE FROM chatbot_messages_unindexed;
 END"""
+
+
+TEXT_FUNCTION = "chatbot_text"
+"""The SQL function giving a search row's text (``chatbot.store.compression.unpack_text``):
+every SQLite connection chatbot opens has it (:func:`add_functions`); the triggers and the view
+of migration 10 call it."""
+
+
+def add_functions(conn: sqlite3.Connection) -> None:
+    """Give a SQLite connection the SQL functions chatbot's schema calls."""
+    from chatbot.store.compression import unpack_text
+
+    conn.create_function(TEXT_FUNCTION, 1, unpack_text, deterministic=True)
 
 
 MIGRATIONS: tuple[str | PerDatabase, ...] = (
@@ -254,6 +269,47 @@ WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
         sqlite=(
             "DROP TRIGGER IF EXISTS chatbot_messages_batch",
             _batch_trigger(256),  # (SEARCH_BATCH now; a migration's SQL never changes)
+        ),
+        postgresql=(),
+    ),
+    # 10: SQLite's search rows keep a message's text compressed with the zstd dictionary (a
+    # BLOB; chatbot.store.compression.pack_text) where that is smaller, and SQL reads it
+    # through chatbot_text(): the FTS5 index's content is the view of the text, and its
+    # triggers give it the text. Rows written before stay text, which chatbot_text() returns
+    # as it is. The index is made again over the view (the rows waiting for the next batch
+    # stay waiting).
+    PerDatabase(
+        sqlite=(
+            "DROP VIEW IF EXISTS chatbot_messages_text",
+            "CREATE VIEW chatbot_messages_text AS "
+            "SELECT id, chatbot_text(content) AS content FROM chatbot_messages",
+            "DROP TRIGGER IF EXISTS chatbot_messages_deleted",
+            "DROP TRIGGER IF EXISTS chatbot_messages_changed",
+            "DROP TRIGGER IF EXISTS chatbot_messages_batch",
+            "DROP TABLE IF EXISTS chatbot_messages_fts",
+            """CREATE VIRTUAL TABLE chatbot_messages_fts USING fts5(
+    content, content='chatbot_messages_text', content_rowid='id', tokenize='trigram',
+    detail=none, columnsize=0
+)""",
+            """INSERT INTO chatbot_messages_fts (rowid, content)
+SELECT id, content FROM chatbot_messages_text
+WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
+            """CREATE TRIGGER chatbot_messages_deleted AFTER DELETE ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
+    SELECT 'delete', old.id, chatbot_text(old.content)
+    WHERE NOT EXISTS (SELECT 1 FROM chatbot_messages_unindexed WHERE id = old.id);
+    DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
+END""",
+            """CREATE TRIGGER chatbot_messages_changed AFTER UPDATE OF content ON chatbot_messages
+BEGIN
+    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
+    SELECT 'delete', old.id, chatbot_text(old.content)
+    WHERE NOT EXISTS (SELECT 1 FROM chatbot_messages_unindexed WHERE id = old.id);
+    DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
+    INSERT OR IGNORE INTO chatbot_messages_unindexed (id) VALUES (new.id);
+END""",
+            _batch_trigger(256, "chatbot_text(m.content)"),
         ),
         postgresql=(),
     ),
@@ -746,6 +802,21 @@ class SqlStore:
                     progress(len(rows))
         return Migrated(values, before, after)
 
+    def uncompressed_search_rows(self) -> int:
+        """How many search rows keep text :meth:`migrate_search_text` may compress."""
+        return 0
+
+    def migrate_search_text(
+        self,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], object] | None = None,
+        batch: int = 500,
+    ) -> Migrated:
+        """Compress the search rows' text an older chatbot stored as it was (SQLite's, see
+        :meth:`Store.stored_text`); PostgreSQL's stays text, which its index reads."""
+        return Migrated(0, 0, 0)
+
     def vacuum(self) -> tuple[int, int]:
         raise NotImplementedError
 
@@ -920,8 +991,13 @@ class SqlStore:
         if self._message_index is None:
             from chatbot.store.msgindex import MessageIndex
 
-            self._message_index = MessageIndex(self._query, self._write)
+            self._message_index = MessageIndex(self._query, self._write, self.stored_text)
         return self._message_index
+
+    @staticmethod
+    def stored_text(text: str) -> str | bytes:
+        """A message's text as this database's search rows keep it."""
+        return text
 
     def _forget_messages(self, *thread_ids: str) -> None:
         if self._message_index is not None:
@@ -1094,6 +1170,7 @@ class Store(SqlStore):
         self.conn = sqlite3.connect(
             target, uri=uri, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
         )
+        add_functions(self.conn)
         try:
             return self._set_up(read_only, adopt)
         except sqlite3.OperationalError as error:
@@ -1110,6 +1187,7 @@ class Store(SqlStore):
         self.conn = sqlite3.connect(
             target + "&immutable=1", uri=True, check_same_thread=False, timeout=0
         )
+        add_functions(self.conn)
         try:
             return self._set_up(read_only, adopt)
         except BaseException:
@@ -1231,6 +1309,61 @@ class Store(SqlStore):
         }
         return "task_path" in columns and "checkpoints" in tables
 
+    @staticmethod
+    def stored_text(text: str) -> str | bytes:
+        """A message's text as SQLite's search rows keep it: compressed where that is smaller
+        (migration 10)."""
+        from chatbot.store.compression import pack_text
+
+        return pack_text(text)
+
+    _PACKABLE = (
+        "FROM chatbot_messages WHERE typeof(content) = 'text' "
+        f"AND length(CAST(content AS BLOB)) > {SMALLEST}"
+    )
+
+    def uncompressed_search_rows(self) -> int:
+        ((count,),) = self._query(f"SELECT COUNT(*) {self._PACKABLE}")
+        return int(count)
+
+    def migrate_search_text(
+        self,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], object] | None = None,
+        batch: int = 500,
+    ) -> Migrated:
+        """Each text row as :meth:`stored_text` keeps it now, ``batch`` rows a transaction (a
+        row is replaced only if it still holds the text read; the index takes it again)."""
+        rows_done = before = after = 0
+        last = -1
+        while True:
+            rows = self._query(
+                f"SELECT id, content {self._PACKABLE} AND id > ? ORDER BY id LIMIT {int(batch)}",
+                (last,),
+            )
+            if not rows:
+                break
+            updates: list[tuple[str, Sequence[Any]]] = []
+            for row_id, text in rows:
+                packed = self.stored_text(text)
+                if isinstance(packed, bytes):
+                    rows_done += 1
+                    before += len(text.encode())
+                    after += len(packed)
+                    updates.append(
+                        (
+                            "UPDATE chatbot_messages SET content = ? WHERE id = ? AND content = ?",
+                            (packed, row_id, text),
+                        )
+                    )
+            last = rows[-1][0]
+            if updates and not dry_run:
+                self._write(*updates)
+            if progress is not None:
+                progress(len(rows))
+        return Migrated(rows_done, before, after)
+
     @property
     def saver(self) -> LocalSaver:
         """LangGraph's checkpointer on this connection, made (and set up) on first use."""
@@ -1347,7 +1480,8 @@ class Store(SqlStore):
             sizes = []
         ((turns, text),) = self._query(
             "SELECT COALESCE(SUM(role = 'user'), 0), "
-            "COALESCE(SUM(length(CAST(content AS BLOB))), 0) FROM chatbot_messages"
+            "COALESCE(SUM(length(CAST(chatbot_text(content) AS BLOB))), 0) "
+            "FROM chatbot_messages"
         )
         return StoreStats(
             location=self.path,
