@@ -1216,6 +1216,8 @@ class Store(SqlStore):
         if read_only and owner.kind == "new":
             raise EmptyDatabase(self.path)
         applied = self._applied_migrations()
+        if max(applied or (0,)) > len(MIGRATIONS):  # (a newer chatbot's, or a damaged page's
+            self._check_intact()  # numbers: damage is said as damage)
         self.notice = check_schema_version(applied or (), self.path, read_only)
         if read_only:
             (journal,) = self.conn.execute("PRAGMA journal_mode").fetchone()
