@@ -478,6 +478,7 @@ def test_db_migrate_compresses_search_rows_an_older_chatbot_kept_as_text(
     before = {query: _found(chat, query, limit=50) for query in queries}
     assert len(before["fox"]) == 6 and before['"message 4: the quick"'] == [long_texts[4]]
     assert_index_exact(db)
+    waiting_before = waiting(chat.store)
     chat.store.close()
 
     said = invoke("db", "migrate", "--dry-run", "--db", db)
@@ -491,5 +492,38 @@ def test_db_migrate_compresses_search_rows_an_older_chatbot_kept_as_text(
 
     chat.store = Store(db)
     assert chat.store.uncompressed_search_rows() == 0
+    assert waiting(chat.store) == waiting_before, "the same text: not taken out of the index"
     assert {query: _found(chat, query, limit=50) for query in queries} == before
     assert_index_exact(db)
+
+
+def test_a_chatbot_from_before_still_running_goes_on_adding_rows_after_the_upgrade(
+    chat: Chat,
+) -> None:
+    """A connection without ``chatbot_text`` (a chatbot from before migration 10, still
+    running as a newer one upgrades the database) adds rows as it did: nothing it does on
+    insert needs the function. Its rows are found, waiting, and the next batch the newer
+    chatbot takes in holds them. Deleting is the newer chatbot's: the old connection is
+    refused, and nothing changes."""
+    chat.say("t", "written by the newer chatbot, long enough to be kept compressed: " * 3)
+    old = sqlite3.connect(chat.store.path, isolation_level=None)
+    try:
+        for n in range(4):  # (an even count: turns add two rows)
+            old.execute(
+                "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, "
+                "content) VALUES ('old', ?, ?, 'user', ?)",
+                (f"m{n}", f"1f0{n}", f"a capybara wrote this in the older window, number {n}"),
+            )
+        with pytest.raises(sqlite3.OperationalError, match="chatbot_text"):
+            old.execute("DELETE FROM chatbot_messages WHERE thread_id = 'old'")
+    finally:
+        old.close()
+    assert len(_found(chat, "capybara", limit=10)) == 4
+    assert _found(chat, '"older window, number 1"') == [
+        "a capybara wrote this in the older window, number 1"
+    ]
+    one_turn_from_a_batch(chat)
+    chat.say("u", "one more")
+    assert waiting(chat.store) == set() and in_index(chat.store, "capybara") == 4
+    assert len(_found(chat, "capybara", limit=10)) == 4
+    assert_index_exact(chat.store.path)

@@ -1,4 +1,5 @@
-"""zstd over the values LangGraph's savers store (checkpoints, their blobs, pending writes).
+"""zstd over the values LangGraph's savers store (checkpoints, their blobs, pending writes),
+and over the text of SQLite's search rows (:func:`pack_text`).
 
 A compressed value's type carries the suffix ``+zstd`` (``msgpack+zstd``), after the convention
 of LangGraph's ``EncryptedSerializer`` (``msgpack+aes``): a LangGraph program without chatbot's

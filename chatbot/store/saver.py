@@ -31,6 +31,7 @@ from chatbot.memory.channels import added_messages
 from chatbot.store import compression, deltas
 from chatbot.store.errors import reporting_damage
 from chatbot.store.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
+from chatbot.store.sqlite import index_waiting
 
 if TYPE_CHECKING:
     from chatbot.store.msgindex import MessageIndex
@@ -466,6 +467,7 @@ class LocalSaver(
             if rows:  # put's checkpoint went in: its messages follow
                 self._pending.rows = None
                 cur.executemany(INSERT_MESSAGE, rows)
+                index_waiting(cur.execute)
             deleted = getattr(self._pending, "deleted", None)
             if deleted is not None:  # delete_thread's checkpoints went: its rows follow
                 self._pending.deleted = None

@@ -376,8 +376,8 @@ def _matching(
 ) -> list[tuple[Any, ...]]:
     """The newest ``limit`` rows holding every one of ``terms`` (of :data:`MIN_TRIGRAM`
     characters or more) that ``where`` keeps: those the FTS5 index finds, and those still
-    waiting for it (at most 63, see migration 5), read in the same statement (one snapshot: a
-    batch indexed meanwhile is found once).
+    waiting for it (fewer than ``SEARCH_BATCH``, see migrations 5 and 10), read in the same
+    statement (one snapshot: a batch indexed meanwhile is found once).
 
     The index knows which trigrams a message holds, not where (migration 6): it finds the
     messages holding every trigram of every term, newest first, and those are checked to hold

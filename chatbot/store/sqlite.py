@@ -90,6 +90,35 @@ BEGIN
 END"""
 
 
+INDEX_WAITING = (
+    "INSERT INTO chatbot_messages_fts (rowid, content) "
+    "SELECT m.id, chatbot_text(m.content) FROM chatbot_messages_unindexed AS u "
+    "JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id",
+    "DELETE FROM chatbot_messages_unindexed",
+)
+"""Taking the rows waiting in ``chatbot_messages_unindexed`` into the FTS5 index."""
+
+
+ADDS_SEARCH_ROWS = "INSERT INTO chatbot_messages ("
+"""How the statements that add search rows begin (:data:`chatbot.store.msgindex.INSERT_MESSAGE`
+and its kin): after them :meth:`Store._write` calls :func:`index_waiting`."""
+
+
+def index_waiting(execute: Callable[[str], Any]) -> None:
+    """Take the waiting rows into the index once :data:`SEARCH_BATCH` of them wait (what the
+    trigger of migrations 5 and 9 did; since migration 10 the code does it, after it adds
+    rows, in their transaction). ``execute``: a connection's or cursor's."""
+    try:
+        ((waiting,),) = execute("SELECT COUNT(*) FROM chatbot_messages_unindexed").fetchall()
+    except sqlite3.OperationalError as error:  # (before migration 5, each row's trigger
+        if "no such table" in str(error):  # indexes it)
+            return
+        raise
+    if waiting >= SEARCH_BATCH:
+        for sql in INDEX_WAITING:
+            execute(sql)
+
+
 TEXT_FUNCTION = "chatbot_text"
 """The SQL function giving a search row's text (``chatbot.store.compression.unpack_text``):
 every SQLite connection chatbot opens has it (:func:`add_functions`); the triggers and the view
@@ -274,10 +303,14 @@ WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
     ),
     # 10: SQLite's search rows keep a message's text compressed with the zstd dictionary (a
     # BLOB; chatbot.store.compression.pack_text) where that is smaller, and SQL reads it
-    # through chatbot_text(): the FTS5 index's content is the view of the text, and its
-    # triggers give it the text. Rows written before stay text, which chatbot_text() returns
-    # as it is. The index is made again over the view (the rows waiting for the next batch
-    # stay waiting).
+    # through chatbot_text(): the FTS5 index's content is the view of the text, and the
+    # triggers that take a row out of the index give it the text (only when it changes, for
+    # an update: db migrate compresses a row without taking it out). Taking the waiting rows
+    # into the index is chatbot's code's (index_waiting), no longer a trigger's: a chatbot
+    # from before, still running, has no chatbot_text, and SQLite prepares a table's triggers
+    # with every insert, so its turns go on (their rows wait for the next chatbot). Rows
+    # written before stay text, which chatbot_text() returns as it is. The index is made
+    # again over the view (the rows waiting for the next batch stay waiting).
     PerDatabase(
         sqlite=(
             "DROP VIEW IF EXISTS chatbot_messages_text",
@@ -302,6 +335,7 @@ BEGIN
     DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
 END""",
             """CREATE TRIGGER chatbot_messages_changed AFTER UPDATE OF content ON chatbot_messages
+WHEN chatbot_text(old.content) IS NOT chatbot_text(new.content)
 BEGIN
     INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
     SELECT 'delete', old.id, chatbot_text(old.content)
@@ -309,7 +343,6 @@ BEGIN
     DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
     INSERT OR IGNORE INTO chatbot_messages_unindexed (id) VALUES (new.id);
 END""",
-            _batch_trigger(256, "chatbot_text(m.content)"),
         ),
         postgresql=(),
     ),
@@ -1433,8 +1466,12 @@ class Store(SqlStore):
         with self.lock, reporting_damage(self.path), self.conn:
             if self._saver is not None:  # (what its kept writes cannot have seen)
                 self._saver.others_wrote += 1
+            added = False
             for sql, params in statements:
                 count = self.conn.execute(sql, tuple(params)).rowcount
+                added = added or sql.startswith(ADDS_SEARCH_ROWS)
+            if added:
+                index_waiting(self.conn.execute)
         return count
 
     # --- one turn at a time per thread ------------------------------------------------------
