@@ -455,3 +455,37 @@ def test_sqlite_file_holds_the_index_in_the_same_database(sqlite_db: str) -> Non
         ).fetchone()
     assert {"chatbot_messages", "chatbot_messages_fts", "chatbot_marks"} <= tables
     assert waiting == 2, "10 rows: all wait for the index's first batch"
+
+
+def test_a_quoted_phrase_is_found_across_a_line_break_a_tab_or_a_run_of_spaces(
+    chat: Chat,
+) -> None:
+    """A phrase's words match with any whitespace between them (a reply's line break, a
+    pasted tab): the query's space stands for any of it, on both databases, for words the
+    index finds and for words too short for it."""
+    chat.say(
+        "t",
+        "the first line ends here\nand the second line starts",
+        "a  wide   gap here",
+        "tab\tseparated words",
+        "ab\ncd ef",
+        "北京\n大学",
+    )
+
+    def found(query: str) -> list[str]:
+        return [hit.text for hit in chat.find(query)]
+
+    assert found('"ends here and the second"') == [
+        "the first line ends here\nand the second line starts"
+    ]
+    assert found('"ENDS   here and"') == found('"ends here and"') != []
+    assert found('"wide gap"') == ["a  wide   gap here"]
+    assert found('"tab separated" words') == ["tab\tseparated words"]
+    assert found('"ab cd"') == ["ab\ncd ef"], "words too short for the index"
+    assert found('"AB CD ef"') == ["ab\ncd ef"]
+    assert found('"北京 大学"') == ["北京\n大学"]
+    assert found('"here the second"') == [], "the words must follow each other"
+    assert found('"ab ef"') == []
+    (hit,) = chat.find('"here and the"')
+    snippet = hit.snippet()
+    assert [snippet.text[a:b] for a, b in snippet.spans] == ["here and the"]

@@ -415,7 +415,7 @@ def test_long_messages_are_kept_compressed_and_found_by_every_kind_of_query(chat
     text): every kind of query finds it as before, waiting and once indexed, its hit gives
     back the exact text, and deleting it leaves the index exact."""
     english = (
-        "The walrus and the carpenter were walking close at hand; they wept like anything to "
+        "The walrus and the carpenter were walking close at hand;\nthey wept like anything to "
         "see such quantities of sand. "
     ) * 6
     chinese = "我们明天去北京大学参观，然后在上海吃火锅。" * 8
@@ -430,6 +430,7 @@ def test_long_messages_are_kept_compressed_and_found_by_every_kind_of_query(chat
     queries = {
         "carpenter wept": [english],
         '"quantities of sand. The walrus"': [english],
+        '"at hand; they wept"': [english],  # (across a line break)
         "北京大学": [chinese],
         "上海": [chinese],
         "京": [chinese],

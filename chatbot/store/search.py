@@ -213,7 +213,7 @@ def parse_query(text: str) -> list[str]:
     """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
     end); each must appear in a hit."""
     terms = [quoted or word for quoted, word in _TERM.findall(searchable(text))]
-    terms = [term.strip() for term in terms]
+    terms = [" ".join(term.split()) for term in terms]  # (a phrase's spaces: any whitespace)
     terms = list(dict.fromkeys(term for term in terms if term))
     if not terms:
         raise SearchError("the search is empty: give some text to find")
@@ -297,6 +297,31 @@ def _contains_folded(content: str | bytes | None, term: str) -> bool:
     return content is not None and term in unpack_text(content).lower()
 
 
+def spaced(text: str) -> str:
+    """``text`` with every run of whitespace one space: how a phrase is matched (its words
+    with any whitespace between them: a line break, a tab, two spaces)."""
+    return " ".join(text.split())
+
+
+def _has_trigram(term: str) -> bool:
+    """True when a word of ``term`` has :data:`MIN_TRIGRAM` characters or more (the index
+    finds the term by its words' trigrams)."""
+    return any(len(word) >= MIN_TRIGRAM for word in term.split(" "))
+
+
+def _holds_spaced(content: str | bytes | None, term: str) -> bool:
+    """``content`` holds the phrase ``term`` (:func:`coarse_fold`-ed; words too short for the
+    index) with any whitespace between its words, folded as coarsely (SQL function
+    ``chatbot_spaced``)."""
+    return content is not None and term in spaced(coarse_fold(unpack_text(content)))
+
+
+def _spaced_pattern(term: str) -> str:
+    """A PostgreSQL regular expression for the phrase ``term``: its words, each character
+    but letters and digits escaped, with any whitespace between them."""
+    return r"\s+".join(re.sub(r"(\W)", r"\\\1", word) for word in term.split(" "))
+
+
 def _text_read(row: Sequence[Any], at: int) -> tuple[Any, ...]:
     """A row with its search text (at ``at``) read as text (SQLite's may be compressed)."""
     return (*row[:at], unpack_text(row[at]), *row[at + 1 :])
@@ -319,9 +344,13 @@ def search(
     params: list[Any] = []
     long: list[str] = []  # (SQLite: the terms its FTS5 index finds)
     if isinstance(store, Store):
-        long = [term for term in terms if len(term) >= MIN_TRIGRAM]
-        for term in (term for term in terms if len(term) < MIN_TRIGRAM):
-            if _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
+        long = [term for term in terms if _has_trigram(term)]
+        for term in (term for term in terms if not _has_trigram(term)):
+            if " " in term:  # ("ab cd": words too short for the index, any whitespace between)
+                store.conn.create_function("chatbot_spaced", 2, _holds_spaced, deterministic=True)
+                where.append("chatbot_spaced(m.content, ?)")
+                params.append(coarse_fold(term))
+            elif _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
                 store.conn.create_function(
                     "chatbot_contains", 2, _contains_folded, deterministic=True
                 )
@@ -332,8 +361,12 @@ def search(
                 params.append(_like(term))
     else:
         for term in terms:
-            where.append("m.content ILIKE ? ESCAPE '\\'")
-            params.append(_like(term))
+            if " " in term:  # (a phrase: any whitespace between its words)
+                where.append("m.content ~* ?")
+                params.append(_spaced_pattern(term))
+            else:
+                where.append("m.content ILIKE ? ESCAPE '\\'")
+                params.append(_like(term))
     if thread_id is not None:
         where.append("m.thread_id = ?")
         params.append(thread_id)
@@ -384,7 +417,7 @@ def _matching(
     the terms themselves, as the index matched them when it kept positions
     (:func:`matched_as_indexed`), a page at a time until ``limit`` are found. A term of three
     characters is one trigram: what the index finds holds it."""
-    exact = all(len(term) == MIN_TRIGRAM for term in terms)
+    exact = all(len(term) == MIN_TRIGRAM and " " not in term for term in terms)
     match = [trigram_query(terms)]
     holds: list[str] = []
     if not exact:  # (in SQL, so that the sort and the limit take only these)
@@ -435,7 +468,7 @@ def _holds_folded(content: str | bytes | None, terms: str) -> bool:
     matches, and false of nearly every other."""
     if content is None:
         return False
-    haystack = coarse_fold(unpack_text(content))
+    haystack = spaced(coarse_fold(unpack_text(content)))
     return all(term in haystack for term in terms.split("\x00"))
 
 
@@ -449,9 +482,10 @@ def trigram_query(terms: Sequence[str]) -> str:
     """An FTS5 query for the messages holding every trigram of ``terms`` (each of
     :data:`MIN_TRIGRAM` characters or more): all an index without positions can answer."""
     grams = dict.fromkeys(
-        term[start : start + MIN_TRIGRAM]
+        word[start : start + MIN_TRIGRAM]
         for term in terms
-        for start in range(len(term) - MIN_TRIGRAM + 1)
+        for word in term.split(" ")  # (a phrase's words: any whitespace may be between them)
+        for start in range(len(word) - MIN_TRIGRAM + 1)
     )
     return " AND ".join(_fts_phrase(gram) for gram in grams)
 
@@ -467,9 +501,9 @@ def matched_as_indexed(texts: dict[int, str], terms: Sequence[str]) -> set[int]:
     folded = [coarse_fold(term) for term in terms]
     maybe = []
     for key, text in texts.items():
-        haystack = coarse_fold(text)
+        haystack = spaced(coarse_fold(text))
         if all(term in haystack for term in folded):
-            maybe.append((key, text))
+            maybe.append((key, spaced(text)))
     if not maybe:
         return set()
     with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
@@ -574,7 +608,7 @@ def recaller(store: SqlStore) -> Searcher:
                     candidates.setdefault(hit.message_id, _recalled(hit))
         folded = [term.casefold() for term in terms]
         scored = [
-            (sum(term in hit.text.casefold() for term in folded), hit)
+            (sum(term in spaced(hit.text.casefold()) for term in folded), hit)
             for hit in candidates.values()
         ]
         return best_matches(scored, len(terms))[:limit]
