@@ -882,6 +882,16 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
         assert [m["content"] for m in document["unanswered"]] == ["second"]
         shown = run(["show", "t"], env).stdout
         assert "not answered yet" in shown and "second" in shown, shown
+        exported = json.loads(run(["export", "t", "-f", "json"], env).stdout)
+        assert [m["content"] for m in exported["unanswered"]] == ["second"]
+        assert [m["content"] for m in exported["messages"]] == ["first", "reply to first"]
+        markdown = run(["export", "t", "-f", "md"], env).stdout
+        assert markdown.split("## Sent, not answered yet")[1].split() == [
+            "**you:**",
+            "```text",
+            "second",
+            "```",
+        ]
 
         events = list(backend.send("t", "third"))
         assert any(isinstance(event, Unanswered) for event in events)

@@ -54,7 +54,8 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
     chain = lineage(history)
     head = chain[-1] if chain else None
     changes, folded = summary_story(history)  # one pass over the lineage's checkpoints
-    return {
+    unanswered = head.state.pending if head else ()  # (saved by a run stopped before it
+    document = {  # took them in: sent, not answered yet)
         "thread_id": thread_id,
         "exported_at": datetime.now(tz=UTC).isoformat(timespec="seconds"),
         "checkpoint_id": head.checkpoint_id if head else None,
@@ -74,6 +75,9 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
         "folded_messages": [message_record(m) for m in folded],
         "messages": [message_record(m) for m in (head.messages if head else ())],
     }
+    if unanswered:
+        document["unanswered"] = [message_record(m) for m in unanswered]
+    return document
 
 
 def _attached_markdown(content: list[Any]) -> str:
@@ -135,6 +139,9 @@ def to_markdown(document: dict[str, Any]) -> str:
         lines += _markdown_messages(document["folded_messages"])
     lines += ["## Conversation", ""]
     lines += _markdown_messages(document["messages"]) or ["_(no messages)_", ""]
+    if document.get("unanswered"):
+        lines += ["## Sent, not answered yet", ""]
+        lines += _markdown_messages(document["unanswered"])
     return sanitize("\n".join(lines)).rstrip() + "\n"
 
 
