@@ -116,6 +116,17 @@ def report(arms: list[Arm], about: dict[str, Any]) -> list[str]:
     for part in PARTS:
         cells = [kilobytes(m["parts_per_turn"][part]) for m in last]
         lines.append(f"| … of it {part}, a turn | " + " | ".join(cells) + " |")
+    for index, at in enumerate(arms[0].marks):  # (issue 24: under twice the text)
+        marks = [arm.marks[index] for arm in arms]
+        cells = [
+            f"{m['parts_per_turn']['search index'] / m['text_per_turn']:.2f}×"
+            if m["text_per_turn"]
+            else "—"
+            for m in marks
+        ]
+        lines.append(
+            f"| search index × text, turns 1–{at['turns']:,} | " + " | ".join(cells) + " |"
+        )
     lines.append(
         "| text a turn added | " + " | ".join(kilobytes(m["text_per_turn"]) for m in last) + " |"
     )
