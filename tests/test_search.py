@@ -489,3 +489,29 @@ def test_a_quoted_phrase_is_found_across_a_line_break_a_tab_or_a_run_of_spaces(
     (hit,) = chat.find('"here and the"')
     snippet = hit.snippet()
     assert [snippet.text[a:b] for a, b in snippet.spans] == ["here and the"]
+
+
+def test_a_phrase_matches_the_same_whitespace_and_case_on_both_databases(chat: Chat) -> None:
+    """What Python takes for whitespace (a no-break space, U+0085, a vertical tab) is
+    whitespace on PostgreSQL too; a phrase of short words folds case as a short word does
+    (``ss`` is not ``ß``); the snippet shows whitespace the screen would drop as a space; a
+    phrase too long for PostgreSQL's regular expressions is one line."""
+    chat.say("t", "hello\u00a0world", "next\u0085line", "vertical\vtab here", "ß x", "Σ Λ")
+
+    def found(query: str) -> list[str]:
+        return [hit.text for hit in chat.find(query)]
+
+    assert found('"hello world"') == ["hello\u00a0world"]
+    assert found('"next line"') == ["next\u0085line"]
+    assert found('"ss x"') == [] and found('"ß X"') == ["ß x"]
+    assert found('"σ λ"') == ["Σ Λ"]
+    (hit,) = chat.find('"vertical tab"')
+    snippet = hit.snippet()
+    assert snippet.text == "vertical tab here"
+    assert [snippet.text[a:b] for a, b in snippet.spans] == ["vertical tab"]
+    long_phrase = '"' + " ".join(["word"] * 3_000) + '"'
+    if chat.store.path.startswith("postgresql://"):
+        with pytest.raises(SearchError, match="PostgreSQL's search takes at most 10,000"):
+            chat.find(long_phrase)
+    else:
+        assert chat.find(long_phrase) == []

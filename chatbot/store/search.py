@@ -257,7 +257,7 @@ class Hit:
 def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) -> Snippet:
     """The text on one line, safe to print, cut to about ``width`` characters around the first
     match, with every match inside marked."""
-    flat = " ".join(sanitize(text).split())
+    flat = spaced(sanitize(spaced(text)))  # (whitespace sanitize removes: a space still)
     pattern = re.compile(
         "|".join(re.escape(term) for term in sorted(terms, key=len, reverse=True)) or "(?!)",
         re.IGNORECASE,
@@ -309,17 +309,42 @@ def _has_trigram(term: str) -> bool:
     return any(len(word) >= MIN_TRIGRAM for word in term.split(" "))
 
 
-def _holds_spaced(content: str | bytes | None, term: str) -> bool:
-    """``content`` holds the phrase ``term`` (:func:`coarse_fold`-ed; words too short for the
-    index) with any whitespace between its words, folded as coarsely (SQL function
-    ``chatbot_spaced``)."""
-    return content is not None and term in spaced(coarse_fold(unpack_text(content)))
+def _short_fold(text: str, any_case: bool) -> str:
+    """``text`` case-folded as a term too short for the index is matched: ASCII letters only,
+    as ``LIKE`` folds them, or ``lower()`` when the term has letters beyond ASCII (see
+    :func:`search`); U+FFFE and U+FFFF as U+FFFD, as SQLite reads them."""
+    if "\ufffe" in text or "\uffff" in text:
+        text = text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
+    return text.lower() if any_case else text.translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _holds_spaced(content: str | bytes | None, term: str, any_case: int) -> bool:
+    """``content`` holds the phrase ``term`` (folded by :func:`_short_fold`; its words too
+    short for the index) with any whitespace between its words, folded the same way (SQL
+    function ``chatbot_spaced``)."""
+    return content is not None and term in spaced(_short_fold(unpack_text(content), bool(any_case)))
+
+
+_PG_WHITESPACE = "[" + "".join(chr(c) for c in range(0x3001) if chr(c).isspace()) + "]+"
+"""Any run of what Python takes for whitespace (what :func:`spaced` collapses on SQLite), as
+a PostgreSQL bracket expression: its ``\\s`` leaves out some (a no-break space, U+0085)."""
+PG_LONGEST_PHRASE = 10_000
+"""The longest phrase PostgreSQL's search takes (characters): one regular expression, which
+its compiler refuses as too complex from some 30,000 on."""
 
 
 def _spaced_pattern(term: str) -> str:
     """A PostgreSQL regular expression for the phrase ``term``: its words, each character
     but letters and digits escaped, with any whitespace between them."""
-    return r"\s+".join(re.sub(r"(\W)", r"\\\1", word) for word in term.split(" "))
+    if len(term) > PG_LONGEST_PHRASE:
+        raise SearchError(
+            f"the phrase is {len(term):,} characters long: PostgreSQL's search takes at most "
+            f"{PG_LONGEST_PHRASE:,}; search for a part of it"
+        )
+    return _PG_WHITESPACE.join(re.sub(r"(\W)", r"\\\1", word) for word in term.split(" "))
 
 
 def _text_read(row: Sequence[Any], at: int) -> tuple[Any, ...]:
@@ -347,9 +372,10 @@ def search(
         long = [term for term in terms if _has_trigram(term)]
         for term in (term for term in terms if not _has_trigram(term)):
             if " " in term:  # ("ab cd": words too short for the index, any whitespace between)
-                store.conn.create_function("chatbot_spaced", 2, _holds_spaced, deterministic=True)
-                where.append("chatbot_spaced(m.content, ?)")
-                params.append(coarse_fold(term))
+                store.conn.create_function("chatbot_spaced", 3, _holds_spaced, deterministic=True)
+                where.append("chatbot_spaced(m.content, ?, ?)")
+                any_case = _has_cased_non_ascii(term)
+                params.extend((_short_fold(term, any_case), any_case))
             elif _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
                 store.conn.create_function(
                     "chatbot_contains", 2, _contains_folded, deterministic=True
