@@ -5,6 +5,7 @@ store and the savers can use it without importing search."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -50,6 +51,33 @@ def searchable(text: str) -> str:
     a model's reply) as U+FFFD, the character for one that could not be kept. SQLite's
     ``LIKE`` and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one."""
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def spaced(text: str) -> str:
+    """``text`` with every run of whitespace one space, as SQLite's FTS5 index holds a message
+    (SQL function ``chatbot_search_text``): a quoted phrase is found with any whitespace
+    between its words (a line break, a tab, two spaces)."""
+    return " ".join(text.split())
+
+
+_SPACED_SCRIPTS = re.compile("[^\u0000-\u0dff\u2000-\u2bff\U0001f000-\U0001faff]")
+"""A character beyond the scripts written with spaces between words (and their punctuation,
+symbols and emoji): Thai and on, Chinese, Japanese, Korean..., the text a search of one or two
+characters looks for."""
+
+
+def keeps_compressed(text: str) -> bool:
+    """True when SQLite's search rows may keep ``text`` compressed: only characters of the
+    scripts written with spaces. A search of one or two characters (``北京``) reads every row
+    that may hold them; those in other scripts stay plain text, which SQLite reads itself, and
+    a term holding such a character need not read a compressed row (:func:`in_plain_rows`)."""
+    return _SPACED_SCRIPTS.search(text) is None
+
+
+def in_plain_rows(term: str) -> bool:
+    """True when ``term``, in any case, can only be in rows kept as plain text (see
+    :func:`keeps_compressed`)."""
+    return not (keeps_compressed(term) and keeps_compressed(term.lower()))
 
 
 _IDS_PER_QUERY = 500

@@ -43,9 +43,11 @@ from chatbot.sanitize import sanitize
 from chatbot.store.compression import unpack_text
 from chatbot.store.msgindex import (
     INSERT_KEEPING_OLDEST,
+    in_plain_rows,
     message_role,
     message_text,
     searchable,
+    spaced,
 )
 from chatbot.store.sqlite import (
     INDEXED_MARK,
@@ -297,12 +299,6 @@ def _contains_folded(content: str | bytes | None, term: str) -> bool:
     return content is not None and term in unpack_text(content).lower()
 
 
-def spaced(text: str) -> str:
-    """``text`` with every run of whitespace one space: how a phrase is matched (its words
-    with any whitespace between them: a line break, a tab, two spaces)."""
-    return " ".join(text.split())
-
-
 def _has_trigram(term: str) -> bool:
     """True when a word of ``term`` has :data:`MIN_TRIGRAM` characters or more (the index
     finds the term by its words' trigrams)."""
@@ -328,7 +324,9 @@ def _holds_spaced(content: str | bytes | None, term: str, any_case: int) -> bool
     return content is not None and term in spaced(_short_fold(unpack_text(content), bool(any_case)))
 
 
-_PG_WHITESPACE = "[" + "".join(chr(c) for c in range(0x3001) if chr(c).isspace()) + "]+"
+WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
+"""Every character Python takes for whitespace (:func:`spaced` collapses a run of them)."""
+_PG_WHITESPACE = f"[{WHITESPACE}]+"
 """Any run of what Python takes for whitespace (what :func:`spaced` collapses on SQLite), as
 a PostgreSQL bracket expression: its ``\\s`` leaves out some (a no-break space, U+0085)."""
 PG_LONGEST_PHRASE = 10_000
@@ -371,6 +369,8 @@ def search(
     if isinstance(store, Store):
         long = [term for term in terms if _has_trigram(term)]
         for term in (term for term in terms if not _has_trigram(term)):
+            if in_plain_rows(term):  # (a compressed row cannot hold it: SQLite skips them)
+                where.append("typeof(m.content) = 'text'")
             if " " in term:  # ("ab cd": words too short for the index, any whitespace between)
                 store.conn.create_function("chatbot_spaced", 3, _holds_spaced, deterministic=True)
                 where.append("chatbot_spaced(m.content, ?, ?)")
@@ -382,6 +382,9 @@ def search(
                 )
                 where.append("chatbot_contains(m.content, ?)")
                 params.append(term.lower())
+            elif in_plain_rows(term):
+                where.append("m.content LIKE ? ESCAPE '\\'")
+                params.append(_like(term))
             else:
                 where.append("chatbot_text(m.content) LIKE ? ESCAPE '\\'")
                 params.append(_like(term))
@@ -445,17 +448,20 @@ def _matching(
     characters is one trigram: what the index finds holds it."""
     exact = all(len(term) == MIN_TRIGRAM and " " not in term for term in terms)
     match = [trigram_query(terms)]
-    holds: list[str] = []
-    if not exact:  # (in SQL, so that the sort and the limit take only these)
-        store.conn.create_function("chatbot_holds", 2, _holds_folded, deterministic=True)
-        holds.append("chatbot_holds(m.content, ?)")
-        match.append("\x00".join(coarse_fold(term) for term in terms))
-    indexed = (
-        f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "
-        "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "
-        + " AND ".join(["chatbot_messages_fts MATCH ?", *holds, *where])
+    likes = [_like(term) for term in terms if " " in term and _likes_as_indexed(term)]
+    indexed = (  # (a phrase of common words is in few of the messages holding its trigrams:
+        f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "  # LIKE on the text as indexed
+        "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "  # keeps those, in SQL; a word
+        + " AND ".join(  # is in most, checked in Python a page at a time, newest first)
+            [
+                "chatbot_messages_fts MATCH ?",
+                *(["chatbot_search_text(m.content) LIKE ? ESCAPE '\\'"] * len(likes)),
+                *where,
+            ]
+        )
         + f" {newest} OFFSET ?"
     )
+    match.extend(likes)
     page = limit if exact else max(2 * limit, 32)
     if not _has_table(store, "chatbot_messages_unindexed"):  # (before migration 5: read-only)
         rows = store._query(indexed, (*match, *params, page, 0))
@@ -488,14 +494,10 @@ def _matching(
     return found[:limit]
 
 
-def _holds_folded(content: str | bytes | None, terms: str) -> bool:
-    """``content`` holds every one of ``terms`` (joined by NULs, each :func:`coarse_fold`-ed)
-    once folded as coarsely (SQL function ``chatbot_holds``): true of every message FTS5
-    matches, and false of nearly every other."""
-    if content is None:
-        return False
-    haystack = spaced(coarse_fold(unpack_text(content)))
-    return all(term in haystack for term in terms.split("\x00"))
+def _likes_as_indexed(term: str) -> bool:
+    """True when ``LIKE`` on the text as indexed keeps every message the index matches
+    ``term`` in: ``LIKE`` folds only ASCII letters, and does not read U+FFFE as U+FFFD."""
+    return not _has_cased_non_ascii(term) and "\ufffd" not in term
 
 
 def _holding(rows: list[tuple[Any, ...]], terms: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -507,11 +509,10 @@ def _holding(rows: list[tuple[Any, ...]], terms: Sequence[str]) -> list[tuple[An
 def trigram_query(terms: Sequence[str]) -> str:
     """An FTS5 query for the messages holding every trigram of ``terms`` (each of
     :data:`MIN_TRIGRAM` characters or more): all an index without positions can answer."""
-    grams = dict.fromkeys(
-        word[start : start + MIN_TRIGRAM]
+    grams = dict.fromkeys(  # (the index holds the text with a run of whitespace as one space)
+        term[start : start + MIN_TRIGRAM]
         for term in terms
-        for word in term.split(" ")  # (a phrase's words: any whitespace may be between them)
-        for start in range(len(word) - MIN_TRIGRAM + 1)
+        for start in range(len(term) - MIN_TRIGRAM + 1)
     )
     return " AND ".join(_fts_phrase(gram) for gram in grams)
 

@@ -92,7 +92,7 @@ END"""
 
 INDEX_WAITING = (
     "INSERT INTO chatbot_messages_fts (rowid, content) "
-    "SELECT m.id, chatbot_text(m.content) FROM chatbot_messages_unindexed AS u "
+    "SELECT m.id, chatbot_search_text(m.content) FROM chatbot_messages_unindexed AS u "
     "JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id",
     "DELETE FROM chatbot_messages_unindexed",
 )
@@ -128,8 +128,12 @@ of migration 10 call it."""
 def add_functions(conn: sqlite3.Connection) -> None:
     """Give a SQLite connection the SQL functions chatbot's schema calls."""
     from chatbot.store.compression import unpack_text
+    from chatbot.store.msgindex import spaced
 
     conn.create_function(TEXT_FUNCTION, 1, unpack_text, deterministic=True)
+    conn.create_function(
+        "chatbot_search_text", 1, lambda value: spaced(unpack_text(value)), deterministic=True
+    )
 
 
 MIGRATIONS: tuple[str | PerDatabase, ...] = (
@@ -302,20 +306,23 @@ WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
         postgresql=(),
     ),
     # 10: SQLite's search rows keep a message's text compressed with the zstd dictionary (a
-    # BLOB; chatbot.store.compression.pack_text) where that is smaller, and SQL reads it
-    # through chatbot_text(): the FTS5 index's content is the view of the text, and the
-    # triggers that take a row out of the index give it the text (only when it changes, for
-    # an update: db migrate compresses a row without taking it out). Taking the waiting rows
-    # into the index is chatbot's code's (index_waiting), no longer a trigger's: a chatbot
-    # from before, still running, has no chatbot_text, and SQLite prepares a table's triggers
-    # with every insert, so its turns go on (their rows wait for the next chatbot). Rows
-    # written before stay text, which chatbot_text() returns as it is. The index is made
-    # again over the view (the rows waiting for the next batch stay waiting).
+    # BLOB; chatbot.store.compression.pack_text) where that is smaller and the text is in
+    # scripts written with spaces (msgindex.keeps_compressed), and SQL reads it through
+    # chatbot_text(). The FTS5 index's content is a view of the text with every run of
+    # whitespace one space (chatbot_search_text(): a phrase is found across a line break),
+    # and the triggers that take a row out of the index give it that text (only when the
+    # text changes, for an update: db migrate compresses a row without taking it out).
+    # Taking the waiting rows into the index is chatbot's code's (index_waiting), no longer a
+    # trigger's: a chatbot from before, still running, has no chatbot_text, and SQLite
+    # prepares a table's triggers with every insert, so its turns go on (their rows wait for
+    # the next chatbot). Rows written before stay text, which chatbot_text() returns as it
+    # is. The index is made again over the view (the rows waiting for the next batch stay
+    # waiting).
     PerDatabase(
         sqlite=(
             "DROP VIEW IF EXISTS chatbot_messages_text",
             "CREATE VIEW chatbot_messages_text AS "
-            "SELECT id, chatbot_text(content) AS content FROM chatbot_messages",
+            "SELECT id, chatbot_search_text(content) AS content FROM chatbot_messages",
             "DROP TRIGGER IF EXISTS chatbot_messages_deleted",
             "DROP TRIGGER IF EXISTS chatbot_messages_changed",
             "DROP TRIGGER IF EXISTS chatbot_messages_batch",
@@ -330,7 +337,7 @@ WHERE id NOT IN (SELECT id FROM chatbot_messages_unindexed) ORDER BY id""",
             """CREATE TRIGGER chatbot_messages_deleted AFTER DELETE ON chatbot_messages
 BEGIN
     INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
-    SELECT 'delete', old.id, chatbot_text(old.content)
+    SELECT 'delete', old.id, chatbot_search_text(old.content)
     WHERE NOT EXISTS (SELECT 1 FROM chatbot_messages_unindexed WHERE id = old.id);
     DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
 END""",
@@ -338,7 +345,7 @@ END""",
 WHEN chatbot_text(old.content) IS NOT chatbot_text(new.content)
 BEGIN
     INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
-    SELECT 'delete', old.id, chatbot_text(old.content)
+    SELECT 'delete', old.id, chatbot_search_text(old.content)
     WHERE NOT EXISTS (SELECT 1 FROM chatbot_messages_unindexed WHERE id = old.id);
     DELETE FROM chatbot_messages_unindexed WHERE id = old.id;
     INSERT OR IGNORE INTO chatbot_messages_unindexed (id) VALUES (new.id);
@@ -1349,8 +1356,9 @@ class Store(SqlStore):
         """A message's text as SQLite's search rows keep it: compressed where that is smaller
         (migration 10)."""
         from chatbot.store.compression import pack_text
+        from chatbot.store.msgindex import keeps_compressed
 
-        return pack_text(text)
+        return pack_text(text) if keeps_compressed(text) else text
 
     _PACKABLE = (
         "FROM chatbot_messages WHERE typeof(content) = 'text' "
