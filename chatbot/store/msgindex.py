@@ -57,7 +57,17 @@ def spaced(text: str) -> str:
     """``text`` with every run of whitespace one space, as SQLite's FTS5 index holds a message
     (SQL function ``chatbot_search_text``): a quoted phrase is found with any whitespace
     between its words (a line break, a tab, two spaces)."""
+    if text.isascii() and text[:1] != " " and text[-1:] != " ":  # (most: as it is, at once)
+        for other in _ASCII_WHITESPACE:
+            if other in text:
+                break
+        else:
+            return text
     return " ".join(text.split())
+
+
+_ASCII_WHITESPACE = ("\n", "  ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+"""What :func:`spaced` changes in ASCII text: ASCII's whitespace but one space, and two."""
 
 
 _SPACED_SCRIPTS = re.compile("[^\u0000-\u0dff\u2000-\u2bff\U0001f000-\U0001faff]")
