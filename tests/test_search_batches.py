@@ -530,3 +530,41 @@ def test_a_chatbot_from_before_still_running_goes_on_adding_rows_after_the_upgra
     assert waiting(chat.store) == set() and in_index(chat.store, "capybara") == 4
     assert len(_found(chat, "capybara", limit=10)) == 4
     assert_index_exact(chat.store.path)
+
+
+def test_folding_finds_the_same_in_compressed_plain_waiting_and_indexed_rows(chat: Chat) -> None:
+    """A short term whose lower case is in a compressed text (``ẞ`` for ``ß``), one whose lower
+    case is in a script kept plain (``Ⱥ``: ``ⱥ``), a phrase FTS5 folds beyond ASCII (``ſ``, the
+    Kelvin sign) and a phrase longer than SQLite's LIKE patterns are found the same while their
+    rows wait for the index and once it holds them."""
+    long_phrase = " ".join(f"word{n}" for n in range(9_000))  # (over 50,000 bytes)
+    texts = [
+        "Straße und Weg sind lang und breit in der alten Stadt",
+        "Ⱥlpha bravo charlie delta echo foxtrot golf hotel",
+        "the ſtring theory is about tiny vibrating loops in space",
+        "the \u212aelvin scale reading was quite low today in the lab",
+        long_phrase + " end",
+    ]
+    chat.say("t", *texts)
+    queries = {
+        "ẞ": [texts[0]],
+        "ß": [texts[0]],
+        "ⱥ": [texts[1]],
+        "Ⱥ": [texts[1]],
+        '"string theory"': [texts[2]],
+        '"kelvin scale"': [texts[3]],
+        f'"{long_phrase[:60_000]}"': [texts[4]],
+    }
+
+    def found() -> dict[str, list[str]]:  # (the users' messages: the replies echo them)
+        return {
+            query: [hit.text for hit in chat.find(query, limit=50) if hit.role == "user"]
+            for query in queries
+        }
+
+    assert found() == queries
+    one_turn_from_a_batch(chat)
+    chat.say("u", "one more")
+    assert waiting(chat.store) == set()
+    assert found() == queries
+    assert_index_exact(chat.store.path)

@@ -81,13 +81,14 @@ def keeps_compressed(text: str) -> bool:
     scripts written with spaces. A search of one or two characters (``北京``) reads every row
     that may hold them; those in other scripts stay plain text, which SQLite reads itself, and
     a term holding such a character need not read a compressed row (:func:`in_plain_rows`)."""
-    return _SPACED_SCRIPTS.search(text) is None
+    return _SPACED_SCRIPTS.search(text) is None and _SPACED_SCRIPTS.search(text.lower()) is None
 
 
 def in_plain_rows(term: str) -> bool:
-    """True when ``term``, in any case, can only be in rows kept as plain text (see
-    :func:`keeps_compressed`)."""
-    return not (keeps_compressed(term) and keeps_compressed(term.lower()))
+    """True when ``term`` can only be in rows kept as plain text (see :func:`keeps_compressed`):
+    it, lower-cased as a search compares it, has a character a compressed text has in no
+    case."""
+    return _SPACED_SCRIPTS.search(term.lower()) is not None
 
 
 _IDS_PER_QUERY = 500

@@ -67,6 +67,9 @@ MIN_TRIGRAM = 3
 SNIPPET_WIDTH = 160
 MAX_TERMS = 64
 """More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
+LIKE_LONGEST = 50_000
+"""The longest pattern SQLite's LIKE takes (``SQLITE_MAX_LIKE_PATTERN_LENGTH``, bytes): a
+longer phrase is checked in Python only."""
 MAX_LIMIT = 1_000_000
 """The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
 
@@ -447,15 +450,20 @@ def _matching(
     (:func:`matched_as_indexed`), a page at a time until ``limit`` are found. A term of three
     characters is one trigram: what the index finds holds it."""
     exact = all(len(term) == MIN_TRIGRAM and " " not in term for term in terms)
+    store.conn.create_function("chatbot_folded_text", 1, _folded_text, deterministic=True)
     match = [trigram_query(terms)]
-    likes = [_like(term) for term in terms if " " in term and _likes_as_indexed(term)]
+    likes = [  # (folded as coarsely as the index folds: LIKE keeps every message it matches)
+        like
+        for like in (_like(coarse_fold(term)) for term in terms if " " in term)
+        if len(like.encode()) <= LIKE_LONGEST
+    ]
     indexed = (  # (a phrase of common words is in few of the messages holding its trigrams:
         f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "  # LIKE on the text as indexed
         "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "  # keeps those, in SQL; a word
         + " AND ".join(  # is in most, checked in Python a page at a time, newest first)
             [
                 "chatbot_messages_fts MATCH ?",
-                *(["chatbot_search_text(m.content) LIKE ? ESCAPE '\\'"] * len(likes)),
+                *(["chatbot_folded_text(m.content) LIKE ? ESCAPE '\\'"] * len(likes)),
                 *where,
             ]
         )
@@ -494,10 +502,10 @@ def _matching(
     return found[:limit]
 
 
-def _likes_as_indexed(term: str) -> bool:
-    """True when ``LIKE`` on the text as indexed keeps every message the index matches
-    ``term`` in: ``LIKE`` folds only ASCII letters, and does not read U+FFFE as U+FFFD."""
-    return not _has_cased_non_ascii(term) and "\ufffd" not in term
+def _folded_text(content: str | bytes | None) -> str:
+    """A search row's text as the index holds it, folded as coarsely as the index folds it
+    (SQL function ``chatbot_folded_text``: what a phrase's ``LIKE`` reads)."""
+    return spaced(coarse_fold(unpack_text(content)))
 
 
 def _holding(rows: list[tuple[Any, ...]], terms: Sequence[str]) -> list[tuple[Any, ...]]:
