@@ -6,17 +6,21 @@ the checkpoint that first holds it is written (:class:`chatbot.store.msgindex.Me
 by the savers in :mod:`chatbot.store.saver`), into ``chatbot_messages``: thread, message id, that
 first checkpoint, role and text. A search reads only that table:
 
-- **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text (kept in step by
-  triggers). Trigrams match any substring of three characters or more, case-insensitively,
+- **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text with every run of
+  whitespace one space (kept in step by triggers and :func:`~chatbot.store.sqlite.index_waiting`;
+  the rows keep text in scripts written with spaces compressed, read through ``chatbot_text``:
+  migration 10). Trigrams match any substring of three characters or more, case-insensitively,
   which is what Chinese and Japanese need (they are written without spaces, and the default
   ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 256
   at a time (FTS5's cost is in merging the segments it writes more than per row); until then
   they wait in ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory,
   so a message is found as soon as its turn is saved. A term of one or two characters
   (``北京``) is matched with ``LIKE`` instead, on the rows the longer terms left, or by
-  reading the table when there is no longer term.
-- **PostgreSQL**: ``ILIKE`` per term, which a ``pg_trgm`` GIN index answers when the extension
-  could be created (else the table is read).
+  reading the table when there is no longer term (only its plain rows, for a term of a script
+  kept plain).
+- **PostgreSQL**: ``ILIKE`` per term, a regular expression per phrase (its words with any
+  whitespace between them), which a ``pg_trgm`` GIN index answers when the extension could be
+  created (else the table is read).
 
 A query is words, each of which must appear (``"a phrase"`` in double quotes stays one
 term); hits come newest first. Searching only reads. A new database's index is marked complete
