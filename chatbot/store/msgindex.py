@@ -6,6 +6,7 @@ store and the savers can use it without importing search."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -31,6 +32,39 @@ INSERT_KEEPING_OLDEST = (
     "checkpoint_id = excluded.checkpoint_id "
     "WHERE excluded.checkpoint_id < chatbot_messages.checkpoint_id"
 )
+
+
+SEARCH_BATCH = 256
+"""How many new messages SQLite's search index takes at once (migration 9; they wait in
+``chatbot_messages_unindexed`` until then, and a search matches them itself)."""
+
+INDEX_WAITING = (
+    "INSERT INTO chatbot_messages_fts (rowid, content) "
+    "SELECT m.id, chatbot_search_text(m.content) FROM chatbot_messages_unindexed AS u "
+    "JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id",
+    "DELETE FROM chatbot_messages_unindexed",
+)
+"""Taking the rows waiting in ``chatbot_messages_unindexed`` into the FTS5 index."""
+
+
+ADDS_SEARCH_ROWS = "INSERT INTO chatbot_messages ("
+"""How the statements that add search rows begin (:data:`chatbot.store.msgindex.INSERT_MESSAGE`
+and its kin): after them :meth:`chatbot.store.sqlite.Store._write` calls :func:`index_waiting`."""
+
+
+def index_waiting(execute: Callable[[str], Any]) -> None:
+    """Take the waiting rows into the index once :data:`SEARCH_BATCH` of them wait (what the
+    trigger of migrations 5 and 9 did; since migration 10 the code does it, after it adds
+    rows, in their transaction). ``execute``: a connection's or cursor's."""
+    try:
+        ((waiting,),) = execute("SELECT COUNT(*) FROM chatbot_messages_unindexed").fetchall()
+    except sqlite3.OperationalError as error:  # (before migration 5, each row's trigger
+        if "no such table" in str(error):  # indexes it)
+            return
+        raise
+    if waiting >= SEARCH_BATCH:
+        for sql in INDEX_WAITING:
+            execute(sql)
 
 
 def message_role(message: Any) -> str:

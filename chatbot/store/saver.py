@@ -30,8 +30,7 @@ from chatbot.interrupts import decoding
 from chatbot.memory.channels import added_messages
 from chatbot.store import compression, deltas
 from chatbot.store.errors import reporting_damage
-from chatbot.store.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE
-from chatbot.store.sqlite import index_waiting
+from chatbot.store.msgindex import DELETE_THREAD_MESSAGES, INSERT_MESSAGE, index_waiting
 
 if TYPE_CHECKING:
     from chatbot.store.msgindex import MessageIndex

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 from chatbot.files import create_private_file
 from chatbot.store.compression import SMALLEST
 from chatbot.store.errors import DamagedDatabase, StoreError, damage, reporting_damage
+from chatbot.store.msgindex import ADDS_SEARCH_ROWS, index_waiting
+from chatbot.store.msgindex import SEARCH_BATCH as SEARCH_BATCH  # (the index's batch: migration 9)
 
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
@@ -72,10 +74,6 @@ _MARKS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_marks (
     done_at TEXT NOT NULL
 )"""
 
-SEARCH_BATCH = 256
-"""How many new messages SQLite's search index takes at once (migration 9; they wait in
-``chatbot_messages_unindexed`` until then, and a search matches them itself)."""
-
 
 def _batch_trigger(size: int, text: str = "m.content") -> str:
     """The trigger that indexes the waiting rows once ``size`` of them wait (``text``: the
@@ -88,35 +86,6 @@ BEGIN
     JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
     DELETE FROM chatbot_messages_unindexed;
 END"""
-
-
-INDEX_WAITING = (
-    "INSERT INTO chatbot_messages_fts (rowid, content) "
-    "SELECT m.id, chatbot_search_text(m.content) FROM chatbot_messages_unindexed AS u "
-    "JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id",
-    "DELETE FROM chatbot_messages_unindexed",
-)
-"""Taking the rows waiting in ``chatbot_messages_unindexed`` into the FTS5 index."""
-
-
-ADDS_SEARCH_ROWS = "INSERT INTO chatbot_messages ("
-"""How the statements that add search rows begin (:data:`chatbot.store.msgindex.INSERT_MESSAGE`
-and its kin): after them :meth:`Store._write` calls :func:`index_waiting`."""
-
-
-def index_waiting(execute: Callable[[str], Any]) -> None:
-    """Take the waiting rows into the index once :data:`SEARCH_BATCH` of them wait (what the
-    trigger of migrations 5 and 9 did; since migration 10 the code does it, after it adds
-    rows, in their transaction). ``execute``: a connection's or cursor's."""
-    try:
-        ((waiting,),) = execute("SELECT COUNT(*) FROM chatbot_messages_unindexed").fetchall()
-    except sqlite3.OperationalError as error:  # (before migration 5, each row's trigger
-        if "no such table" in str(error):  # indexes it)
-            return
-        raise
-    if waiting >= SEARCH_BATCH:
-        for sql in INDEX_WAITING:
-            execute(sql)
 
 
 TEXT_FUNCTION = "chatbot_text"
