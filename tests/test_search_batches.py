@@ -461,9 +461,7 @@ def test_long_messages_are_kept_compressed_and_found_by_every_kind_of_query(chat
     assert_index_exact(chat.store.path)
 
 
-def test_db_migrate_compresses_search_rows_an_older_chatbot_kept_as_text(
-    chat: Chat, tmp_path: Path
-) -> None:
+def test_db_migrate_compresses_search_rows_an_older_chatbot_kept_as_text(chat: Chat) -> None:
     """Rows written before compression (text) are found as they are; ``db migrate`` says what
     compressing them saves, then compresses them, and search finds the same."""
     long_texts = [

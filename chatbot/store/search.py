@@ -7,7 +7,7 @@ by the savers in :mod:`chatbot.store.saver`), into ``chatbot_messages``: thread,
 first checkpoint, role and text. A search reads only that table:
 
 - **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text with every run of
-  whitespace one space (kept in step by triggers and :func:`~chatbot.store.sqlite.index_waiting`;
+  whitespace one space (kept in step by triggers and :func:`~chatbot.store.msgindex.index_waiting`;
   the rows keep text in scripts written with spaces compressed, read through ``chatbot_text``:
   migration 10). Trigrams match any substring of three characters or more, case-insensitively,
   which is what Chinese and Japanese need (they are written without spaces, and the default
@@ -119,9 +119,9 @@ def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: 
         )
     ]
     found = 0
+    stored = store.message_index.stored
     for thread_id in threads:
         first, read = first_holders(store, thread_id)
-        stored = store.message_index.stored
         texts = [
             (message_id, checkpoint_id, m, message_text(m))
             for message_id, (checkpoint_id, m) in first.items()

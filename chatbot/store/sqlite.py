@@ -75,14 +75,13 @@ _MARKS_TABLE = """CREATE TABLE IF NOT EXISTS chatbot_marks (
 )"""
 
 
-def _batch_trigger(size: int, text: str = "m.content") -> str:
-    """The trigger that indexes the waiting rows once ``size`` of them wait (``text``: the
-    SQL of a row's text)."""
+def _batch_trigger(size: int) -> str:
+    """The trigger that indexes the waiting rows once ``size`` of them wait."""
     return f"""CREATE TRIGGER chatbot_messages_batch AFTER INSERT ON chatbot_messages_unindexed
 WHEN (SELECT COUNT(*) FROM chatbot_messages_unindexed) >= {size}
 BEGIN
     INSERT INTO chatbot_messages_fts (rowid, content)
-    SELECT m.id, {text} FROM chatbot_messages_unindexed AS u
+    SELECT m.id, m.content FROM chatbot_messages_unindexed AS u
     JOIN chatbot_messages AS m ON m.id = u.id ORDER BY m.id;
     DELETE FROM chatbot_messages_unindexed;
 END"""
@@ -90,8 +89,9 @@ END"""
 
 TEXT_FUNCTION = "chatbot_text"
 """The SQL function giving a search row's text (``chatbot.store.compression.unpack_text``):
-every SQLite connection chatbot opens has it (:func:`add_functions`); the triggers and the view
-of migration 10 call it."""
+every SQLite connection chatbot opens has it (:func:`add_functions`), with
+``chatbot_search_text``, the text as the FTS5 index holds it, which the view and the triggers
+of migration 10 call."""
 
 
 def add_functions(conn: sqlite3.Connection) -> None:
@@ -1346,7 +1346,8 @@ class Store(SqlStore):
         batch: int = 500,
     ) -> Migrated:
         """Each text row as :meth:`stored_text` keeps it now, ``batch`` rows a transaction (a
-        row is replaced only if it still holds the text read; the index takes it again)."""
+        row is replaced only if it still holds the text read; its text is the same, so the
+        index keeps it as it is: migration 10's update trigger)."""
         rows_done = before = after = 0
         last = -1
         while True:
