@@ -51,6 +51,7 @@ _STATUS_HINTS = {
     429: _HINTS["RateLimitError"],
 }
 _SERVER_FAILED = "the model server failed: try again in a moment with /retry"
+_NOT_AN_ANSWER = "a body that is not an answer"
 _NOT_AN_API = "check that OPENAI_BASE_URL is an OpenAI-compatible API (it usually ends in /v1)"
 
 
@@ -124,6 +125,8 @@ def _known_failure(error: BaseException) -> str | None:
     chain = _causes(error)
     if _named(chain, "JSONDecodeError"):
         return f"the model server sent data that is not valid JSON: {_NOT_AN_API}"
+    if empty_answer(error) == _NOT_AN_ANSWER:
+        return f"the model server answered with {_NOT_AN_ANSWER}: {_NOT_AN_API}"
     if any("No generations found" in str(link) for link in chain):
         return (
             "the model server answered without a reply (an HTML page, an empty body or no "
@@ -168,6 +171,22 @@ def _known_failure(error: BaseException) -> str | None:
     return None
 
 
+def empty_answer(error: BaseException) -> str | None:
+    """What came back, when a model call failed because the server's answer held no reply at
+    all: a stream that ended with nothing in it, an empty body, a body with no choices or not
+    shaped as an answer (an HTML page). ``None`` for any other failure."""
+    chain = _causes(error)
+    if any("No generations found" in str(link) for link in chain):
+        return "a stream holding none"
+    decoding = _named(chain, "JSONDecodeError")
+    if decoding is not None and getattr(decoding, "pos", None) == 0:
+        empty = not str(getattr(decoding, "doc", "x")).strip()
+        return "an empty body" if empty else "a page that is not JSON"
+    if any("Unexpected response type" in str(link) for link in chain):
+        return _NOT_AN_ANSWER
+    return None
+
+
 def _wrapped_friendly(error: BaseException) -> FriendlyError | None:
     """``error`` when it is a :class:`FriendlyError`, else the first one it was raised
     ``from`` (its ``__cause__`` chain, not what it merely happened during)."""
@@ -209,6 +228,9 @@ _OVERFLOW_WORDS = (
     r"|input prompt \(\d+ tokens\) is too long|range of input length should be"
     r"|input tokens exceed|input token count \(\d+\) exceeds|too many input tokens"
     r"|reduce the length of the messages|input length \d+ exceeds"
+    r"|greater than the context length|context length of only|context length is only"
+    r"|context size has been exceeded|longer than the context length"
+    r"|exceed context window of"
 )
 _LIMIT_PATTERNS = (
     r"maximum context length is (\d+)",
@@ -218,7 +240,11 @@ _LIMIT_PATTERNS = (
     r"exceeds context length (\d+)",
     r"limit of (\d+)",
     r"\d+ tokens? > (\d+) maximum",
-    r'"n_ctx"\s*:\s*(\d+)',
+    r"""['"]n_ctx['"]\s*:\s*(\d+)""",
+    r"available context size \((\d+) tokens\)",
+    r"n_ctx: (\d+)",
+    r"context length (?:of|is) only (\d+)",
+    r"exceed context window of (\d+)",
 )
 _REQUESTED_PATTERNS = (
     r"\((\d+) in the messages",
@@ -228,7 +254,12 @@ _REQUESTED_PATTERNS = (
     r"input token count \((\d+)\)",
     r"input length (\d+)",
     r"prompt is too long: (\d+) tokens",
-    r'"n_prompt_tokens"\s*:\s*(\d+)',
+    r"""['"]n_prompt_tokens['"]\s*:\s*(\d+)""",
+    r"request \((\d+) tokens\) exceeds",
+    r"your request has (\d+) input tokens",
+    r"you passed (\d+) input tokens",
+    r"n_keep: (\d+)",
+    r"requested tokens \((\d+)\)",
 )
 
 

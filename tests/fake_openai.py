@@ -58,6 +58,9 @@ class Reply:
     """The Content-Type sent with ``raw``."""
     drop: bool = False
     """Close the connection without answering at all (a server that crashed on the request)."""
+    document: Any = None
+    """An error's whole JSON body, sent with ``status``, instead of OpenAI's error shape (the
+    way another server words its errors)."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,9 @@ class FakeOpenAI:
         """The status ``GET /v1/models`` answers with (401: a refused key)."""
         self.model_listings: list[str | None] = []
         """The ``Authorization`` header of each ``GET /v1/models`` (not in ``requests``)."""
+        self.log: list[tuple[str, str]] = []
+        """Every request, in order, as ``(method, path)``: chat calls, listings, the
+        server's own API (``requests`` holds the chat calls alone)."""
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -200,7 +206,28 @@ class FakeOpenAI:
         with self._lock:
             self._queue.extend(r if isinstance(r, Reply) else Reply(text=r) for r in replies)
 
+    # --- what a kind of server does differently (tests.local_servers) ----------------------
+
+    def listing(self) -> dict[str, Any]:
+        """The document ``GET /v1/models`` answers."""
+        data = [
+            {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "fake"}
+            for name in self.models
+        ]
+        return {"object": "list", "data": data}
+
+    def answer(self, method: str, path: str, body: Any) -> tuple[int, Any] | None:
+        """The status and JSON document for a path besides the OpenAI API (None: 404)."""
+        return None
+
+    def past_window(self, body: dict[str, Any]) -> Reply | None:
+        """What the server answers a chat request its window cannot hold (None: it fits)."""
+        return None
+
     def _next_reply(self, body: dict[str, Any]) -> Reply:
+        refused = self.past_window(body)
+        if refused is not None:
+            return refused
         if self.context_limit is not None:
             requested = prompt_tokens(body)
             if requested > self.context_limit:
@@ -263,39 +290,48 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             pass
 
         def do_GET(self) -> None:
+            with server._lock:
+                server.log.append(("GET", self.path))
             if self.path.rstrip("/") != "/v1/models":
-                self._send_error(404, f"fake_openai: no route {self.path}")
+                self._other("GET", None)
                 return
             with server._lock:
                 server.model_listings.append(self.headers.get("Authorization"))
             if server.models_status != 200:
                 self._send_error(server.models_status, f"HTTP {server.models_status}")
                 return
-            data = [
-                {"id": name, "object": "model", "created": 1_700_000_000, "owned_by": "fake"}
-                for name in server.models
-            ]
-            self._send_json(200, {"object": "list", "data": data})
+            self._send_json(200, server.listing())
+
+        def _other(self, method: str, body: Any) -> None:
+            answered = server.answer(method, self.path, body)
+            if answered is None:
+                self._send_error(404, f"fake_openai: no route {self.path}")
+            else:
+                self._send_json(*answered)
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            with server._lock:
+                server.log.append(("POST", self.path))
             try:
                 body = json.loads(raw or b"{}")
             except json.JSONDecodeError:
                 self._send_error(400, "fake_openai: the body is not JSON")
                 return
-            server._record(self.path, self.headers.get("Authorization"), body)
             if self.path.rstrip("/") != "/v1/chat/completions":
-                self._send_error(404, f"fake_openai: no route {self.path}")
+                self._other("POST", body)
                 return
+            server._record(self.path, self.headers.get("Authorization"), body)
             reply = server._next_reply(body)
             if reply.delay and server._stopping.wait(reply.delay):
                 return
             if reply.drop:
                 self.close_connection = True
                 return
-            if reply.status != 200:
+            if reply.status != 200 and reply.document is not None:
+                self._send_json(reply.status, reply.document)
+            elif reply.status != 200:
                 self._send_error(
                     reply.status, reply.error_message or f"HTTP {reply.status}", reply.error_code
                 )
@@ -306,7 +342,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send_completion(body, reply.text, reply.finish_reason)
 
-        def _send_json(self, status: int, document: dict[str, Any]) -> None:
+        def _send_json(self, status: int, document: Any) -> None:
             data = json.dumps(document).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

@@ -60,6 +60,8 @@ class Fault:
 CUT = Reply(text="Hello! LLMock is here to help with everything", cut_after=3)
 STALL = Reply(text="one two three four five six", chunk_delay=3.0)
 HTML = Reply(raw=b"<html><body><h1>502 Bad Gateway</h1></body></html>")
+EMPTY_STREAM = Reply(raw=b"", content_type="text/event-stream")
+"""A stream that ends with nothing in it (a server past its window may answer so)."""
 MALFORMED = Reply(
     raw=b'data: {"id": "x", "object": "chat.completion.chunk", "choices": [{"delta": {"con\n\n',
     content_type="text/event-stream",
@@ -143,7 +145,14 @@ CHAT_FAULTS = [
     ),
     Fault("stream stall", (STALL,), line="stopped answering for longer than CHATBOT_TIMEOUT"),
     Fault("malformed SSE", (MALFORMED,), line="sent data that is not valid JSON"),
-    Fault("HTML 200", (HTML,), line="answered without a reply (an HTML page"),
+    Fault(
+        "HTML 200",
+        (HTML, HTML),
+        line="the model server sent no reply: a stream holding none, then, asked without "
+        "streaming, a body that is not an answer (its earlier answers in this thread came "
+        "through, so the address is right)",
+    ),
+    Fault("empty stream once", (EMPTY_STREAM,), exit_code=0, kept="turn+fold"),
     Fault("empty reply", (Reply(text=""),), line="the model returned an empty reply"),
     Fault(
         "finish_reason length",
@@ -235,11 +244,12 @@ SUMMARY_FAULTS = [
     ),
     Fault(
         "HTML 200",
-        (HTML,),
+        (HTML, HTML),
         exit_code=0,
         kept="turn",
-        line=SUMMARY_FAILED + "the model server answered without a reply",
+        line=SUMMARY_FAILED + "the model server answered with a body that is not an answer",
     ),
+    Fault("empty stream once", (EMPTY_STREAM,), exit_code=0, kept="turn+fold"),
     Fault(
         "empty reply",
         (Reply(text=""),),
@@ -712,7 +722,7 @@ def test_a_refused_connection_fails_at_once_naming_the_server(cli: Cli) -> None:
         assert "pw-9931" not in result.output
         assert [address for event, address in tried if event == "socket.connect"] == [
             ("127.0.0.1", port)
-        ], "one attempt, no retries"
+        ] * 2, "one attempt to ask the model's window, one for the message: no retries"
         assert cli.show()["messages"][0]["content"] == "hi", "the message is kept"
         models, tried = attempts_of(
             lambda: cli.invoke("models", OPENAI_BASE_URL=base, CHATBOT_MAX_RETRIES="2")
@@ -740,7 +750,7 @@ def test_a_host_name_that_does_not_resolve_fails_at_once(cli: Cli) -> None:
         for event, host in tried
         if event == "socket.getaddrinfo"
     ]
-    assert lookups.count("chatbot-test.invalid") == 1, lookups
+    assert lookups.count("chatbot-test.invalid") == 2, "the window's question, the message's"
 
 
 @pytest.mark.parametrize("status_code", [429, 503])

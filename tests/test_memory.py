@@ -87,7 +87,8 @@ def config(thread: str = "1") -> dict[str, Any]:
 
 def run(graph: Any, text: str | None, thread: str = "1", **kwargs: Any) -> list[dict[str, Any]]:
     """One run; returns the custom events (summaries) it streamed, without the "folding"
-    announcements (each must come right before the fold it announces)."""
+    announcements (one for each summary call of a fold, parts counted from 1, right before
+    the fold they announce)."""
     payload = {"messages": [HumanMessage(text)]} if text is not None else {"messages": []}
     events = [
         part
@@ -99,7 +100,12 @@ def run(graph: Any, text: str | None, thread: str = "1", **kwargs: Any) -> list[
     for index, event in enumerate(events):
         if event["event"] == "folding":
             after = events[index + 1] if index + 1 < len(events) else {}
+            if after.get("event") == "folding":  # (a refused part is asked again, smaller)
+                assert after["part"] in (event["part"], event["part"] + 1), events
+                assert after["part"] <= after["parts"], events
+                continue
             assert after.get("event") in ("summarized", "summary_failed"), events
+            assert event["part"] == event["parts"], "the last part is the fold's end"
             if after.get("event") == "summarized":
                 assert after["messages"] == event["messages"]
     return [event for event in events if event["event"] != "folding"]

@@ -41,10 +41,12 @@ def test_the_listing_is_cached_privately_for_completion(cli: Cli) -> None:
     path = cache_path()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     cached = json.loads(path.read_text())
-    assert cached == {
+    assert {key: cached[key] for key in ("endpoint", "models")} == {
         "endpoint": cli.server.base_url,
         "models": ["fake-chat-model-7", "fake-summary-model"],
     }
+    asked = cached["windows"][cli.server.base_url]["fake-chat-model-7"]
+    assert asked["window"] is None, "the model's window was asked too: this server has no API"
     assert SECRET not in path.read_text()
 
 

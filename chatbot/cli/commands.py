@@ -327,7 +327,6 @@ class _AskView:
         so that the reply is saved, and the command says so after it."""
 
     def show(self, event: Event) -> None:
-        from chatbot.plural import counted
         from chatbot.terminal.display import recall_note
         from chatbot.terminal.render import describe_summary
         from chatbot.threads.events import (
@@ -344,7 +343,7 @@ class _AskView:
 
         if self.spinner is not None:
             if isinstance(event, Folding):
-                self.spinner.say(f"folding {counted(event.messages, 'message')} into the summary…")
+                self.spinner.say(event.words, restart=event.part == 1)
             elif isinstance(event, Token | Reply):
                 self.spinner.stop()  # (the reply is written to stdout: the spinner goes first)
         if isinstance(event, Reply) and not self.streamed:

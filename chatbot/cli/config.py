@@ -23,7 +23,10 @@ from chatbot.cli.app import (
 )
 
 if TYPE_CHECKING:
+    from chatbot.config.settings import Settings
     from chatbot.config.userfile import SettingRow
+    from chatbot.engine.modellist import ModelInfo
+    from chatbot.engine.windows import Window
 
 # --- the user's config ----------------------------------------------------------------------
 
@@ -153,8 +156,16 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     settings = state.settings
     # without a key or a server the offline model answers, whatever CHATBOT_MODEL says
     current = settings.model if settings.has_credentials else "offline"
+    windows = _windows(settings, listing, current)
     if as_json:
-        print_json([model.record() | {"current": model.id == current} for model in listing])
+        print_json(
+            [
+                model.record()
+                | {"current": model.id == current}
+                | ({"window": _window_record(windows[model.id])} if model.id in windows else {})
+                for model in listing
+            ]
+        )
         return
     if not listing:
         endpoint = without_password(endpoint_of(state.settings.openai_base_url))
@@ -169,5 +180,47 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
         mark = ""
         if model.id == current:
             mark = "  (CHATBOT_MODEL)" if current == settings.model else "  (no key or server set)"
+        if model.id in windows:
+            window = windows[model.id]
+            age = window.age()
+            mark += f"  window {window.tokens:,} tokens, from {window.origin()}"
+            mark += f", {age}" if age else ""
         lines.append(plain(f"{model.id}{mark}"))
     out.print(Listing(Group(*lines)))  # (a name is never broken: the mark wraps, if anything)
+    note = windows[current].note() if current in windows else ""
+    if note:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _windows(settings: Settings, listing: list[ModelInfo], current: str) -> dict[str, Window]:
+    """The windows known of the listed models: the current model's asked of the server
+    anew (this is where a user looks after changing the server's settings), the others'
+    as learned before."""
+    from chatbot.config.sources import endpoint_of
+    from chatbot.engine.models import is_offline, make_model, max_input_tokens
+    from chatbot.engine.windows import BOOK, learn_from_server, window_of
+
+    if is_offline(current):
+        return {}
+    endpoint = endpoint_of(settings.openai_base_url)
+    found: dict[str, Window] = {}
+    entries = [model.listed for model in listing]
+    for name in (model.id for model in listing):
+        if name == current:
+            learn_from_server(settings, name, force=True, listing=entries)
+            profile = max_input_tokens(make_model(name, settings, role="chat"))
+            window = window_of(name, endpoint, profile, settings.max_input_tokens)
+        else:
+            window = BOOK.lookup(endpoint, name) if settings.openai_base_url else None
+        if window is not None:
+            found[name] = window
+    return found
+
+
+def _window_record(window: Window) -> dict[str, object]:
+    return {
+        "tokens": window.tokens,
+        "source": window.source,
+        "from": window.origin(),
+        "learned_at": window.learned_at or None,
+    }

@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     summary_keep: str = Field("tokens:3000", description="What stays verbatim after a summary.")
     keep_first_message: bool = Field(False, description="Never fold the first user message.")
     max_input_tokens: int | None = Field(None, gt=0, description="Chat model's context size.")
+    reply_tokens: int | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description="Room kept for the reply in a server's window, sent as max_tokens.",
+    )
     summary_input_tokens: int | None = Field(
         None, gt=0, description="Input budget of one summary call; bigger inputs are chunked."
     )
@@ -95,6 +101,7 @@ class Settings(BaseSettings):
         "summary_model",
         "openai_base_url",
         "max_input_tokens",
+        "reply_tokens",
         "summary_input_tokens",
         "url",
         "openai_api_key",

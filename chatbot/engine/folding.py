@@ -20,7 +20,7 @@ the limit even after asking once to condense it, is a failed summary.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,20 +28,19 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from langgraph.constants import TAG_NOSTREAM
 
+from chatbot.engine import windows
 from chatbot.engine.runsettings import RunSettings
 from chatbot.engine.steps import Steps
 from chatbot.engine.stream import SUMMARY_TAG
-from chatbot.errors import context_overflow, describe_error
+from chatbot.errors import context_overflow, describe_error, empty_answer
 from chatbot.history.timeline import FOLDED_KEY, extend_fold_record
 from chatbot.memory import finish, policy, prompts, recall
-from chatbot.memory.tokens import ESTIMATE, TokenCounter, tokenizer_for
+from chatbot.memory.tokens import ESTIMATE, TokenCounter, model_name, tokenizer_for
 
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
 MIN_CHUNK_TOKENS = 256
 _MAX_HALVINGS = 3
-SUMMARY_SLACK = 2
-"""A summary may run to this many times ``CHATBOT_MAX_SUMMARY_TOKENS`` (models keep to a
-length loosely); past that it is too big to keep."""
+SUMMARY_SLACK = policy.SUMMARY_SLACK
 
 
 class SummaryError(RuntimeError):
@@ -188,8 +187,17 @@ class Fold:
     calls: int
 
 
+Progress = Callable[[int, int], None]
+"""Told ``(part, parts)`` before each summary call of a fold (parts can grow: a chunk the
+model refused as too long is cut smaller)."""
+
+
 def fold(
-    state: Mapping[str, Any], run: RunSettings, reason: FoldReason, plan: policy.SummaryPlan
+    state: Mapping[str, Any],
+    run: RunSettings,
+    reason: FoldReason,
+    plan: policy.SummaryPlan,
+    progress: Progress | None = None,
 ) -> Steps[Fold]:
     """Fold the planned messages into the summary (steps: the summary calls it needs);
     raises :class:`SummaryError`."""
@@ -197,7 +205,9 @@ def fold(
     counts = run.counter.per_message(messages)
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
-    summary, calls = yield from summarize(folded, state.get("summary", ""), run, focus=focus)
+    summary, calls = yield from summarize(
+        folded, state.get("summary", ""), run, focus=focus, progress=progress
+    )
     return Fold(
         reason=reason,
         summary=summary,
@@ -227,16 +237,25 @@ def fold_record(
 
 
 def summarize(
-    folded: Sequence[BaseMessage], summary: str, run: RunSettings, *, focus: str = ""
+    folded: Sequence[BaseMessage],
+    summary: str,
+    run: RunSettings,
+    *,
+    focus: str = "",
+    progress: Progress | None = None,
 ) -> Steps[tuple[str, int]]:
     """Fold messages into the summary with the summary model, chunk by chunk.
 
     Returns the new summary and the number of summary calls. Each chunk extends the running
     summary, so an input bigger than the model's budget is folded whole, never truncated; if
     the summary model itself says a chunk is too long, the rest is chunked at half the size
-    (up to three times). A summary too big to keep (:func:`summary_oversized`) is folded in
-    as the oldest message, into a new one. Raises :class:`SummaryError` if a call fails or
-    its reply is no usable summary (:func:`summary_text`, :func:`_kept_to_limit`).
+    (up to three times), and a window the refusal states is learned for the model. A call
+    answered with nothing (a server past its window may end its stream so) is asked once
+    more without streaming, which such servers answer with their error. A summary too big to keep
+    (:func:`summary_oversized`) is folded in as the oldest message, into a new one.
+    ``progress`` is told each call's part before it is made. Raises :class:`SummaryError` if
+    a call fails or its reply is no usable summary (:func:`summary_text`,
+    :func:`_kept_to_limit`).
     """
     counter = run.summary_counter
     if summary_oversized(summary, run):
@@ -249,9 +268,13 @@ def summarize(
         run.summary_input_tokens - overhead - summary_room - run.max_summary_tokens,
     )
     chunks = policy.chunk_for_summary(folded, budget, counter)
-    model = run.summary_model.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
+    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
+    model = bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
     done = calls = halvings = 0
+    unstreamed = False
     while done < len(chunks):
+        if progress is not None and not unstreamed:
+            progress(done + 1, len(chunks))
         request = prompts.summary_request(
             chunks[done],
             summary,
@@ -263,9 +286,20 @@ def summarize(
             focus=focus,
         )
         try:
-            response = yield (model, request)
+            response = yield (model.bind(stream=False) if unstreamed else model, request)
         except Exception as error:  # any provider error: the state must stay as it was
+            if empty_answer(error) and not unstreamed:
+                unstreamed = True  # asked again without streaming: servers then say why
+                continue
+            unstreamed = False
             overflow = context_overflow(error)
+            if overflow is not None:
+                windows.BOOK.learn_refusal(
+                    run.endpoint,
+                    model_name(run.summary_model),
+                    overflow.limit,
+                    overflow.requested or counter.raw(request),
+                )
             if overflow and halvings < _MAX_HALVINGS and budget > MIN_CHUNK_TOKENS:
                 halvings += 1
                 smaller = budget // 2
@@ -277,6 +311,7 @@ def summarize(
                 chunks = chunks[:done] + policy.chunk_for_summary(rest, budget, counter)
                 continue
             raise SummaryError(describe_error(error)) from error
+        unstreamed = False
         calls += 1
         summary, condensing = yield from _kept_to_limit(summary_text(response), run, model)
         calls += condensing

@@ -48,6 +48,7 @@ from chatbot.errors import (
     ModelCallFailed,
     context_overflow,
     describe_error,
+    empty_answer,
     remember_secret,
 )
 from chatbot.logs import logger
@@ -107,6 +108,8 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, "")))
         offer, model = False, run.chat_model
         sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+    model = model.bind(**run.chat_call) if run.chat_call else model  # (max_tokens)
+    empty: BaseException | None = None
     response: AIMessage
     while True:
         try:
@@ -115,17 +118,29 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         except Exception as error:
             if offer and recall.refuses_tools(error):
                 get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, error)))
-                offer, model = False, run.chat_model
+                offer = False
+                model = run.chat_model.bind(**run.chat_call) if run.chat_call else run.chat_model
                 sent = prompts.conversation_input(
                     messages, summary, run.system_prompt, run.language
                 )
                 continue
+            pending = folding.pending_reply(messages)
+            counted = run.counter.scaled(raw, sent)
             refusal = context_overflow(error)
-            if refusal is None or not folding.pending_reply(messages):
+            if refusal is not None and pending:
+                overflow.learn(run, run.chat_model, refusal, counted)
+            elif empty_answer(error) and pending and empty is None:
+                refusal = overflow.possible_overflow(run, counted)
+                if refusal is None:  # asked again without streaming: servers then say why
+                    empty, model = error, model.bind(stream=False)
+                    continue
+            elif empty is not None and empty_answer(error):
+                raise overflow.empty_answer_failed(state, empty, error) from None
+            if refusal is None or not pending:
                 # LangGraph stores a failed task's error in the checkpoint database, and
                 # provider errors can quote the API key: store (and raise) only the redacted text.
                 raise ModelCallFailed(describe_error(error)) from None
-            return overflow.refusal_update(state, refusal, run.counter.scaled(raw, sent))
+            return overflow.refusal_update(state, refusal, counted)
     if offer and recall.wants_tools(response):
         pass  # a recall round: its text (if any) and calls are kept; the answer comes after
     else:
@@ -180,9 +195,13 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         writer(stream.as_payload(stream.NothingToFold(context=before, reason=reason)))
         return {}
     replies: list[AIMessage] = []
+
+    def progress(part: int, parts: int) -> None:  # (a long fold says how far it is)
+        folding_now = stream.Folding(len(plan.fold), reason, part=part, parts=parts)
+        writer(stream.as_payload(folding_now))
+
     try:
-        writer(stream.as_payload(stream.Folding(messages=len(plan.fold), reason=reason)))
-        done = yield from watched(folding.fold(state, run, reason, plan), replies.append)
+        done = yield from watched(folding.fold(state, run, reason, plan, progress), replies.append)
     except folding.SummaryError as error:
         if reason == "overflow":
             raise overflow.fold_failed(error) from None

@@ -2,7 +2,7 @@
 
 :func:`list_models` asks the configured OpenAI-compatible endpoint (through the ``openai``
 client, with the configured key and timeout); without credentials only the offline model is
-there. Each listing is cached (``models.json`` in the user's cache folder, 0600) so that Tab
+there. Each listing is kept in the model cache (:mod:`chatbot.engine.modelcache`) so that Tab
 completion of ``/model NAME`` and the shell's completion of ``--model`` know the names without
 asking the network; :class:`ModelCatalog` refreshes that list once in the background.
 """
@@ -10,13 +10,13 @@ asking the network; :class:`ModelCatalog` refreshes that list once in the backgr
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatbot.config.sources import endpoint_of, without_password
+from chatbot.engine.modelcache import cache_path, read_cache, update_cache
 from chatbot.errors import FriendlyError
 from chatbot.logs import logger
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from chatbot.config.settings import Settings
 
 OFFLINE = "offline"
-CACHE_NAME = "models.json"
 
 log = logger("models")
 
@@ -36,6 +35,8 @@ class ModelInfo:
     id: str
     owned_by: str = ""
     created: int | None = None
+    listed: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The entry as the endpoint listed it (vLLM and llama.cpp say the window there)."""
 
     def record(self) -> dict[str, object]:
         return {"id": self.id, "owned_by": self.owned_by, "created": self.created}
@@ -52,18 +53,14 @@ def _model_info(model: Any) -> ModelInfo | None:
         return None  # no name, or one no setting could hold (spaces, terminal escapes)
     owner = getattr(model, "owned_by", None)
     created = getattr(model, "created", None)
+    to_dict = getattr(model, "to_dict", None)
+    listed = to_dict() if callable(to_dict) else {}
     return ModelInfo(
         name,
         owner if isinstance(owner, str) else "",
         created if isinstance(created, int) and not isinstance(created, bool) else None,
+        listed if isinstance(listed, dict) else {},
     )
-
-
-def cache_path() -> Path:
-    """``models.json`` in the user's cache folder (e.g. ``~/.cache/chatbot``)."""
-    from platformdirs import user_cache_path
-
-    return user_cache_path("chatbot", appauthor=False) / CACHE_NAME
 
 
 def list_models(settings: Settings) -> list[ModelInfo]:
@@ -105,28 +102,20 @@ def list_models(settings: Settings) -> list[ModelInfo]:
 
 
 def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> None:
-    """Keep the last listing for completion: a private file, replaced whole (best effort).
-    The endpoint is kept without its password (``http://user:***@host/v1``): a cache is no
-    place for a secret."""
-    from chatbot.files import make_private_dirs, replace_private
+    """Keep the last listing for completion, in the model cache (best effort)."""
 
-    path = path or cache_path()
-    try:
-        make_private_dirs(path.parent)
-        replace_private(path, json.dumps({"endpoint": without_password(endpoint), "models": names}))
-    except OSError:
-        log.debug("cannot cache the model list", exc_info=True)
+    def listing(document: dict[str, object]) -> None:
+        document.update(endpoint=without_password(endpoint), models=names)
+
+    update_cache(listing, path)
 
 
 def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
-    """The names of the last listing of ``endpoint`` (``[]`` if there is none). A listing
-    cached by an older version with the endpoint's password in it is deleted."""
+    """The names of the last listing of ``endpoint`` (``[]`` if there is none). A cache
+    holding an endpoint with its password in it is deleted."""
     path = path or cache_path()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    cached = data.get("endpoint") if isinstance(data, dict) else None
+    data = read_cache(path)
+    cached = data.get("endpoint")
     if isinstance(cached, str) and without_password(cached) != cached:
         with contextlib.suppress(OSError):
             path.unlink()

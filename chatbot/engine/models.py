@@ -11,7 +11,7 @@ import html
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -280,7 +280,9 @@ class Models:
     chat_name: str
     summary_name: str
     notice: str = ""
-    """Non-empty when the offline model stands in because nothing real is configured."""
+    """What to say at start-up: that the offline model stands in because nothing real is
+    configured, or (once) what the server said of a model's window that a user should know
+    (:meth:`chatbot.engine.windows.WindowBook.take_note`)."""
 
 
 def is_offline(name: str) -> bool:
@@ -330,7 +332,7 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         from pydantic import SecretStr
 
         key = SecretStr("not-needed")
-    return ChatOpenAI(
+    model = ChatOpenAI(
         model=name,
         api_key=key,
         base_url=settings.openai_base_url,
@@ -342,6 +344,24 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         stream_usage=True,
         callbacks=callbacks,
     )
+    told = settings.max_input_tokens if role == "chat" else settings.summary_input_tokens
+    if max_input_tokens(model) is None and told is None:
+        from chatbot.engine.windows import learn_from_server
+
+        learn_from_server(settings, name)  # (once: the model cache keeps the answer)
+    return model
+
+
+def reply_limit(tokens: int | None, settings: Settings) -> dict[str, Any]:
+    """What a call is bound with so that its reply stops at ``tokens``: ``max_tokens`` as
+    the request's own field for an OpenAI-compatible server (Ollama and llama-cpp-python
+    read no other), OpenAI's ``max_completion_tokens`` otherwise (ChatOpenAI's own
+    ``max_tokens``); nothing for None."""
+    if not tokens:
+        return {}
+    if settings.openai_base_url:
+        return {"extra_body": {"max_tokens": tokens}}
+    return {"max_tokens": tokens}
 
 
 def resolve_models(settings: Settings, chat_name: str | None = None) -> Models:
@@ -356,13 +376,21 @@ def resolve_models(settings: Settings, chat_name: str | None = None) -> Models:
             "(chatbot config init), to talk to a real model."
         )
         chat = summary = OFFLINE_MODEL
-    return Models(
+    models = Models(
         chat=make_model(chat, settings, role="chat"),
         summary=make_model(summary, settings, role="summary"),
         chat_name=chat,
         summary_name=summary,
         notice=notice,
     )
+    if not settings.openai_base_url:
+        return models
+    from chatbot.config.sources import endpoint_of
+    from chatbot.engine.windows import BOOK
+
+    endpoint = endpoint_of(settings.openai_base_url)
+    notes = dict.fromkeys(BOOK.take_note(endpoint, name) for name in (chat, summary))
+    return replace(models, notice=" ".join(note for note in notes if note))
 
 
 def max_input_tokens(model: BaseChatModel) -> int | None:

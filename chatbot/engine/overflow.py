@@ -4,8 +4,13 @@
    whose message alone, with the summary, is over it too cannot be helped by folding: the turn
    fails at once with one line, and the message stays in the thread.
 2. The provider refuses the request as too long (:func:`refusal_update`): the refusal is
-   recorded for the pending message (``context_overflow``), the graph folds (reason
-   ``overflow``) and asks again, once; a second refusal after that fold ends the turn.
+   recorded for the pending message (``context_overflow``), the window it states is learned
+   for the model (:func:`learn`), the graph folds (reason ``overflow``) and asks again, once;
+   a second refusal after that fold ends the turn. Some servers do not say so: an answer
+   with nothing in it (llama-cpp-python ends the stream of a request past its window with no
+   word) is a possible overflow when the request is near the window
+   (:func:`possible_overflow`), and otherwise is asked once more without streaming, which
+   such servers answer with their error (:func:`empty_answer_failed` when that fails too).
 3. The fold for it (:func:`check_fold_can_help`, :func:`fold_failed`, :func:`check_shrunk`):
    a fold that cannot shrink the refused request by
    :data:`~chatbot.memory.policy.MIN_SHRINK`, a failed summary, or a fold that did not shrink
@@ -20,13 +25,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 
-from chatbot.engine import folding
+from chatbot.engine import folding, windows
 from chatbot.engine.runsettings import RunSettings
-from chatbot.errors import ContextOverflow, ContextTooLong
+from chatbot.errors import (
+    ContextOverflow,
+    ContextTooLong,
+    ModelCallFailed,
+    describe_error,
+    empty_answer,
+)
 from chatbot.logs import logger
 from chatbot.memory import policy
+from chatbot.memory.tokens import model_name
+
+NEAR_WINDOW = 0.75
+"""A request holding this share of what the window lets a request hold is near it."""
 
 log = logger("graph")
 
@@ -51,6 +66,41 @@ def check_message_fits(
         alone = folding.context_tokens(messages[-1:], summary, run)
         if alone > limit:
             raise too_long(alone, limit, "your message (with the summary)")
+
+
+def possible_overflow(run: RunSettings, counted: int) -> ContextOverflow | None:
+    """An answer with nothing in it to a request of ``counted`` tokens, taken as a refusal
+    for size when the request is near the window (as if the window were a quarter smaller
+    than the request), else None."""
+    limit = run.policy.max_input_tokens
+    if not limit or counted < limit * NEAR_WINDOW:
+        return None
+    log.info("an empty answer to %s tokens, near the window: folding", counted)
+    return ContextOverflow(limit=max(1, counted * 3 // 4))
+
+
+def learn(run: RunSettings, model: Any, overflow: ContextOverflow, counted: int) -> None:
+    """Keep what a refusal taught of ``model``'s window (the window it stated, else that a
+    request this size does not fit), so that the next request folds before it is sent."""
+    windows.BOOK.learn_refusal(
+        run.endpoint, model_name(model), overflow.limit, overflow.requested or counted
+    )
+
+
+def empty_answer_failed(
+    state: Mapping[str, Any], streamed: BaseException, unstreamed: BaseException
+) -> ModelCallFailed:
+    """A chat call answered with nothing, twice (streamed, then not): one line saying what
+    came back. When the thread's earlier turns were answered, the address is right, so the
+    line does not send the user to check it."""
+    answered = any(isinstance(m, AIMessage) for m in state["messages"]) or state.get("summary")
+    if not answered:
+        return ModelCallFailed(describe_error(streamed))
+    return ModelCallFailed(
+        f"the model server sent no reply: {empty_answer(streamed)}, then, asked without "
+        f"streaming, {empty_answer(unstreamed)} (its earlier answers in this thread came "
+        "through, so the address is right): its log may say why; /retry asks again"
+    )
 
 
 def refusal_update(

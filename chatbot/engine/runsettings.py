@@ -9,14 +9,17 @@ in a run's context is one clear ``SettingsError``.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
 from chatbot.config.roles import effective_prompt
 from chatbot.config.settings import Settings, SettingsError
-from chatbot.engine.models import make_model, max_input_tokens
+from chatbot.config.sources import endpoint_of
+from chatbot.engine import windows
+from chatbot.engine.models import make_model, max_input_tokens, reply_limit
 from chatbot.memory import policy, prompts
 from chatbot.memory.tokens import TokenCounter, counter_for, model_name
 
@@ -46,6 +49,16 @@ class RunSettings:
     compact_focus: str = ""
     recall: bool = False
     """The chat model may be offered the recall tool (once the thread has a summary)."""
+    window: windows.Window | None = None
+    """The chat model's context window, and where it is known from (None: unknown)."""
+    reply_tokens: int | None = None
+    """Room kept for the reply, sent as ``max_tokens`` (None: nothing is sent)."""
+    chat_call: Mapping[str, Any] = field(default_factory=dict)
+    """What every chat call is bound with (``max_tokens``)."""
+    summary_call: Mapping[str, Any] = field(default_factory=dict)
+    """What every summary call is bound with (``max_tokens``)."""
+    endpoint: str = ""
+    """The model server's endpoint (what learned windows are kept by)."""
 
 
 class ModelCache:
@@ -107,11 +120,31 @@ def resolve_run(
     language = context_value(context, "language") or settings.language
     if language not in prompts.PROMPTS:
         raise SettingsError(f"language={language!r} is not valid: use en or zh")
-    run_policy = settings.policy(
-        max_input_tokens(chat),
-        trigger=context_value(context, "summary_trigger"),
-        keep=context_value(context, "summary_keep"),
+    endpoint = endpoint_of(settings.openai_base_url)
+    window = windows.window_of(
+        model_name(chat), endpoint, max_input_tokens(chat), settings.max_input_tokens
     )
+    limit, reply = _room(window, settings)
+    run_policy = policy.fitted_to_window(
+        settings.policy(
+            limit,
+            trigger=context_value(context, "summary_trigger"),
+            keep=context_value(context, "summary_keep"),
+        )
+    )
+    max_summary = policy.summary_size(settings.max_summary_tokens, limit)
+    summary_window = windows.window_of(
+        model_name(summary), endpoint, max_input_tokens(summary), None
+    )
+    summary_reply: int | None = None
+    summary_input = settings.summary_input_tokens
+    if summary_window is not None and summary_window.shared:
+        # The summary's reply shares the window: the request leaves room for the longest
+        # summary kept, which the call may not pass.
+        summary_reply = max_summary * policy.SUMMARY_SLACK
+        summary_input = summary_input or max(1, summary_window.tokens - max_summary)
+    elif summary_window is not None:
+        summary_input = summary_input or summary_window.tokens
     return RunSettings(
         chat_model=chat,
         summary_model=summary,
@@ -124,17 +157,38 @@ def resolve_run(
         language=language,  # type: ignore[arg-type]
         create_prompt=settings.summary_create_prompt,
         extend_prompt=settings.summary_extend_prompt,
-        max_summary_tokens=settings.max_summary_tokens,
+        max_summary_tokens=max_summary,
         summary_input_tokens=(
-            settings.summary_input_tokens
-            or max_input_tokens(summary)
-            or settings.max_input_tokens
-            or DEFAULT_SUMMARY_INPUT_TOKENS
+            summary_input or settings.max_input_tokens or DEFAULT_SUMMARY_INPUT_TOKENS
         ),
         compact=context_flag(context, "compact"),
         compact_focus=context_value(context, "compact_focus"),
         recall=_recall(settings, context),
+        window=window,
+        reply_tokens=reply,
+        chat_call=reply_limit(reply, settings),
+        summary_call=reply_limit(summary_reply, settings),
+        endpoint=endpoint,
     )
+
+
+def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None, int | None]:
+    """What a request may hold in ``window``, and the room kept for the reply (sent as
+    ``max_tokens``): a shared window keeps room out of itself; ``CHATBOT_REPLY_TOKENS`` set
+    is sent whatever the window. A room that leaves the request less than a quarter of the
+    window is one ``SettingsError``."""
+    setting = settings.reply_tokens
+    if window is None:
+        return None, setting
+    if not window.shared:
+        return window.tokens, setting
+    reply = windows.reply_room(window, setting)
+    if reply * 4 > window.tokens * 3:
+        raise SettingsError(
+            f"CHATBOT_REPLY_TOKENS={reply} leaves less than a quarter of the model's "
+            f"{window.tokens:,}-token window for the request: lower it"
+        )
+    return windows.input_limit(window, setting), reply
 
 
 def _recall(settings: Settings, context: Any) -> bool:
@@ -208,9 +262,9 @@ class RunResolver:
         if key is None:
             run = resolve_run(self.settings, self.models, context, thread_prompt)
             return run if self.recall or not run.recall else replace(run, recall=False)
-        return self._resolved(key, thread_prompt)
+        return self._resolved(key, thread_prompt, windows.BOOK.version)
 
-    def _resolve(self, key: tuple[Any, ...], thread_prompt: str) -> RunSettings:
+    def _resolve(self, key: tuple[Any, ...], thread_prompt: str, _learned: int) -> RunSettings:
         context = dict(zip(CONTEXT_FIELDS, key, strict=True))
         run = resolve_run(self.settings, self.models, context, thread_prompt)
         return run if self.recall or not run.recall else replace(run, recall=False)

@@ -19,11 +19,22 @@ SUMMARY_TAG = "chatbot:summary"
 
 @dataclass(frozen=True)
 class Folding:
-    """A summary call is starting: ``messages`` are being folded (it can take a while)."""
+    """A summary call is starting: ``messages`` are being folded (it can take a while), in
+    ``parts`` calls of which this is the ``part``-th."""
 
     event: ClassVar[str] = "folding"
     messages: int
     reason: str = "trigger"
+    part: int = 1
+    parts: int = 1
+
+    @property
+    def words(self) -> str:
+        """``folding 34 messages (part 2 of 5) into the summary…``"""
+        from chatbot.plural import counted
+
+        of = f" (part {self.part} of {self.parts})" if self.parts > 1 else ""
+        return f"folding {counted(self.messages, 'message')}{of} into the summary…"
 
 
 @dataclass(frozen=True)
@@ -116,7 +127,13 @@ def from_payload(payload: Any) -> FoldEvent | None:
             context_after=_number(payload.get("context_after")),
         )
     if kind == Folding.event:
-        return Folding(messages=_number(payload.get("messages")), reason=reason)
+        parts = max(1, _number(payload.get("parts") or 1))
+        return Folding(
+            messages=_number(payload.get("messages")),
+            reason=reason,
+            part=min(parts, max(1, _number(payload.get("part") or 1))),
+            parts=parts,
+        )
     if kind == NothingToFold.event:
         return NothingToFold(context=_number(payload.get("context")), reason=reason or "compact")
     if kind == SummaryFailed.event:

@@ -43,6 +43,13 @@ INPUT_HEADROOM = 0.9
 """A request may hold this share of the model's max input tokens: room for counting error."""
 MIN_SHRINK = 0.1
 """A fold made to recover from an overflow must shrink the context by at least this share."""
+FITTED_TRIGGER = 0.75
+"""A trigger too big for the model's window is lowered to this share of its input budget."""
+SUMMARY_SLACK = 2
+"""A summary may run to this many times ``CHATBOT_MAX_SUMMARY_TOKENS`` (models keep to a
+length loosely); past that it is too big to keep."""
+SUMMARY_SHARE = 4
+"""A summary holds at most one part in this many of what a request may hold."""
 
 
 class PolicyError(ValueError):
@@ -128,6 +135,8 @@ class SummaryPolicy:
     keep: Limit
     keep_first_message: bool = False
     max_input_tokens: int | None = None
+    scaled_from: str = ""
+    """The trigger and keep as set, when :func:`fitted_to_window` scaled them down."""
 
     @classmethod
     def from_strings(
@@ -182,6 +191,43 @@ class SummaryPolicy:
         values = [limit.as_tokens(self.max_input_tokens) for limit in self.trigger]
         tokens = [value for value in values if value is not None]
         return min(tokens) if tokens else None
+
+
+def fitted_to_window(policy: SummaryPolicy) -> SummaryPolicy:
+    """The policy scaled to a model whose window is too small for it.
+
+    A token trigger above the input budget would never fire: folding to fit the model comes
+    first, and then at every turn, keeping just what fits. So such a trigger (the defaults,
+    sized for a big hosted model, against a local server's 2,048 tokens) is lowered to
+    :data:`FITTED_TRIGGER` of the budget, and a token keep by the same proportion: the
+    conversation folds a few turns apart, as it would in a big window. Message counts are
+    left as they are.
+    """
+    budget = policy.input_budget()
+    lowest = policy.trigger_tokens()
+    if budget is None or lowest is None or lowest <= budget:
+        return policy
+    target = max(1, int(budget * FITTED_TRIGGER))
+    trigger = tuple(
+        Limit("tokens", target)
+        if (limit.as_tokens(policy.max_input_tokens) or 0) > budget
+        else limit
+        for limit in policy.trigger
+    )
+    keep = policy.keep
+    keep_tokens = keep.as_tokens(policy.max_input_tokens)
+    if keep_tokens is not None:
+        keep = Limit("tokens", max(1, keep_tokens * target // lowest))
+    was = f"trigger {','.join(str(limit) for limit in policy.trigger)}, keep {policy.keep}"
+    return SummaryPolicy(trigger, keep, policy.keep_first_message, policy.max_input_tokens, was)
+
+
+def summary_size(max_summary_tokens: int, max_input_tokens: int | None) -> int:
+    """The summary's size limit: the setting, or a :data:`SUMMARY_SHARE` of what a request
+    may hold when that is less (a summary rides along in every request)."""
+    if not max_input_tokens:
+        return max_summary_tokens
+    return max(1, min(max_summary_tokens, max_input_tokens // SUMMARY_SHARE))
 
 
 # --- trigger ----------------------------------------------------------------------------

@@ -140,8 +140,8 @@ class ReplyView:
             self.status = ""
         elif isinstance(event, Waiting):
             self._set_status(event.words)
-        elif isinstance(event, Folding):
-            self._set_status(f"folding {counted(event.messages, 'message')} into the summary…")
+        elif isinstance(event, Folding):  # (the seconds count from the fold's first part)
+            self._set_status(event.words, restart=event.part == 1)
         elif isinstance(event, Recalling | RecallOff):
             self._print_note(recall_note(event))  # (before the reply it leads to)
             self._set_status(THINKING)
@@ -221,9 +221,10 @@ class ReplyView:
         leaves long lines to the terminal, which breaks them in the middle of words)."""
         return False if self.live else None
 
-    def _set_status(self, status: str) -> None:
+    def _set_status(self, status: str, restart: bool = True) -> None:
         self.status = status
-        self._status_since = time.monotonic()
+        if restart:
+            self._status_since = time.monotonic()
 
 
 LOADING = "loading the model…"
@@ -241,9 +242,11 @@ class WaitSpinner:
         self.words, self._since = words, time.monotonic()
         self._live: Live | None = None
 
-    def say(self, words: str) -> None:
-        """Say ``words`` from now on (the seconds count from now)."""
-        self.words, self._since = words, time.monotonic()
+    def say(self, words: str, restart: bool = True) -> None:
+        """Say ``words`` from now on (the seconds count from now, unless not ``restart``)."""
+        self.words = words
+        if restart:
+            self._since = time.monotonic()
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         seconds = int(time.monotonic() - self._since)

@@ -536,7 +536,9 @@ def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
     elif window.trigger_tokens:
         tokens = window.trigger_tokens
         note = window.trigger
-        if window.window and tokens > window.window:  # it never fires: the model's limit does
+        if window.scaled_from:
+            note += f": {window.scaled_from} scaled down to fit the model's window"
+        elif window.window and tokens > window.window:  # it never fires: the limit does
             note += ", past the model's input: a request too big for the model folds first"
         table.add_row(mark, f"{tokens:,} tokens", share(tokens), f"({note})")
     elif window.trigger_messages:
@@ -558,5 +560,22 @@ def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
         _ContextBar(window),
         table,
         Text(_next_fold(window)),
+        *([Text(window_line(window), style="dim")] if window.window_from else []),
         Text(counted_with, style="dim"),
     )
+
+
+def window_line(window: ContextWindow) -> str:
+    """Where the model's window comes from, and what a request may hold of it."""
+    if window.server_window:
+        line = f"the model's window: {window.server_window:,} tokens, from {window.window_from}"
+        if window.reply_room:
+            line += (
+                f"; {window.reply_room:,} kept for the reply (CHATBOT_REPLY_TOKENS), so a request "
+                f"holds at most {window.window or 0:,}"
+            )
+        return line
+    line = f"the model's input: {window.window or 0:,} tokens, from {window.window_from}"
+    if window.reply_room:
+        line += f"; replies stop at {window.reply_room:,} tokens (CHATBOT_REPLY_TOKENS)"
+    return line

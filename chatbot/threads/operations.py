@@ -69,6 +69,15 @@ class ContextWindow:
     estimated: bool = False
     """On a server, whose settings decide the model, trigger and keep: the figures are this
     side's estimate (the thread's own system prompt, the tokenizer given), the rest unknown."""
+    window_from: str = ""
+    """Where the model's window is known from, and since when (``''``: not known)."""
+    server_window: int | None = None
+    """The server's window, when the request and the reply share it (``window`` is what a
+    request may hold of it)."""
+    reply_room: int | None = None
+    """Tokens kept for the reply (sent as ``max_tokens``; ``None``: nothing is)."""
+    scaled_from: str = ""
+    """The trigger and keep as set, when they were scaled down to fit the window."""
 
     @property
     def total(self) -> int:
@@ -179,9 +188,15 @@ class ThreadOperations:
         plan = folding.plan_fold({"messages": messages, "summary": summary}, run, "compact")
         counts = counter.per_message(messages)
         limits = run.policy.trigger
+        known = run.window
+        age = known.age() if known else ""
         return dataclasses.replace(
             measured,
             window=run.policy.max_input_tokens,
+            window_from=f"{known.origin()}{', ' + age if age else ''}" if known else "",
+            server_window=known.tokens if known and known.shared else None,
+            reply_room=run.reply_tokens,
+            scaled_from=run.policy.scaled_from,
             trigger=",".join(str(limit) for limit in limits) or TRIGGER_OFF,
             trigger_tokens=run.policy.trigger_tokens(),
             trigger_messages=min(

@@ -1,0 +1,387 @@
+"""The model's context window: how much a request (and its reply) may hold, and who said so.
+
+Where a window comes from, first found wins:
+
+- ``settings``: ``CHATBOT_MAX_INPUT_TOKENS``, what a request may hold;
+- ``profile``: the model's profile (LangChain's, for models it knows), input only;
+- ``server``: what the model server says of the model it runs (:mod:`chatbot.engine.servers`:
+  llama.cpp, Ollama, vLLM, LM Studio), asked once per base URL and model and kept in the model
+  cache with its age (:data:`MAX_AGE`);
+- ``refusal``: what a refusal said ("maximum context length is 2048 tokens"), or, when it gave
+  no number, the size of the request it refused.
+
+A server's window (and a refusal's) holds the prompt and the reply together, so room for the
+reply is kept out of it (:func:`reply_room`, ``CHATBOT_REPLY_TOKENS``) and sent as ``max_tokens``:
+such servers otherwise write until the window is full.
+
+:data:`BOOK` keeps what servers and refusals said, for the whole process; a window learned
+during a turn applies to the next step (its :attr:`WindowBook.version` is part of what a run's
+settings are cached by).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from chatbot.engine.modelcache import cache_path, read_cache, update_cache
+from chatbot.logs import logger
+
+log = logger("models")
+
+Source = Literal["settings", "profile", "server", "refusal"]
+
+MAX_AGE = 24 * 3600.0
+"""Seconds a server's answer (or its silence) is trusted; after that it is asked again."""
+MAX_REPLY_ROOM = 4096
+"""The most tokens the automatic reply room keeps (a quarter of the window below 16k)."""
+MIN_REPLY_ROOM = 64
+
+
+@dataclass(frozen=True)
+class Window:
+    """A model's context window, in tokens, and where it is known from."""
+
+    tokens: int
+    source: Source
+    server: str = ""
+    """The server that said it (``llama.cpp``, ``Ollama``, ``vLLM``, ``LM Studio``...)."""
+    detail: str = ""
+    """Where the server says it (``n_ctx of /props``), or what the refusal said."""
+    model_max: int | None = None
+    """The model's own window, when the server runs it with a smaller one."""
+    assumed: bool = False
+    """The server did not say: this is its default (asked again at the next start)."""
+    learned_at: float = 0.0
+
+    @property
+    def shared(self) -> bool:
+        """True when the prompt and the reply share the window (a server's, a refusal's)."""
+        return self.source in ("server", "refusal")
+
+    def origin(self) -> str:
+        """Where it comes from, for people: ``the server (llama.cpp: n_ctx of /props)``."""
+        if self.source == "settings":
+            return "CHATBOT_MAX_INPUT_TOKENS"
+        if self.source == "profile":
+            return "the model's profile"
+        where = ": ".join(part for part in (self.server, self.detail) if part)
+        said = "the server" if self.source == "server" else "a refusal of the server"
+        if self.assumed:
+            said = "the server's default"
+        return f"{said} ({where})" if where else said
+
+    def age(self, now: float | None = None) -> str:
+        """How long ago it was learned (``''`` for a setting or a profile)."""
+        if not self.learned_at:
+            return ""
+        seconds = max(0, int((now or time.time()) - self.learned_at))
+        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+            if seconds >= size:
+                return f"{seconds // size} {unit} ago"
+        return "just now"
+
+    def note(self) -> str:
+        """The line worth saying once about this window: the server runs the model with a
+        smaller window than the model takes (a server that cuts a longer request silently:
+        Ollama), and how to raise it; or the window is the server's default, assumed; else
+        ``''``."""
+        if self.source != "server":
+            return ""
+        if self.assumed:
+            return (
+                f"{self.server} does not say this model's window yet: chatbot assumes "
+                f"{self.tokens:,} tokens ({self.detail}); CHATBOT_MAX_INPUT_TOKENS sets it"
+            )
+        if not self.model_max or self.model_max <= self.tokens:
+            return ""
+        how = RAISE_HINTS.get(self.server, "")
+        line = (
+            f"{self.server or 'the server'} runs this model with a {self.tokens:,}-token window "
+            f"(the model takes {self.model_max:,}): chatbot keeps every request within it"
+        )
+        return f"{line}; {how}" if how else line
+
+    def record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+RAISE_HINTS = {
+    "Ollama": "to give it more, start Ollama with OLLAMA_CONTEXT_LENGTH=32768, or set "
+    "num_ctx in a Modelfile",
+    "llama.cpp": "to give it more, start llama-server with a larger -c (--ctx-size)",
+    "LM Studio": "to give it more, load the model with a larger context length in LM Studio",
+}
+
+
+def reply_room(window: Window, setting: int | None) -> int:
+    """Tokens kept free for the reply in a shared window: ``CHATBOT_REPLY_TOKENS`` when set,
+    else a quarter of the window, between :data:`MIN_REPLY_ROOM` and :data:`MAX_REPLY_ROOM`."""
+    if setting:
+        return setting
+    return max(MIN_REPLY_ROOM, min(MAX_REPLY_ROOM, window.tokens // 4))
+
+
+def input_limit(window: Window, setting: int | None) -> int:
+    """What a request may hold in ``window``: all of it for an input limit, the window less
+    the reply's room for a shared one."""
+    if not window.shared:
+        return window.tokens
+    return max(1, window.tokens - reply_room(window, setting))
+
+
+# --- what servers and refusals said -------------------------------------------------------
+
+
+@dataclass
+class _Entry:
+    window: Window | None
+    """None: the server was asked and said nothing."""
+    asked_at: float
+    noted: bool = False
+
+
+Key = tuple[str, str]
+
+
+class WindowBook:
+    """The windows learned from servers and refusals, by (endpoint, model): in memory for
+    the process, and in the model cache for the next one (read once, written on change)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Key, _Entry] = {}
+        self._asked: set[Key] = set()
+        self._lock = threading.Lock()
+        self._path: Path | None = None
+        self.version = 0
+        """Changes whenever a window is learned (a run's settings are cached by it)."""
+
+    def _load(self) -> None:
+        """The cache's entries, read when first needed and again when the user's cache folder
+        is another (tests give each test its own)."""
+        path = cache_path()
+        if path == self._path:
+            return
+        self._path, self._entries, self._asked = path, {}, set()
+        self.version += 1
+        document = read_cache(path).get("windows")
+        if not isinstance(document, dict):
+            return
+        for endpoint, models in document.items():
+            if not isinstance(models, dict):
+                continue
+            for model, stored in models.items():
+                entry = _entry_of(stored)
+                if entry is not None:
+                    self._entries[(endpoint, model)] = entry
+
+    def lookup(self, endpoint: str, model: str) -> Window | None:
+        """The window learned for ``model`` at ``endpoint`` (None: not known)."""
+        with self._lock:
+            self._load()
+            entry = self._entries.get((_shown(endpoint), model))
+        return entry.window if entry else None
+
+    def fresh(self, endpoint: str, model: str, now: float | None = None) -> bool:
+        """True when the server was asked lately enough (answered or not) that asking again
+        would tell nothing new; a default assumed for it is never fresh."""
+        with self._lock:
+            self._load()
+            entry = self._entries.get((_shown(endpoint), model))
+        if entry is None or (entry.window is not None and entry.window.assumed):
+            return False
+        return (now or time.time()) - entry.asked_at < MAX_AGE
+
+    def asked(self, endpoint: str, model: str) -> bool:
+        """True once this process has asked the server about ``model`` (answered or not:
+        a server that could not be reached is not asked again until the next start)."""
+        key = (_shown(endpoint), model)
+        with self._lock:
+            self._load()
+            if key in self._asked:
+                return True
+            self._asked.add(key)
+        return False
+
+    def record(self, endpoint: str, model: str, window: Window | None) -> None:
+        """What the server said of ``model`` (None: nothing). A window a refusal taught stays
+        when the server says nothing."""
+        now = time.time()
+        key = (_shown(endpoint), model)
+        with self._lock:
+            self._load()
+            old = self._entries.get(key)
+            known = old.window if old else None
+            refused = known is not None and known.source == "refusal"
+            if refused and (window is None or window.assumed):  # (a refusal is surer)
+                window = known
+            if window is not None and window is not known:
+                window = replace(window, learned_at=now)
+            noted = bool(old and old.noted and _same(known, window))
+            self._entries[key] = _Entry(window, now, noted)
+            self.version += 1
+        self._save(key)
+
+    def learn_refusal(self, endpoint: str, model: str, limit: int | None, refused: int) -> None:
+        """A request of ``refused`` tokens was refused as too long; ``limit``: the window the
+        refusal stated. Without one, the window is taken to be below the refused request's
+        size (the smaller of that and what was known)."""
+        key = (_shown(endpoint), model)
+        if limit:
+            tokens, detail = limit, f"it said {limit:,} tokens"
+        else:
+            tokens, detail = refused, f"it refused {refused:,} tokens"
+        with self._lock:
+            self._load()
+            old = self._entries.get(key)
+            known = old.window if old else None
+            if not limit and known is not None and known.tokens <= tokens:
+                return
+            window = Window(tokens, "refusal", detail=detail, learned_at=time.time())
+            if known is not None and known.source == "server":
+                window = replace(window, server=known.server, model_max=known.model_max)
+            self._entries[key] = _Entry(window, old.asked_at if old else time.time())
+            self.version += 1
+        log.info("the window of %s is %s tokens (%s)", model, tokens, detail)
+        self._save(key)
+
+    def take_note(self, endpoint: str, model: str) -> str:
+        """The line to say once about ``model``'s window (a server running it smaller than
+        the model takes), or ``''``: said, it is not said again for that window."""
+        with self._lock:
+            self._load()
+            entry = self._entries.get((_shown(endpoint), model))
+            if entry is None or entry.window is None or entry.noted:
+                return ""
+            line = entry.window.note()
+            if not line:
+                return ""
+            entry.noted = True
+        self._save((_shown(endpoint), model))
+        return line
+
+    def _save(self, key: Key) -> None:
+        """Write one entry to the model cache: at once, or from a thread of its own inside an
+        event loop (a LangGraph server forbids blocking calls there); the process waits for
+        that thread before it ends."""
+        with self._lock:
+            entry = self._entries.get(key)
+            path = self._path
+        if entry is None or path is None:
+            return
+        stored = _stored(entry)
+
+        def write() -> None:
+            def change(document: dict[str, Any]) -> None:
+                windows = document.get("windows")
+                if not isinstance(windows, dict):
+                    windows = document["windows"] = {}
+                models = windows.get(key[0])
+                if not isinstance(models, dict):
+                    models = windows[key[0]] = {}
+                models[key[1]] = stored
+
+            update_cache(change, path)
+
+        if _in_event_loop():
+            threading.Thread(target=write, name="chatbot-window-cache").start()
+        else:
+            write()
+
+
+def _same(one: Window | None, other: Window | None) -> bool:
+    """The same window, whenever each was learned."""
+    if one is None or other is None:
+        return one is other
+    return replace(one, learned_at=0.0) == replace(other, learned_at=0.0)
+
+
+def _shown(endpoint: str) -> str:
+    from chatbot.config.sources import without_password
+
+    return without_password(endpoint)
+
+
+def _stored(entry: _Entry) -> dict[str, Any]:
+    window = entry.window.record() if entry.window else None
+    return {"window": window, "asked_at": entry.asked_at, "noted": entry.noted}
+
+
+def _entry_of(stored: Any) -> _Entry | None:
+    """An entry as the cache keeps it (None for anything else: the entry is asked again)."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("asked_at"), int | float):
+        return None
+    raw = stored.get("window")
+    window = None
+    if isinstance(raw, dict):
+        try:
+            window = Window(**raw)
+        except TypeError:
+            return None
+        if not isinstance(window.tokens, int) or window.tokens < 1:
+            return None
+        if window.source not in ("server", "refusal"):
+            return None
+    elif raw is not None:
+        return None
+    return _Entry(window, float(stored["asked_at"]), bool(stored.get("noted")))
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+BOOK = WindowBook()
+"""The process's windows."""
+
+
+def window_of(
+    model_name: str, endpoint: str, profile_tokens: int | None, setting: int | None
+) -> Window | None:
+    """The window of a chat model: the setting, its profile, what its server or a refusal
+    said (see the module), or None."""
+    if setting:
+        return Window(setting, "settings")
+    if profile_tokens:
+        return Window(profile_tokens, "profile")
+    return BOOK.lookup(endpoint, model_name) if model_name else None
+
+
+def learn_from_server(
+    settings: Any,
+    model_name: str,
+    *,
+    force: bool = False,
+    listing: list[dict[str, Any]] | None = None,
+) -> None:
+    """Ask the server for ``model_name``'s window unless the model cache already knows it
+    (``force``: ask anyway, as ``chatbot models`` does, with the ``listing`` it just read).
+    Inside an event loop (a LangGraph server's node) the server is asked from a thread of
+    its own: this run goes on with what is known, the next one has it."""
+    from chatbot.config.sources import endpoint_of
+
+    if not settings.openai_base_url or not model_name:
+        return  # (OpenAI's own API has no window API: its models have profiles)
+    endpoint = endpoint_of(settings.openai_base_url)
+    if not force and (BOOK.fresh(endpoint, model_name) or BOOK.asked(endpoint, model_name)):
+        return
+
+    def ask() -> None:
+        from chatbot.engine.servers import Unknown, ask_server
+
+        answer = ask_server(settings, model_name, listing)
+        if not isinstance(answer, Unknown):
+            BOOK.record(endpoint, model_name, answer)
+
+    if _in_event_loop():
+        threading.Thread(target=ask, name="chatbot-window", daemon=True).start()
+    else:
+        ask()

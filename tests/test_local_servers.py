@@ -1,0 +1,363 @@
+"""Local model servers out of the box: with only the URL, a key and the model set, chatbot
+learns each server's window (or from its refusals), keeps room for the reply, and no request
+passes the window; a thread is never stuck.
+
+The servers are the fakes of :mod:`tests.local_servers`, each behaving as its real one does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chatbot.config.settings import Settings
+from chatbot.engine import windows
+from chatbot.engine.modelcache import cache_path
+from chatbot.engine.servers import Unknown, ask_server
+from chatbot.engine.windows import Window, WindowBook
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import (
+    SECRET,
+    Cli,
+    chat_requests,
+    echo_or_summary,
+    is_summary_request,
+    ok,
+    one_error,
+    summary_requests,
+)
+from tests.local_servers import (
+    MODEL,
+    SERVERS,
+    LlamaCpp,
+    LlamaCppPython,
+    LmStudio,
+    LocalServer,
+    Ollama,
+    Vllm,
+    request_tokens,
+)
+
+ONLY = {"CHATBOT_MODEL": MODEL}
+"""What a user sets besides the URL and the key (the harness's own retries and timeout)."""
+
+
+def turn_text(number: int) -> str:
+    return f"turn {number}: " + "the tomatoes and the basil grow well in my garden this year. " * 3
+
+
+def local(kind: type[LocalServer], **options: Any) -> LocalServer:
+    return kind(echo_or_summary, **options).start()
+
+
+@pytest.fixture
+def servers() -> Any:
+    started: list[LocalServer] = []
+
+    def start(kind: type[LocalServer], **options: Any) -> LocalServer:
+        server = local(kind, **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the next ``chatbot`` process knows: only what the model cache holds."""
+    monkeypatch.setattr(windows, "BOOK", WindowBook())
+
+
+@pytest.mark.slow  # (40 turns, about 8 s each)
+@pytest.mark.parametrize("kind", list(SERVERS))
+def test_forty_turns_with_only_the_url_key_and_model_answer_fold_and_fit(
+    kind: str, servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(SERVERS[kind], window=2048)
+    if kind == "Ollama":
+        server = servers(Ollama, num_ctx=2048)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    for number in range(40):
+        if number == 20:
+            a_new_process(monkeypatch)  # (later processes read the window from the cache)
+        result = ok(cli.ask(turn_text(number), **ONLY))
+        assert result.stdout.strip() == "echo: " + turn_text(number).strip()
+
+    assert server.past == [], "no request passed the server's window"
+    assert len(summary_requests(server)) >= 4, "the conversation folded, again and again"
+    for request, room in zip(server.requests, server.max_tokens, strict=True):
+        assert room is not None, "every call says how long its answer may be"
+        assert request_tokens(request.body) + room <= server.window
+    state = cli.show()
+    assert state["summary"], "the older turns are in the summary"
+    assert state["messages"][-1]["content"].strip() == "echo: " + turn_text(39).strip()
+    if isinstance(server, Ollama):
+        assert server.truncated == 0, "Ollama never had to cut a request silently"
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "expected"),
+    [
+        (LlamaCpp, {}, Window(2048, "server", "llama.cpp", "meta.n_ctx of /v1/models", 131072)),
+        (
+            LlamaCpp,
+            {"meta_n_ctx": False},
+            Window(2048, "server", "llama.cpp", "n_ctx of /props", 131072),
+        ),
+        (Vllm, {}, Window(2048, "server", "vLLM", "max_model_len of /v1/models")),
+        (
+            LmStudio,
+            {"model_max": 32768},
+            Window(2048, "server", "LM Studio", "loaded_context_length", 32768),
+        ),
+        (
+            Ollama,
+            {"num_ctx": 8192},
+            Window(8192, "server", "Ollama", "num_ctx of the model", 131072),
+        ),
+        (
+            Ollama,
+            {},
+            Window(
+                4096,
+                "server",
+                "Ollama",
+                "its smallest default (the model is not loaded yet)",
+                131072,
+                assumed=True,
+            ),
+        ),
+        (
+            LlamaCppPython,
+            {},
+            Window(
+                2048,
+                "server",
+                "llama-cpp-python",
+                "its default n_ctx; it does not say its window",
+                assumed=True,
+            ),
+        ),
+    ],
+    ids=["llama.cpp", "llama.cpp-props", "vLLM", "LM Studio", "Ollama", "Ollama-default", "lcp"],
+)
+def test_each_server_says_its_window_its_own_way(
+    servers: Any, kind: type[LocalServer], options: dict[str, Any], expected: Window
+) -> None:
+    server = servers(kind, **options)
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, openai_base_url=server.base_url, openai_api_key=SECRET
+    )
+    assert ask_server(settings, MODEL) == expected
+
+
+def test_ollama_says_what_a_loaded_model_really_runs_with(servers: Any, tmp_path: Path) -> None:
+    server = servers(Ollama, default_ctx=32768)  # (a server with much video memory)
+    server.loaded = True
+    settings = Settings(_env_file=None, openai_base_url=server.base_url)  # type: ignore[call-arg]
+    window = ask_server(settings, MODEL)
+    assert isinstance(window, Window)
+    assert (window.tokens, window.detail, window.assumed) == (
+        32768,
+        "context_length of /api/ps",
+        False,
+    )
+
+
+def test_a_server_without_a_window_api_says_nothing_and_one_not_there_is_unknown(
+    openai_server: FakeOpenAI, refused_port: int
+) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, openai_base_url=openai_server.base_url
+    )
+    assert ask_server(settings, "fake-chat-model-7") is None
+    asked = [path for _, path in openai_server.log]
+    assert asked == [
+        "/v1/models",
+        "/api/show",
+        "/props?model=fake-chat-model-7",
+        "/api/v0/models/fake-chat-model-7",
+        "/api/v1/models",
+    ]
+    gone = Settings(  # type: ignore[call-arg]
+        _env_file=None, openai_base_url=f"http://127.0.0.1:{refused_port}/v1"
+    )
+    assert isinstance(ask_server(gone, "m"), Unknown)
+
+
+def test_a_turn_that_knows_the_window_sends_one_request_and_nothing_else(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(Ollama, num_ctx=2048)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello", **ONLY))
+    assert ("POST", "/api/show") in server.log, "the first process asked"
+    for fresh_process in (False, True):
+        if fresh_process:
+            a_new_process(monkeypatch)
+        server.log.clear()
+        ok(cli.ask("and again", **ONLY))
+        assert server.log == [("POST", "/v1/chat/completions")]
+
+
+def test_the_window_is_kept_per_url_and_model_with_its_age(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(Vllm, window=4096)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello", **ONLY))
+    stored = json.loads(cache_path().read_text())["windows"][server.base_url][MODEL]
+    assert stored["window"]["tokens"] == 4096 and stored["window"]["server"] == "vLLM"
+    assert time.time() - stored["asked_at"] < 60
+    assert SECRET not in cache_path().read_text()
+    # A day later the server is asked again (it may have been restarted with another window).
+    document = json.loads(cache_path().read_text())
+    document["windows"][server.base_url][MODEL]["asked_at"] -= windows.MAX_AGE + 1
+    cache_path().write_text(json.dumps(document))
+    server.window = 8192
+    a_new_process(monkeypatch)
+    server.log.clear()
+    ok(cli.ask("later", **ONLY))
+    assert server.log[0] == ("GET", "/v1/models")
+    assert windows.BOOK.lookup(server.base_url, MODEL).tokens == 8192  # type: ignore[union-attr]
+
+
+def test_room_for_the_reply_is_a_quarter_of_a_small_window_and_a_setting(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(LlamaCpp, window=2048)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello", **ONLY))
+    ok(cli.ask("hello", CHATBOT_REPLY_TOKENS="300", **ONLY))
+    assert server.max_tokens == [512, 300]
+    assert [r.body["max_tokens"] for r in server.requests] == [512, 300]
+    assert "max_completion_tokens" not in server.requests[0].body, "Ollama reads max_tokens"
+    line = one_error(cli.ask("hello", CHATBOT_REPLY_TOKENS="1800", **ONLY), 2)
+    assert "CHATBOT_REPLY_TOKENS=1800 leaves less than a quarter of the model's 2,048-token" in line
+
+
+def test_a_model_with_a_profile_is_never_asked_about_nor_limited(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    openai_server.responder = echo_or_summary
+    openai_server.models = ["gpt-4o-mini"]
+    cli = Cli(openai_server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello", CHATBOT_MODEL="gpt-4o-mini"))
+    assert openai_server.log == [("POST", "/v1/chat/completions")]
+    body = openai_server.requests[0].body
+    assert "max_tokens" not in body and "max_completion_tokens" not in body
+
+
+def test_a_refusal_that_states_the_window_is_learned_and_the_next_process_folds_first(
+    openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server with no window API (a hosted one, or any other) refuses a request as too
+    long in OpenAI's words: the turn folds and succeeds, and the window it stated is kept, so
+    later turns (in later processes) fold before they send."""
+    openai_server.responder = echo_or_summary
+    cli = Cli(openai_server, tmp_path / "chat.sqlite")
+    for number in range(8):
+        ok(cli.ask(turn_text(number)))
+    openai_server.context_limit = 600
+    first = ok(cli.ask(turn_text(8)))
+    assert "the model said the context was too long" in first.stderr
+    assert len(openai_server.refused) == 1
+    for number in range(9, 20):
+        a_new_process(monkeypatch)
+        ok(cli.ask(turn_text(number)))
+    assert len(openai_server.refused) == 1, "never one more request past the window"
+    learned = windows.BOOK.lookup(openai_server.base_url, "fake-chat-model-7")
+    assert learned is not None and (learned.tokens, learned.source) == (600, "refusal")
+
+
+def test_llama_cpp_python_past_its_window_is_asked_without_streaming_and_learned(
+    servers: Any, tmp_path: Path
+) -> None:
+    """The issue's server started with a smaller window than its default: a stream past it
+    ends with nothing. chatbot asks the same once without streaming, gets the server's own
+    error with the window, folds and answers; from then on nothing passes the window."""
+    server = servers(LlamaCppPython, window=1024)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    for number in range(25):
+        result = ok(cli.ask(turn_text(number), **ONLY))
+        assert result.stdout.strip() == "echo: " + turn_text(number).strip()
+    (refused,) = set(server.past)
+    assert server.past == [refused, refused], "once streamed, once not; then never again"
+    learned = windows.BOOK.lookup(server.base_url, MODEL)
+    assert learned is not None and (learned.tokens, learned.source) == (1024, "refusal")
+
+
+def test_an_empty_answer_near_the_window_folds_and_tries_again(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A server that ends the stream with nothing when a request passes its real window,
+    which is smaller than the one set: near the window that is taken as an overflow."""
+
+    def empty_past_1500(body: dict[str, Any]) -> str | Reply:
+        if not is_summary_request(body) and request_tokens(body) > 1500:
+            return Reply(raw=b"", content_type="text/event-stream")
+        return echo_or_summary(body)
+
+    openai_server.responder = empty_past_1500
+    cli = Cli(openai_server, tmp_path / "chat.sqlite")
+    env = {"CHATBOT_MAX_INPUT_TOKENS": "1900", "CHATBOT_SUMMARY_TRIGGER": "off"}
+    for number in range(30):
+        result = ok(cli.ask(turn_text(number), **env))
+        assert result.stdout.strip() == "echo: " + turn_text(number).strip()
+    assert summary_requests(openai_server), "it folded"
+    unstreamed = [r for r in chat_requests(openai_server) if not r.body.get("stream")]
+    assert unstreamed == [], "near the window nothing is asked again unstreamed: it folds"
+
+
+def test_ollama_running_a_model_smaller_than_it_takes_is_said_once(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(Ollama, num_ctx=2048)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    first = ok(cli.ask("hello", **ONLY))
+    note = (
+        "note: Ollama runs this model with a 2,048-token window (the model takes 131,072): "
+        "chatbot keeps every request within it; to give it more, start Ollama with "
+        "OLLAMA_CONTEXT_LENGTH=32768, or set num_ctx in a Modelfile"
+    )
+    assert [line for line in first.stderr.splitlines() if line.startswith("note:")] == [note]
+    second = ok(cli.ask("hello again", **ONLY))
+    assert "note:" not in second.stderr
+
+
+def test_chatbot_models_shows_the_window_and_where_it_came_from(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(LlamaCpp, window=4096)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    listed = ok(cli.invoke("models", **ONLY))
+    assert listed.stdout.strip() == (
+        "local-model  (CHATBOT_MODEL)  window 4,096 tokens, from the server (llama.cpp: "
+        "meta.n_ctx of /v1/models), just now"
+    )
+    assert "start llama-server with a larger -c" in listed.stderr
+    as_json = json.loads(ok(cli.invoke("models", "--json", **ONLY)).stdout)
+    assert as_json[0]["window"]["tokens"] == 4096
+    assert as_json[0]["window"]["source"] == "server"
+    server.window = 8192  # restarted with more: `chatbot models` asks again
+    assert "window 8,192 tokens" in ok(cli.invoke("models", **ONLY)).stdout
+
+
+def test_context_in_the_repl_shows_the_servers_window_and_the_room_kept_for_the_reply(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(LlamaCpp, window=2048)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    result = ok(cli.invoke("chat", "--db", str(cli.db), stdin="hello\n/context\n", **ONLY))
+    text = " ".join(result.stdout.split())
+    assert "of 1,536 tokens" in text, "what a request may hold: the window less the reply's room"
+    assert (
+        "the model's window: 2,048 tokens, from the server (llama.cpp: meta.n_ctx of "
+        "/v1/models), just now; 512 kept for the reply (CHATBOT_REPLY_TOKENS), so a request "
+        "holds at most 1,536"
+    ) in text
