@@ -99,6 +99,39 @@ def test_the_spinner_says_what_it_waits_for() -> None:
     assert "hi" in seen_by_a_terminal(out.getvalue(), 80, 12)
 
 
+def test_a_long_fold_says_its_part_and_counts_its_seconds_from_the_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import chatbot.terminal.display as display
+
+    clock = [1000.0]
+    monkeypatch.setattr(display.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    console = Console(file=out, width=80, height=12, force_terminal=True, color_system=None)
+    view = ReplyView(console, live=True)
+    view.start()
+    view.show(Folding(messages=34, reason="fit", part=1, parts=5))
+    clock[0] += 75
+    view.show(Folding(messages=34, reason="fit", part=2, parts=5))
+    clock[0] += 12
+    view.tick()
+    view.finish()
+    assert "folding 34 messages (part 2 of 5) into the summary… 87s" in out.getvalue()
+
+
+def test_ask_on_a_terminal_says_the_part_of_a_long_fold(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatbot.cli.commands import _AskView
+    from chatbot.terminal.display import WaitSpinner
+
+    spinner = WaitSpinner(Console(file=io.StringIO()), "loading the model…")
+    view = _AskView(interactive=True, spinner=spinner)
+    view.show(Folding(messages=34, reason="fit", part=1, parts=5))
+    since = spinner._since
+    view.show(Folding(messages=34, reason="fit", part=2, parts=5))
+    assert spinner.words == "folding 34 messages (part 2 of 5) into the summary…"
+    assert spinner._since == since, "the seconds count from the fold's first part"
+
+
 def test_without_a_terminal_the_reply_is_printed_once_at_the_end() -> None:
     out = io.StringIO()
     view = ReplyView(Console(file=out, width=80), live=False)

@@ -22,6 +22,7 @@ from chatbot.engine.windows import Window, WindowBook
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import (
     SECRET,
+    SUMMARY_TEXT,
     Cli,
     chat_requests,
     echo_or_summary,
@@ -361,3 +362,32 @@ def test_context_in_the_repl_shows_the_servers_window_and_the_room_kept_for_the_
         "/v1/models), just now; 512 kept for the reply (CHATBOT_REPLY_TOKENS), so a request "
         "holds at most 1,536"
     ) in text
+
+
+def test_a_thread_whose_turn_failed_for_size_folds_before_its_next_message(
+    openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refused turn could not fold (its summary call failed): it ends with one line and
+    the message kept. The next message, in a later process, is folded first: never one more
+    request of that size."""
+    failing = {"summary": True}
+
+    def summaries_fail_once(body: dict[str, Any]) -> str | Reply:
+        if is_summary_request(body) and failing["summary"]:
+            failing["summary"] = False
+            return Reply(status=500, error_message="the summarizer is down")
+        return echo_or_summary(body)
+
+    openai_server.responder = summaries_fail_once
+    cli = Cli(openai_server, tmp_path / "chat.sqlite")
+    for number in range(10):
+        ok(cli.ask(turn_text(number)))
+    openai_server.context_limit = 600
+    failed = cli.ask(turn_text(10))
+    assert failed.exit_code == 1 and "folding the history failed" in failed.stderr
+    assert len(openai_server.refused) == 1
+    a_new_process(monkeypatch)
+    result = ok(cli.ask("and now?"))
+    assert result.stdout.strip() == "echo: and now?"
+    assert len(openai_server.refused) == 1, "folded before it was sent"
+    assert cli.show()["summary"] == SUMMARY_TEXT, "the older turns were folded"

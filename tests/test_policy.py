@@ -28,11 +28,13 @@ from chatbot.memory.policy import (
     find_safe_cutoff,
     find_safe_cutoff_after,
     first_human_index,
+    fitted_to_window,
     keep_target,
     overflow_room,
     parse_keep,
     parse_limit,
     parse_trigger,
+    summary_size,
     text_and_media,
     trigger_fired,
     unsafe_cutoffs,
@@ -384,6 +386,55 @@ def test_validate_accepts_keep_below_the_trigger(
 
 
 # --- trigger ----------------------------------------------------------------------------
+
+
+@given(
+    window=st.integers(min_value=64, max_value=200_000),
+    trigger=st.integers(min_value=2, max_value=300_000),
+    keep_share=st.floats(min_value=0.01, max_value=0.99),
+)
+def test_a_trigger_too_big_for_the_window_is_scaled_down_with_its_keep(
+    window: int, trigger: int, keep_share: float
+) -> None:
+    keep = max(1, int(trigger * keep_share))
+    policy = SummaryPolicy.from_strings(
+        f"tokens:{trigger}", f"tokens:{keep}", max_input_tokens=window
+    )
+    fitted = fitted_to_window(policy)
+    budget = policy.input_budget()
+    assert budget is not None
+    if trigger <= budget:
+        assert fitted == policy, "a trigger that can fire is the user's, unchanged"
+        return
+    lowered = fitted.trigger_tokens()
+    assert lowered is not None and lowered <= budget, "it fires before the window is full"
+    assert lowered == max(1, int(budget * 0.75))
+    kept = fitted.keep.as_tokens(window)
+    assert kept is not None and kept < lowered or lowered == 1, "a fold keeps less than it"
+    assert fitted.scaled_from == f"trigger tokens:{trigger}, keep tokens:{keep}"
+    fitted.validate()
+
+
+def test_message_triggers_and_unknown_windows_are_left_as_set() -> None:
+    by_count = SummaryPolicy.from_strings("messages:6", "messages:2", max_input_tokens=1000)
+    assert fitted_to_window(by_count) == by_count
+    unknown = SummaryPolicy.from_strings("tokens:12000", "tokens:3000")
+    assert fitted_to_window(unknown) == unknown
+    mixed = SummaryPolicy.from_strings(
+        "tokens:12000,messages:40", "messages:4", max_input_tokens=2048
+    )
+    assert [str(limit) for limit in fitted_to_window(mixed).trigger] == [
+        "tokens:1382",
+        "messages:40",
+    ]
+    assert str(fitted_to_window(mixed).keep) == "messages:4"
+
+
+def test_the_summary_is_at_most_a_quarter_of_what_a_request_holds() -> None:
+    assert summary_size(1000, None) == 1000
+    assert summary_size(1000, 128_000) == 1000
+    assert summary_size(1000, 1536) == 384
+    assert summary_size(300, 2000) == 300
 
 
 def test_message_trigger_fires_only_above_the_count() -> None:
