@@ -116,7 +116,7 @@ def test_a_long_fold_says_its_part_and_counts_its_seconds_from_the_first(
     clock[0] += 12
     view.tick()
     view.finish()
-    assert "folding 34 messages (part 2 of 5) into the summary… 87s" in out.getvalue()
+    assert "folding 34 messages (part 2 of 5) into the summary… 1m 27s" in out.getvalue()
 
 
 def test_ask_on_a_terminal_says_the_part_of_a_long_fold(monkeypatch: pytest.MonkeyPatch) -> None:

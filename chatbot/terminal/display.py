@@ -58,6 +58,12 @@ class Tail:
 
 
 THINKING = "thinking…"
+
+
+def seconds_text(elapsed: float) -> str:
+    """A wait's length as the spinner says it: ``12s``, ``1m 12s``."""
+    seconds = int(elapsed)
+    return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m {seconds % 60:02d}s"
 _FENCES = ("```", "~~~")
 
 
@@ -173,7 +179,7 @@ class ReplyView:
 
             parts.append(Tail(Markdown(rest), height - (1 if self.status else 0)))
         if self.status:
-            words = Text(f"{self.status} {int(elapsed)}s", style="dim")
+            words = Text(f"{self.status} {seconds_text(elapsed)}", style="dim")
             parts.append(Spinner("dots", text=words, style="dim"))
         self._live.update(Group(*parts), refresh=True)
 
@@ -249,8 +255,8 @@ class WaitSpinner:
             self._since = time.monotonic()
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        seconds = int(time.monotonic() - self._since)
-        self._spinner.update(text=Text(f"{self.words} {seconds}s", style="dim"))
+        seconds = seconds_text(time.monotonic() - self._since)
+        self._spinner.update(text=Text(f"{self.words} {seconds}", style="dim"))
         yield self._spinner
 
     def start(self) -> None:
