@@ -410,7 +410,7 @@ def test_a_trigger_too_big_for_the_window_is_scaled_down_with_its_keep(
     assert lowered is not None and lowered <= budget, "it fires before the window is full"
     assert lowered == max(1, int(budget * 0.75))
     kept = fitted.keep.as_tokens(window)
-    assert kept is not None and kept < lowered or lowered == 1, "a fold keeps less than it"
+    assert (kept is not None and kept < lowered) or lowered == 1, "a fold keeps less than it"
     assert fitted.scaled_from == f"trigger tokens:{trigger}, keep tokens:{keep}"
     fitted.validate()
 
