@@ -64,6 +64,8 @@ def seconds_text(elapsed: float) -> str:
     """A wait's length as the spinner says it: ``12s``, ``1m 12s``."""
     seconds = int(elapsed)
     return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m {seconds % 60:02d}s"
+
+
 _FENCES = ("```", "~~~")
 
 
