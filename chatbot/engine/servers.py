@@ -74,7 +74,9 @@ class _Asker:
                 method, url, headers=self.headers, json=body, timeout=min(left, 5.0)
             )
         except (httpx2.TransportError, OSError) as error:
-            log.debug("asking %s failed: %s", url, type(error).__name__)
+            from chatbot.config.sources import without_password
+
+            log.debug("asking %s failed: %s", without_password(url), type(error).__name__)
             raise _Unreachable from None
         except Exception as error:  # (the client's own "not there": ServerUnreachable)
             if type(error).__name__ == "ServerUnreachable":
