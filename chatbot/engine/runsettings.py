@@ -141,6 +141,7 @@ def resolve_run(
     if summary_window is not None and summary_window.shared:
         # The summary's reply shares the window: the request leaves room for the longest
         # summary kept, which the call may not pass.
+        max_summary = policy.summary_size(max_summary, summary_window.tokens)
         summary_reply = max_summary * policy.SUMMARY_SLACK
         summary_input = summary_input or max(1, summary_window.tokens - max_summary)
     elif summary_window is not None:
