@@ -391,3 +391,14 @@ def test_a_thread_whose_turn_failed_for_size_folds_before_its_next_message(
     assert result.stdout.strip() == "echo: and now?"
     assert len(openai_server.refused) == 1, "folded before it was sent"
     assert cli.show()["summary"] == SUMMARY_TEXT, "the older turns were folded"
+
+
+def test_a_refused_key_or_a_failing_server_is_asked_again_at_the_next_start(
+    openai_server: FakeOpenAI,
+) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, openai_base_url=openai_server.base_url
+    )
+    for status in (401, 503):
+        openai_server.models_status = status
+        assert isinstance(ask_server(settings, "fake-chat-model-7"), Unknown), status

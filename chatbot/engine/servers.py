@@ -18,9 +18,9 @@ llama-cpp-python and LM Studio apart), then the server's own API:
   ``max_context_length``. A model not loaded yet loads with LM Studio's default, 4,096.
 - llama-cpp-python's server says nothing: its default (``n_ctx`` 2,048) is assumed.
 
-Every question is bounded by a short deadline; a server that cannot be reached is
-:class:`Unknown` (nothing is kept: the next start asks again), one that answers without a
-window is ``None``.
+Every question is bounded by a short deadline; a server that cannot be reached, refuses the
+key or fails is :class:`Unknown` (nothing is kept: the next start asks again), one that
+answers without a window is ``None``.
 """
 
 from __future__ import annotations
@@ -62,8 +62,9 @@ class _Asker:
         self.deadline = deadline
 
     def json(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
-        """The answer's JSON document; None for an error status or a body that is not JSON.
-        Raises :class:`_Unreachable` when the server cannot be reached in time."""
+        """The answer's JSON document; None for a path the server does not have (or a body
+        that is not JSON). Raises :class:`_Unreachable` when the server cannot be reached in
+        time, refuses the key or fails (then nothing it said is kept)."""
         import httpx2
 
         left = self.deadline - time.monotonic()
@@ -82,6 +83,8 @@ class _Asker:
             if type(error).__name__ == "ServerUnreachable":
                 raise _Unreachable from None
             raise
+        if response.status_code in (401, 403) or response.status_code >= 500:
+            raise _Unreachable  # (a refused key, a server still loading: ask another time)
         if response.status_code != 200:
             return None
         try:
