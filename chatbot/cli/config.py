@@ -198,7 +198,8 @@ def _windows(settings: Settings, listing: list[ModelInfo], current: str) -> dict
     as learned before."""
     from chatbot.config.sources import endpoint_of
     from chatbot.engine.models import is_offline, make_model, max_input_tokens
-    from chatbot.engine.windows import BOOK, learn_from_server, window_of
+    from chatbot.engine.servers import learn_from_server
+    from chatbot.engine.windows import BOOK, window_of
 
     if is_offline(current):
         return {}

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from chatbot.engine import windows
 from chatbot.engine.windows import Window
 from chatbot.logs import logger
 
@@ -240,3 +242,35 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
     default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
     detail = "its default context length (the model is not loaded yet)"
     return Window(default, "server", "LM Studio", detail, most, assumed=True)
+
+
+def learn_from_server(
+    settings: Settings,
+    model_name: str,
+    *,
+    force: bool = False,
+    listing: list[dict[str, Any]] | None = None,
+) -> None:
+    """Ask the server for ``model_name``'s window unless the model cache already knows it
+    (``force``: ask anyway, as ``chatbot models`` does, with the ``listing`` it just read).
+    Inside an event loop (a LangGraph server's node) the server is asked from a thread of
+    its own: this run goes on with what is known, the next one has it."""
+    from chatbot.config.sources import endpoint_of
+
+    if not settings.openai_base_url or not model_name:
+        return  # (OpenAI's own API has no window API: its models have profiles)
+    endpoint = endpoint_of(settings.openai_base_url)
+    if not force and (
+        windows.BOOK.fresh(endpoint, model_name) or windows.BOOK.asked(endpoint, model_name)
+    ):
+        return
+
+    def ask() -> None:
+        answer = ask_server(settings, model_name, listing)
+        if not isinstance(answer, Unknown):
+            windows.BOOK.record(endpoint, model_name, answer)
+
+    if windows.in_event_loop():
+        threading.Thread(target=ask, name="chatbot-window", daemon=True).start()
+    else:
+        ask()

@@ -287,7 +287,7 @@ class WindowBook:
 
             update_cache(change, path)
 
-        if _in_event_loop():
+        if in_event_loop():
             threading.Thread(target=write, name="chatbot-window-cache").start()
         else:
             write()
@@ -331,7 +331,8 @@ def _entry_of(stored: Any) -> _Entry | None:
     return _Entry(window, float(stored["asked_at"]), bool(stored.get("noted")))
 
 
-def _in_event_loop() -> bool:
+def in_event_loop() -> bool:
+    """True inside a running event loop (where a LangGraph server forbids blocking calls)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -353,35 +354,3 @@ def window_of(
     if profile_tokens:
         return Window(profile_tokens, "profile")
     return BOOK.lookup(endpoint, model_name) if model_name else None
-
-
-def learn_from_server(
-    settings: Any,
-    model_name: str,
-    *,
-    force: bool = False,
-    listing: list[dict[str, Any]] | None = None,
-) -> None:
-    """Ask the server for ``model_name``'s window unless the model cache already knows it
-    (``force``: ask anyway, as ``chatbot models`` does, with the ``listing`` it just read).
-    Inside an event loop (a LangGraph server's node) the server is asked from a thread of
-    its own: this run goes on with what is known, the next one has it."""
-    from chatbot.config.sources import endpoint_of
-
-    if not settings.openai_base_url or not model_name:
-        return  # (OpenAI's own API has no window API: its models have profiles)
-    endpoint = endpoint_of(settings.openai_base_url)
-    if not force and (BOOK.fresh(endpoint, model_name) or BOOK.asked(endpoint, model_name)):
-        return
-
-    def ask() -> None:
-        from chatbot.engine.servers import Unknown, ask_server
-
-        answer = ask_server(settings, model_name, listing)
-        if not isinstance(answer, Unknown):
-            BOOK.record(endpoint, model_name, answer)
-
-    if _in_event_loop():
-        threading.Thread(target=ask, name="chatbot-window", daemon=True).start()
-    else:
-        ask()
