@@ -30,6 +30,7 @@ from tests.helpers import (
     ok,
     one_error,
     summary_requests,
+    wait_until,
 )
 from tests.local_servers import (
     MODEL,
@@ -128,9 +129,10 @@ def test_forty_turns_with_only_the_url_key_and_model_answer_fold_and_fit(
                 4096,
                 "server",
                 "Ollama",
-                "its smallest default (the model is not loaded yet)",
+                "its smallest default until the model is loaded",
                 131072,
                 assumed=True,
+                until_loaded=True,
             ),
         ),
         (
@@ -238,8 +240,9 @@ def test_room_for_the_reply_is_a_quarter_of_a_small_window_and_a_setting(
     assert server.max_tokens == [512, 300]
     assert [r.body["max_tokens"] for r in server.requests] == [512, 300]
     assert "max_completion_tokens" not in server.requests[0].body, "Ollama reads max_tokens"
-    line = one_error(cli.ask("hello", CHATBOT_REPLY_TOKENS="1800", **ONLY), 2)
-    assert "CHATBOT_REPLY_TOKENS=1800 leaves less than a quarter of the model's 2,048-token" in line
+    ok(cli.ask("hello", CHATBOT_REPLY_TOKENS="1800", **ONLY))
+    assert server.max_tokens[-1] == 1024, "at most half the window: the request keeps the rest"
+    assert server.past == []
 
 
 def test_a_model_with_a_profile_is_never_asked_about_nor_limited(
@@ -359,8 +362,8 @@ def test_context_in_the_repl_shows_the_servers_window_and_the_room_kept_for_the_
     assert "of 1,536 tokens" in text, "what a request may hold: the window less the reply's room"
     assert (
         "the model's window: 2,048 tokens, from the server (llama.cpp: meta.n_ctx of "
-        "/v1/models), just now; 512 kept for the reply (CHATBOT_REPLY_TOKENS), so a request "
-        "holds at most 1,536"
+        "/v1/models), just now; 512 kept for the reply (a quarter of the window; "
+        "CHATBOT_REPLY_TOKENS sets it), so a request holds at most 1,536"
     ) in text
 
 
@@ -402,3 +405,129 @@ def test_a_refused_key_or_a_failing_server_is_asked_again_at_the_next_start(
     for status in (401, 503):
         openai_server.models_status = status
         assert isinstance(ask_server(settings, "fake-chat-model-7"), Unknown), status
+
+
+def test_ollama_restarted_with_a_smaller_window_is_caught_at_its_first_silent_cut(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache says 4,096 (fresh: asked an hour ago); Ollama now runs the model at 2,048 and
+    cuts what does not fit without a word, then reports what it kept. chatbot sees the server
+    read far fewer tokens than were sent: it says so once, learns a smaller window and asks
+    the server again; no later request passes the window."""
+    server = servers(Ollama, num_ctx=4096)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    ok(cli.ask(turn_text(0), **ONLY))
+    server.num_ctx = server.window = 2048  # (restarted with OLLAMA_CONTEXT_LENGTH=2048)
+    notes = []
+    for number in range(1, 30):
+        a_new_process(monkeypatch)
+        result = ok(cli.ask(turn_text(number), **ONLY))
+        notes += [line for line in result.stderr.splitlines() if "cut this request" in line]
+    assert len(server.past) == 1, "one request was cut; none after it"
+    assert server.truncated == 1
+    assert len(notes) == 1 and "it read about" in notes[0]
+    learned = windows.BOOK.lookup(server.base_url, MODEL)
+    assert learned is not None and (learned.tokens, learned.source) == (2048, "server")
+
+
+def test_a_model_ollama_had_not_loaded_is_asked_again_after_the_first_reply(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(Ollama, default_ctx=2048)  # (OLLAMA_CONTEXT_LENGTH=2048, nothing loaded)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    assert "Ollama has not loaded this model yet" in ok(cli.ask("hello", **ONLY)).stderr
+
+    def asked_again() -> bool:
+        known = windows.BOOK.lookup(server.base_url, MODEL)
+        return known is not None and not known.assumed
+
+    wait_until(asked_again, what="the server asked again once the model is loaded")
+    for number in range(25):
+        ok(cli.ask(turn_text(number), **ONLY))
+    assert server.past == []
+
+
+def test_vllm_restarted_with_a_smaller_window_answers_the_first_turn(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache says 8,192 (fresh); vLLM now runs at 1,024 and refuses a short prompt whose
+    room for the reply (2,048 tokens) passes its window. The refusal states the window: the
+    same request is sent again with the smaller room, with no fold and no error."""
+    server = servers(Vllm, window=8192)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello", **ONLY))
+    server.window = 1024
+    a_new_process(monkeypatch)
+    result = ok(cli.ask("and now?", **ONLY))
+    assert result.stdout.strip() == "echo: and now?"
+    assert server.max_tokens[-2:] == [2048, 256]
+    assert summary_requests(server) == [], "nothing needed folding"
+    assert "error" not in result.stderr
+
+
+def test_a_system_prompt_that_fills_a_small_window_is_named_and_not_folded_around(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(LlamaCpp, window=1024)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    rules = "Always answer in the voice of a careful librarian who cites sources. " * 50
+    ok(cli.invoke("ask", "hi", "--system", rules, "--db", str(cli.db), "-t", "t1", **ONLY))
+    question = "what do you think of " + "the weather and the garden " * 35
+    result = cli.ask(question, **ONLY)
+    line = one_error(result)
+    assert "the system prompt is about" in line and "shorten the system prompt (/system)" in line
+    assert "folded" not in result.stderr, "folding two short messages would not make room"
+    assert summary_requests(server) == []
+    assert server.past == []
+
+
+def test_models_knows_an_ollama_model_named_without_its_latest_tag(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(Ollama, num_ctx=2048)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    listed = ok(cli.invoke("models", **ONLY))
+    assert listed.stdout.startswith("local-model:latest  (CHATBOT_MODEL)  window 2,048 tokens")
+    assert [r["current"] for r in json.loads(ok(cli.invoke("models", "--json", **ONLY)).stdout)]
+    server.num_ctx = server.window = 4096  # (restarted with more: `chatbot models` asks again)
+    ok(cli.invoke("models", **ONLY))
+    assert windows.BOOK.lookup(server.base_url, MODEL).tokens == 4096  # type: ignore[union-attr]
+
+
+def test_a_max_input_setting_past_the_servers_window_gives_way_to_it(
+    servers: Any, tmp_path: Path
+) -> None:
+    server = servers(LlamaCpp, window=1024)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    env = {**ONLY, "CHATBOT_MAX_INPUT_TOKENS": "4000"}
+    for number in range(12):
+        ok(cli.ask(turn_text(number), **env))
+    assert server.past == [], "the server's window holds, not the setting"
+    assert [
+        room
+        for r, room in zip(server.requests, server.max_tokens, strict=True)
+        if not is_summary_request(r)
+    ] == [256] * 12
+    listed = ok(cli.invoke("models", **env))
+    assert "window 1,024 tokens, from the server" in listed.stdout
+    assert "CHATBOT_MAX_INPUT_TOKENS=4000 is more than the server's 1,024-token window" in (
+        listed.stderr
+    )
+    small = {**ONLY, "CHATBOT_MAX_INPUT_TOKENS": "500"}  # (less than the server's: the setting)
+    ok(cli.ask("hello", **small))
+    assert server.max_tokens[-1] is None
+
+
+def test_a_tight_window_with_the_recall_tool_answers_every_turn(
+    servers: Any, tmp_path: Path
+) -> None:
+    """A server that counts the recall tool's definition higher than chatbot does (its own
+    rendering of the tools) in a window the reply takes half of: a refused turn folds to
+    what the server's window holds less the reply's room, and answers."""
+    server = servers(Vllm, window=1024)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    words = "the river and the hills and the long road home in the evening light " * 9
+    for number in range(10):
+        result = ok(cli.ask(f"{number}: {words}", CHATBOT_REPLY_TOKENS="700", **ONLY))
+        assert result.stdout.strip() == f"echo: {number}: {words}".strip()
+    assert any(r.body.get("tools") for r in server.requests), "the recall tool was offered"

@@ -32,8 +32,12 @@ def test_an_answer_a_day_old_is_asked_again_and_an_assumed_one_always() -> None:
     book = WindowBook()
     book.record(ENDPOINT, "m", SERVER)
     assert not book.fresh(ENDPOINT, "m", now=time.time() + MAX_AGE + 1)
-    book.record(ENDPOINT, "a", Window(4096, "server", "Ollama", "default", assumed=True))
-    assert not book.fresh(ENDPOINT, "a")
+    book.record(ENDPOINT, "a", Window(4096, "server", "Ollama", "default", True, until_loaded=True))
+    assert not book.fresh(ENDPOINT, "a"), "asked again until the model is loaded"
+    book.record(ENDPOINT, "lcp", Window(2048, "server", "llama-cpp-python", "default", True))
+    assert book.fresh(ENDPOINT, "lcp"), "a default that asking again cannot change"
+    assert not book.fresh(ENDPOINT, "m", now=time.time() + windows.WINDOW_AGE + 1)
+    assert not book.fresh(ENDPOINT, "m", now=time.time() - 3600), "a clock set back"
     book.record(ENDPOINT, "silent", None)
     assert book.fresh(ENDPOINT, "silent"), "a server that says nothing is not asked every time"
     assert book.lookup(ENDPOINT, "silent") is None
@@ -124,6 +128,8 @@ def test_room_for_the_reply_in_a_shared_window_and_none_in_an_input_limit() -> N
         4096,
     ]
     assert reply_room(Window(2048, "server"), 300) == 300
+    assert reply_room(Window(2048, "server"), 5000) == 1024, "half the window at most"
+    assert reply_room(Window(10, "refusal"), None) == 5
     assert input_limit(Window(2048, "server"), None) == 1536
     assert input_limit(Window(2048, "refusal"), 300) == 1748
     assert input_limit(Window(8192, "settings"), 300) == 8192, "a setting is what a request holds"
@@ -138,7 +144,7 @@ def test_a_window_says_where_it_comes_from() -> None:
     assert Window(8192, "settings").origin() == "CHATBOT_MAX_INPUT_TOKENS"
     assumed = Window(2048, "server", "llama-cpp-python", "its default n_ctx", assumed=True)
     assert assumed.origin() == "the server's default (llama-cpp-python: its default n_ctx)"
-    assert "CHATBOT_MAX_INPUT_TOKENS sets it" in assumed.note()
+    assert "if it runs with more, CHATBOT_MAX_INPUT_TOKENS says so" in assumed.note()
 
 
 def test_the_process_book_is_the_one_every_lookup_reads() -> None:
@@ -146,3 +152,14 @@ def test_the_process_book_is_the_one_every_lookup_reads() -> None:
     assert windows.window_of("m", ENDPOINT, None, None) == windows.BOOK.lookup(ENDPOINT, "m")
     assert windows.window_of("m", ENDPOINT, 128000, None) == Window(128000, "profile")
     assert windows.window_of("m", ENDPOINT, 128000, 5000) == Window(5000, "settings")
+
+
+def test_a_named_pipe_where_the_cache_should_be_is_never_read() -> None:
+    import os
+
+    cache_path().parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(cache_path())
+    book = WindowBook()
+    assert book.lookup(ENDPOINT, "m") is None  # (reading it would wait for a writer forever)
+    book.record(ENDPOINT, "m", SERVER)
+    assert WindowBook().lookup(ENDPOINT, "m") is not None, "replaced by the cache file"

@@ -156,12 +156,13 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     settings = state.settings
     # without a key or a server the offline model answers, whatever CHATBOT_MODEL says
     current = settings.model if settings.has_credentials else "offline"
-    windows = _windows(settings, listing, current)
+    listed_as = next((m.id for m in listing if same_model(m.id, current)), current)
+    windows = _windows(settings, listing, current, listed_as)
     if as_json:
         print_json(
             [
                 model.record()
-                | {"current": model.id == current}
+                | {"current": model.id == listed_as}
                 | ({"window": _window_record(windows[model.id])} if model.id in windows else {})
                 for model in listing
             ]
@@ -178,24 +179,38 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     lines = []
     for model in listing:
         mark = ""
-        if model.id == current:
+        if model.id == listed_as:
             mark = "  (CHATBOT_MODEL)" if current == settings.model else "  (no key or server set)"
         if model.id in windows:
-            window = windows[model.id]
-            age = window.age()
-            mark += f"  window {window.tokens:,} tokens, from {window.origin()}"
+            known = windows[model.id]
+            age = known.age()
+            mark += f"  window {known.tokens:,} tokens, from {known.origin()}"
             mark += f", {age}" if age else ""
         lines.append(plain(f"{model.id}{mark}"))
     out.print(Listing(Group(*lines)))  # (a name is never broken: the mark wraps, if anything)
-    note = windows[current].note() if current in windows else ""
+    window = windows.get(listed_as)
+    note = window.note() if window else ""
+    if window and settings.max_input_tokens and window.source != "settings":
+        note = (
+            f"CHATBOT_MAX_INPUT_TOKENS={settings.max_input_tokens} is more than the server's "
+            f"{window.tokens:,}-token window lets a request hold: the server's window is used"
+        )
     if note:
         err.print(f"[yellow]note:[/] {escape(note)}")
 
 
-def _windows(settings: Settings, listing: list[ModelInfo], current: str) -> dict[str, Window]:
-    """The windows known of the listed models: the current model's asked of the server
-    anew (this is where a user looks after changing the server's settings), the others'
-    as learned before."""
+def same_model(listed: str, configured: str) -> bool:
+    """True when a listed name is the configured model: the same name, or Ollama's name for
+    it with the ``:latest`` tag the setting may leave out."""
+    return listed == configured or (":" not in configured and listed == f"{configured}:latest")
+
+
+def _windows(
+    settings: Settings, listing: list[ModelInfo], current: str, listed_as: str
+) -> dict[str, Window]:
+    """The windows known of the listed models, by their listed names: the current model's
+    asked of the server anew (this is where a user looks after changing the server's
+    settings), under the name it is configured by; the others' as learned before."""
     from chatbot.config.sources import endpoint_of
     from chatbot.engine.models import is_offline, make_model, max_input_tokens
     from chatbot.engine.servers import learn_from_server
@@ -207,10 +222,12 @@ def _windows(settings: Settings, listing: list[ModelInfo], current: str) -> dict
     found: dict[str, Window] = {}
     entries = [model.listed for model in listing]
     for name in (model.id for model in listing):
-        if name == current:
-            learn_from_server(settings, name, force=True, listing=entries)
-            profile = max_input_tokens(make_model(name, settings, role="chat"))
-            window = window_of(name, endpoint, profile, settings.max_input_tokens)
+        if name == listed_as:
+            learn_from_server(settings, current, force=True, listing=entries)
+            profile = max_input_tokens(make_model(current, settings, role="chat"))
+            window = window_of(
+                current, endpoint, profile, settings.max_input_tokens, settings.reply_tokens
+            )
         else:
             window = BOOK.lookup(endpoint, name) if settings.openai_base_url else None
         if window is not None:

@@ -178,7 +178,8 @@ class AppState:
             from chatbot.engine.models import max_input_tokens, resolve_models
 
             self._models = resolve_models(self.settings)
-            self.settings.policy(max_input_tokens(self._models.chat))  # a bad policy fails now
+            told = self.settings.max_input_tokens  # a bad policy fails now
+            self.settings.policy(told or max_input_tokens(self._models.chat))
         return self._models
 
     @property

@@ -206,7 +206,8 @@ class Settings(BaseSettings):
     def policy(
         self, max_input_tokens: int | None, *, trigger: str = "", keep: str = ""
     ) -> SummaryPolicy:
-        """The validated summarization policy; ``max_input_tokens`` from the model profile.
+        """The validated summarization policy for a model whose requests may hold
+        ``max_input_tokens`` (None: ``CHATBOT_MAX_INPUT_TOKENS``, if set).
 
         ``trigger`` and ``keep``, when given (a run's own), replace the settings' values.
         """
@@ -215,7 +216,7 @@ class Settings(BaseSettings):
                 trigger or self.summary_trigger,
                 keep or self.summary_keep,
                 keep_first_message=self.keep_first_message,
-                max_input_tokens=self.max_input_tokens or max_input_tokens,
+                max_input_tokens=max_input_tokens or self.max_input_tokens,
             )
         except PolicyError as error:
             raise SettingsError(str(error)) from None

@@ -121,8 +121,21 @@ def summary_oversized(summary: str, run: RunSettings) -> bool:
 
 def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> bool:
     """True when a fold for ``reason`` would change something: there are messages safe to
-    fold, or the summary is too big to keep."""
-    return bool(plan_fold(state, run, reason)) or summary_oversized(state.get("summary", ""), run)
+    fold, or the summary is too big to keep. A fold to make the request fit must also fold
+    at least :data:`~chatbot.memory.policy.MIN_SHRINK` of the request (beyond the recall tool
+    a first summary brings): folding two short messages beside a long system prompt only adds
+    a summary to what is sent, and is not made."""
+    summary = state.get("summary", "")
+    if summary_oversized(summary, run):
+        return True
+    plan = plan_fold(state, run, reason)
+    if not plan or reason != "fit":
+        return bool(plan)
+    messages = state["messages"]
+    counts = run.counter.per_message(messages)
+    folded = sum(counts[i] for i in plan.fold)
+    brought = 0 if summary else recall.offered_tokens(run.counter, "x", run.recall)
+    return folded - brought >= context_tokens(messages, summary, run) * policy.MIN_SHRINK
 
 
 def _fixed_head(summary: str, run: RunSettings) -> int:
@@ -146,11 +159,14 @@ def plan_fold(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) ->
         room = run.policy.input_budget() or context_tokens(messages, summary, run)
     else:
         flag = overflow_of(state) or {}
+        limit, most = flag.get("limit"), run.policy.max_input_tokens
+        if limit and most:  # (a server's window holds the reply too: the request, less)
+            limit = min(limit, most)
         room = policy.overflow_room(
             int(flag.get("counted") or context_tokens(messages, summary, run)),
-            flag.get("limit"),
+            limit,
             flag.get("requested"),
-            run.policy.max_input_tokens,
+            most,
         )
     kept_room = max(1, room - _fixed_head(summary, run))
     return policy.plan_summary(messages, run.policy, counts, max_kept_tokens=kept_room)
@@ -163,6 +179,21 @@ def refused_tokens(state: Mapping[str, Any], run: RunSettings) -> int:
     if isinstance(counted, int) and counted > 0:
         return counted
     return context_tokens(state["messages"], state.get("summary", ""), run)
+
+
+def fits_now(state: Mapping[str, Any], run: RunSettings) -> bool:
+    """After a refusal of a request sent with room for its reply (``max_tokens``): True when
+    the refused request fits the input budget as the run sees the window now (the refusal
+    taught it; by the server's count of the request when it gave one): it was the room asked
+    for the reply that did not fit (vLLM refuses a prompt and ``max_tokens`` past its window),
+    and asking again with the smaller room needs no fold."""
+    flag = overflow_of(state) or {}
+    budget = run.policy.input_budget()
+    if not flag.get("reply") or budget is None:
+        return False
+    requested = flag.get("requested")
+    size = requested if isinstance(requested, int) and requested > 0 else None
+    return (size or refused_tokens(state, run)) <= budget
 
 
 def could_shrink(state: Mapping[str, Any], run: RunSettings, plan: policy.SummaryPlan) -> bool:

@@ -140,7 +140,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
                 # LangGraph stores a failed task's error in the checkpoint database, and
                 # provider errors can quote the API key: store (and raise) only the redacted text.
                 raise ModelCallFailed(describe_error(error)) from None
-            return overflow.refusal_update(state, refusal, counted)
+            return overflow.refusal_update(state, refusal, counted, run.reply_tokens)
     if offer and recall.wants_tools(response):
         pass  # a recall round: its text (if any) and calls are kept; the answer comes after
     else:
@@ -158,7 +158,10 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
             raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
         if ending == "length":
             response = finish.with_length_note(response)
-    response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw)
+    cut = overflow.after_reply(run, response, sent, raw)
+    if cut is not None:
+        get_stream_writer()(stream.as_payload(cut))
+    response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw, cut is not None)
     update: dict[str, Any] = {"messages": [response]}
     update.update(_paid(state, "chat", run.chat_model, [response]))
     if state.get("context_overflow"):
@@ -187,6 +190,8 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         return {}
     if reason == "overflow":  # (the retry is sent without the recall tool: counted so)
         run = dataclasses.replace(run, recall=False)
+        if folding.fits_now(state, run):
+            return {}  # (the reply's room did not fit: asked again with the room it said)
     before = folding.context_tokens(messages, summary, run)
     plan = folding.plan_fold(state, run, reason)
     if reason == "overflow":

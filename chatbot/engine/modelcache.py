@@ -33,9 +33,13 @@ def cache_path() -> Path:
 
 
 def read_cache(path: Path | None = None) -> dict[str, Any]:
-    """The cache's document (``{}`` when there is none, or it is not a JSON object)."""
+    """The cache's document (``{}`` when there is none, or it is not a JSON object; a named
+    pipe or a device in its place is never opened: reading one would wait forever)."""
+    path = path or cache_path()
     try:
-        data = json.loads((path or cache_path()).read_text(encoding="utf-8"))
+        if not path.is_file():
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

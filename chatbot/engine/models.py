@@ -344,8 +344,7 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         stream_usage=True,
         callbacks=callbacks,
     )
-    told = settings.max_input_tokens if role == "chat" else settings.summary_input_tokens
-    if max_input_tokens(model) is None and told is None:
+    if max_input_tokens(model) is None:
         from chatbot.engine.servers import learn_from_server
 
         learn_from_server(settings, name)  # (once: the model cache keeps the answer)

@@ -27,7 +27,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from chatbot.engine import folding, windows
+from chatbot.engine import folding, stream, windows
 from chatbot.engine.runsettings import RunSettings
 from chatbot.errors import (
     ContextOverflow,
@@ -40,10 +40,23 @@ from chatbot.logs import logger
 from chatbot.memory import policy
 from chatbot.memory.tokens import model_name
 
+log = logger("graph")
+
 NEAR_WINDOW = 0.75
 """A request holding this share of what the window lets a request hold is near it."""
-
-log = logger("graph")
+CUT_SHARE = 0.6
+"""A server that says it read less than this share of what chatbot counted cut the request
+to fit its window (no tokenizer counts that much lower than chatbot's count)..."""
+CUT_FLOOR = 0.3
+"""...unless it says less than this share: then it counted something else (an older Ollama
+counted only the tokens its prompt cache did not hold), which is no sign of a cut."""
+CUT_SMALLEST = 256
+"""A request below this many tokens is never taken as cut: no server's window is that small,
+and the counts of a short request differ most (each message's few tokens of framing)."""
+GROWTH = 32
+"""A request this many tokens longer than the one before (by chatbot's count) whose count by
+the server grew by less than half of that was cut: a server's count of the same text does not
+lag chatbot's that far."""
 
 
 def too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
@@ -65,7 +78,7 @@ def check_message_fits(
     if limit and request_tokens > limit and folding.pending_reply(messages):
         alone = folding.context_tokens(messages[-1:], summary, run)
         if alone > limit:
-            raise too_long(alone, limit, "your message (with the summary)")
+            raise _what_is_too_long(messages, summary, run, alone, limit)
 
 
 def possible_overflow(run: RunSettings, counted: int) -> ContextOverflow | None:
@@ -87,6 +100,66 @@ def learn(run: RunSettings, model: Any, overflow: ContextOverflow, counted: int)
     )
 
 
+def after_reply(
+    run: RunSettings, reply: AIMessage, sent: Sequence[BaseMessage], raw: int
+) -> stream.ServerCut | None:
+    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window.
+
+    A server that cut the request silently to fit its window (Ollama past its ``num_ctx``:
+    it drops the oldest messages and answers) says so only in its usage: it read far fewer
+    tokens than were sent (:func:`cut_by_the_server`). Then its window is below the request,
+    and the server is asked again, now that the model is loaded. So is a server whose window
+    was assumed until the model is loaded, or is not known (it could not be asked at the
+    start). Returns the cut, to be said."""
+    settings = run.settings
+    if settings is None or not settings.openai_base_url:
+        return None
+    from chatbot.engine import servers
+
+    name = model_name(run.chat_model)
+    expected = run.counter.scaled(raw, sent)
+    reported = reply.usage_metadata.get("input_tokens") if reply.usage_metadata else None
+    if isinstance(reported, int) and cut_by_the_server(run, sent, raw, expected, reported):
+        log.warning("the server read %s of about %s tokens: it cut them", reported, expected)
+        windows.BOOK.learn_refusal(run.endpoint, name, None, expected)
+        servers.ask_again(settings, name)
+        return stream.ServerCut(sent=expected, read=reported)
+    if run.window is None or run.window.until_loaded:
+        servers.ask_again(settings, name)
+    return None
+
+
+def cut_by_the_server(
+    run: RunSettings, sent: Sequence[BaseMessage], raw: int, expected: int, reported: int
+) -> bool:
+    """True when the server's count of a request (``reported``) says it read only part of
+    it: less than :data:`CUT_SHARE` of chatbot's count (``expected``, scaled by the server's
+    earlier counts), or, since the last reply of the same model, a request :data:`GROWTH`
+    tokens longer whose count by the server grew by less than half as much."""
+    from chatbot.memory.tokens import usage_counts
+
+    if expected < CUT_SMALLEST or reported < expected * CUT_FLOOR:
+        return False
+    if reported < expected * CUT_SHARE:
+        return True
+    asked = model_name(run.chat_model)
+    for message in reversed(sent):
+        if not isinstance(message, AIMessage):
+            continue
+        counts = usage_counts(message, run.counter.name)
+        if counts is None:
+            continue
+        if (message.response_metadata or {}).get("model_name") not in (asked, None):
+            return False  # (another model's tokenizer: its counts do not compare)
+        raw_before, reported_before = counts
+        grew = raw - raw_before
+        return (
+            grew >= GROWTH
+            and reported - reported_before < grew * (reported_before / raw_before) / 2
+        )
+    return False
+
+
 def empty_answer_failed(
     state: Mapping[str, Any], streamed: BaseException, unstreamed: BaseException
 ) -> ModelCallFailed:
@@ -103,12 +176,33 @@ def empty_answer_failed(
     )
 
 
+def _what_is_too_long(
+    messages: Sequence[BaseMessage], summary: str, run: RunSettings, alone: int, limit: int
+) -> ContextTooLong:
+    """The error for a request whose every part but the message is already as small as it
+    gets, naming the part that fills the window: the system prompt, or the message."""
+    from chatbot.memory import prompts
+
+    system = run.counter.messages(
+        prompts.conversation_input([], "", run.system_prompt, run.language)
+    )
+    message = run.counter.messages(messages[-1:])
+    if system > message:
+        return ContextTooLong(
+            f"the system prompt is about {system:,} tokens and your message {message:,}: the "
+            f"request would be about {alone:,} tokens, and the model takes at most {limit:,}: "
+            "shorten the system prompt (/system) or the message"
+        )
+    return too_long(alone, limit, "your message (with the summary)" if summary else "your message")
+
+
 def refusal_update(
-    state: Mapping[str, Any], overflow: ContextOverflow, counted: int
+    state: Mapping[str, Any], overflow: ContextOverflow, counted: int, reply: int | None = None
 ) -> dict[str, Any]:
-    """The provider refused the pending message's request (``counted`` tokens by our count)
-    as too long: the state update recording it, so that the graph folds and asks again; or
-    :class:`ContextTooLong` when this message was refused and folded for once already."""
+    """The provider refused the pending message's request (``counted`` tokens by our count,
+    sent with ``reply`` tokens of room for the reply) as too long: the state update recording
+    it, so that the graph folds and asks again; or :class:`ContextTooLong` when this message
+    was refused and folded for once already."""
     if folding.overflow_of(state) is not None:
         raise ContextTooLong(
             f"the model refused the request as too long again after folding the "
@@ -122,6 +216,7 @@ def refusal_update(
             "counted": counted,
             "limit": overflow.limit,
             "requested": overflow.requested,
+            "reply": reply,
         }
     }
 

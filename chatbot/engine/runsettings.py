@@ -59,6 +59,8 @@ class RunSettings:
     """What every summary call is bound with (``max_tokens``)."""
     endpoint: str = ""
     """The model server's endpoint (what learned windows are kept by)."""
+    settings: Settings | None = None
+    """The settings the run was resolved from (to ask the server again about its window)."""
 
 
 class ModelCache:
@@ -122,7 +124,11 @@ def resolve_run(
         raise SettingsError(f"language={language!r} is not valid: use en or zh")
     endpoint = endpoint_of(settings.openai_base_url)
     window = windows.window_of(
-        model_name(chat), endpoint, max_input_tokens(chat), settings.max_input_tokens
+        model_name(chat),
+        endpoint,
+        max_input_tokens(chat),
+        settings.max_input_tokens,
+        settings.reply_tokens,
     )
     limit, reply = _room(window, settings)
     run_policy = policy.fitted_to_window(
@@ -170,26 +176,21 @@ def resolve_run(
         chat_call=reply_limit(reply, settings),
         summary_call=reply_limit(summary_reply, settings),
         endpoint=endpoint,
+        settings=settings,
     )
 
 
 def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None, int | None]:
     """What a request may hold in ``window``, and the room kept for the reply (sent as
-    ``max_tokens``): a shared window keeps room out of itself; ``CHATBOT_REPLY_TOKENS`` set
-    is sent whatever the window. A room that leaves the request less than a quarter of the
-    window is one ``SettingsError``."""
+    ``max_tokens``): a shared window keeps room out of itself (:func:`windows.reply_room`);
+    ``CHATBOT_REPLY_TOKENS`` set is sent whatever the window."""
     setting = settings.reply_tokens
     if window is None:
         return None, setting
     if not window.shared:
         return window.tokens, setting
     reply = windows.reply_room(window, setting)
-    if reply * 4 > window.tokens * 3:
-        raise SettingsError(
-            f"CHATBOT_REPLY_TOKENS={reply} leaves less than a quarter of the model's "
-            f"{window.tokens:,}-token window for the request: lower it"
-        )
-    return windows.input_limit(window, setting), reply
+    return window.tokens - reply, reply
 
 
 def _recall(settings: Settings, context: Any) -> bool:

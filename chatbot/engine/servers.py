@@ -212,8 +212,8 @@ def _ollama(asker: _Asker, root: str, model: str) -> Window | None:
     if found:
         return Window(int(found.group(1)), "server", "Ollama", "num_ctx of the model", trained)
     default = min(OLLAMA_DEFAULT, trained) if trained else OLLAMA_DEFAULT
-    detail = "its smallest default (the model is not loaded yet)"
-    return Window(default, "server", "Ollama", detail, trained, assumed=True)
+    detail = "its smallest default until the model is loaded"
+    return Window(default, "server", "Ollama", detail, trained, True, until_loaded=True)
 
 
 def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
@@ -226,8 +226,8 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
         if loaded:
             return Window(loaded, "server", "LM Studio", "loaded_context_length", most)
         default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
-        detail = "its default context length (the model is not loaded yet)"
-        return Window(default, "server", "LM Studio", detail, most, assumed=True)
+        detail = "its default context length until the model is loaded"
+        return Window(default, "server", "LM Studio", detail, most, True, until_loaded=True)
     listing = asker.json("GET", f"{root}/api/v1/models")
     found = _named(listing.get("models") if isinstance(listing, dict) else None, model, "key")
     if found is None:
@@ -240,8 +240,8 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
             detail = "context_length of a loaded instance"
             return Window(loaded, "server", "LM Studio", detail, most)
     default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
-    detail = "its default context length (the model is not loaded yet)"
-    return Window(default, "server", "LM Studio", detail, most, assumed=True)
+    detail = "its default context length until the model is loaded"
+    return Window(default, "server", "LM Studio", detail, most, True, until_loaded=True)
 
 
 def learn_from_server(
@@ -274,3 +274,21 @@ def learn_from_server(
         threading.Thread(target=ask, name="chatbot-window", daemon=True).start()
     else:
         ask()
+
+
+def ask_again(settings: Settings, model_name: str) -> None:
+    """Ask the server for ``model_name``'s window once more in this process, from a thread of
+    its own: after a reply, when the window was only assumed (a model Ollama or LM Studio
+    had not loaded yet) or the server cut a request it could not hold."""
+    from chatbot.config.sources import endpoint_of
+
+    endpoint = endpoint_of(settings.openai_base_url)
+    if windows.BOOK.asked(endpoint, f"{model_name}\n(again)"):
+        return
+
+    def ask() -> None:
+        answer = ask_server(settings, model_name)
+        if not isinstance(answer, Unknown):
+            windows.BOOK.record(endpoint, model_name, answer)
+
+    threading.Thread(target=ask, name="chatbot-window", daemon=True).start()

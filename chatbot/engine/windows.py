@@ -36,7 +36,11 @@ log = logger("models")
 Source = Literal["settings", "profile", "server", "refusal"]
 
 MAX_AGE = 24 * 3600.0
-"""Seconds a server's answer (or its silence) is trusted; after that it is asked again."""
+"""Seconds a server's silence is trusted (a server with no window API will not grow one);
+after that it is asked again."""
+WINDOW_AGE = 3600.0
+"""Seconds a window a server said is trusted: a local server's window is set when it starts,
+and a restart can change it (asking again takes a few milliseconds)."""
 MAX_REPLY_ROOM = 4096
 """The most tokens the automatic reply room keeps (a quarter of the window below 16k)."""
 MIN_REPLY_ROOM = 64
@@ -55,7 +59,10 @@ class Window:
     model_max: int | None = None
     """The model's own window, when the server runs it with a smaller one."""
     assumed: bool = False
-    """The server did not say: this is its default (asked again at the next start)."""
+    """The server did not say: this is its default."""
+    until_loaded: bool = False
+    """Assumed until the server has loaded the model (then it says): asked again after the
+    next reply, and at the next start."""
     learned_at: float = 0.0
 
     @property
@@ -92,10 +99,17 @@ class Window:
         ``''``."""
         if self.source != "server":
             return ""
+        if self.until_loaded:
+            return (
+                f"{self.server} has not loaded this model yet: chatbot assumes a "
+                f"{self.tokens:,}-token window ({self.detail}) and asks again after the first "
+                "reply"
+            )
         if self.assumed:
             return (
-                f"{self.server} does not say this model's window yet: chatbot assumes "
-                f"{self.tokens:,} tokens ({self.detail}); CHATBOT_MAX_INPUT_TOKENS sets it"
+                f"{self.server} does not say this model's window: chatbot assumes "
+                f"{self.tokens:,} tokens ({self.detail}); if it runs with more, "
+                "CHATBOT_MAX_INPUT_TOKENS says so"
             )
         if not self.model_max or self.model_max <= self.tokens:
             return ""
@@ -120,10 +134,21 @@ RAISE_HINTS = {
 
 def reply_room(window: Window, setting: int | None) -> int:
     """Tokens kept free for the reply in a shared window: ``CHATBOT_REPLY_TOKENS`` when set,
-    else a quarter of the window, between :data:`MIN_REPLY_ROOM` and :data:`MAX_REPLY_ROOM`."""
+    else a quarter of the window, between :data:`MIN_REPLY_ROOM` and :data:`MAX_REPLY_ROOM`;
+    never more than half of it (the request keeps the other half)."""
+    wanted = setting or max(MIN_REPLY_ROOM, min(MAX_REPLY_ROOM, window.tokens // 4))
+    return max(1, min(wanted, window.tokens // 2))
+
+
+def reply_origin(window: Window | None, setting: int | None, reply: int | None) -> str:
+    """Where the room kept for the reply comes from, for people (``''``: none is kept)."""
+    if not reply:
+        return ""
+    if setting and reply == setting:
+        return "CHATBOT_REPLY_TOKENS"
     if setting:
-        return setting
-    return max(MIN_REPLY_ROOM, min(MAX_REPLY_ROOM, window.tokens // 4))
+        return f"CHATBOT_REPLY_TOKENS={setting}, held to half the window"
+    return "a quarter of the window; CHATBOT_REPLY_TOKENS sets it"
 
 
 def input_limit(window: Window, setting: int | None) -> int:
@@ -188,13 +213,16 @@ class WindowBook:
 
     def fresh(self, endpoint: str, model: str, now: float | None = None) -> bool:
         """True when the server was asked lately enough (answered or not) that asking again
-        would tell nothing new; a default assumed for it is never fresh."""
+        would tell nothing new; a window assumed until the model is loaded never is."""
         with self._lock:
             self._load()
             entry = self._entries.get((_shown(endpoint), model))
-        if entry is None or (entry.window is not None and entry.window.assumed):
+        if entry is None or (entry.window is not None and entry.window.until_loaded):
             return False
-        return (now or time.time()) - entry.asked_at < MAX_AGE
+        window = entry.window
+        trusted = MAX_AGE if window is None or window.source == "refusal" else WINDOW_AGE
+        age = (now or time.time()) - entry.asked_at
+        return 0 <= age < trusted  # (a time in the future: a clock set back; asked again)
 
     def asked(self, endpoint: str, model: str) -> bool:
         """True once this process has asked the server about ``model`` (answered or not:
@@ -345,12 +373,20 @@ BOOK = WindowBook()
 
 
 def window_of(
-    model_name: str, endpoint: str, profile_tokens: int | None, setting: int | None
+    model_name: str,
+    endpoint: str,
+    profile_tokens: int | None,
+    setting: int | None,
+    reply_setting: int | None = None,
 ) -> Window | None:
     """The window of a chat model: the setting, its profile, what its server or a refusal
-    said (see the module), or None."""
+    said (see the module), or None. A setting more than the server's window lets a request
+    hold (with ``reply_setting``'s room for the reply) gives way to the server's."""
+    learned = BOOK.lookup(endpoint, model_name) if model_name and not profile_tokens else None
     if setting:
+        if learned is not None and input_limit(learned, reply_setting) < setting:
+            return learned
         return Window(setting, "settings")
     if profile_tokens:
         return Window(profile_tokens, "profile")
-    return BOOK.lookup(endpoint, model_name) if model_name else None
+    return learned

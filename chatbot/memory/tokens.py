@@ -412,10 +412,17 @@ class TokenCounter:
         factor = self.scale(messages)
         return [max(1, math.ceil(self.raw_message(m) * factor)) for m in messages]
 
-    def record(self, sent: Sequence[BaseMessage], raw: int | None = None) -> dict[str, Any]:
+    def record(
+        self, sent: Sequence[BaseMessage], raw: int | None = None, cut: bool = False
+    ) -> dict[str, Any]:
         """What the conversation node stores on a reply: our raw count of the request
-        (``raw``, when the caller counted it)."""
-        return {"tokens": self.raw(sent) if raw is None else raw, "tokenizer": self.tokenizer.name}
+        (``raw``, when the caller counted it); ``cut``: the server cut the request, so its
+        usage does not scale later counts."""
+        record = {
+            "tokens": self.raw(sent) if raw is None else raw,
+            "tokenizer": self.tokenizer.name,
+        }
+        return {**record, "cut": True} if cut else record
 
 
 def _has_tool_calls(message: BaseMessage) -> bool:
@@ -426,16 +433,26 @@ def _has_tool_calls(message: BaseMessage) -> bool:
 
 def usage_scale(reply: AIMessage, tokenizer: str) -> float | None:
     """Provider ``input_tokens`` over our recorded raw count of that request, if both exist."""
+    counts = usage_counts(reply, tokenizer)
+    return counts[1] / counts[0] if counts else None
+
+
+def usage_counts(reply: AIMessage, tokenizer: str) -> tuple[int, int] | None:
+    """Our raw count of the request a reply answered and the provider's (``input_tokens``),
+    when both were recorded with ``tokenizer`` (None for a request the server cut: it counted
+    what it kept, not what was sent)."""
     usage: dict[str, Any] = dict(reply.usage_metadata or {})
     counted = (reply.response_metadata or {}).get(USAGE_KEY)
     if not isinstance(counted, dict) or counted.get("tokenizer") != tokenizer:
         return None
     reported, ours = usage.get("input_tokens"), counted.get("tokens")
-    if not isinstance(reported, int | float) or not isinstance(ours, int | float):
+    if counted.get("cut") or not isinstance(reported, int | float):
+        return None
+    if not isinstance(ours, int | float):
         return None
     if reported <= 0 or ours <= 0:
         return None
-    return float(reported) / float(ours)
+    return int(ours), int(reported)
 
 
 def _arguments(args: Any) -> str:

@@ -571,11 +571,11 @@ def window_line(window: ContextWindow) -> str:
         line = f"the model's window: {window.server_window:,} tokens, from {window.window_from}"
         if window.reply_room:
             line += (
-                f"; {window.reply_room:,} kept for the reply (CHATBOT_REPLY_TOKENS), so a request "
-                f"holds at most {window.window or 0:,}"
+                f"; {window.reply_room:,} kept for the reply ({window.reply_from}), so a "
+                f"request holds at most {window.window or 0:,}"
             )
         return line
     line = f"the model's input: {window.window or 0:,} tokens, from {window.window_from}"
     if window.reply_room:
-        line += f"; replies stop at {window.reply_room:,} tokens (CHATBOT_REPLY_TOKENS)"
+        line += f"; replies stop at {window.reply_room:,} tokens ({window.reply_from})"
     return line

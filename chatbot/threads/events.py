@@ -18,6 +18,7 @@ from chatbot.engine.stream import (
     NothingToFold,
     Recalling,
     RecallOff,
+    ServerCut,
     Summarized,
     SummaryFailed,
     from_payload,
@@ -81,6 +82,7 @@ Event = (
     | NothingToFold
     | Recalling
     | RecallOff
+    | ServerCut
     | Waiting
     | Unanswered
 )

@@ -76,6 +76,8 @@ class ContextWindow:
     request may hold of it)."""
     reply_room: int | None = None
     """Tokens kept for the reply (sent as ``max_tokens``; ``None``: nothing is)."""
+    reply_from: str = ""
+    """Where that room comes from (the setting, a quarter of the window)."""
     scaled_from: str = ""
     """The trigger and keep as set, when they were scaled down to fit the window."""
 
@@ -182,7 +184,7 @@ class ThreadOperations:
         )
         if run is None:
             return measured
-        from chatbot.engine import folding
+        from chatbot.engine import folding, windows
         from chatbot.memory.policy import TRIGGER_OFF
 
         plan = folding.plan_fold({"messages": messages, "summary": summary}, run, "compact")
@@ -196,6 +198,9 @@ class ThreadOperations:
             window_from=f"{known.origin()}{', ' + age if age else ''}" if known else "",
             server_window=known.tokens if known and known.shared else None,
             reply_room=run.reply_tokens,
+            reply_from=windows.reply_origin(
+                known, run.settings.reply_tokens if run.settings else None, run.reply_tokens
+            ),
             scaled_from=run.policy.scaled_from,
             trigger=",".join(str(limit) for limit in limits) or TRIGGER_OFF,
             trigger_tokens=run.policy.trigger_tokens(),
