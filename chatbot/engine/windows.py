@@ -1,14 +1,15 @@
 """The model's context window: how much a request (and its reply) may hold, and who said so.
 
-Where a window comes from, first found wins:
+Where a window comes from, first found wins (:func:`window_of`):
 
-- ``settings``: ``CHATBOT_MAX_INPUT_TOKENS``, what a request may hold;
+- ``settings``: ``CHATBOT_MAX_INPUT_TOKENS``, what a request may hold (unless that is more than
+  the server's window lets a request hold: then the server's);
 - ``profile``: the model's profile (LangChain's, for models it knows), input only;
 - ``server``: what the model server says of the model it runs (:mod:`chatbot.engine.servers`:
-  llama.cpp, Ollama, vLLM, LM Studio), asked once per base URL and model and kept in the model
-  cache with its age (:data:`MAX_AGE`);
+  llama.cpp, Ollama, vLLM, LM Studio), kept per base URL and model in the model cache with
+  when it was asked (trusted :data:`WINDOW_AGE`; a server that said nothing, :data:`MAX_AGE`);
 - ``refusal``: what a refusal said ("maximum context length is 2048 tokens"), or, when it gave
-  no number, the size of the request it refused.
+  no number, the size of the request it refused (or that the server cut silently).
 
 A server's window (and a refusal's) holds the prompt and the reply together, so room for the
 reply is kept out of it (:func:`reply_room`, ``CHATBOT_REPLY_TOKENS``) and sent as ``max_tokens``:
