@@ -531,3 +531,38 @@ def test_a_tight_window_with_the_recall_tool_answers_every_turn(
         result = ok(cli.ask(f"{number}: {words}", CHATBOT_REPLY_TOKENS="700", **ONLY))
         assert result.stdout.strip() == f"echo: {number}: {words}".strip()
     assert any(r.body.get("tools") for r in server.requests), "the recall tool was offered"
+
+
+def test_a_server_too_slow_to_say_its_window_is_not_waited_for_at_every_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chatbot.engine import servers as asking
+
+    class SlowListing(FakeOpenAI):
+        def listing(self) -> dict[str, Any]:
+            self._stopping.wait(asking.ASK_TIMEOUT + 1)  # (longer than a question may take)
+            return super().listing()
+
+    with SlowListing(echo_or_summary) as server:
+        cli = Cli(server, tmp_path / "chat.sqlite")
+        assert ok(cli.ask("hello")).stdout.strip() == "echo: hello", "it answers, windowless"
+        assert ("GET", "/v1/models") in server.log
+        for _ in range(2):
+            a_new_process(monkeypatch)
+            server.log.clear()
+            ok(cli.ask("again"))
+            assert server.log == [("POST", "/v1/chat/completions")], "not asked again yet"
+
+
+def test_a_server_that_says_nothing_is_not_asked_again_turn_after_turn(
+    openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    openai_server.responder = echo_or_summary
+    cli = Cli(openai_server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello"))
+    for fresh_process in (False, True, True):
+        if fresh_process:
+            a_new_process(monkeypatch)
+        openai_server.log.clear()
+        ok(cli.ask("and again"))
+        assert openai_server.log == [("POST", "/v1/chat/completions")]

@@ -124,8 +124,10 @@ def after_reply(
         windows.BOOK.learn_refusal(run.endpoint, name, None, expected)
         servers.ask_again(settings, name)
         return stream.ServerCut(sent=expected, read=reported)
-    if run.window is None or run.window.until_loaded:
-        servers.ask_again(settings, name)
+    if (run.window is None or run.window.until_loaded) and not windows.BOOK.fresh(
+        run.endpoint, name
+    ):
+        servers.ask_again(settings, name)  # (a server that said nothing is not asked again)
     return None
 
 

@@ -40,19 +40,28 @@ if TYPE_CHECKING:
 
 log = logger("models")
 
-DEADLINE = 8.0
+DEADLINE = 4.0
 """Seconds all the questions about one model may take together."""
+ASK_TIMEOUT = 2.0
+"""Seconds one question may take (a local server answers in milliseconds)."""
 OLLAMA_DEFAULT = 4096
 LM_STUDIO_DEFAULT = 4096
 LLAMA_CPP_PYTHON_DEFAULT = 2048
 
 
 class Unknown:
-    """The server could not be asked (not there, too slow): nothing was learned."""
+    """The server could not be asked (not there, too slow, refused the key): nothing was
+    learned. ``slow``: it did not answer in time (asked again some minutes later, not at
+    every start: a start would wait for it each time)."""
+
+    def __init__(self, slow: bool = False) -> None:
+        self.slow = slow
 
 
 class _Unreachable(Exception):
-    pass
+    def __init__(self, slow: bool = False) -> None:
+        super().__init__()
+        self.slow = slow
 
 
 class _Asker:
@@ -71,16 +80,16 @@ class _Asker:
 
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise _Unreachable
+            raise _Unreachable(slow=True)
         try:
             response = self.client.request(
-                method, url, headers=self.headers, json=body, timeout=min(left, 5.0)
+                method, url, headers=self.headers, json=body, timeout=min(left, ASK_TIMEOUT)
             )
         except (httpx2.TransportError, OSError) as error:
             from chatbot.config.sources import without_password
 
             log.debug("asking %s failed: %s", without_password(url), type(error).__name__)
-            raise _Unreachable from None
+            raise _Unreachable(slow=isinstance(error, httpx2.TimeoutException)) from None
         except Exception as error:  # (the client's own "not there": ServerUnreachable)
             if type(error).__name__ == "ServerUnreachable":
                 raise _Unreachable from None
@@ -130,8 +139,8 @@ def ask_server(
     try:
         with http_client(endpoint) as client:
             return _ask(_Asker(client, key, deadline), endpoint, model, listing)
-    except _Unreachable:
-        return Unknown()
+    except _Unreachable as error:
+        return Unknown(error.slow)
 
 
 def _ask(
@@ -267,7 +276,10 @@ def learn_from_server(
 
     def ask() -> None:
         answer = ask_server(settings, model_name, listing)
-        if not isinstance(answer, Unknown):
+        if isinstance(answer, Unknown):
+            if answer.slow:
+                windows.BOOK.record_slow(endpoint, model_name)
+        else:
             windows.BOOK.record(endpoint, model_name, answer)
 
     if windows.in_event_loop():
@@ -288,7 +300,10 @@ def ask_again(settings: Settings, model_name: str) -> None:
 
     def ask() -> None:
         answer = ask_server(settings, model_name)
-        if not isinstance(answer, Unknown):
+        if isinstance(answer, Unknown):
+            if answer.slow:
+                windows.BOOK.record_slow(endpoint, model_name)
+        else:
             windows.BOOK.record(endpoint, model_name, answer)
 
     threading.Thread(target=ask, name="chatbot-window", daemon=True).start()

@@ -39,6 +39,8 @@ Source = Literal["settings", "profile", "server", "refusal"]
 MAX_AGE = 24 * 3600.0
 """Seconds a server's silence is trusted (a server with no window API will not grow one);
 after that it is asked again."""
+SLOW_AGE = 600.0
+"""Seconds a server that did not answer in time is left alone before it is asked again."""
 WINDOW_AGE = 3600.0
 """Seconds a window a server said is trusted: a local server's window is set when it starts,
 and a restart can change it (asking again takes a few milliseconds)."""
@@ -169,6 +171,8 @@ class _Entry:
     """None: the server was asked and said nothing."""
     asked_at: float
     noted: bool = False
+    slow: bool = False
+    """The server did not answer in time (``window`` is what was known before)."""
 
 
 Key = tuple[str, str]
@@ -214,15 +218,21 @@ class WindowBook:
 
     def fresh(self, endpoint: str, model: str, now: float | None = None) -> bool:
         """True when the server was asked lately enough (answered or not) that asking again
-        would tell nothing new; a window assumed until the model is loaded never is."""
+        would tell nothing new; a window assumed until the model is loaded never is, and a
+        server too slow to answer is left alone for :data:`SLOW_AGE`."""
         with self._lock:
             self._load()
             entry = self._entries.get((_shown(endpoint), model))
-        if entry is None or (entry.window is not None and entry.window.until_loaded):
+        if entry is None:
             return False
-        window = entry.window
-        trusted = MAX_AGE if window is None or window.source == "refusal" else WINDOW_AGE
         age = (now or time.time()) - entry.asked_at
+        window = entry.window
+        if entry.slow:
+            trusted = SLOW_AGE
+        elif window is not None and window.until_loaded:
+            return False
+        else:
+            trusted = MAX_AGE if window is None or window.source == "refusal" else WINDOW_AGE
         return 0 <= age < trusted  # (a time in the future: a clock set back; asked again)
 
     def asked(self, endpoint: str, model: str) -> bool:
@@ -253,6 +263,16 @@ class WindowBook:
             noted = bool(old and old.noted and _same(known, window))
             self._entries[key] = _Entry(window, now, noted)
             self.version += 1
+        self._save(key)
+
+    def record_slow(self, endpoint: str, model: str) -> None:
+        """The server did not answer in time: what was known of ``model`` stays, and the
+        server is left alone for :data:`SLOW_AGE`."""
+        key = (_shown(endpoint), model)
+        with self._lock:
+            self._load()
+            old = self._entries.get(key)
+            self._entries[key] = _Entry(old.window if old else None, time.time(), slow=True)
         self._save(key)
 
     def learn_refusal(self, endpoint: str, model: str, limit: int | None, refused: int) -> None:
@@ -337,7 +357,8 @@ def _shown(endpoint: str) -> str:
 
 def _stored(entry: _Entry) -> dict[str, Any]:
     window = entry.window.record() if entry.window else None
-    return {"window": window, "asked_at": entry.asked_at, "noted": entry.noted}
+    stored = {"window": window, "asked_at": entry.asked_at, "noted": entry.noted}
+    return {**stored, "slow": True} if entry.slow else stored
 
 
 def _entry_of(stored: Any) -> _Entry | None:
@@ -357,7 +378,8 @@ def _entry_of(stored: Any) -> _Entry | None:
             return None
     elif raw is not None:
         return None
-    return _Entry(window, float(stored["asked_at"]), bool(stored.get("noted")))
+    asked_at = float(stored["asked_at"])
+    return _Entry(window, asked_at, bool(stored.get("noted")), bool(stored.get("slow")))
 
 
 def in_event_loop() -> bool:
