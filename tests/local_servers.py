@@ -232,6 +232,12 @@ class Ollama(LocalServer):
             while request_tokens(body) >= self.window and len(messages) > 2:
                 keep_system = 1 if messages[0].get("role") == "system" else 0
                 del messages[keep_system]  # the oldest after the system prompt goes
+            while request_tokens(body) >= self.window:  # ("truncating input prompt")
+                first = messages[1 if len(messages) > 1 else 0]
+                text = first.get("content")
+                if not isinstance(text, str) or len(text) < 8:
+                    break
+                first["content"] = text[len(text) // 4 :]
         return None
 
 

@@ -8,6 +8,7 @@ The servers are the fakes of :mod:`tests.local_servers`, each behaving as its re
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -410,24 +411,26 @@ def test_a_refused_key_or_a_failing_server_is_asked_again_at_the_next_start(
 def test_ollama_restarted_with_a_smaller_window_is_caught_at_its_first_silent_cut(
     servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The cache says 4,096 (fresh: asked an hour ago); Ollama now runs the model at 2,048 and
-    cuts what does not fit without a word, then reports what it kept. chatbot sees the server
-    read far fewer tokens than were sent: it says so once, learns a smaller window and asks
-    the server again; no later request passes the window."""
+    """The cache says 4,096 (fresh: asked minutes ago); Ollama now runs the model at 2,048
+    and cuts what does not fit without a word, then reports what it kept. chatbot sees the
+    server read fewer tokens than it would have: it asks the server again, which says 2,048;
+    no later request passes the window, and the next start says so."""
     server = servers(Ollama, num_ctx=4096)
     cli = Cli(server, tmp_path / "chat.sqlite")
     ok(cli.ask(turn_text(0), **ONLY))
     server.num_ctx = server.window = 2048  # (restarted with OLLAMA_CONTEXT_LENGTH=2048)
-    notes = []
+    said = []
     for number in range(1, 30):
         a_new_process(monkeypatch)
         result = ok(cli.ask(turn_text(number), **ONLY))
-        notes += [line for line in result.stderr.splitlines() if "cut this request" in line]
+        said += [line for line in result.stderr.splitlines() if "2,048-token window" in line]
+        if server.past:
+            wait_until(lambda: windows.BOOK.lookup(server.base_url, MODEL).tokens == 2048)  # type: ignore[union-attr]
     assert len(server.past) == 1, "one request was cut; none after it"
     assert server.truncated == 1
-    assert len(notes) == 1 and "it read about" in notes[0]
     learned = windows.BOOK.lookup(server.base_url, MODEL)
     assert learned is not None and (learned.tokens, learned.source) == (2048, "server")
+    assert len(said) == 1 and said[0].startswith("note: Ollama runs this model with a 2,048")
 
 
 def test_a_model_ollama_had_not_loaded_is_asked_again_after_the_first_reply(
@@ -566,3 +569,104 @@ def test_a_server_that_says_nothing_is_not_asked_again_turn_after_turn(
         openai_server.log.clear()
         ok(cli.ask("and again"))
         assert openai_server.log == [("POST", "/v1/chat/completions")]
+
+
+HINDI = "मेरा नाम अदा है, मैं पुणे में रहती हूँ और मुझे हरी चाय और पुरानी किताबें पसंद हैं। " * 12
+"""Text a server's tokenizer reads in about half the tokens chatbot's estimate counts."""
+
+
+@pytest.mark.parametrize("kind", ["Ollama", "llama.cpp"])
+def test_text_the_server_counts_lower_is_never_taken_for_a_cut(
+    kind: str, servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(Ollama, num_ctx=8192) if kind == "Ollama" else servers(LlamaCpp, window=8192)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    divider = "=" * 60 + "\n"
+    for number in range(8):
+        a_new_process(monkeypatch)
+        text = f"{number}: {HINDI}" if number % 2 else f"{number}:\n{divider * 6}{turn_text(1)}"
+        result = ok(cli.ask(text, **ONLY))
+        assert result.stdout.strip() == f"echo: {text}".strip()
+        assert "error" not in result.stderr
+    wait_until(lambda: not any(t.name == "chatbot-window" for t in threading.enumerate()))
+    learned = windows.BOOK.lookup(server.base_url, MODEL)
+    assert learned is not None and (learned.tokens, learned.source) == (8192, "server")
+    assert server.past == []
+
+
+def test_a_big_silent_cut_is_caught_and_its_usage_set_aside(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ollama restarted from 16,384 to 2,048 without OLLAMA_CONTEXT_LENGTH: a request of
+    thousands of tokens is cut to a quarter of it. Its usage does not shrink later counts,
+    the server is asked again, and the next turn folds to fit."""
+    server = servers(Ollama, num_ctx=16384)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    story = "a long account of the voyage and the weather at sea " * 70
+    for number in range(5):
+        ok(cli.ask(f"{number}: {story}", **ONLY))
+    server.num_ctx = server.window = 2048
+    a_new_process(monkeypatch)
+    ok(cli.ask(f"5: {story}", **ONLY))  # (cut; and the fold after it, in the same turn)
+    cut = len(server.past)
+    assert cut in (1, 2)
+    wait_until(lambda: windows.BOOK.lookup(server.base_url, MODEL).tokens == 2048)  # type: ignore[union-attr]
+    a_new_process(monkeypatch)
+    result = ok(cli.ask("and the harbour?", **ONLY))
+    assert "before answering, so the request fits the model" in result.stderr
+    assert len(server.past) == cut, "nothing passes the window from then on"
+    record = cli.show()
+    assert record["messages"][-1]["content"] == "echo: and the harbour?"
+
+
+def test_a_window_a_refusal_taught_is_asked_again_within_the_hour(
+    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = servers(Vllm, window=1024)
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    ok(cli.ask("hello", **ONLY))
+    server.window = 8192
+    ok(cli.ask(turn_text(0) * 3, **ONLY))
+    assert windows.BOOK.lookup(server.base_url, MODEL).tokens == 1024  # type: ignore[union-attr]
+    document = json.loads(cache_path().read_text())
+    document["windows"][server.base_url][MODEL]["asked_at"] -= windows.WINDOW_AGE + 1
+    cache_path().write_text(json.dumps(document))
+    a_new_process(monkeypatch)
+    ok(cli.ask("and now?", **ONLY))
+    assert windows.BOOK.lookup(server.base_url, MODEL).tokens == 8192  # type: ignore[union-attr]
+
+
+def test_a_model_known_by_name_on_a_small_local_server_learns_the_servers_window(
+    servers: Any, tmp_path: Path
+) -> None:
+    """A local server serving a model under a name LangChain has a profile for (128k): the
+    first refusal teaches the server's window, which wins over the profile from then on."""
+    server = servers(LlamaCpp, window=1024, model="gpt-4o-mini")
+    cli = Cli(server, tmp_path / "chat.sqlite")
+    env = {"CHATBOT_MODEL": "gpt-4o-mini"}
+    for number in range(24):
+        ok(cli.ask(turn_text(number), **env))
+    assert len(server.past) == 1, "refused once; the window it stated holds from then on"
+
+
+def test_a_long_running_process_asks_again_at_most_once_a_minute(
+    servers: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LangGraph server runs for days: a server restarted twice meanwhile is asked again
+    each time it may have cut a request, though never more than once a minute."""
+    from chatbot.engine import servers as asking
+
+    server = servers(Ollama, num_ctx=2048)
+    settings = Settings(_env_file=None, openai_base_url=server.base_url)  # type: ignore[call-arg]
+
+    def shown() -> int:
+        return sum(1 for _, path in server.log if path == "/api/show")
+
+    asking.ask_again(settings, MODEL)
+    wait_until(lambda: shown() == 1)
+    asking.ask_again(settings, MODEL)
+    monkeypatch.setattr(asking, "ASK_AGAIN_EVERY", 0.0)  # (a minute later)
+    asking.ask_again(settings, MODEL)
+    wait_until(lambda: shown() == 2)
+    wait_until(lambda: not any(t.name == "chatbot-window" for t in threading.enumerate()))
+    assert shown() == 2

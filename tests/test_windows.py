@@ -32,9 +32,13 @@ def test_an_answer_a_day_old_is_asked_again_and_an_assumed_one_always() -> None:
     book = WindowBook()
     book.record(ENDPOINT, "m", SERVER)
     assert not book.fresh(ENDPOINT, "m", now=time.time() + MAX_AGE + 1)
-    book.record(ENDPOINT, "a", Window(4096, "server", "Ollama", "default", True, until_loaded=True))
+    book.record(
+        ENDPOINT, "a", Window(4096, "server", "Ollama", "default", assumed=True, until_loaded=True)
+    )
     assert not book.fresh(ENDPOINT, "a"), "asked again until the model is loaded"
-    book.record(ENDPOINT, "lcp", Window(2048, "server", "llama-cpp-python", "default", True))
+    book.record(
+        ENDPOINT, "lcp", Window(2048, "server", "llama-cpp-python", "default", assumed=True)
+    )
     assert book.fresh(ENDPOINT, "lcp"), "a default that asking again cannot change"
     assert not book.fresh(ENDPOINT, "m", now=time.time() + windows.WINDOW_AGE + 1)
     assert not book.fresh(ENDPOINT, "m", now=time.time() - 3600), "a clock set back"
@@ -147,11 +151,18 @@ def test_a_window_says_where_it_comes_from() -> None:
     assert "if it runs with more, CHATBOT_MAX_INPUT_TOKENS says so" in assumed.note()
 
 
-def test_the_process_book_is_the_one_every_lookup_reads() -> None:
-    windows.BOOK.record(ENDPOINT, "m", SERVER)
-    assert windows.window_of("m", ENDPOINT, None, None) == windows.BOOK.lookup(ENDPOINT, "m")
-    assert windows.window_of("m", ENDPOINT, 128000, None) == Window(128000, "profile")
-    assert windows.window_of("m", ENDPOINT, 128000, 5000) == Window(5000, "settings")
+def test_what_wins_the_setting_the_profile_or_what_the_server_said() -> None:
+    windows.BOOK.record(ENDPOINT, "m", SERVER)  # (4,096 tokens: 3,072 a request, 1,024 reply)
+    said = windows.BOOK.lookup(ENDPOINT, "m")
+    assert windows.window_of("m", ENDPOINT, None, None) == said
+    assert windows.window_of("m", ENDPOINT, 128000, None) == said, "a server runs it smaller"
+    assert windows.window_of("m", ENDPOINT, 2048, None) == Window(2048, "profile")
+    assert windows.window_of("m", ENDPOINT, 128000, 5000) == said, "a setting past the window"
+    assert windows.window_of("m", ENDPOINT, None, 3000) == Window(3000, "settings")
+    windows.BOOK.record(ENDPOINT, "a", Window(2048, "server", "llama-cpp-python", "", assumed=True))
+    assert windows.window_of("a", ENDPOINT, None, 6000) == Window(6000, "settings"), (
+        "a window only assumed never overrides the setting"
+    )
 
 
 def test_a_named_pipe_where_the_cache_should_be_is_never_read() -> None:

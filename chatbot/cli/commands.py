@@ -327,14 +327,13 @@ class _AskView:
         so that the reply is saved, and the command says so after it."""
 
     def show(self, event: Event) -> None:
-        from chatbot.terminal.display import cut_note, recall_note
+        from chatbot.terminal.display import recall_note
         from chatbot.terminal.render import describe_summary
         from chatbot.threads.events import (
             Folding,
             Recalling,
             RecallOff,
             Reply,
-            ServerCut,
             Summarized,
             SummaryFailed,
             Token,
@@ -367,8 +366,6 @@ class _AskView:
             err.print(f"[dim]{describe_summary(event)}[/]")
         elif isinstance(event, Recalling | RecallOff):
             err.print(recall_note(event))
-        elif isinstance(event, ServerCut):
-            err.print(cut_note(event))
         elif isinstance(event, SummaryFailed):
             err.print(
                 "[yellow]summary failed, nothing was removed (the next turn retries):[/] "

@@ -132,6 +132,9 @@ def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason
     if not plan or reason != "fit":
         return bool(plan)
     messages = state["messages"]
+    limit = run.policy.max_input_tokens
+    if limit and context_tokens(messages[-1:], summary, run) > limit:
+        return False  # (the message cannot fit whatever is folded: the call says so)
     counts = run.counter.per_message(messages)
     folded = sum(counts[i] for i in plan.fold)
     brought = 0 if summary else recall.offered_tokens(run.counter, "x", run.recall)

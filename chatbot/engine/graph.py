@@ -158,10 +158,8 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
             raise ModelCallFailed(f"{finish.incomplete(ending)}; it was not saved")
         if ending == "length":
             response = finish.with_length_note(response)
-    cut = overflow.after_reply(run, response, sent, raw)
-    if cut is not None:
-        get_stream_writer()(stream.as_payload(cut))
-    response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw, cut is not None)
+    set_aside = overflow.after_reply(run, response, sent, raw)
+    response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw, set_aside)
     update: dict[str, Any] = {"messages": [response]}
     update.update(_paid(state, "chat", run.chat_model, [response]))
     if state.get("context_overflow"):

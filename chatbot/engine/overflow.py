@@ -27,7 +27,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from chatbot.engine import folding, stream, windows
+from chatbot.engine import folding, windows
 from chatbot.engine.runsettings import RunSettings
 from chatbot.errors import (
     ContextOverflow,
@@ -44,19 +44,17 @@ log = logger("graph")
 
 NEAR_WINDOW = 0.75
 """A request holding this share of what the window lets a request hold is near it."""
+CUTS_SILENTLY = ("Ollama",)
+"""Servers that answer a request past their window after cutting it, without a word."""
 CUT_SHARE = 0.6
-"""A server that says it read less than this share of what chatbot counted cut the request
-to fit its window (no tokenizer counts that much lower than chatbot's count)..."""
-CUT_FLOOR = 0.3
-"""...unless it says less than this share: then it counted something else (an older Ollama
-counted only the tokens its prompt cache did not hold), which is no sign of a cut."""
+"""A server that says it read less than this share of what chatbot counted may have cut the
+request."""
 CUT_SMALLEST = 256
 """A request below this many tokens is never taken as cut: no server's window is that small,
 and the counts of a short request differ most (each message's few tokens of framing)."""
 GROWTH = 32
 """A request this many tokens longer than the one before (by chatbot's count) whose count by
-the server grew by less than half of that was cut: a server's count of the same text does not
-lag chatbot's that far."""
+the server grew by less than half of that may have been cut."""
 
 
 def too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
@@ -100,47 +98,48 @@ def learn(run: RunSettings, model: Any, overflow: ContextOverflow, counted: int)
     )
 
 
-def after_reply(
-    run: RunSettings, reply: AIMessage, sent: Sequence[BaseMessage], raw: int
-) -> stream.ServerCut | None:
-    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window.
+def after_reply(run: RunSettings, reply: AIMessage, sent: Sequence[BaseMessage], raw: int) -> bool:
+    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window;
+    True when its usage may not scale later counts.
 
-    A server that cut the request silently to fit its window (Ollama past its ``num_ctx``:
-    it drops the oldest messages and answers) says so only in its usage: it read far fewer
-    tokens than were sent (:func:`cut_by_the_server`). Then its window is below the request,
-    and the server is asked again, now that the model is loaded. So is a server whose window
-    was assumed until the model is loaded, or is not known (it could not be asked at the
-    start). Returns the cut, to be said."""
+    Ollama cuts a request past its ``num_ctx`` silently (it drops the oldest messages, or
+    the start of the prompt, and answers), which only its usage shows: it read far fewer
+    tokens than were sent (:func:`cut_by_the_server`). Counts differ by script too (a
+    tokenizer reads Hindi in half the tokens chatbot's estimate does), so that alone learns
+    nothing: the server is asked again (it says what it runs the model with, now that the
+    model is loaded), and the reply's usage is set aside. A server whose window was assumed
+    until the model is loaded, or is not known (it could not be asked at the start), is asked
+    again too."""
     settings = run.settings
     if settings is None or not settings.openai_base_url:
-        return None
+        return False
     from chatbot.engine import servers
 
     name = model_name(run.chat_model)
-    expected = run.counter.scaled(raw, sent)
+    cuts = run.window is not None and run.window.server in CUTS_SILENTLY
     reported = reply.usage_metadata.get("input_tokens") if reply.usage_metadata else None
-    if isinstance(reported, int) and cut_by_the_server(run, sent, raw, expected, reported):
-        log.warning("the server read %s of about %s tokens: it cut them", reported, expected)
-        windows.BOOK.learn_refusal(run.endpoint, name, None, expected)
+    if cuts and isinstance(reported, int) and cut_by_the_server(run, sent, raw, reported):
+        log.info("the server read %s tokens of a longer request: asking its window", reported)
         servers.ask_again(settings, name)
-        return stream.ServerCut(sent=expected, read=reported)
+        return True
     if (run.window is None or run.window.until_loaded) and not windows.BOOK.fresh(
         run.endpoint, name
     ):
         servers.ask_again(settings, name)  # (a server that said nothing is not asked again)
-    return None
+    return False
 
 
 def cut_by_the_server(
-    run: RunSettings, sent: Sequence[BaseMessage], raw: int, expected: int, reported: int
+    run: RunSettings, sent: Sequence[BaseMessage], raw: int, reported: int
 ) -> bool:
-    """True when the server's count of a request (``reported``) says it read only part of
-    it: less than :data:`CUT_SHARE` of chatbot's count (``expected``, scaled by the server's
-    earlier counts), or, since the last reply of the same model, a request :data:`GROWTH`
-    tokens longer whose count by the server grew by less than half as much."""
+    """True when the server's count of a request (``reported``) says it may have read only
+    part of it: less than :data:`CUT_SHARE` of chatbot's count (scaled by the server's earlier
+    counts), or, since the last reply of the same model, a request :data:`GROWTH` tokens
+    longer whose count by the server grew by less than half as much."""
     from chatbot.memory.tokens import usage_counts
 
-    if expected < CUT_SMALLEST or reported < expected * CUT_FLOOR:
+    expected = run.counter.scaled(raw, sent)
+    if expected < CUT_SMALLEST:
         return False
     if reported < expected * CUT_SHARE:
         return True

@@ -222,7 +222,7 @@ def _ollama(asker: _Asker, root: str, model: str) -> Window | None:
         return Window(int(found.group(1)), "server", "Ollama", "num_ctx of the model", trained)
     default = min(OLLAMA_DEFAULT, trained) if trained else OLLAMA_DEFAULT
     detail = "its smallest default until the model is loaded"
-    return Window(default, "server", "Ollama", detail, trained, True, until_loaded=True)
+    return Window(default, "server", "Ollama", detail, trained, assumed=True, until_loaded=True)
 
 
 def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
@@ -236,7 +236,7 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
             return Window(loaded, "server", "LM Studio", "loaded_context_length", most)
         default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
         detail = "its default context length until the model is loaded"
-        return Window(default, "server", "LM Studio", detail, most, True, until_loaded=True)
+        return Window(default, "server", "LM Studio", detail, most, assumed=True, until_loaded=True)
     listing = asker.json("GET", f"{root}/api/v1/models")
     found = _named(listing.get("models") if isinstance(listing, dict) else None, model, "key")
     if found is None:
@@ -250,7 +250,7 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
             return Window(loaded, "server", "LM Studio", detail, most)
     default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
     detail = "its default context length until the model is loaded"
-    return Window(default, "server", "LM Studio", detail, most, True, until_loaded=True)
+    return Window(default, "server", "LM Studio", detail, most, assumed=True, until_loaded=True)
 
 
 def learn_from_server(
@@ -288,15 +288,26 @@ def learn_from_server(
         ask()
 
 
+ASK_AGAIN_EVERY = 60.0
+"""Seconds between two questions a process asks again after replies."""
+_asked_again: dict[tuple[str, str], float] = {}
+_asking_again = threading.Lock()
+
+
 def ask_again(settings: Settings, model_name: str) -> None:
-    """Ask the server for ``model_name``'s window once more in this process, from a thread of
-    its own: after a reply, when the window was only assumed (a model Ollama or LM Studio
-    had not loaded yet) or the server cut a request it could not hold."""
+    """Ask the server for ``model_name``'s window once more, from a thread of its own, at
+    most every :data:`ASK_AGAIN_EVERY` seconds: after a reply, when the window was assumed
+    until the model is loaded (Ollama, LM Studio), was not known, or the server may have cut
+    the request."""
     from chatbot.config.sources import endpoint_of
 
     endpoint = endpoint_of(settings.openai_base_url)
-    if windows.BOOK.asked(endpoint, f"{model_name}\n(again)"):
-        return
+    now = time.monotonic()
+    with _asking_again:
+        last = _asked_again.get((endpoint, model_name))
+        if last is not None and now - last < ASK_AGAIN_EVERY:
+            return
+        _asked_again[(endpoint, model_name)] = now
 
     def ask() -> None:
         answer = ask_server(settings, model_name)

@@ -95,18 +95,7 @@ class RecallOff:
     error: str = ""
 
 
-@dataclass(frozen=True)
-class ServerCut:
-    """The server answered a request it had cut to fit its window, without a word (Ollama):
-    it read about ``read`` of the ``sent`` tokens, so the reply may have missed the start
-    of the conversation. chatbot has learned a smaller window and asks the server again."""
-
-    event: ClassVar[str] = "server_cut"
-    sent: int
-    read: int
-
-
-FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed | Recalling | RecallOff | ServerCut
+FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed | Recalling | RecallOff
 
 
 def as_payload(record: FoldEvent) -> dict[str, Any]:
@@ -152,8 +141,6 @@ def from_payload(payload: Any) -> FoldEvent | None:
     if kind == Recalling.event:
         query = str(payload.get("query") or "")
         return Recalling(query=query, found=_number(payload.get("found")))
-    if kind == ServerCut.event:
-        return ServerCut(sent=_number(payload.get("sent")), read=_number(payload.get("read")))
     if kind == RecallOff.event:
         return RecallOff(
             model=str(payload.get("model") or ""), error=str(payload.get("error") or "")

@@ -231,8 +231,10 @@ class WindowBook:
             trusted = SLOW_AGE
         elif window is not None and window.until_loaded:
             return False
+        elif window is None or (window.source == "refusal" and not window.server):
+            trusted = MAX_AGE  # (a server with no window API: only a refusal says it)
         else:
-            trusted = MAX_AGE if window is None or window.source == "refusal" else WINDOW_AGE
+            trusted = WINDOW_AGE
         return 0 <= age < trusted  # (a time in the future: a clock set back; asked again)
 
     def asked(self, endpoint: str, model: str) -> bool:
@@ -404,12 +406,16 @@ def window_of(
 ) -> Window | None:
     """The window of a chat model: the setting, its profile, what its server or a refusal
     said (see the module), or None. A setting more than the server's window lets a request
-    hold (with ``reply_setting``'s room for the reply) gives way to the server's."""
-    learned = BOOK.lookup(endpoint, model_name) if model_name and not profile_tokens else None
+    hold (with ``reply_setting``'s room for the reply), or a profile bigger than the window
+    the server or a refusal said, gives way to it; a window only assumed never does."""
+    learned = BOOK.lookup(endpoint, model_name) if model_name else None
+    said = learned is not None and not learned.assumed  # (what a server or refusal said)
     if setting:
-        if learned is not None and input_limit(learned, reply_setting) < setting:
+        if said and learned and input_limit(learned, reply_setting) < setting:
             return learned
         return Window(setting, "settings")
     if profile_tokens:
+        if said and learned and learned.tokens < profile_tokens:
+            return learned  # (a server that runs a model by a known name, with less)
         return Window(profile_tokens, "profile")
     return learned

@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Ric
         NothingToFold,
         Recalling,
         RecallOff,
-        ServerCut,
         Summarized,
         SummaryFailed,
     )
@@ -132,7 +131,6 @@ class ReplyView:
             Recalling,
             RecallOff,
             Reply,
-            ServerCut,
             Summarized,
             SummaryFailed,
             Token,
@@ -155,8 +153,6 @@ class ReplyView:
         elif isinstance(event, Recalling | RecallOff):
             self._print_note(recall_note(event))  # (before the reply it leads to)
             self._set_status(THINKING)
-        elif isinstance(event, ServerCut):
-            self.notes.append(cut_note(event))  # (about the reply: told after it)
         elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
             if self.text or self.replied:
                 self.notes.append(note_for(event))  # (after the reply: told after it)
@@ -293,15 +289,6 @@ def recall_note(event: Recalling | RecallOff) -> str:
     return (
         f"[yellow]recall is off for {escape(sanitize(event.model))}:[/] it refused tools; "
         "the turn was sent again without them"
-    )
-
-
-def cut_note(event: ServerCut) -> str:
-    """The line shown after a reply to a request the server cut to fit its window."""
-    return (
-        f"[yellow]the server cut this request to fit its window:[/] it read about "
-        f"{event.read:,} of {event.sent:,} tokens, so the reply may have missed the start of "
-        "the conversation; chatbot now keeps each request within the window"
     )
 
 

@@ -18,7 +18,6 @@ from chatbot.engine.stream import (
     NothingToFold,
     Recalling,
     RecallOff,
-    ServerCut,
     Summarized,
     SummaryFailed,
     from_payload,
@@ -82,7 +81,6 @@ Event = (
     | NothingToFold
     | Recalling
     | RecallOff
-    | ServerCut
     | Waiting
     | Unanswered
 )
