@@ -150,7 +150,8 @@ def cut_by_the_server(
         counts = usage_counts(message, run.counter.name)
         if counts is None:
             continue
-        if (message.response_metadata or {}).get("model_name") not in (asked, None):
+        answered = (message.response_metadata or {}).get("model_name")
+        if answered and str(answered).split(":")[0] != asked.split(":")[0]:
             return False  # (another model's tokenizer: its counts do not compare)
         raw_before, reported_before = counts
         grew = raw - raw_before
