@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.config.settings import Settings
+from chatbot.engine import windows
 from chatbot.engine.graph import build_graph, run_resolver
 from chatbot.engine.models import OfflineChatModel
 from chatbot.engine.runsettings import CONTEXT_FIELDS
@@ -111,6 +112,29 @@ def test_settings_follow_a_context_changed_between_runs() -> None:
     assert resolve(None, "be brief").system_prompt == "be brief"
     assert resolve(None, "be kind").system_prompt == "be kind"
     assert resolve(None).policy.trigger[0].value == 6
+
+
+class NamedModel(ScriptedChatModel):
+    model_name: str = "local-model"
+
+
+def test_the_same_context_is_resolved_once() -> None:
+    """Reading the learned windows for the first time is not a change to them: the second
+    call with the same context is answered from what the first resolved, until a window is
+    learned."""
+    graph = build_graph(
+        NamedModel(), NamedModel(), settings(openai_base_url="http://127.0.0.1:9/v1")
+    )
+    resolve = run_resolver(graph)
+    context: dict[str, Any] = {"summary_trigger": "messages:3"}
+    first = resolve(context)
+    assert first.window is None
+    assert resolve(context) is first
+    assert resolve(dict(context)) is first
+    windows.BOOK.learn_refusal(first.endpoint, "local-model", 2048, 2113)
+    learned = resolve(context)
+    assert learned is not first and learned.window is not None
+    assert learned.window.tokens == 2048
 
 
 def test_a_run_folds_by_its_own_context_and_the_next_by_its_own() -> None:

@@ -187,8 +187,15 @@ class WindowBook:
         self._asked: set[Key] = set()
         self._lock = threading.Lock()
         self._path: Path | None = None
-        self.version = 0
-        """Changes whenever a window is learned (a run's settings are cached by it)."""
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a window is learned (a run's settings are cached by it). Read
+        after the cache is, so that reading the cache is not itself a change."""
+        with self._lock:
+            self._load()
+            return self._version
 
     def _load(self) -> None:
         """The cache's entries, read when first needed and again when the user's cache folder
@@ -197,7 +204,7 @@ class WindowBook:
         if path == self._path:
             return
         self._path, self._entries, self._asked = path, {}, set()
-        self.version += 1
+        self._version += 1
         document = read_cache(path).get("windows")
         if not isinstance(document, dict):
             return
@@ -264,7 +271,7 @@ class WindowBook:
                 window = replace(window, learned_at=now)
             noted = bool(old and old.noted and _same(known, window))
             self._entries[key] = _Entry(window, now, noted)
-            self.version += 1
+            self._version += 1
         self._save(key)
 
     def record_slow(self, endpoint: str, model: str) -> None:
@@ -296,7 +303,7 @@ class WindowBook:
             if known is not None and known.source == "server":
                 window = replace(window, server=known.server, model_max=known.model_max)
             self._entries[key] = _Entry(window, old.asked_at if old else time.time())
-            self.version += 1
+            self._version += 1
         log.info("the window of %s is %s tokens (%s)", model, tokens, detail)
         self._save(key)
 
