@@ -143,7 +143,7 @@ def test_forty_turns_with_only_the_url_key_and_model_answer_fold_and_fit(
                 2048,
                 "server",
                 "llama-cpp-python",
-                "its default n_ctx; it does not say its window",
+                "its default n_ctx",
                 assumed=True,
             ),
         ),

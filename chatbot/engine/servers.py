@@ -161,7 +161,7 @@ def _ask(
             LLAMA_CPP_PYTHON_DEFAULT,
             "server",
             "llama-cpp-python",
-            "its default n_ctx; it does not say its window",
+            "its default n_ctx",
             assumed=True,
         )
     if owner == "organization_owner":
