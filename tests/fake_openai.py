@@ -224,6 +224,10 @@ class FakeOpenAI:
         """What the server answers a chat request its window cannot hold (None: it fits)."""
         return None
 
+    def answered_model(self, body: dict[str, Any]) -> str:
+        """The model a reply names: the one the request asked for."""
+        return str(body.get("model", "fake"))
+
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         refused = self.past_window(body)
         if refused is not None:
@@ -388,7 +392,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
                     "object": "chat.completion",
                     "created": int(time.time()),
-                    "model": body.get("model", "fake"),
+                    "model": server.answered_model(body),
                     "system_fingerprint": "fp_fake",
                     "choices": [
                         {
@@ -414,7 +418,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
                 "object": "chat.completion.chunk",
                 "created": int(time.time()),
-                "model": body.get("model", "fake"),
+                "model": server.answered_model(body),
                 "system_fingerprint": "fp_fake",
             }
 

@@ -169,15 +169,23 @@ class LlamaCppPython(LocalServer):
 
 class Ollama(LocalServer):
     """Ollama: ``num_ctx`` set in the model's Modelfile, else the server's default; the
-    model is loaded by its first chat request (``/api/ps`` lists it from then on)."""
+    model is loaded by its first chat request (``/api/ps`` lists it from then on).
+    ``answers_tagged``: its replies name the model with the ``:latest`` tag the request
+    left out."""
 
     name = "Ollama"
 
     def __init__(
-        self, *args: Any, num_ctx: int | None = None, default_ctx: int = 4096, **kwargs: Any
+        self,
+        *args: Any,
+        num_ctx: int | None = None,
+        default_ctx: int = 4096,
+        answers_tagged: bool = False,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.num_ctx = num_ctx
+        self.answers_tagged = answers_tagged
         self.window = num_ctx or min(default_ctx, self.model_max)
         self.loaded = False
         self.truncated = 0
@@ -186,6 +194,9 @@ class Ollama(LocalServer):
     @property
     def tagged(self) -> str:
         return self.model if ":" in self.model else f"{self.model}:latest"
+
+    def answered_model(self, body: dict[str, Any]) -> str:
+        return self.tagged if self.answers_tagged else super().answered_model(body)
 
     def listing(self) -> dict[str, Any]:
         entry = {"id": self.tagged, "object": "model", "created": 1_764_000_000}

@@ -408,14 +408,16 @@ def test_a_refused_key_or_a_failing_server_is_asked_again_at_the_next_start(
         assert isinstance(ask_server(settings, "fake-chat-model-7"), Unknown), status
 
 
+@pytest.mark.parametrize("answers_tagged", [False, True], ids=["as-asked", "tagged"])
 def test_ollama_restarted_with_a_smaller_window_is_caught_at_its_first_silent_cut(
-    servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    answers_tagged: bool, servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cache says 4,096 (fresh: asked minutes ago); Ollama now runs the model at 2,048
     and cuts what does not fit without a word, then reports what it kept. chatbot sees the
     server read fewer tokens than it would have: it asks the server again, which says 2,048;
-    no later request passes the window, and the next start says so."""
-    server = servers(Ollama, num_ctx=4096)
+    no later request passes the window, and the next start says so. A reply naming the
+    model with its ``:latest`` tag is the same model's count."""
+    server = servers(Ollama, num_ctx=4096, answers_tagged=answers_tagged)
     cli = Cli(server, tmp_path / "chat.sqlite")
     ok(cli.ask(turn_text(0), **ONLY))
     server.num_ctx = server.window = 2048  # (restarted with OLLAMA_CONTEXT_LENGTH=2048)
