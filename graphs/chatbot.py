@@ -3,7 +3,8 @@
 The LangGraph server brings its own persistence and refuses a graph compiled with one.
 Per-run settings (models, trigger, keep, system prompt, language, recall) come from the graph's
 context, which Studio shows as a form. The server keeps no search index: the recall tool reads
-the thread's checkpoints instead (``history_search``).
+the thread's history instead, through the server's own API (``history_search``, async: the
+server runs its graphs with ``astream``).
 """
 
 import logging

@@ -19,26 +19,27 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 
 Nodes and routers are plain functions of the state and the run's settings
 (:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
-defaults). :func:`build_graph` binds them to its settings; a router works with or without a
-runtime, so ``update_state`` (Studio's state editor, forks) needs no ``as_node``.
+defaults). :func:`build_graph` binds them to its settings, reading the run's context with
+LangGraph's public ``get_runtime()``; a router works with or without a runtime, so
+``update_state`` (Studio's state editor, forks) needs no ``as_node``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import weakref
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
-from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY, CONFIG_KEY_RUNTIME
-from langgraph._internal._runnable import RunnableCallable
+from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
+from langgraph.runtime import get_runtime
+from langgraph.types import Durability
 
 from chatbot.config.settings import Settings
 from chatbot.engine import folding, overflow, recalling, stream
@@ -53,7 +54,7 @@ from chatbot.errors import (
 )
 from chatbot.logs import logger
 from chatbot.memory import finish, pricing, prompts, recall
-from chatbot.memory.recall_search import Searcher
+from chatbot.memory.recall_search import AsyncSearcher, Searcher
 from chatbot.memory.state import ChatGraph, ChatInput, Context, RunState, State
 from chatbot.memory.tokens import USAGE_KEY, model_name
 
@@ -62,6 +63,16 @@ log = logger("graph")
 DONE: Literal["__end__"] = "__end__"
 """LangGraph's ``END``, typed for the routing functions' ``Literal`` return types."""
 assert DONE == END
+
+DURABILITY: Durability = "sync"
+"""The durability a run of this graph is meant to have: pass ``durability=DURABILITY`` to
+``invoke``/``stream``/``ainvoke``/``astream`` (a graph with a checkpointer only). With
+LangGraph's "sync" durability each step's checkpoint and writes are saved before the next
+step starts: the user's message is in the database before the model is called, and the
+store's writes do not run beside the next step in another thread, which made a turn about a
+tenth heavier ("async", LangGraph's default: docs/benchmarks.md). LangGraph has no public way
+to give a compiled graph a default durability (its run loop reads it only from the call's
+argument or from a private config key), so each caller passes it."""
 
 _RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
 
@@ -278,46 +289,82 @@ def after_summary(state: RunState) -> Literal["conversation", "__end__"]:
 Route = TypeVar("Route", bound=str)
 
 
+def _run_context() -> Any:
+    """The run's context, from LangGraph's public ``get_runtime()``; None where there is no
+    runtime: outside a run, and under ``update_state``, which runs the routers of the node it
+    writes as (``as_node``, given or inferred) with the caller's config, where there is none."""
+    try:
+        runtime = get_runtime()
+    except (RuntimeError, KeyError):  # (no runnable config at all; a config without
+        # ``configurable``)
+        return None
+    return None if runtime is None else runtime.context
+
+
+def _settings(resolver: RunResolver, state: RunState) -> RunSettings:
+    return resolver(_run_context(), state.get("system_prompt", ""))
+
+
 def _router(
     decide: Callable[[RunState, RunSettings], Route], resolver: RunResolver
-) -> RunnableCallable:
-    """``decide`` as LangGraph calls a router, given the state and the run's config: the run's
-    context where the config holds a runtime, the defaults where it holds none (a router that
-    asked for the ``Runtime`` itself would fail under ``update_state``, langgraph issue #6340).
+) -> Callable[[RunState], Route]:
+    """``decide`` as a plain routing function of the state: the run's settings come from the
+    run's context where there is a runtime, from the defaults where there is none (a router
+    that asked for the ``Runtime`` as a parameter would fail under ``update_state``,
+    langgraph issue #6340). Named as ``decide`` is: the branch takes the router's name.
 
-    Untraced, as the nodes and ``after_summary`` are: a traced router opens a nested run at
-    every call (the tutorial's one router does too; this graph has two a turn, three when it
-    folds)."""
+    LangGraph traces a routing function, a nested run at each call (two a turn, three when it
+    folds), which makes the router's config the current one: what ``get_runtime()`` reads.
+    Under ``ainvoke``/``astream`` it runs the function in a worker thread."""
 
-    def route(state: RunState, config: RunnableConfig) -> Route:
-        runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
-        context = runtime.context if isinstance(runtime, Runtime) else None
-        return decide(state, resolver(context, state.get("system_prompt", "")))
+    def route(state: RunState) -> Route:
+        return decide(state, _settings(resolver, state))
 
     route.__name__ = route.__qualname__ = decide.__name__
     route.__doc__ = decide.__doc__
-    return RunnableCallable(route, name=decide.__name__, trace=False)
+    return route
+
+
+class _ModelNode(Runnable[RunState, dict[str, Any]]):
+    """A node that calls models: ``steps`` run with blocking model calls under
+    ``invoke``/``stream`` (:func:`~chatbot.engine.steps.drive`) and with awaited ones under
+    ``ainvoke``/``astream`` (:func:`~chatbot.engine.steps.adrive`), where cancelling the task
+    closes the HTTP request.
+
+    A Runnable, not a plain function: LangGraph gives a plain function node one side only (a
+    sync function is run in a worker thread under ``ainvoke``, where cancelling cannot stop the
+    call; an async one cannot run under ``invoke`` at all), and langchain-core's
+    ``RunnableLambda``, which takes both, opens a nested run of the node's name at every call
+    (each call's callbacks, and the node twice in a trace) and costs more CPU a turn. This
+    subclass implements ``invoke`` and ``ainvoke`` with no callbacks of its own: LangGraph
+    already opens the node's run, and sets the node's config as the current one, around them,
+    so the run's context comes from ``get_runtime()``."""
+
+    def __init__(
+        self,
+        steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]],
+        resolver: RunResolver,
+    ) -> None:
+        self.name = steps.__name__
+        self._steps = steps
+        self._resolver = resolver
+
+    def invoke(
+        self, input: RunState, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return drive(self._steps(input, _settings(self._resolver, input)))
+
+    async def ainvoke(
+        self, input: RunState, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        return await adrive(self._steps(input, _settings(self._resolver, input)))
 
 
 def _node(
     steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
-) -> RunnableCallable:
-    """A node that runs ``steps`` with blocking model calls under ``invoke``/``stream`` and
-    with awaited ones under ``ainvoke``/``astream``, where cancelling closes the request.
-
-    LangGraph's own wrapper of function nodes (what ``add_node`` makes of a plain function),
-    given both functions: it reads their signature once and passes the runtime in, where
-    langchain-core's ``RunnableLambda`` inspects the signature and opens a nested run at
-    every call."""
-
-    def run(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
-        return drive(steps(state, resolver(runtime.context, state.get("system_prompt", ""))))
-
-    async def arun(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
-        settings = resolver(runtime.context, state.get("system_prompt", ""))
-        return await adrive(steps(state, settings))
-
-    return RunnableCallable(run, arun, name=steps.__name__, trace=False)
+) -> _ModelNode:
+    """The node of ``steps``, bound to ``resolver`` (see :class:`_ModelNode`)."""
+    return _ModelNode(steps, resolver)
 
 
 def build_graph(
@@ -325,15 +372,18 @@ def build_graph(
     summary_model: BaseChatModel | None = None,
     settings: Settings | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
-    recall_search: Searcher | None = None,
+    recall_search: Searcher | AsyncSearcher | None = None,
 ) -> ChatGraph:
     """Build and compile the summarizing chat graph.
 
     ``summary_model`` defaults to ``chat_model``; ``settings`` to defaults read from the
     environment; without a ``checkpointer`` the graph keeps no memory between runs (which is
     what ``langgraph dev`` wants: it brings its own). ``recall_search`` searches a thread's
-    messages for the recall tool (``chatbot.store.search.recaller``); without it the model
-    is never offered the tool.
+    messages for the recall tool (``chatbot.store.search.recaller``, or a server's async
+    :func:`~chatbot.engine.recalling.history_search`, with which the graph runs under
+    ``ainvoke``/``astream`` only); without it the model is never offered the tool.
+
+    Runs of a graph with a checkpointer are meant to pass ``durability=``:data:`DURABILITY`.
     """
     settings = settings or Settings()
     for secret in settings.secrets():  # provider errors are logged and streamed: never these
@@ -347,11 +397,22 @@ def build_graph(
     )
     builder.add_node("conversation", _node(conversation, resolver))
     builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
+    # The recall node: a plain function, async when the searcher is (a LangGraph server's,
+    # which may not block the server's event loop: such a graph runs under ainvoke/astream).
+    if recall_search is not None and inspect.iscoroutinefunction(recall_search):
+        searcher = cast(AsyncSearcher, recall_search)
 
-    def run_recall(state: RunState) -> dict[str, Any]:
-        return recalling.recall_messages(state, recall_search)
+        async def run_arecall(state: RunState) -> dict[str, Any]:
+            return await recalling.arecall_messages(state, searcher)
 
-    builder.add_node("recall", RunnableCallable(run_recall, name="recall", trace=False))
+        builder.add_node("recall", run_arecall)
+    else:
+        blocking = cast(Searcher | None, recall_search)
+
+        def run_recall(state: RunState) -> dict[str, Any]:
+            return recalling.recall_messages(state, blocking)
+
+        builder.add_node("recall", run_recall)
     builder.add_edge("recall", "conversation")
     builder.add_conditional_edges(
         START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]
@@ -361,18 +422,7 @@ def build_graph(
         _router(should_continue, resolver),
         ["summarize_conversation", "recall", END],
     )
-    builder.add_conditional_edges(
-        "summarize_conversation",
-        RunnableCallable(after_summary, name="after_summary", trace=False),
-        ["conversation", END],
-    )
+    builder.add_conditional_edges("summarize_conversation", after_summary, ["conversation", END])
     graph = builder.compile(checkpointer=checkpointer, name="chatbot")
-    if checkpointer is not None:  # (LangGraph's sync mode fails on a graph without one)
-        # Each step's checkpoint and writes are saved before the next step starts
-        # (LangGraph's "sync" durability; a caller's own `durability=` still wins): the
-        # user's message is in the database before the model is called, and no write of the
-        # store's runs beside the next step in another thread, which made a turn about a
-        # tenth heavier ("async", the default: docs/benchmarks.md).
-        graph = graph.with_config(configurable={CONFIG_KEY_DURABILITY: "sync"})
     _RESOLVERS[graph] = resolver
     return graph

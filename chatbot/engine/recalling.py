@@ -2,26 +2,26 @@
 when a call offers the tool, the model with the tool bound, a model that refuses tools, the
 ``recall`` node that answers the calls, and the searcher a server's graph uses
 (:func:`history_search`: a LangGraph server keeps no search index, so it reads the thread's
-checkpoints)."""
+history through the server's own API)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Generator, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langgraph._internal._constants import CONFIG_KEY_CHECKPOINT_MAP, CONFIG_KEY_CHECKPOINTER
 from langgraph.config import get_config, get_stream_writer
+from langgraph.runtime import get_runtime
 
 from chatbot.engine import stream
 from chatbot.engine.runsettings import RunSettings
 from chatbot.errors import describe_error
 from chatbot.logs import logger
 from chatbot.memory import recall, recall_search
-from chatbot.memory.channels import added_messages
 from chatbot.memory.state import RunState
 from chatbot.memory.tokens import model_name
 from chatbot.parts import readable_text
@@ -92,9 +92,53 @@ def answered(sent: list[BaseMessage]) -> list[BaseMessage]:
     return fixed
 
 
+Search = tuple[str, str, int, Collection[str], str | None]
+"""One search a recall call asks for: a :data:`~chatbot.memory.recall_search.Searcher`'s
+arguments ``(thread_id, query, limit, skip, at)``."""
+
+
 def recall_messages(state: RunState, searcher: recall_search.Searcher | None) -> dict[str, Any]:
     """Run the recall calls of the latest reply: one ToolMessage each, with the folded
     messages found (never one still in the window, never a tool's answer)."""
+    steps = _recall(state, searcher is not None)
+    try:
+        search = next(steps)
+        while True:
+            assert searcher is not None  # (without one, the steps ask for no search)
+            try:
+                hits = searcher(*search)
+            except Exception as error:  # (the search failing is the tool's answer)
+                search = steps.throw(error)
+            else:
+                search = steps.send(hits)
+    except StopIteration as done:
+        return done.value
+
+
+async def arecall_messages(
+    state: RunState, searcher: recall_search.AsyncSearcher | None
+) -> dict[str, Any]:
+    """:func:`recall_messages` with a searcher to await (a LangGraph server's)."""
+    steps = _recall(state, searcher is not None)
+    try:
+        search = next(steps)
+        while True:
+            assert searcher is not None
+            try:
+                hits = await searcher(*search)
+            except Exception as error:
+                search = steps.throw(error)
+            else:
+                search = steps.send(hits)
+    except StopIteration as done:
+        return done.value
+
+
+def _recall(
+    state: RunState, searchable: bool
+) -> Generator[Search, Sequence[recall_search.Recalled], dict[str, Any]]:
+    """The recall node's logic, written once for both searchers: yields the searches it
+    needs and gets their hits back (or the search's exception thrown in)."""
     messages = state["messages"]
     last = messages[-1]
     if not isinstance(last, AIMessage):
@@ -102,20 +146,20 @@ def recall_messages(state: RunState, searcher: recall_search.Searcher | None) ->
     writer = get_stream_writer()
     configurable = get_config().get("configurable") or {}
     thread_id = str(configurable.get("thread_id") or "")
-    at = (configurable.get(CONFIG_KEY_CHECKPOINT_MAP) or {}).get("")  # (this run's checkpoint)
+    at = _checkpoint_id()
     window = {str(m.id) for m in messages if m.id}
     answers: list[BaseMessage] = []
     for call in last.tool_calls:
         query = recall.query_of(call)
         if call.get("name") != recall.TOOL_NAME:
             content = f"There is no tool named {call.get('name')!r}; the one tool is recall."
-        elif searcher is None:
+        elif not searchable:
             content = "recall is not available here (this server keeps no search index)."
         elif not query:
             content = recall.answer("", [])
         else:
             try:
-                hits = searcher(thread_id, query, recall.MAX_HITS * 3, window, at)
+                hits = yield (thread_id, query, recall.MAX_HITS * 3, window, at)
             except Exception as error:  # (the search failing is the tool's answer, not the turn's)
                 log.warning("recall failed: %s", error)
                 content = f"recall failed: {describe_error(error)}"
@@ -129,68 +173,114 @@ def recall_messages(state: RunState, searcher: recall_search.Searcher | None) ->
     return {"messages": answers}
 
 
+def _checkpoint_id() -> str | None:
+    """This run's checkpoint: the one the running step started from (LangGraph's
+    ``execution_info``); None outside a run."""
+    try:
+        runtime = get_runtime()
+    except (RuntimeError, KeyError):
+        return None
+    info = runtime.execution_info if runtime is not None else None
+    return info.checkpoint_id if info is not None else None
+
+
 _ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
+_PAGE = 100
+"""Checkpoints asked for at a time."""
+_WAIT = 0.5
+"""How long a search waits for this run's checkpoint to be saved, in seconds."""
 
 
-def history_search(
-    thread_id: str, query: str, limit: int, skip: Collection[str], at: str | None = None
+async def history_search(
+    thread_id: str,
+    query: str,
+    limit: int,
+    skip: Collection[str],
+    at: str | None = None,
+    *,
+    client: Any = None,
 ) -> list[recall_search.Recalled]:
     """A searcher for a graph without chatbot's store (a LangGraph server, Studio): the
-    messages of this thread's checkpoints, read through the run's own checkpointer, holding
-    every word of the query (else at least half of them), newest first. Reads the whole
-    history: fine for a server's threads, which chatbot's index serves locally."""
-    configurable = get_config().get("configurable") or {}
-    saver = configurable.get(CONFIG_KEY_CHECKPOINTER)
-    if saver is None:
-        return []
+    messages of this thread's checkpoints, holding every word of the query (else at least half
+    of them), newest first. Reads the whole history: fine for a server's threads, which
+    chatbot's index serves locally.
+
+    The history comes through the server's own API: langgraph-sdk's ``get_client()`` with no
+    url talks to the server it runs in, in process (an ASGI transport to the server's app,
+    without authentication), and ``threads.get_history`` lists the thread's states. Async: a
+    LangGraph server refuses blocking calls on its event loop. ``client``: an SDK client (or
+    one with the same ``threads.get_history``) to use instead."""
     terms = [(quoted or word).casefold() for quoted, word in _TERM.findall(query)]
     terms = [term for term in terms if term.strip()]
     if not terms:
         return []
-    first_seen: dict[str, recall_search.Recalled] = {}
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    if at:  # (a run's checkpoints are written in the background, in order: once this
-        # run's is there, so is its whole line)
-        deadline = time.monotonic() + 0.5
-        where = {"configurable": {**config["configurable"], "checkpoint_id": at}}
-        while saver.get_tuple(where) is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-    listed = list(saver.list(config))
+    if client is not None:
+        states = await _history(client, thread_id, at)
+    else:
+        from langgraph_sdk import get_client  # (only a server's graph reads this way)
+
+        async with get_client(api_key=None) as own:
+            states = await _history(own, thread_id, at)
     parents = {
-        str(saved.config["configurable"].get("checkpoint_id")): str(
-            (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id") or ""
-        )
-        for saved in listed
+        _checkpoint_of(state.get("checkpoint")): _checkpoint_of(state.get("parent_checkpoint"))
+        for state in states
     }
     line: set[str] = set()
     step = at if at in parents else None
     while step:  # (this run's line of history: not an undone turn's or another fork's)
         line.add(step)
         step = parents.get(step) or None
-    pending = {
-        str(saved.config["configurable"].get("checkpoint_id")): saved.pending_writes or ()
-        for saved in listed
-    }
-    for saved in listed:  # (newest first: a message's oldest checkpoint wins)
-        checkpoint_id = str(saved.config["configurable"].get("checkpoint_id") or "")
+    first_seen: dict[str, recall_search.Recalled] = {}
+    for state in states:  # (newest first: a message's oldest checkpoint wins)
+        checkpoint_id = _checkpoint_of(state.get("checkpoint"))
         if line and checkpoint_id not in line:
             continue
-        when = str(saved.checkpoint.get("ts") or "")[:16]
-        # (a checkpoint stores its messages only now and then: the writes that made it, its
-        # parent's, hold the ones it added)
-        stored = saved.checkpoint.get("channel_values", {}).get("messages")
-        made_by = pending.get(parents[checkpoint_id], ())
-        written = [value for _, channel, value in made_by if channel == "messages"]
-        for message in added_messages(stored, written):
-            text = readable_text(getattr(message, "content", ""))
-            if message.id and text.strip() and str(message.id) not in skip:
-                role = _ROLES.get(str(message.type), str(message.type))
-                first_seen[str(message.id)] = recall_search.Recalled(
-                    role, text, checkpoint_id, when, str(message.id)
+        when = str(state.get("created_at") or "")[:16]
+        values = state.get("values")
+        stored = values.get("messages") if isinstance(values, dict) else None
+        for message in stored or ():
+            text = readable_text(_field(message, "content") or "")
+            message_id = str(_field(message, "id") or "")
+            if message_id and text.strip() and message_id not in skip:
+                kind = str(_field(message, "type") or "")
+                first_seen[message_id] = recall_search.Recalled(
+                    _ROLES.get(kind, kind), text, checkpoint_id, when, message_id
                 )
     scored = []
     for hit in first_seen.values():
         folded = hit.text.casefold()
         scored.append((sum(term in folded for term in terms), hit))
     return recall_search.best_matches(scored, len(terms))[:limit]
+
+
+async def _history(client: Any, thread_id: str, at: str | None) -> list[dict[str, Any]]:
+    """Every state of the thread, newest first, once this run's checkpoint ``at`` is saved
+    (or half a second has passed)."""
+    if at:  # (a run's checkpoints are saved in the background, in order: once this run's
+        # is there, so is its whole line)
+        deadline = time.monotonic() + _WAIT
+        where = {"checkpoint_id": at}
+        while not await client.threads.get_history(thread_id, limit=1, checkpoint=where):
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.01)
+    states: list[dict[str, Any]] = []
+    before: str | None = None
+    while True:
+        page = list(await client.threads.get_history(thread_id, limit=_PAGE, before=before))
+        states.extend(page)
+        if len(page) < _PAGE:
+            return states
+        before = _checkpoint_of(page[-1].get("checkpoint")) or None
+        if before is None:
+            return states
+
+
+def _checkpoint_of(checkpoint: Any) -> str:
+    return str((checkpoint or {}).get("checkpoint_id") or "")
+
+
+def _field(message: Any, name: str) -> Any:
+    """A message's field, as the API sends it (a dict) or as LangChain holds it."""
+    return message.get(name) if isinstance(message, dict) else getattr(message, name, None)

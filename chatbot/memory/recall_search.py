@@ -4,7 +4,7 @@ search (which ``chatbot search`` runs at a reading command's start-up speed) can
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 
 
@@ -25,6 +25,11 @@ Searcher = Callable[[str, str, int, Collection[str], str | None], Sequence[Recal
 first, but for the ids in ``skip`` (the messages still in the window); with ``at`` (a
 checkpoint id), only those of its line of history (not of an undone turn, a replaced reply
 or another fork)."""
+AsyncSearcher = Callable[
+    [str, str, int, Collection[str], str | None], Awaitable[Sequence[Recalled]]
+]
+"""A :data:`Searcher` to await (a coroutine function): one that must not block the event loop
+it runs on, as a LangGraph server's."""
 
 
 def best_matches(scored: Sequence[tuple[int, Recalled]], terms: int) -> list[Recalled]:
