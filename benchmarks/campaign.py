@@ -56,9 +56,9 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._machine import machine  # noqa: E402
 from benchmarks.concurrency import DEFAULT_PG_URL, postgres_problem, scratch_postgres  # noqa: E402
 from chatbot.config.sources import without_password  # noqa: E402
-from chatbot.store import deltas  # noqa: E402
+from chatbot.store.base import is_postgres_url, thread_config  # noqa: E402
+from chatbot.store.checkpoints import channel_values  # noqa: E402
 from chatbot.store.postgres import open_store  # noqa: E402
-from chatbot.store.sqlite import is_postgres_url, thread_config  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 START_DEADLINE = 180.0
@@ -151,9 +151,8 @@ def missing_turns(db: str, finished: dict[str, str], reply: bool = True) -> list
         saver = store.saver
         for thread, text in finished.items():
             saved = saver.get_tuple(thread_config(thread))
-            if saved is not None:  # (the state as LangGraph rebuilds it: snapshot and writes)
-                saved = deltas.complete(saver, saved)
-            messages = saved.checkpoint["channel_values"].get("messages", []) if saved else []
+            # (the state as LangGraph rebuilds it: the nearest snapshot and the writes since)
+            messages = channel_values(saver, saved).get("messages", []) if saved else []
             said = [(m.type, m.content) for m in messages]
             if ("human", text) not in said or (reply and said[-1][0] != "ai"):
                 missing.append(thread)

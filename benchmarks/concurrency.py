@@ -67,8 +67,9 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
 from chatbot.config.sources import without_password  # noqa: E402
+from chatbot.store.base import SqlStore  # noqa: E402
 from chatbot.store.postgres import open_store  # noqa: E402
-from chatbot.store.sqlite import SqlStore, Store  # noqa: E402
+from chatbot.store.sqlite import Store  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -17,7 +17,8 @@ from pathlib import Path
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
-from chatbot.store.sqlite import Store, read_state
+from chatbot.store.base import read_state
+from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
 
 

@@ -51,7 +51,7 @@ from langchain_core.outputs import LLMResult
 from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.config.settings import Settings, SettingsError, load_settings
-from chatbot.engine.graph import build_graph
+from chatbot.engine.graph import DURABILITY, build_graph
 from chatbot.engine.models import max_input_tokens, resolve_models
 from chatbot.engine.runsettings import counter_for_model
 from chatbot.engine.stream import SUMMARY_TAG
@@ -60,6 +60,7 @@ from chatbot.memory.policy import PolicyError
 from chatbot.memory.tokens import TokenCounter
 from chatbot.store.search import recaller
 from chatbot.store.sqlite import Store
+from chatbot.threads.events import make_title
 
 
 @dataclass(frozen=True)
@@ -445,20 +446,36 @@ def run_chatbot(
     """The real graph with an in-memory checkpointer; each question is asked on a fork of the
     final checkpoint, so no question sees another's answer. With ``recall``: on chatbot's
     own store (a SQLite file in a temporary folder), whose search index the recall tool
-    reads, as ``chatbot`` runs."""
+    reads, each turn recorded and indexed as ``chatbot`` does it once the turn is saved."""
     arm = ArmResult("chatbot + recall" if recall else "chatbot")
     started = time.perf_counter()
     recorder = Recorder(counter)
     with contextlib.ExitStack() as stack:
+        store: Store | None = None
         if recall:
             folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             store = stack.enter_context(contextlib.closing(Store(folder / "recall.sqlite")))
             graph = build_graph(chat, summary, settings, store.saver, recaller(store))
         else:
             graph = build_graph(chat, summary, settings, InMemorySaver())
-        _converse(arm, graph, recorder, counter, turns, facts, settings)
+        _converse(arm, graph, recorder, counter, turns, facts, settings, store)
     arm.seconds = time.perf_counter() - started
     return arm
+
+
+def _record_turn(store: Store | None, thread_id: str, out: dict[str, Any]) -> None:
+    """What ``chatbot`` does once a turn is saved on its store (none: in memory): the thread's
+    listing row, and the turn's messages indexed for search (the recall tool's)."""
+    if store is None:
+        return
+    messages = out.get("messages") or []
+    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+    store.record_turn(
+        thread_id,
+        title=make_title(first.content if first else ""),
+        message_count=len(messages),
+        has_summary=bool(out.get("summary")),
+    )
 
 
 def _converse(
@@ -469,18 +486,22 @@ def _converse(
     turns: list[str],
     facts: list[Fact],
     settings: Settings,
+    store: Store | None = None,
 ) -> None:
     thread = {"thread_id": f"retention-{uuid.uuid4().hex[:8]}"}
     config: dict[str, Any] = {"configurable": thread, "callbacks": [recorder]}
     for text in turns:
-        graph.invoke({"messages": [HumanMessage(text)]}, config)
+        out = graph.invoke({"messages": [HumanMessage(text)]}, config, durability=DURABILITY)
+        _record_turn(store, thread["thread_id"], out)
     final = graph.get_state({"configurable": thread})
     arm.summary_tokens = counter.text(final.values.get("summary", ""))
     asked: list[tuple[int, int]] = []
     for fact in facts:
         fork = {**config, "configurable": {**thread, **final.config["configurable"]}}
         start = len(recorder.calls)
-        out = graph.invoke({"messages": [HumanMessage(_question(fact, settings.language))]}, fork)
+        question = HumanMessage(_question(fact, settings.language))
+        out = graph.invoke({"messages": [question]}, fork, durability=DURABILITY)
+        _record_turn(store, thread["thread_id"], out)
         asked.append((start, len(recorder.calls)))
         arm.answers.append(str(out["messages"][-1].text))
     # Summary calls made while answering the questions belong to the arm's cost, not its score.

@@ -17,8 +17,8 @@ Every figure is measured next to its reference, in the same run, on the same mac
   thread (about 6,000 checkpoints) against LangGraph's own ``SqliteSaver.list(config,
   limit=K)`` (K: the checkpoints those 50 turns span, and K=50) and
   ``SqliteSaver.get_tuple(config)`` with the thread's messages rebuilt from their snapshot and
-  the writes since, as the compact layout stores them (it prints their count: `show` also
-  renders every message as Markdown, `show --json` writes them as JSON);
+  the writes since, as LangGraph's ``DeltaChannel`` stores them (it prints their count: `show`
+  also renders every message as Markdown, `show --json` writes them as JSON);
 - `chatbot search WORD --json` on the many-threads database against the same FTS5 statement in
   a plain script (sqlite3 + json), and `chatbot export T -f json` on the long thread against
   LangGraph's ``SqliteSaver.list`` reading every checkpoint of it (its snapshot and its
@@ -170,18 +170,15 @@ app()
 """The plain script inside the smallest Typer app (the CLI framework chatbot is built on):
 what any Typer command pays before its work."""
 
-ZSTD_SAVER = f"""\
+ZSTD_SAVER = """\
 import zstandard
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-with open({str(ROOT / "chatbot" / "store" / "zstd-1.dict")!r}, "rb") as file:
-    DICTIONARY = zstandard.ZstdCompressionDict(file.read())
-
 
 class Zstd:  # LangGraph's serializers read "msgpack+zstd" as a cipher named "zstd"
-    packer = zstandard.ZstdCompressor(level=3, dict_data=DICTIONARY)
-    unpacker = zstandard.ZstdDecompressor(dict_data=DICTIONARY)
+    packer = zstandard.ZstdCompressor(level=3)
+    unpacker = zstandard.ZstdDecompressor()
 
     def encrypt(self, plaintext):
         return "zstd", self.packer.compress(plaintext)
@@ -194,7 +191,8 @@ def open_saver(path):
     return SqliteSaver(sqlite3.connect(path), serde=EncryptedSerializer(Zstd()))
 """
 """LangGraph's own ``SqliteSaver`` reading chatbot's compressed checkpoints: its
-``EncryptedSerializer`` with zstd for a cipher (the type ``msgpack+zstd`` is its convention)."""
+``EncryptedSerializer`` with zstd for a cipher (the type ``msgpack+zstd`` is its convention;
+a value too small to gain is stored as it is, which it reads as it is)."""
 
 LANGGRAPH_LIST = (
     """\
@@ -229,37 +227,27 @@ print(len(getattr(stored, "value", stored)))
 """
 )
 
-PLAIN_SEARCH = f"""\
+PLAIN_SEARCH = """\
 import json, sqlite3, sys
-import zstandard
 
-with open({str(ROOT / "chatbot" / "store" / "zstd-1.dict")!r}, "rb") as file:
-    unpacker = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(file.read()))
-
-
-def text(value):  # (a long message's text is kept compressed)
-    return unpacker.decompress(value).decode() if isinstance(value, bytes) else value
-
-
-conn = sqlite3.connect(f"file:{{sys.argv[1]}}?mode=ro", uri=True)
-conn.create_function("chatbot_text", 1, text, deterministic=True)
+conn = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
 word = sys.argv[2]
-grams = " AND ".join(f'"{{word[i:i + 3]}}"' for i in range(len(word) - 2))
 rows = conn.execute(
     "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
-    "FROM chatbot_messages_fts AS f JOIN chatbot_messages AS m ON m.id = f.rowid "
-    "WHERE chatbot_messages_fts MATCH ? AND chatbot_text(m.content) LIKE ? "
+    "FROM chatbot_messages AS m JOIN chatbot_messages_fts AS f ON f.rowid = m.id "
+    "WHERE chatbot_messages_fts MATCH ? AND EXISTS (SELECT 1 FROM checkpoints AS c "
+    "WHERE c.thread_id = m.thread_id AND c.checkpoint_ns = '' "
+    "AND c.checkpoint_id = m.checkpoint_id) "
     "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 21",
-    (grams, f"%{{word}}%"),
+    ('"' + word.replace('"', '""') + '"',),
 ).fetchall()
 keys = ("thread_id", "message_id", "checkpoint_id", "role", "text")
-found = [dict(zip(keys, (*row[:4], text(row[4])))) for row in rows[:20]]
+found = [dict(zip(keys, row)) for row in rows[:20]]
 print(json.dumps(found, indent=2, ensure_ascii=False))
 """
 """What `chatbot search WORD --json` asks of its FTS5 index, in a plain script: the messages
-holding the word's trigrams (the index keeps no positions), checked to hold the word (an
-ASCII word: SQLite's LIKE folds ASCII only), their text read as chatbot keeps it (a long one
-compressed with its zstd dictionary)."""
+matching the word as a phrase of the trigram index (a word of three characters or more; FTS5
+checks the trigrams' order), of checkpoints still there, newest first."""
 
 LANGGRAPH_EXPORT = (
     """\

@@ -11,16 +11,24 @@ turn, so the machine's drift falls on all alike), each on its own new SQLite fil
   ``should_continue`` summarizes past 6 messages; ``summarize_conversation`` sends every
   message and its create or extend prompt, then removes all but the last 2 with
   ``RemoveMessage``) on LangGraph's ``SqliteSaver``: one ``graph.invoke`` a turn;
-- **chatbot, graph path**: ``build_graph`` on chatbot's own store (its saver, which indexes
-  messages for search), with the tutorial's trigger and keep (``messages:6``, ``messages:2``):
-  one ``graph.invoke`` a turn;
+- **chatbot, graph path**: ``build_graph`` on chatbot's own store (LangGraph's ``SqliteSaver``
+  with chatbot's zstd serializer; the graph's ``messages`` and ``summary`` in LangGraph's
+  ``DeltaChannel``), with the tutorial's trigger and keep (``messages:6``, ``messages:2``):
+  one ``graph.invoke`` a turn, with chatbot's durability (``DURABILITY``: each step's
+  checkpoint saved before the next step starts), as chatbot runs its graph; no listing row
+  and no search index are written on this path (``LocalBackend`` writes them, on the CLI
+  path);
 - **tutorial, CLI path**: the same tutorial graph driven by a bare loop over
   ``graph.stream(..., stream_mode="messages")`` keeping the conversation node's tokens, as a
   terminal front end on the tutorial would print them;
 - **chatbot, CLI path**: the turn as ``chatbot ask`` and the REPL run it:
   ``LocalBackend.send`` (the thread's lease, the spend so far, three stream modes, events, the
-  listing row) consumed by the session's ``TurnRunner`` on its event loop, with a display
-  that draws nothing (drawing is the terminal's cost, not the turn's).
+  listing row and the turn's messages indexed for search) consumed by the session's
+  ``TurnRunner`` on its event loop, with a display that draws nothing (drawing is the
+  terminal's cost, not the turn's).
+
+The tutorial's graph runs with LangGraph's default durability (``async``: a step's checkpoint
+is written while the next step runs), as its text has it.
 
 chatbot's store commits with SQLite's ``synchronous=NORMAL`` (it waits for the disk at WAL
 checkpoints, not at every commit); the tutorial's plain connection waits at every commit
@@ -85,13 +93,14 @@ from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
 from benchmarks._machine import machine  # noqa: E402
 from benchmarks.concurrency import WORDS  # noqa: E402
 from chatbot.config.settings import Settings  # noqa: E402
-from chatbot.engine.graph import build_graph  # noqa: E402
+from chatbot.engine.graph import DURABILITY, build_graph  # noqa: E402
 from chatbot.engine.models import OFFLINE_MAX_INPUT_TOKENS, OfflineChatModel, extractive_summary  # noqa: E402
 from chatbot.memory.prompts import summary_request  # noqa: E402
 from chatbot.memory.recall import definition_tokens  # noqa: E402
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
+from chatbot.store.base import thread_config  # noqa: E402
 from chatbot.store.search import recaller  # noqa: E402
-from chatbot.store.sqlite import Store, thread_config  # noqa: E402
+from chatbot.store.sqlite import Store  # noqa: E402
 from chatbot.threads.backend import LocalBackend  # noqa: E402
 from chatbot.threads.events import Event  # noqa: E402
 from chatbot.threads.runner import TurnRunner  # noqa: E402
@@ -317,7 +326,9 @@ def tutorial_turn(graph: Any, path: str) -> Callable[[str], None]:
 def chatbot_turn(graph: Any, store: Store, path: str) -> Callable[[str], None]:
     if path == "graph":
         config = thread_config("1")
-        return lambda text: graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+        return lambda text: graph.invoke(
+            {"messages": [HumanMessage(content=text)]}, config, durability=DURABILITY
+        )
     backend = LocalBackend(graph, store)
     runner = TurnRunner()
 

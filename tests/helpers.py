@@ -154,14 +154,6 @@ class Cli:
         return stored_bytes(self.db)
 
 
-def zstd_dictionary() -> Any:
-    """chatbot's zstd dictionary, read from its file as a program without chatbot would."""
-    import zstandard
-
-    path = Path(__file__).parent.parent / "chatbot" / "store" / "zstd-1.dict"
-    return zstandard.ZstdCompressionDict(path.read_bytes())
-
-
 def stored_bytes(db: Path) -> bytes:
     """A SQLite database's files as bytes, then each of its zstd-compressed values (type
     ``...+zstd`` in LangGraph's ``checkpoints`` and ``writes``) decompressed."""
@@ -178,7 +170,7 @@ def stored_bytes(db: Path) -> bytes:
         ).fetchall()
     finally:
         conn.close()
-    unpack = zstandard.ZstdDecompressor(dict_data=zstd_dictionary())
+    unpack = zstandard.ZstdDecompressor()
     inside = [unpack.decompress(data) for kind, data in rows if str(kind).endswith("+zstd")]
     return b"".join([raw, *inside])
 

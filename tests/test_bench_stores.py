@@ -126,7 +126,7 @@ def test_concurrency_benchmark_prints_every_row(tmp_path: Path, bench_url: str |
         assert not _scratch_databases(role), "scratch databases are dropped"
 
 
-def test_stores_benchmark_prints_bytes_by_part_for_both_layouts(
+def test_stores_benchmark_prints_bytes_by_part_against_the_tutorial(
     tmp_path: Path, bench_url: str | None
 ) -> None:
     report = tmp_path / "stores.json"
@@ -142,14 +142,15 @@ def test_stores_benchmark_prints_bytes_by_part_for_both_layouts(
         timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    arms = ["SQLite, now", "SQLite, before"]
+    arms = ["SQLite, chatbot", "SQLite, tutorial"]
     if bench_url is not None:
-        arms += ["PostgreSQL, now", "PostgreSQL, before"]
+        arms += ["PostgreSQL, chatbot", "PostgreSQL, tutorial"]
     document = json.loads(report.read_text())
     assert [arm["label"] for arm in document["arms"]] == arms
     for arm in document["arms"]:
         assert [m["turns"] for m in arm["marks"]] == [1, 3]
         assert arm["marks"][-1]["times_text"] > 0
+        assert arm["chat_calls"] == 3, "one reply a turn on every side"
     header = next(line for line in result.stdout.splitlines() if line.startswith("| measure"))
     assert header == "| measure | " + " | ".join(arms) + " |"
     for measure in (
@@ -160,10 +161,12 @@ def test_stores_benchmark_prints_bytes_by_part_for_both_layouts(
         "… of it search index, a turn",
         "… of it other, a turn",
         "text a turn added",
+        "summary calls",
         "CPU a turn (mean)",
     ):
         assert f"| {measure} |" in result.stdout, measure
-    assert "SQLite: now takes 1/" in result.stdout
+    assert "SQLite: chatbot takes " in result.stdout
     if bench_url is not None:
+        assert "PostgreSQL: chatbot takes " in result.stdout
         role = bench_url.removeprefix("postgresql://").split("@")[0]
         assert not _scratch_databases(role), "scratch databases are dropped"

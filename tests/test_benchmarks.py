@@ -1,5 +1,5 @@
-"""The start-up and dictionary benchmarks run end to end at tiny sizes (their figures are not
-held to values)."""
+"""The start-up, search, turns, turn-parts and sanitize benchmarks run end to end at tiny
+sizes (their figures are not held to values)."""
 
 from __future__ import annotations
 
@@ -79,16 +79,18 @@ def test_search_benchmark_prints_every_row(tmp_path: Path) -> None:
     assert document["messages"] == 12, "3 threads × 2 turns × 2 messages, each indexed once"
     measures = [row["measure"] for row in document["rows"]]
     assert [m.split(" (")[0].split(":")[0] for m in measures] == [
-        *["query"] * 8,
+        *["query"] * 11,
+        "catch_up",
         "chatbot search garden --json, beyond threads --json of a 1-thread database",
         "chatbot search garden --json, beyond --version",
         "indexing",
-        "first search of a database made before search",
     ]
     for measure in measures:
         assert f"| {measure} |" in result.stdout
-    first_search = document["rows"][-1]
-    assert "12 messages from 12 checkpoints" in first_search["note"]
+    for row in document["rows"]:
+        assert row["ratio"] == row["seconds"] / row["reference_seconds"]
+    caught_up = next(row for row in document["rows"] if row["measure"].startswith("catch_up"))
+    assert "4 rows (of its 4) from its 6 checkpoints" in caught_up["note"], caught_up["note"]
 
 
 def test_turns_benchmark_runs_both_graphs_side_by_side(tmp_path: Path) -> None:
@@ -163,24 +165,3 @@ def test_sanitize_benchmark_prints_a_row_per_input() -> None:
         "carriage returns",
     ]
     assert "worst growth: " in result.stdout
-
-
-def test_dictionary_benchmark_measures_what_the_dictionary_saves() -> None:
-    """benchmarks/dictionary.py (without --write: the dictionary is never remade) runs a few
-    turns and says the dictionary stores fewer bytes than zstd alone."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "dictionary.py"), "--turns", "6"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")]
-    assert [row.split(" | ")[0] for row in rows[1:]] == [
-        "| uncompressed",
-        "| zstd, values over 256 bytes (before)",
-        "| zstd with zstd-1.dict, values over 32 bytes",
-    ]
-    sizes = [int(row.split(" | ")[1].split(" ")[0].replace(",", "")) for row in rows[1:]]
-    assert sizes[0] > sizes[1] > sizes[2], result.stdout
-    assert "fewer bytes of values than before" in result.stdout

@@ -22,7 +22,8 @@ from chatbot.cli.commands import app
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
 from chatbot.history.timeline import Snapshot, lineage, short_id
-from chatbot.store.sqlite import Store, ThreadInfo, thread_config
+from chatbot.store.base import ThreadInfo, thread_config
+from chatbot.store.sqlite import Store
 from chatbot.terminal.render import preview
 from chatbot.threadids import check_thread_id
 from chatbot.threads.backend import LocalBackend

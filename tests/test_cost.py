@@ -25,7 +25,8 @@ from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import resolve_models
 from chatbot.memory.pricing import format_usd
-from chatbot.store.sqlite import Store, thread_config
+from chatbot.store.base import thread_config
+from chatbot.store.sqlite import Store
 from chatbot.terminal.commands import dispatch
 from chatbot.terminal.repl import Repl, ScriptedReader
 from chatbot.threads.backend import LocalBackend

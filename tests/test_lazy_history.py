@@ -46,8 +46,9 @@ from chatbot.history.timeline import (
 )
 from chatbot.memory.state import ChatGraph
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, tokenizer_for
+from chatbot.store.base import thread_config
 from chatbot.store.checkpoints import lazy_history
-from chatbot.store.sqlite import Store, thread_config
+from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
 from tests.scripted import ScriptedChatModel
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def test_a_lease_is_one_holders_until_released_or_expired(any_db: str) -> None:
 
 def test_a_waiting_turn_says_so_once_and_goes_on_when_free(any_db: str) -> None:
     with open_store(any_db) as store:
-        assert store.try_lease("t", "someone else", 0.5)
+        assert store.try_lease("t", "someone else", 30)
+        threading.Timer(0.5, lambda: store.release_lease("t", "someone else")).start()
         said: list[str] = []
         lease = Lease(store, "t")
         lease.acquire(on_wait=lambda: said.append("waiting"))

@@ -126,13 +126,13 @@ def test_postgresql_stats_count_every_table_and_the_search_index_has_no_pending_
 ) -> None:
     _fill(postgres_url, {"a": 2})
     with open_store(postgres_url) as store:
-        ((tables,),) = store._query(
+        ((tables,),) = store.query(
             "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
         )
         assert store.stats().bytes == tables, "every table of the database, search's too"
-        ((options,),) = store._query(
+        ((options,),) = store.query(
             "SELECT reloptions FROM pg_class WHERE relname = 'chatbot_messages_trigrams'"
         )
         assert options == ["fastupdate=off"]

@@ -13,10 +13,10 @@ import pytest
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.history.timeline import turn_entries
+from chatbot.store.base import SqlStore
 from chatbot.store.postgres import open_store
 from chatbot.store.pruning import abandoned_branches, prune_branches
 from chatbot.store.search import search
-from chatbot.store.sqlite import SqlStore
 from chatbot.threads.backend import LocalBackend
 from tests.scripted import ScriptedChatModel
 from tests.test_cli import invoke
@@ -135,11 +135,11 @@ def test_postgresql_keeps_only_the_blobs_a_checkpoint_left_names(postgres_url: s
         made.say("five")
         store = made.store
         count = "SELECT COUNT(*) FROM checkpoint_blobs WHERE thread_id = 't'"
-        ((blobs_before,),) = store._query(count)
+        ((blobs_before,),) = store.query(count)
         prune_branches(store, "t", abandoned_branches(store, "t", 0))
-        ((blobs_after,),) = store._query(count)
+        ((blobs_after,),) = store.query(count)
         assert blobs_after < blobs_before
-        ((orphans,),) = store._query(
+        ((orphans,),) = store.query(
             "SELECT COUNT(*) FROM checkpoint_blobs AS b WHERE b.thread_id = 't' AND NOT EXISTS "
             "(SELECT 1 FROM checkpoints AS c WHERE c.thread_id = 't' "
             "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
@@ -157,7 +157,7 @@ def _search_is_sound(thread: Thread) -> None:
     from chatbot.store.checkpoints import state_of_id
 
     rows = dict(
-        thread.store._query(
+        thread.store.query(
             "SELECT message_id, checkpoint_id FROM chatbot_messages WHERE thread_id = 't'"
         )
     )

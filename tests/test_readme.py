@@ -63,14 +63,14 @@ def test_every_setting_is_in_the_configuration_page() -> None:
 
 
 def test_the_commands_said_to_take_db_after_them_do() -> None:
-    """'Every thread command, `prune` and `db stats`/`vacuum`/`migrate` also take `--db` after them
+    """'Every thread command, `prune` and `db stats`/`vacuum`/`adopt` also take `--db` after them
     (`config`, `models` and `roles` only before)': as docs/commands.md says, both ways."""
     from tests.helpers import runner
 
-    assert "`prune` and `db stats`/`vacuum`/`migrate` also take `--db` after them" in COMMANDS_PAGE
+    assert "`prune` and `db stats`/`vacuum`/`adopt` also take `--db` after them" in COMMANDS_PAGE
     after = [["threads"], ["history"], ["show"], ["search"], ["export"], ["fork"], ["compact"]]
     after += [["delete"], ["ask"], ["chat"], ["prune"], ["db", "stats"], ["db", "vacuum"]]
-    after += [["db", "migrate"]]
+    after += [["db", "adopt"]]
     for args in after:
         result = runner.invoke(app, [*args, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0 and "--db" in result.stdout, args

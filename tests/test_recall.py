@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import re
@@ -134,43 +136,109 @@ def test_recall_never_returns_a_message_from_another_thread(tmp_path: Path) -> N
     assert "No folded message holds 'parking spot'" in answer.text
 
 
+class GraphHistory:
+    """What a server's ``history_search`` asks of langgraph-sdk's client,
+    ``threads.get_history``, answered from the graph's own state history as the server answers
+    it (the states as JSON: messages as dicts), newest first, a page at a time."""
+
+    def __init__(self) -> None:
+        self.threads = self
+        self.graph: Any = None
+        self.pages = 0
+
+    async def get_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int = 10,
+        before: str | None = None,
+        checkpoint: dict[str, Any] | None = None,
+    ) -> list[dict[str, Any]]:
+        self.pages += 1
+        where = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": "", **(checkpoint or {})}
+        }
+        after = {"configurable": {"checkpoint_id": before}} if before else None
+        states = []
+        async for snapshot in self.graph.aget_state_history(where, limit=limit, before=after):
+            parent = (snapshot.parent_config or {}).get("configurable", {})
+            messages = snapshot.values.get("messages", [])
+            states.append(
+                {
+                    "values": {"messages": [m.model_dump() for m in messages]},
+                    "checkpoint": {
+                        "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"]
+                    },
+                    "parent_checkpoint": {"checkpoint_id": parent["checkpoint_id"]}
+                    if parent
+                    else None,
+                    "created_at": snapshot.created_at,
+                }
+            )
+        return states
+
+
 @pytest.mark.parametrize("searcher", ["index", "checkpoints"])
 def test_recall_reads_only_this_line_of_history(tmp_path: Path, searcher: str) -> None:
     """A fork from before a later message (as /undo, /retry and /fork make): recall does not
     bring back what was said on the branch left behind, newer though it is. The same with
-    the search a server's graph uses (the thread's checkpoints)."""
+    the search a server's graph uses (the thread's history through the server's API, async:
+    that graph runs under ``ainvoke``)."""
     model = ScriptedChatModel(default=recalling_model("parking spot"))
+    history = GraphHistory()
     with open_store(str(tmp_path / "t.sqlite")) as store:
         summary = ScriptedChatModel(default="The user talked about their day.")
-        search = recaller(store) if searcher == "index" else history_search
-        graph = build_graph(model, summary, settings(), store.saver, search)
-        say(graph, FACT)
+        search: Any = recaller(store)
+        if searcher == "checkpoints":
+            search = functools.partial(history_search, client=history)
+        graph: Any = build_graph(model, summary, settings(), store.saver, search)
+        history.graph = graph
+
+        def run(given: Any, where: Any) -> Any:
+            if searcher == "index":
+                return graph.invoke(given, where)
+            return asyncio.run(graph.ainvoke(given, where))  # (the server's searcher: async)
+
+        run({"messages": [HumanMessage(FACT)]}, config())
         for n in range(4):
-            say(graph, f"small talk {n}")
+            run({"messages": [HumanMessage(f"small talk {n}")]}, config())
         before = graph.get_state(config()).config
-        say(graph, "My parking spot is now Z-9 in the basement.")
+        run({"messages": [HumanMessage("My parking spot is now Z-9 in the basement.")]}, config())
         for n in range(4):
-            say(graph, f"more small talk {n}")
-        state = graph.invoke({"messages": [HumanMessage("where did I park?")]}, before)
+            run({"messages": [HumanMessage(f"more small talk {n}")]}, config())
+        state = run({"messages": [HumanMessage("where did I park?")]}, before)
     (answer,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert FACT in answer.text and "Z-9" not in answer.text, answer.text
+    assert searcher == "index" or history.pages >= 2, "its checkpoint first, then the history"
 
 
-def test_recall_on_an_empty_index_says_so(tmp_path: Path) -> None:
-    """A database whose index lost its rows (an older or adopted one): the tool says it found
-    nothing, and the model still answers."""
+def test_recall_reads_the_checkpoints_an_index_lost(tmp_path: Path) -> None:
+    """A database whose index lost its rows (turns killed before their thread was indexed):
+    the tool reads the checkpoints the index lacks and still finds the fact."""
     model = ScriptedChatModel(default=recalling_model("parking spot"))
     with open_store(str(tmp_path / "t.sqlite")) as store:
         graph = chat_with(store, model)
         say(graph, FACT)
         for n in range(4):
             say(graph, f"small talk {n}")
-        with store.lock:
-            store.conn.execute("DELETE FROM chatbot_messages")
-            store.conn.commit()
+        store.write(("DELETE FROM chatbot_messages", ()), ("DELETE FROM chatbot_indexed", ()))
         state = say(graph, "where did I park?")
     (answer,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
-    assert answer.text.startswith("No folded message holds 'parking spot'")
+    assert "B-42" in answer.text, answer.text
+
+
+def test_recall_of_what_was_never_said_says_so(tmp_path: Path) -> None:
+    """Nothing folded holds the query: the tool says it found nothing, and the model still
+    answers."""
+    model = ScriptedChatModel(default=recalling_model("zeppelin hangar"))
+    with open_store(str(tmp_path / "t.sqlite")) as store:
+        graph = chat_with(store, model)
+        say(graph, FACT)
+        for n in range(4):
+            say(graph, f"small talk {n}")
+        state = say(graph, "where did I park?")
+    (answer,) = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert answer.text.startswith("No folded message holds 'zeppelin hangar'")
     assert state["messages"][-1].text.startswith("From what you said before: No folded")
 
 

@@ -18,7 +18,7 @@ from rich.console import Console, RenderableType
 
 from chatbot.history.export import to_markdown, verbatim
 from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
-from chatbot.store.sqlite import ThreadInfo
+from chatbot.store.base import ThreadInfo
 from chatbot.terminal import render
 
 CHECKPOINT = "1f0c2a3b-4d5e-6f70-8123-456789abcdef"
@@ -316,7 +316,8 @@ def test_piped_every_checkpoint_and_every_turn_is_one_line() -> None:
 
 @pytest.mark.parametrize("width", LISTING_WIDTHS)
 def test_search_hits_keep_the_checkpoint_id_whole(width: int) -> None:
-    from chatbot.store.search import Hit, hits_view
+    from chatbot.store.search import Hit
+    from chatbot.terminal.render import hits_view
 
     checkpoint = "1f0c93a2-1b2c-6d3e-8f40-123456789abc"
     hits = [Hit(GENERATED, "m1", checkpoint, "user", "a needle " * 12, ("needle",))]

@@ -17,15 +17,10 @@ from langchain_core.messages import HumanMessage
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
+from chatbot.store.base import checkpoint_time, read_state, state_history
+from chatbot.store.errors import StoreError
 from chatbot.store.postgres import open_store
-from chatbot.store.sqlite import (
-    APPLICATION_ID,
-    Store,
-    StoreError,
-    checkpoint_time,
-    read_state,
-    state_history,
-)
+from chatbot.store.sqlite import APPLICATION_ID, Store
 from chatbot.threads.backend import LocalBackend
 from chatbot.threads.events import Reply, Summarized
 from tests.helpers import wait_until
@@ -152,7 +147,7 @@ def test_delete_thread_removes_it_and_only_it(any_db: str) -> None:
         assert [t.thread_id for t in store.list_threads()] == ["keep"]
         assert not read_state(graph, "drop").values
         writes = "writes" if isinstance(store, Store) else "checkpoint_writes"
-        rows = store._query(f"SELECT COUNT(*) FROM {writes} WHERE thread_id = 'drop'")
+        rows = store.query(f"SELECT COUNT(*) FROM {writes} WHERE thread_id = 'drop'")
         assert rows == [(0,)]
 
 
@@ -312,20 +307,22 @@ def test_a_database_marked_by_another_program_is_refused(tmp_path: Path) -> None
     assert _fingerprint(db) == before
 
 
-def test_a_chatbot_database_from_before_the_mark_opens_and_gets_marked(tmp_path: Path) -> None:
+def test_a_chatbot_database_from_before_the_mark_is_refused_and_left_untouched(
+    tmp_path: Path,
+) -> None:
     db = tmp_path / "old.sqlite"
     with Store(db) as store:
         graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
         list(LocalBackend(graph, store).send("kept", "hello from before"))
-    with sqlite3.connect(db) as conn:  # what every chatbot database looked like before
+    with sqlite3.connect(db) as conn:  # what a development build's database looked like
         conn.execute("PRAGMA application_id = 0")
-        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        conn.execute("PRAGMA user_version = 0")
     conn.close()
-    assert {"checkpoints", "writes", "chatbot_threads"} <= tables
-
-    with Store(db) as store:
-        assert [t.thread_id for t in store.list_threads()] == ["kept"]
-        assert store.conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match=r"development build of chatbot .* 'chatbot import"):
+        Store(db)
+    assert db.read_bytes() == before
+    assert APPLICATION_ID == 0x43686174
 
 
 @pytest.mark.slow

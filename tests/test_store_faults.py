@@ -26,8 +26,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from typer.testing import Result
 
+from chatbot.store.errors import StoreError
 from chatbot.store.postgres import PgStore, open_store
-from chatbot.store.sqlite import APPLICATION_ID, INDEXED_MARK, MIGRATIONS, StoreError
+from chatbot.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from chatbot.store.search import lagging_threads
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, echo_or_summary, ok, one_error
 
@@ -157,8 +159,8 @@ def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come
     assert [code for code, _ in results] == [0] * 8, results
     with psycopg.connect(postgres_url) as conn:
         invalid = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()
-        versions = conn.execute("SELECT count(*) FROM chatbot_migrations").fetchone()
-    assert invalid == (0,) and versions == (len(MIGRATIONS),)
+        versions = conn.execute("SELECT version FROM chatbot_schema").fetchall()
+    assert invalid == (0,) and versions == [(SCHEMA_VERSION,)], "set up once"
     processes = [
         _start("ask", f"hello from {n}", "--thread", f"p{n}", "--db", postgres_url)
         for n in range(8)
@@ -436,7 +438,7 @@ def test_an_adopted_database_stays_readable_by_the_program_it_came_from(
 ) -> None:
     """chatbot compresses the checkpoints it writes, which a LangGraph program without its
     serializer cannot read: where it shares the database with one (adopted), it writes them
-    as LangGraph does, and ``db migrate`` leaves them so."""
+    as LangGraph does, in its thread and in chatbot's own."""
     if kind == "sqlite":
         db = str(tmp_path / "orders.sqlite")
         _langgraph_sqlite(Path(db))
@@ -449,26 +451,30 @@ def test_an_adopted_database_stays_readable_by_the_program_it_came_from(
     ok(cli.invoke("ask", long, "--thread", "orders-42", "--db", db))
     ok(cli.invoke("ask", "a thread of chatbot's own " * 40, "--thread", "mine", "--db", db))
 
-    for thread in ("orders-42", "mine"):  # the other program reads every checkpoint
+    said = {"orders-42": long, "mine": "a thread of chatbot's own " * 40}
+    for thread, last in said.items():  # the other program reads every checkpoint, its way
         if kind == "sqlite":
-            with sqlite3.connect(db) as conn:
+            with sqlite3.connect(db, check_same_thread=False) as conn:
                 saved = list(SqliteSaver(conn).list(_thread(thread)))
+                state = _other_apps_graph(SqliteSaver(conn)).get_state(_thread(thread))
             conn.close()
         else:
             with PostgresSaver.from_conn_string(db) as saver:
                 saved = list(saver.list(_thread(thread)))
-        assert saved and saved[0].checkpoint["channel_values"]["messages"][-2].content in (
-            long,
-            "a thread of chatbot's own " * 40,
-        )
-    line = one_error(cli.invoke("db", "migrate", "--db", db), 2)
-    assert "was adopted from another LangGraph program" in line
-    assert "cannot read compressed checkpoints" in line
+                state = _other_apps_graph(saver).get_state(_thread(thread))
+        assert len(saved) >= 3, thread
+        messages = [(m.type, m.content) for m in state.values["messages"]]
+        assert messages[-2:] == [("human", last), ("ai", f"echo: {last}")], thread
+        if thread == "orders-42":
+            assert messages[:2] == [
+                ("human", "where is order 42?"),
+                ("ai", "order 42 ships tomorrow"),
+            ]
 
 
 def test_a_thread_copied_into_an_adopted_database_goes_on_there(cli: Cli, tmp_path: Path) -> None:
-    """An adopted database gets LangGraph's own form of channel versions; a thread copied there
-    from a database of chatbot's own names chatbot's short ones, and goes on counting them."""
+    """A thread copied into an adopted database from one of chatbot's own (its values
+    compressed there) takes turns there, and the program the database came from reads it."""
     mine, adopted = str(tmp_path / "mine.sqlite"), tmp_path / "orders.sqlite"
     _langgraph_sqlite(adopted)
     ok(cli.invoke("db", "adopt", "--yes", "--db", str(adopted)))
@@ -482,6 +488,19 @@ def test_a_thread_copied_into_an_adopted_database_goes_on_there(cli: Cli, tmp_pa
         "turn 2 of my own",
         "and one more there",
     ]
+    with sqlite3.connect(adopted) as conn:  # (LangGraph's own saver, without chatbot's)
+        saved = list(SqliteSaver(conn).list(_thread("mine")))
+        kinds = {
+            row[0]
+            for row in conn.execute(
+                "SELECT type FROM checkpoints WHERE thread_id = 'mine' "
+                "UNION SELECT type FROM writes WHERE thread_id = 'mine'"
+            )
+        }
+        ((count,),) = conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = 'mine'")
+    conn.close()
+    assert len(saved) == count > 3
+    assert not any(kind.endswith("+zstd") for kind in kinds), kinds
 
 
 @pytest.mark.slow
@@ -536,22 +555,28 @@ def test_reading_a_damaged_database_is_one_line_and_writes_nothing(
     _damaged_line(cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
 
 
-def test_reading_commands_never_write_to_a_database_whose_migrations_page_is_damaged(
+def test_reading_commands_never_write_to_a_database_whose_search_index_page_is_damaged(
     cli: Cli, chatbot_db: Path
 ) -> None:
-    # chatbot_migrations read back short from the damaged page: on main, `threads` took the
-    # database for an old one and "migrated" it, writing into the damaged file.
-    _damage_page_of(chatbot_db, "chatbot_migrations")
+    """``chatbot_indexed`` says how far each thread is indexed: read back short from a damaged
+    page, every thread would look unindexed, and a search would index them all again, writing
+    into the damaged file. Reading commands write nothing; a turn says the file is damaged."""
+    _damage_page_of(chatbot_db, "chatbot_indexed")
     before = chatbot_db.read_bytes()
-    for command in (("threads",), ("show", "t1"), ("history", "t1"), ("db", "stats")):
+    reading = (
+        ("threads",),
+        ("show", "t1"),
+        ("history", "t1"),
+        ("db", "stats"),
+        ("search", "first"),
+    )
+    for command in reading:
         result = cli.invoke(*command, "--db", str(chatbot_db))
         assert result.exit_code in (0, 2) and "Traceback" not in result.output, result.output
+        if result.exit_code == 2:
+            _damaged_line(result, chatbot_db)
         assert chatbot_db.read_bytes() == before, command
-    line = _damaged_line(
-        cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db
-    )
-    assert "On tree page" in line  # SQLite's quick_check, before any schema change
-    assert chatbot_db.read_bytes() == before
+    _damaged_line(cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
 
 
 def test_reading_commands_open_read_only(cli: Cli, chatbot_db: Path) -> None:
@@ -610,7 +635,7 @@ def test_a_database_in_a_read_only_folder_is_read_and_writing_says_it_is_read_on
     assert chatbot_db.read_bytes() == before
 
 
-# --- 13. settings that are no database, a newer chatbot's database -----------------------------
+# --- 13. settings that are no database, a newer or an older chatbot's database ----------------
 
 
 @pytest.mark.parametrize(
@@ -683,20 +708,14 @@ def test_a_blank_database_line_in_a_settings_file_is_still_unset(cli: Cli, tmp_p
     assert (tmp_path / "data" / "chatbot" / "chatbot.sqlite").is_file()
 
 
-def _newer_migration(db: str) -> None:
-    """What a newer chatbot leaves: a migration this one does not know, recorded."""
-    newer = len(MIGRATIONS) + 3
+def _newer_schema(db: str, version: int) -> None:
+    """What a newer chatbot leaves: its schema's version, which this one does not know."""
     if db.startswith("postgresql://"):
         with psycopg.connect(db) as conn:
-            conn.execute(
-                "INSERT INTO chatbot_migrations (version, applied_at) VALUES (%s, 'later')",
-                (newer,),
-            )
+            conn.execute("UPDATE chatbot_schema SET version = %s", (version,))
         return
     with sqlite3.connect(db) as conn:
-        conn.execute(
-            "INSERT INTO chatbot_migrations (version, applied_at) VALUES (?, 'later')", (newer,)
-        )
+        conn.execute(f"PRAGMA user_version = {version}")
     conn.close()
 
 
@@ -711,8 +730,8 @@ def test_a_newer_chatbots_database_is_read_with_a_note_and_not_written(
     cli: Cli, any_chatbot_db: str
 ) -> None:
     db = any_chatbot_db
-    _newer_migration(db)
-    newer, known = len(MIGRATIONS) + 3, len(MIGRATIONS)
+    newer, known = SCHEMA_VERSION + 3, SCHEMA_VERSION
+    _newer_schema(db, newer)
     said = (
         f"{db!r} was written by a newer chatbot (its schema is at version {newer}; this one "
         f"knows up to {known})"
@@ -727,6 +746,72 @@ def test_a_newer_chatbots_database_is_read_with_a_note_and_not_written(
     )
     shown = ok(cli.invoke("show", "t1", "--json", "--db", db))
     assert '"more"' not in shown.stdout
+
+
+_OLDER_MIGRATIONS = (
+    "CREATE TABLE chatbot_migrations (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)",
+    "INSERT INTO chatbot_migrations (version, applied_at) VALUES (1, '2025-01-01'), "
+    "(2, '2025-01-01')",
+    "CREATE TABLE chatbot_threads (thread_id TEXT PRIMARY KEY, title TEXT NOT NULL DEFAULT '')",
+    "INSERT INTO chatbot_threads (thread_id, title) VALUES ('garden', 'my allotment')",
+)
+"""Tables of a database a development build of chatbot made before 0.1.0, as it made them."""
+
+
+def _made_by_an_older_chatbot(db: str) -> list[str]:
+    """Databases as a development build of chatbot made them: on PostgreSQL, LangGraph's
+    tables with its ``chatbot_migrations`` and ``chatbot_threads``; a SQLite file marked as
+    chatbot's (``application_id``) at ``user_version`` 0 with those tables, and one made
+    before the mark, holding ``chatbot_threads`` unmarked. Returns them."""
+    if db.startswith("postgresql://"):
+        with PostgresSaver.from_conn_string(db) as saver:
+            saver.setup()
+        with psycopg.connect(db) as conn:
+            for statement in _OLDER_MIGRATIONS:
+                conn.execute(statement)  # type: ignore[arg-type]
+        return [db]
+    marked, unmarked = db, str(Path(db).with_name("before-the-mark.sqlite"))
+    for path, statements in ((marked, _OLDER_MIGRATIONS), (unmarked, _OLDER_MIGRATIONS[2:])):
+        with sqlite3.connect(path, check_same_thread=False) as conn:
+            SqliteSaver(conn).setup()
+            if path == marked:
+                conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            for statement in statements:
+                conn.execute(statement)
+        conn.close()
+    with sqlite3.connect(marked) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (0,)
+    conn.close()
+    return [marked, unmarked]
+
+
+def test_a_database_a_development_build_made_is_refused_saying_to_export_and_import(
+    cli: Cli, any_db: str
+) -> None:
+    """Its checkpoints are in a layout this version does not read: every command, the fast
+    ``chatbot threads`` process too, says in one line how to bring its threads over, and the
+    database is left as it was."""
+    for db in _made_by_an_older_chatbot(any_db):
+        before = _contents(db)
+        for command in (("threads",), ("ask", "hello", "--thread", "garden"), ("show", "garden")):
+            result = cli.invoke(*command, "--db", db)
+            assert result.exit_code in (1, 2), (command, result.output)
+            line = one_error(result, result.exit_code)
+            assert f"{db!r} was written by a development build of chatbot" in line, command
+            assert "'chatbot export " in line and "'chatbot import " in line, line
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+        done = subprocess.run(
+            [sys.executable, "-m", "chatbot", "threads", "--db", db],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        (line,) = done.stderr.strip().splitlines()
+        assert done.returncode in (1, 2) and line.startswith("error: "), done.stderr
+        assert "'chatbot export " in line and "'chatbot import " in line, line
+        assert _contents(db) == before, db
 
 
 # --- 14. reading a database that holds nothing yet --------------------------------------------
@@ -796,12 +881,13 @@ def _contents(db: str) -> Any:
 def test_search_writes_nothing_and_a_new_database_is_indexed_from_the_start(
     cli: Cli, any_db: str
 ) -> None:
-    # On main a new database's index was not marked complete, so the first `chatbot search`
-    # read every checkpoint and wrote the mark; and search opened SQLite for writing.
+    """A turn indexes its messages as it ends, on a database it has just made: a search after
+    it finds them in the index, with nothing left to index, and writes nothing."""
     cli.server.responder = echo_or_summary
     ok(cli.invoke("ask", "the okapi sleeps", "--thread", "t1", "--db", any_db))
     with open_store(any_db) as store:
-        assert store._query("SELECT name FROM chatbot_marks") == [(INDEXED_MARK,)]
+        assert lagging_threads(store) == []
+        assert store.query("SELECT COUNT(*) FROM chatbot_messages") == [(2,)]
     before = _contents(any_db)
     for _ in range(2):
         found = ok(cli.invoke("search", "okapi", "--json", "--db", any_db))

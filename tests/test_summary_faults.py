@@ -23,7 +23,7 @@ from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import make_model
 from chatbot.store.postgres import open_store
-from chatbot.store.search import search
+from chatbot.store.search import catch_up, search
 from chatbot.threads.backend import LocalBackend
 from tests.fake_openai import RecordedRequest, Reply, completion
 from tests.helpers import (
@@ -437,7 +437,9 @@ def test_a_bare_string_as_the_messages_is_one_human_message_as_in_langgraph() ->
 
 
 @pytest.mark.parametrize("how", ["delete_thread", "adelete_thread"])
-def test_deleting_a_thread_through_the_saver_empties_its_search_rows(any_db: str, how: str) -> None:
+def test_a_thread_deleted_through_the_saver_is_not_found_and_its_rows_then_go(
+    any_db: str, how: str
+) -> None:
     settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
     with open_store(any_db) as store:
         graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
@@ -450,8 +452,9 @@ def test_deleting_a_thread_through_the_saver_empties_its_search_rows(any_db: str
         else:
             asyncio.run(store.saver.adelete_thread("gone"))
 
-        rows = store._query("SELECT thread_id FROM chatbot_messages ORDER BY 1")
-        assert {row[0] for row in rows} == {"kept"}
         assert [hit.thread_id for hit in search(store, "narwhal")] == ["kept"]
+        catch_up(store)  # (what /search does first: the deleted thread's rows go)
+        rows = store.query("SELECT thread_id FROM chatbot_messages ORDER BY 1")
+        assert {row[0] for row in rows} == {"kept"}
         backend.fork("kept", None, "gone")  # the same messages, the deleted thread's id
         assert sorted(hit.thread_id for hit in search(store, "narwhal")) == ["gone", "kept"]

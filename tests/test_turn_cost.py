@@ -202,7 +202,8 @@ from langchain_core.messages import HumanMessage
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
 from chatbot.config.settings import Settings
-from chatbot.store.sqlite import Store, thread_config
+from chatbot.store.base import thread_config
+from chatbot.store.sqlite import Store
 store = Store(sys.argv[1])
 graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"),
                     Settings(_env_file=None, model="offline"), store.saver)

@@ -32,7 +32,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.config.settings import Settings
-from chatbot.engine.graph import build_graph
+from chatbot.engine.graph import DURABILITY, build_graph
 from chatbot.errors import ModelCallFailed
 from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, completion
@@ -811,9 +811,9 @@ def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db:
     """Each step's checkpoint is saved before the next step starts: when the model is asked,
     another connection already reads the message it answers, every turn, without waiting
     (``graph.invoke`` and the terminal's ``astream`` alike)."""
+    from chatbot.store.base import thread_config
     from chatbot.store.checkpoints import read_checkpoint
     from chatbot.store.postgres import open_store
-    from chatbot.store.sqlite import thread_config
     from chatbot.threads.backend import LocalBackend
 
     seen: list[list[str]] = []
@@ -833,7 +833,8 @@ def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db:
             if n % 2:
                 list(backend.send("t", f"message {n}"))
             else:
-                graph.invoke({"messages": [HumanMessage(f"message {n}")]}, thread_config("t"))
+                said = {"messages": [HumanMessage(f"message {n}")]}
+                graph.invoke(said, thread_config("t"), durability=DURABILITY)
     assert len(seen) == 8
     for n, read in enumerate(seen):
         assert read[-1] == f"message {n}", (n, read)
@@ -845,8 +846,8 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
     channel, not in the state's messages. The thread holds it all the same: ``ask`` said
     "your message was not saved", the REPL said only the summary was unfinished, and the next
     message replaced it (LangGraph's ``__start__`` holds one input)."""
+    from chatbot.store.base import thread_config
     from chatbot.store.postgres import open_store
-    from chatbot.store.sqlite import thread_config
     from chatbot.threads.backend import LocalBackend
     from chatbot.threads.events import Unanswered, kept_of
 
@@ -909,7 +910,7 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
 def _stopped_before_its_first_step(graph: Any, thread: str, text: str) -> None:
     """Send ``text`` and stop the run once its input checkpoint is saved, before its first
     step takes the message in (as Ctrl-C at that moment stops it)."""
-    from chatbot.store.sqlite import thread_config
+    from chatbot.store.base import thread_config
 
     run = graph.stream(
         {"messages": [HumanMessage(text, id=text)]},
@@ -934,7 +935,7 @@ def test_a_message_its_run_never_took_in_survives_a_system_prompt_and_titles_a_n
         graph = build_graph(chat, ScriptedChatModel(default="SUMMARY"), settings, store.saver)
         backend = LocalBackend(graph, store)
         _stopped_before_its_first_step(graph, "t", "the real first message")
-        store._write(("DELETE FROM chatbot_threads WHERE thread_id = ?", ("t",)))  # (killed)
+        store.write(("DELETE FROM chatbot_threads WHERE thread_id = ?", ("t",)))  # (killed)
         assert backend.set_system_prompt("t", "Be terse.")
         now = backend.current("t")
         assert now is not None and now.awaiting_reply, "still waiting for its reply"
@@ -993,7 +994,7 @@ def test_a_first_turn_killed_before_its_listing_row_is_titled_by_its_own_message
         graph = build_graph(ScriptedChatModel(default="ok"), None, settings, store.saver)
         backend = LocalBackend(graph, store)
         list(backend.send("t", "the first words"))
-        store._write(("DELETE FROM chatbot_threads WHERE thread_id = ?", ("t",)))  # (killed)
+        store.write(("DELETE FROM chatbot_threads WHERE thread_id = ?", ("t",)))  # (killed)
         list(backend.send("t", "later words"))
         (info,) = [info for info in backend.threads() if info.thread_id == "t"]
         assert info.title == "the first words"

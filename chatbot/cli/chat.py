@@ -23,7 +23,7 @@ from chatbot.cli.core import (
 def loads_behind_the_prompt(state: AppState) -> bool:
     """A REPL on a SQLite file starts before its models and graph: the thread list is plain
     SQL. On a server or PostgreSQL, everything is made before the prompt."""
-    from chatbot.store.sqlite import is_postgres_url
+    from chatbot.store.base import is_postgres_url
 
     return not state.remote and not is_postgres_url(state.places.db)
 

@@ -45,7 +45,7 @@ def _thread_ids(ctx: typer.Context) -> list[str]:
         return _server_thread_ids(places.url)
     from pathlib import Path
 
-    from chatbot.store.sqlite import is_postgres_url
+    from chatbot.store.base import is_postgres_url
 
     if not is_postgres_url(places.db) and not Path(places.db).expanduser().is_file():
         return []  # completing never creates the database

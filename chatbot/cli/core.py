@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.config.settings import Settings
     from chatbot.config.sources import Places
     from chatbot.engine.models import Models
-    from chatbot.store.sqlite import SqlStore
+    from chatbot.store.base import SqlStore
     from chatbot.terminal.repl import HeldKeys, LineReader
     from chatbot.threads.backend import Backend
     from chatbot.threads.reading import LocalReader
@@ -225,7 +225,7 @@ class AppState:
         """True when there is no local database to read: its file does not exist yet, or (for
         a command that only reads) the file or the PostgreSQL database is empty. Reading
         creates neither a file nor a table (see :class:`chatbot.store.sqlite.EmptyDatabase`)."""
-        from chatbot.store.sqlite import EmptyDatabase
+        from chatbot.store.schema import EmptyDatabase
 
         if self.remote or self.places.db == ":memory:":
             return False
@@ -248,7 +248,7 @@ class AppState:
         return f"{self.where} is empty"
 
     def _no_file(self) -> bool:
-        from chatbot.store.sqlite import is_postgres_url
+        from chatbot.store.base import is_postgres_url
 
         db = self.places.db
         return not is_postgres_url(db) and not Path(db).expanduser().exists()
@@ -448,7 +448,7 @@ def exit_code(error: BaseException) -> int | None:
     from chatbot.cli.stdout import OutputClosed
     from chatbot.config.sources import SettingsError
     from chatbot.errors import FriendlyError
-    from chatbot.store.sqlite import StoreError
+    from chatbot.store.errors import StoreError
 
     if isinstance(error, OutputClosed):  # (`| head` has read enough: quiet, as Rich's console)
         return 1

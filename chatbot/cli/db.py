@@ -1,4 +1,4 @@
-"""``chatbot db stats|vacuum|migrate|copy`` and ``chatbot prune``: the database, not a thread."""
+"""``chatbot db stats|vacuum|copy|adopt`` and ``chatbot prune``: the database, not a thread."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
+    from chatbot.store.base import SqlStore
     from chatbot.store.pruning import Branch
-    from chatbot.store.sqlite import SqlStore
 
 
 from chatbot.cli.app import (
@@ -136,62 +136,6 @@ def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
 
 
-@db_app.command("migrate", cls=Command)
-@guarded
-def db_migrate(
-    ctx: typer.Context,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say what it would save; change nothing.")
-    ] = False,
-    db: DbOption = None,
-) -> None:
-    """Rewrite checkpoints an older chatbot stored in the current, compact form (compressed,
-    the window stored only now and then): every thread reads as before, in less space. Safe to
-    stop and run again."""
-    store = _local_store(ctx, db, "db migrate", read_only=dry_run)
-    if store is None:
-        return
-    if store.adopted:
-        fail(
-            f"{store.path!r} was adopted from another LangGraph program, which cannot read "
-            "compressed checkpoints: chatbot leaves its checkpoints uncompressed there",
-            2,
-        )
-    total = store.uncompressed_values()
-    with _progress("checking" if dry_run else "migrating", "values", total) as advance:
-        done = store.migrate_values(dry_run=dry_run, progress=advance)
-    from chatbot.store import compacting
-    from chatbot.store.sqlite import Migrated
-
-    total = compacting.checkpoints_to_read(store)
-    with _progress("checking" if dry_run else "compacting", "checkpoints", total) as advance:
-        compacted = compacting.compact(store, dry_run=dry_run, progress=advance)
-    total = store.uncompressed_search_rows()
-    with _progress("checking" if dry_run else "compressing", "search rows", total) as advance:
-        texts = store.migrate_search_text(dry_run=dry_run, progress=advance)
-    done = Migrated(*(a + b + c for a, b, c in zip(done, compacted, texts, strict=True)))
-    where = escape(store.path)
-    if not done.values:
-        out.print(f"{where}: every checkpoint is in the compact form already: nothing to do")
-        return
-    sizes = f"{_size(done.before)} -> {_size(done.after)}"
-    values = counted(done.values, "stored value", spec=",")
-    if dry_run:
-        out.print(
-            f"{where}: would rewrite {values}, {sizes} ({_size(done.before - done.after)} "
-            "less); run 'chatbot db migrate' to do it"
-        )
-        return
-    from chatbot.store.sqlite import is_postgres_url
-
-    freed = (
-        ""  # (PostgreSQL reuses the space itself)
-        if is_postgres_url(store.path)
-        else "; 'chatbot db vacuum' gives the freed space back to the disk"
-    )
-    out.print(f"{where}: rewrote {values}, {sizes}{freed}")
-
-
 @db_app.command("copy", cls=Command)
 @guarded
 def db_copy(
@@ -205,9 +149,9 @@ def db_copy(
     """Copy threads with their whole history to another database: SQLite to PostgreSQL and
     back. Run it again to copy what is new; a thread that exists there with a different
     history is refused."""
+    from chatbot.store.base import is_postgres_url
     from chatbot.store.copying import plan_copy, run_copy
     from chatbot.store.postgres import open_store
-    from chatbot.store.sqlite import is_postgres_url
 
     if not is_postgres_url(source) and not Path(source).expanduser().is_file():
         fail(f"no database {source!r}: give a SQLite file or a postgresql:// URL", 2)
@@ -246,7 +190,7 @@ def db_adopt(
     if state.db_missing:
         fail(f"no database {where!r}: nothing to adopt (chatbot makes a new one when used)", 2)
     owner, threads = database_owner(state.places.db, state.places.pg_prepare_threshold)
-    if owner.kind in ("chatbot", "unmarked chatbot"):
+    if owner.kind == "chatbot":
         err.print(f"{escape(where)} is already a chatbot database: nothing to do")
         return
     if owner.kind == "new":
@@ -263,10 +207,10 @@ def db_adopt(
     err.print(
         f"{escape(where)} is another LangGraph program's database: "
         f"{counted(threads, 'thread')} in its {escape(owner.what)}. Adopting it adds "
-        "chatbot's tables (chatbot_threads, chatbot_leases, chatbot_messages, chatbot_marks, "
-        "chatbot_migrations) and its mark; chatbot then lists those threads, can write to them, "
-        "and 'chatbot prune' may delete them. Their checkpoints stay as they are, and chatbot "
-        "writes its own there uncompressed, as that program can read them."
+        "chatbot's tables (chatbot_threads, chatbot_leases, chatbot_messages, chatbot_indexed, "
+        "chatbot_marks) and its mark, and indexes its messages for search; chatbot then lists "
+        "those threads, can write to them, and 'chatbot prune' may delete them. Their "
+        "checkpoints stay as they are, and chatbot writes its own there uncompressed."
     )
     if not yes and not typer.confirm("Adopt it?", default=False):
         err.print(f"left {escape(where)} untouched")
@@ -276,6 +220,9 @@ def db_adopt(
     with open_store(state.places.db, state.places.pg_prepare_threshold, adopt=True) as store:
         store.note_adopted()
         listed = LocalBackend(None, store).list_unlisted()
+        from chatbot.store.search import catch_up
+
+        catch_up(store)
     err.print(
         f"adopted {escape(where)} ({counted(listed, 'thread')} listed): "
         f"{escape(state.threads_hint)}"
@@ -345,8 +292,8 @@ def prune(
         f"Delete these {count} and all their history?",
     ):
         return
+    from chatbot.store.base import checkpoint_time
     from chatbot.store.leases import Lease
-    from chatbot.store.sqlite import checkpoint_time
 
     deleted, busy = 0, []
     for info in stale:

@@ -132,7 +132,7 @@ def parse(argv: Sequence[str]) -> Invocation | None:
 def run(invocation: Invocation) -> int:
     """Run ``invocation`` as the Typer app would; its exit code."""
     from chatbot.cli.core import AppState, configure_logging, exit_code, leading_note, valid_text
-    from chatbot.store.sqlite import is_postgres_url
+    from chatbot.store.base import is_postgres_url
 
     options, own = invocation.options, invocation.command_options
     state = AppState(

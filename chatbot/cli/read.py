@@ -17,7 +17,7 @@ def run_threads(state: AppState, as_json: bool) -> None:
     # (locally plain SQL: nothing of LangGraph is imported)
     listing = [] if state.db_missing else state.reader().threads()
     if as_json:
-        from chatbot.store.sqlite import thread_record
+        from chatbot.store.base import thread_record
 
         print_json([thread_record(t) for t in listing])
     elif listing:
@@ -98,7 +98,7 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
     """``chatbot search``: every message ever written in local threads, folded ones too,
     newest first, as a table or JSON."""
     from chatbot.cli.core import err, escape, fail, out, print_json, valid_text
-    from chatbot.store.search import SearchError, hit_record, hits_view, parse_query
+    from chatbot.store.search import SearchError, hit_record, parse_query
 
     text = valid_text(text)
     try:
@@ -120,12 +120,7 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
             from chatbot.threadids import quoted
 
             fail(f"no thread {quoted(thread)} in {state.where} ({state.threads_hint})")
-        if reader.unindexed():
-            err.print(
-                "[yellow]note:[/] messages saved before this database had its search index are "
-                "not searched until '/search' in 'chatbot chat' indexes them (once)"
-            )
-        # (a reading command writes nothing: what is not indexed yet waits for /search)
+        # (a reading command writes nothing: what the index lags behind is read as it is)
         hits = reader.search(text, thread_id=thread, limit=limit + 1, index=False)
     more = len(hits) > limit
     hits = hits[:limit]
@@ -136,7 +131,7 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
         shown = text if len(text) <= 80 else text[:79] + "…"  # (not a pasted page back)
         err.print(f"[dim]nothing found for {escape(repr(shown))} in {escape(state.where)}[/]")
         return
-    from chatbot.terminal.render import Listing
+    from chatbot.terminal.render import Listing, hits_view
 
     out.print(Listing(hits_view(hits)))  # (piped: a hit's heading and its snippet, a line each)
     err.print(

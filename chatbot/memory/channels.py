@@ -1,5 +1,5 @@
-"""How the state's ``messages`` and ``summary`` change: their reducers, for the channels that
-store them (LangGraph's ``DeltaChannel``, made in :mod:`chatbot.memory.state`).
+"""How the state's ``messages`` and ``summary`` change: their reducers, and the channels that
+store them (LangGraph's ``DeltaChannel``: :func:`delta_channel`).
 
 A checkpoint stores the whole message window and the summary only every so often (a
 snapshot); the checkpoints between store only the writes that changed them, and reading one
@@ -8,11 +8,11 @@ follow the text it adds, not the window it keeps. Replaying must give the same s
 time: a message written without an id gets one made from where it lands and what it says, not
 a random one.
 
-Kept apart from :mod:`chatbot.memory.state` and free of LangGraph's graph and channels (a
-second of imports between them), so that the commands that read threads without running the
-graph (``history``, ``show``, ``export``) can rebuild a checkpoint's state: ``add_messages`` is
-followed here rather than imported, and the channels themselves are made in
-:mod:`chatbot.memory.state`.
+Kept apart from :mod:`chatbot.memory.state` and free of LangGraph's graph (a second of
+imports), so that the commands that read threads without running the graph (``history``,
+``show``, ``export``) can rebuild a checkpoint's state with the same channels
+(:func:`delta_channels`, imported when first asked for): ``add_messages`` is followed here
+rather than imported.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ REMOVE_ALL_MESSAGES = "__remove_all__"
 
 KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
 
-MESSAGES_SNAPSHOT_EVERY = 60
+MESSAGES_SNAPSHOT_EVERY = 10
 """Updates of ``messages`` between two checkpoints that store the whole window (a turn makes
 two or three): the checkpoints between store no messages, only the writes that made them,
 and reading one replays at most this many writes."""
@@ -180,24 +180,33 @@ def replay_summary(left: str, writes: Sequence[Any]) -> str:
     return writes[-1] if writes else left
 
 
-def added_messages(stored: Any, written: Any = ()) -> list[Any]:
-    """The messages first seen at a checkpoint: those it stores, if it stores the window
-    (``stored``: its ``channel_values["messages"]``, a snapshot or a plain list, else
-    ``None``), and those the writes that made it added (``written``: the values of its
-    parent's writes to ``messages``), without the ``RemoveMessage``s."""
-    found = list(getattr(stored, "value", stored) or ())
-    for write in written:
-        found.extend(write if isinstance(write, list) else [write])
-    return [m for m in found if getattr(m, "type", "remove") != "remove"]
-
-
 REDUCERS: dict[str, tuple[Any, type]] = {
     "messages": (replay_messages, list),
     "summary": (replay_summary, str),
 }
-"""The state's delta channels by key: their reducer and the type of their value (for reading
-checkpoints without the graph; :mod:`chatbot.memory.state` makes the channels from it)."""
+"""The state's delta channels by key: their reducer and the type of their value
+(:func:`delta_channel` makes the channels from it)."""
 
 SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 1}
 """Updates of each delta channel between two checkpoints that store it: the summary is stored
 where it changes (at a fold), nowhere else."""
+
+
+def delta_channel(key: str) -> Any:
+    """The LangGraph ``DeltaChannel`` of the state's ``key`` (``messages`` or ``summary``)."""
+    from langgraph.channels.delta import DeltaChannel
+
+    reducer, typ = REDUCERS[key]
+    return DeltaChannel(reducer, typ, snapshot_frequency=SNAPSHOT_EVERY[key])
+
+
+def delta_channels() -> dict[str, Any]:
+    """The state's delta channels by key, as a reader rebuilds a checkpoint's values with
+    them (``from_checkpoint``, ``replay_writes``)."""
+    global _CHANNELS
+    if _CHANNELS is None:
+        _CHANNELS = {key: delta_channel(key) for key in REDUCERS}
+    return _CHANNELS
+
+
+_CHANNELS: dict[str, Any] | None = None

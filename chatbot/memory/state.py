@@ -14,13 +14,12 @@ from typing import Annotated, Any, Literal, NotRequired, get_origin
 
 from langchain_core.messages import AnyMessage
 from langgraph.channels import LastValue, UntrackedValue
-from langgraph.channels.delta import DeltaChannel
 from langgraph.errors import InvalidUpdateError
 from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from chatbot.memory.channels import KINDS as _KINDS
-from chatbot.memory.channels import REDUCERS, SNAPSHOT_EVERY
+from chatbot.memory.channels import delta_channel
 from chatbot.memory.channels import described as _described
 
 
@@ -50,15 +49,10 @@ def _kind(typ: Any) -> Any:
     return get_origin(typ) or typ
 
 
-def _delta(key: str) -> DeltaChannel[Any]:
-    reducer, _ = REDUCERS[key]
-    return DeltaChannel(reducer, snapshot_frequency=SNAPSHOT_EVERY[key])
-
-
-MessagesKey = Annotated[list[AnyMessage], _delta("messages")]
+MessagesKey = Annotated[list[AnyMessage], delta_channel("messages")]
 """The state's ``messages``: a LangGraph ``DeltaChannel``, stored whole every
 :data:`chatbot.memory.channels.MESSAGES_SNAPSHOT_EVERY` updates."""
-SummaryKey = Annotated[str, _delta("summary")]
+SummaryKey = Annotated[str, delta_channel("summary")]
 """The state's ``summary``: stored whole where it changes (at a fold), nowhere else."""
 
 

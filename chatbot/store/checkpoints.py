@@ -22,8 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from chatbot.history.timeline import CheckpointState, Snapshot, state_from_values
-from chatbot.store import deltas
-from chatbot.store.sqlite import SqlStore, thread_config
+from chatbot.store.base import SqlStore, thread_config
 
 NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
     "__start__": ("__start__",),
@@ -57,11 +56,37 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
     return tuple(pending)
 
 
+def channel_values(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict[str, Any]:
+    """A checkpoint's values, as ``graph.get_state`` reads them: the state's delta channels
+    (``messages``, ``summary``: :mod:`chatbot.memory.state`) are stored whole only now and
+    then, and rebuilt here as LangGraph rebuilds them, from the saver's history of them (the
+    nearest stored value and the writes since) through the channel itself."""
+    from chatbot.memory.channels import delta_channels
+
+    values = dict(saved.checkpoint["channel_values"])
+    versions = saved.checkpoint["channel_versions"]
+    channels = delta_channels()
+    stored = {key: channel for key, channel in channels.items() if key in values}
+    for key, channel in stored.items():
+        values[key] = channel.from_checkpoint(values[key]).get()
+    wanted = [key for key in channels if key in versions and key not in values]
+    if wanted:
+        histories = saver.get_delta_channel_history(config=saved.config, channels=wanted)
+        for key in wanted:
+            history = histories.get(key, {"writes": []})
+            channel = channels[key]
+            seed = history["seed"] if "seed" in history else channel.ValueType()
+            channel = channel.from_checkpoint(seed)
+            channel.replay_writes(history["writes"])
+            values[key] = channel.get()
+    return values
+
+
 def state_of(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> CheckpointState:
     """The state a checkpoint holds, as ``graph.get_state`` reads it."""
-    checkpoint = deltas.complete(saver, saved).checkpoint
+    checkpoint = saved.checkpoint
     return state_from_values(
-        dict(checkpoint["channel_values"]), pending_nodes(checkpoint), checkpoint["ts"]
+        channel_values(saver, saved), pending_nodes(checkpoint), checkpoint["ts"]
     )
 
 

@@ -2,8 +2,9 @@
 
 A thread is copied with its whole history through LangGraph's own savers: every checkpoint,
 oldest first under its parent, with its metadata and its pending writes, then the thread's
-listing row. The savers store each checkpoint their own way (SQLite whole, PostgreSQL with
-its channel values as blobs), so nothing here knows either format.
+listing row, and its messages are indexed for search. The savers store each checkpoint their
+own way (SQLite whole, PostgreSQL with its channel values as blobs), so nothing here knows
+either format.
 
 Copying is idempotent and resumable: a thread already in the target with the same checkpoints
 is skipped, one whose checkpoints are a part of the source's (an earlier copy, or one cut
@@ -20,7 +21,8 @@ from typing import Any
 
 from chatbot.errors import FriendlyError
 from chatbot.plural import counted
-from chatbot.store.sqlite import SqlStore, thread_config
+from chatbot.store.base import SqlStore, thread_config
+from chatbot.store.search import index_statements
 
 
 class CopyError(FriendlyError, ValueError):
@@ -110,3 +112,6 @@ def run_copy(
         row = source.thread_row(thread)
         if row is not None:
             target.put_thread_row(row)
+        indexed = index_statements(target, thread)
+        if indexed:
+            target.write(*indexed)

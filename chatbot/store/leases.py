@@ -1,13 +1,16 @@
 """One turn at a time per thread, across windows, processes and hosts.
 
 A turn (a message and its reply, /retry, /compact, /undo, a fork's first state) holds its
-thread's lease: a row in ``chatbot_leases`` with an expiry, in whichever database holds the
-thread (:meth:`chatbot.store.sqlite.SqlStore.try_lease`). A second window or process that starts a
-turn on a busy thread waits, saying so, and goes on when the first is done; turns on different
+thread's lease, in whichever database holds the thread
+(:meth:`chatbot.store.base.SqlStore.try_lease`). A second window or process that starts a turn
+on a busy thread waits, saying so, and goes on when the first is done; turns on different
 threads never wait for each other. The lease is given back when the turn ends however it ends
-(success, failure, Ctrl-C), and a process killed mid-turn holds it only until it expires
-(:data:`chatbot.store.sqlite.LEASE_SECONDS`): a running turn renews it every third of that. A holder
-on this machine (and in its PID namespace) whose process is gone is passed over at once.
+(success, failure, Ctrl-C). It is a row in ``chatbot_leases`` with an expiry
+(:data:`chatbot.store.base.LEASE_SECONDS`), renewed every third of that while the turn runs: a
+process killed mid-turn holds it until then, and a holder on this machine (and in its PID
+namespace) whose process is gone is passed over at once. (Not PostgreSQL's advisory locks,
+which die with their session: behind pgbouncer in transaction mode a session is not the
+client's, and the lock would neither hold nor end with it.)
 
 LangGraph's savers serialise writes only within one process; without the lease two processes
 answering on one thread at once both append to the same parent checkpoint, and one reply ends up
@@ -27,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from chatbot.store.sqlite import LEASE_SECONDS, SqlStore
+from chatbot.store.base import LEASE_SECONDS, SqlStore
 
 POLL_SECONDS = 0.1
 """How often a waiting turn asks again."""

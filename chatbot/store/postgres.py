@@ -1,11 +1,11 @@
 """Threads in PostgreSQL: LangGraph's ``PostgresSaver`` on a ``psycopg_pool`` connection pool.
 
 Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db`` with the URL). The
-checkpoints are LangGraph's own tables; chatbot's (listing, leases) come from the same
-numbered migrations as on SQLite (:data:`chatbot.store.sqlite.MIGRATIONS`), applied once under an
-advisory lock, on the one connection that holds it (see :meth:`PgStore._set_up`). The mark of
-a chatbot database is its ``chatbot_migrations`` table: a database holding only LangGraph's
-tables is another LangGraph program's, and is refused unless adopted (``chatbot db adopt``).
+checkpoints are LangGraph's own tables; chatbot's (listing, leases, search) are the schema of
+:mod:`chatbot.store.schema`, made once under an advisory lock, on the one connection that holds
+it (see :meth:`PgStore._set_up`). The mark of a chatbot database is its ``chatbot_schema``
+table, holding the schema's version: a database holding only LangGraph's tables is another
+LangGraph program's, and is refused unless adopted (``chatbot db adopt``).
 Connections are autocommit with dict rows, as the saver needs them, checked before each use
 and renewed when idle or old, so a server that drops idle connections does not break a long
 REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's prepared-statement threshold
@@ -21,47 +21,46 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.config.sources import url_passwords, without_password
 from chatbot.errors import remember_secret
-from chatbot.store.sqlite import (
-    INDEX_MIGRATION,
-    INDEXED_MARK,
+from chatbot.store.base import (
     LEASE_SECONDS,
-    MARK_INDEXED,
-    MIGRATIONS,
-    MIGRATIONS_TABLE,
+    SqlStore,
+    StoreStats,
+    is_postgres_url,
+    sum_parts,
+)
+from chatbot.store.errors import StoreError
+from chatbot.store.schema import (
+    OLDER_TABLES,
+    POSTGRESQL,
+    SCHEMA_VERSION,
     EmptyDatabase,
     Owner,
-    SqlStore,
-    Store,
-    StoreError,
-    StoreStats,
-    _now,
     check_schema_version,
-    is_postgres_url,
-    migration_statements,
     refuse_foreign,
-    sqlite_owner,
-    sum_parts,
     tables_named,
 )
+from chatbot.store.sqlite import Store, sqlite_owner
 
 if TYPE_CHECKING:
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
-    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.base import BaseCheckpointSaver
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-    from chatbot.store.saver import DecodesInterruptibly, IndexesMessages
-
 _LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
 _LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-_CHATBOT_TABLES = ("chatbot_threads", "chatbot_leases", "chatbot_messages", "chatbot_marks")
-"""chatbot's own tables, but ``chatbot_migrations``: what ``db stats`` counts and ``db vacuum``
-vacuums, with LangGraph's."""
+_CHATBOT_TABLES = (
+    "chatbot_threads",
+    "chatbot_leases",
+    "chatbot_messages",
+    "chatbot_indexed",
+    "chatbot_marks",
+    "chatbot_schema",
+)
+"""chatbot's own tables: what ``db stats`` counts and ``db vacuum`` vacuums, with LangGraph's."""
 
 
 CONNECT_TIMEOUT = 10
@@ -123,53 +122,6 @@ def database_owner(
         raise StoreError(f"cannot use the PostgreSQL database {shown}: {_reason(error)}") from None
 
 
-def _saver_class() -> type[PostgresSaver]:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    from chatbot.store.deltas import KeepsDeltaValues
-    from chatbot.store.saver import AsyncFromSync, DecodesInterruptibly, IndexesMessages
-
-    class PgSaver(
-        IndexesMessages, KeepsDeltaValues, AsyncFromSync, DecodesInterruptibly, PostgresSaver
-    ):
-        """LangGraph's ``PostgresSaver``, serving ``astream`` too: the async methods run the
-        sync ones on the pool, as :class:`chatbot.store.saver.LocalSaver` does for SQLite."""
-
-        def put(
-            self,
-            config: RunnableConfig,
-            checkpoint: Checkpoint,
-            metadata: CheckpointMetadata,
-            new_versions: ChannelVersions,
-        ) -> RunnableConfig:
-            # (LangGraph stores a text value, such as the thread's system prompt, in the
-            # checkpoint's JSONB, which cannot hold a NUL: see _storable)
-            values = checkpoint["channel_values"]
-            if any(isinstance(value, str) and "\x00" in value for value in values.values()):
-                cleaned = dict(zip(values, _storable(list(values.values())), strict=True))
-                checkpoint = {**checkpoint, "channel_values": cleaned}
-            return super().put(config, checkpoint, metadata, new_versions)
-
-        _inline = False
-
-        def _delta_write_rows(
-            self, thread: str, namespace: str, checkpoint_id: str, channels: list[str]
-        ) -> list[tuple[Any, ...]] | None:
-            with self._cursor() as cur:
-                cur.execute(
-                    "SELECT task_id, idx, channel, task_path, type, blob FROM checkpoint_writes "
-                    "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s "
-                    "AND channel = ANY(%s)",
-                    (thread, namespace, checkpoint_id, channels),
-                )
-                return [
-                    (r["task_id"], r["idx"], r["channel"], r["task_path"], r["type"], r["blob"])
-                    for r in cur.fetchall()
-                ]
-
-    return PgSaver
-
-
 def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
     """Parameters as PostgreSQL takes them: its text cannot hold a NUL character (SQLite's
     can), which a message, a reply or a title may (a paste, a model's reply): it is stored,
@@ -184,23 +136,17 @@ def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
 class PgStore(SqlStore):
     """The app's PostgreSQL database: LangGraph checkpoints plus chatbot's tables."""
 
+    dialect = "postgresql"
     checkpoint_tables = _LANGGRAPH_TABLES
-    compressible = (
-        ("checkpoint_blobs", "blob", ("thread_id", "checkpoint_ns", "channel", "version")),
-        (
-            "checkpoint_writes",
-            "blob",
-            ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
-        ),
-    )
-    _writes_table = "checkpoint_writes"
-    _mark_pruned = (
+    writes_table = "checkpoint_writes"
+    writes_value = "blob"
+    mark_pruned = (
         "UPDATE checkpoints SET metadata = metadata || jsonb_build_object(?::text, "
         "COALESCE((metadata ->> ?)::int, 0) + ?) "
         "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
     )
 
-    def _after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+    def after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
         # A value is stored once per version (checkpoint_blobs), named by every checkpoint
         # holding that version: those no checkpoint left names were the pruned ones' alone.
         return [
@@ -231,7 +177,7 @@ class PgStore(SqlStore):
         self.path = without_password(self.url)
         for password in url_passwords(self.url):
             remember_secret(password)
-        self._saver: PostgresSaver | None = None
+        self._saver: BaseCheckpointSaver[str] | None = None
         self.pool: ConnectionPool[Any] = ConnectionPool(
             self.url,
             min_size=1,
@@ -296,7 +242,7 @@ class PgStore(SqlStore):
                 )
             if read_only and schema.owner.kind == "new":
                 raise EmptyDatabase(self.path)
-            self.notice = check_schema_version(schema.applied or (), self.path, read_only)
+            self.notice = check_schema_version(schema.owner.version, self.path, read_only)
             if schema.complete:
                 return
             with _setup_lock(conn, self.path, wait):
@@ -304,14 +250,12 @@ class PgStore(SqlStore):
                     _run_setup(conn, self.path, wait)
 
     @property
-    def saver(self) -> PostgresSaver:
+    def saver(self) -> BaseCheckpointSaver[str]:
         """LangGraph's checkpointer on the pool."""
         if self._saver is None:
-            saver = _saver_class()(self.pool)
-            cast("IndexesMessages", saver).message_index = self.message_index
-            if self.adopted:  # (another LangGraph program reads it too)
-                cast("DecodesInterruptibly", saver).keep_uncompressed()
-            self._saver = saver
+            from chatbot.store.saver import ZstdSerializer, postgres_saver
+
+            self._saver = postgres_saver(self.pool, ZstdSerializer(writing=not self.adopted))
         return self._saver
 
     def close(self, wait: float | None = None) -> None:
@@ -319,14 +263,14 @@ class PgStore(SqlStore):
         on other threads."""
         self.pool.close(timeout=5.0 if wait is None else wait)
 
-    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         from psycopg.rows import tuple_row
 
         with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
             cursor.execute(sql.replace("?", "%s"), _storable(params))
             return cursor.fetchall()
 
-    def _write(self, *statements: tuple[str, Sequence[Any]]) -> int:
+    def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
             for sql, params in statements:
@@ -338,7 +282,7 @@ class PgStore(SqlStore):
 
     def lease_taken(self, thread_id: str) -> str | None:
         """Who holds the thread's lease and has not let it expire (by the server's clock)."""
-        rows = self._query(
+        rows = self.query(
             "SELECT holder FROM chatbot_leases WHERE thread_id = ? "
             "AND expires_at >= extract(epoch from clock_timestamp())",
             (thread_id,),
@@ -355,7 +299,7 @@ class PgStore(SqlStore):
         """Take (or renew) the thread's lease (or one ``replacing`` held); the server's clock
         decides expiry, so hosts whose clocks differ agree."""
         now = "extract(epoch from clock_timestamp())"
-        acquired = self._write(
+        acquired = self.write(
             (
                 f"""
                 INSERT INTO chatbot_leases (thread_id, holder, expires_at)
@@ -375,12 +319,12 @@ class PgStore(SqlStore):
 
     def stats(self) -> StoreStats:
         """Threads, checkpoints, pending writes and the tables' size on the server."""
-        ((threads, checkpoints),) = self._query(
+        ((threads, checkpoints),) = self.query(
             "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
         )
-        ((writes,),) = self._query("SELECT COUNT(*) FROM checkpoint_writes")
+        ((writes,),) = self.query("SELECT COUNT(*) FROM checkpoint_writes")
         sizes = self._sizes()
-        ((turns, text),) = self._query(
+        ((turns, text),) = self.query(
             "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
             "COALESCE(SUM(octet_length(content)), 0) FROM chatbot_messages"
         )
@@ -402,9 +346,8 @@ class PgStore(SqlStore):
             *_LANGGRAPH_TABLES,
             *_CHATBOT_TABLES,
             "checkpoint_migrations",
-            "chatbot_migrations",
         )
-        rows = self._query(
+        rows = self.query(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE n.nspname = current_schema() AND c.relname = ANY(?)",
@@ -516,8 +459,6 @@ class _Schema(NamedTuple):
     """What a PostgreSQL database holds of chatbot's and LangGraph's, read without a lock."""
 
     owner: Owner
-    applied: set[int] | None
-    """chatbot's migrations applied (None: no ``chatbot_migrations``)."""
     langgraph_version: int | None
     """LangGraph's newest migration applied (None: no ``checkpoint_migrations``)."""
     invalid_indexes: list[str]
@@ -527,8 +468,7 @@ class _Schema(NamedTuple):
     def complete(self) -> bool:
         return (
             self.owner.kind == "chatbot"
-            and self.applied is not None
-            and self.applied >= set(range(1, len(MIGRATIONS) + 1))
+            and self.owner.version >= SCHEMA_VERSION
             and self.langgraph_version is not None
             and self.langgraph_version >= len(_langgraph_migrations()) - 1
             and not self.invalid_indexes
@@ -536,8 +476,8 @@ class _Schema(NamedTuple):
 
 
 def _read_schema(conn: Connection[Any]) -> _Schema:
-    """chatbot's mark (``chatbot_migrations``), the migrations applied and LangGraph's broken
-    indexes, in the connection's current schema."""
+    """chatbot's mark (``chatbot_schema`` and its version), LangGraph's migrations and its
+    broken indexes, in the connection's current schema."""
     from psycopg.rows import tuple_row
 
     with conn.cursor(row_factory=tuple_row) as cursor:
@@ -547,22 +487,21 @@ def _read_schema(conn: Connection[Any]) -> _Schema:
             "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1"
         )
         tables = [row[0] for row in cursor.fetchall()]
-        if "chatbot_migrations" not in tables:
-            foreign = [name for name in tables if name not in _LANGGRAPH_PG_TABLES]
-            if foreign:
-                owner = Owner("other", tables_named(foreign))
-            else:
-                owner = Owner("langgraph", tables_named(tables)) if tables else Owner("new")
-            return _Schema(owner, None, None, [])
-        newest_langgraph = (
-            "(SELECT max(v) FROM checkpoint_migrations)"
-            if "checkpoint_migrations" in tables
-            else "NULL::integer"
-        )
+        if OLDER_TABLES & set(tables):
+            return _Schema(Owner("older chatbot"), None, [])
         cursor.execute(
-            "SELECT (SELECT array_agg(version) FROM chatbot_migrations), "
-            f"{newest_langgraph}, "
-            "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
+            "SELECT "
+            + (
+                "(SELECT max(version) FROM chatbot_schema), "
+                if "chatbot_schema" in tables
+                else "NULL::integer, "
+            )
+            + (
+                "(SELECT max(v) FROM checkpoint_migrations), "
+                if "checkpoint_migrations" in tables
+                else "NULL::integer, "
+            )
+            + "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
             "JOIN pg_class AS c ON c.oid = i.indexrelid "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE NOT i.indisvalid AND n.nspname = current_schema() "
@@ -571,8 +510,25 @@ def _read_schema(conn: Connection[Any]) -> _Schema:
         )
         row = cursor.fetchone()
         assert row is not None
-        applied, langgraph_version, invalid = row
-    return _Schema(Owner("chatbot"), set(applied or ()), langgraph_version, list(invalid or ()))
+        version, langgraph_version, invalid = row
+        if "chatbot_schema" not in tables:
+            foreign = [name for name in tables if name not in _LANGGRAPH_PG_TABLES]
+            if foreign:
+                owner = Owner("other", tables_named(foreign))
+            elif not tables or not _has_checkpoints(conn, tables):
+                owner = Owner("new")  # (LangGraph's tables, empty: a set-up cut short)
+            else:
+                owner = Owner("langgraph", tables_named(tables))
+            return _Schema(owner, langgraph_version, list(invalid or ()))
+    return _Schema(
+        Owner("chatbot", version=int(version or 0)), langgraph_version, list(invalid or ())
+    )
+
+
+def _has_checkpoints(conn: Connection[Any], tables: list[str]) -> bool:
+    if "checkpoints" not in tables:
+        return False
+    return conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
 
 
 def _threads(conn: Connection[Any]) -> int:
@@ -626,20 +582,18 @@ def _lock_holder(conn: Connection[Any]) -> str:
 
 
 def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
-    """chatbot's mark, LangGraph's migrations (and its indexes a cut-short build left
-    INVALID), then chatbot's migrations (with the search index's mark when it is made before
-    the first checkpoint), on ``conn`` under the set-up lock. A statement that
-    waits ``wait`` seconds for a lock gives up; the server cancels the set-up of a process
-    that died (``client_connection_check_interval``), freeing the lock."""
+    """LangGraph's migrations (and its indexes a cut-short build left INVALID), then
+    chatbot's tables and their version in one transaction, on ``conn`` under the set-up
+    lock. A statement that waits ``wait`` seconds for a lock gives up; the server cancels
+    the set-up of a process that died (``client_connection_check_interval``), freeing the
+    lock."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    step = "chatbot's tables"
+    step = "LangGraph's tables and indexes"
     conn.execute(f"SET lock_timeout = {int(wait * 1000)}")
     conn.execute("SET client_connection_check_interval = 1000")
     try:
-        conn.execute(MIGRATIONS_TABLE)  # the mark first: a set-up cut short is still chatbot's
-        step = "LangGraph's tables and indexes"
         PostgresSaver(conn).setup()
         builds = _langgraph_index_builds()
         for name in _read_schema(conn).invalid_indexes:
@@ -648,22 +602,10 @@ def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
             conn.execute(builds[name])
         step = "chatbot's tables"
         with conn.transaction():
-            rows = conn.execute("SELECT version FROM chatbot_migrations").fetchall()
-            applied = {row["version"] for row in rows}
-            unindexed = None
-            if INDEX_MIGRATION not in applied:  # (no checkpoint written until this commits)
-                conn.execute("LOCK TABLE checkpoints IN SHARE MODE")
-                unindexed = conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
-            for version, migration in enumerate(MIGRATIONS, start=1):
-                if version not in applied:
-                    for statement in migration_statements(migration, "postgresql"):
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO chatbot_migrations (version, applied_at) VALUES (%s, %s)",
-                        (version, _now()),
-                    )
-            if INDEX_MIGRATION not in applied and unindexed is None:
-                conn.execute(MARK_INDEXED.replace("?", "%s"), (INDEXED_MARK, _now()))
+            for statement in POSTGRESQL:
+                conn.execute(statement)
+            if conn.execute("SELECT 1 FROM chatbot_schema").fetchone() is None:
+                conn.execute("INSERT INTO chatbot_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
     except psycopg.errors.LockNotAvailable:
         raise StoreError(
             f"setting up the PostgreSQL database {path} waited more than {wait:g} s for other "

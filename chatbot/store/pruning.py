@@ -12,7 +12,7 @@ the line reads as before (its window and summary are rebuilt from its own ancest
 Which checkpoints form the branches is pure (ids and parents in, branches out:
 :func:`side_branches`, :func:`abandoned`, :func:`pruning_marks`); :func:`abandoned_branches`
 and :func:`prune_branches` read and write a store (with the SQL that differs between SQLite and
-PostgreSQL kept on it: ``_writes_table``, ``_mark_pruned``, ``_after_pruning``).
+PostgreSQL kept on it: ``writes_table``, ``mark_pruned``, ``after_pruning``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from chatbot.store.sqlite import SqlStore
+    from chatbot.store.base import SqlStore
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def abandoned_branches(
     ids, and the metadata of the branches' ends."""
     from datetime import timedelta
 
-    from chatbot.store.sqlite import checkpoint_time
+    from chatbot.store.base import checkpoint_time
 
     try:
         cutoff = (now or datetime.now(tz=UTC)) - timedelta(days=days)
@@ -167,10 +167,11 @@ def abandoned_branches(
 
 
 def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) -> int:
-    """Remove side branches of a thread, in one transaction: their checkpoints, pending
-    writes and the search rows of the messages only they held (a message the line holds
-    too keeps its row, moved to the oldest checkpoint left holding it). The checkpoints
-    left that history would misread without them are marked
+    """Remove side branches of a thread, in one transaction: their checkpoints and pending
+    writes; the thread's search rows are then made again from the checkpoints left (a
+    message only the branches held is gone from search; one the line holds too is found at
+    its checkpoint there). The checkpoints left that history would misread without them are
+    marked
     (:func:`chatbot.store.pruning.pruning_marks`). Take the thread's lease first. Returns
     the checkpoints removed."""
     from chatbot.history.timeline import ACTION_KEY, PRUNED_KEY
@@ -191,32 +192,15 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
         undos={c for c in siblings if metadata.get(c, {}).get(ACTION_KEY) == "undo"},
         parent_of=parent_of,
     )
-    statements: list[tuple[str, Sequence[Any]]] = []
-    # A message a pruned checkpoint brought in may be on the line too (a run resumed from
-    # before it brings the same one in again): its search row moves to the oldest
-    # checkpoint left holding it, and only the others' rows go.
-    indexed = {
-        row[0]
-        for start in range(0, len(ids), 500)
-        for row in store._query(
-            "SELECT message_id FROM chatbot_messages WHERE thread_id = ? "
-            f"AND checkpoint_id IN ({', '.join('?' * len(ids[start : start + 500]))})",
-            (thread_id, *ids[start : start + 500]),
-        )
-    }
-    if indexed:
-        statements.extend(
-            (
-                "UPDATE chatbot_messages SET checkpoint_id = ? "
-                "WHERE thread_id = ? AND message_id = ?",
-                (holder, thread_id, message_id),
-            )
-            for message_id, holder in _holders_left(store, thread_id, indexed, gone).items()
-        )
+    from chatbot.store.search import index_statements, reindex
+
+    # (the thread's search rows go, and are read again from the checkpoints left: a message
+    # a pruned checkpoint brought in may be on the line too, found now at its checkpoint there)
+    statements: list[tuple[str, Sequence[Any]]] = reindex(store, thread_id)
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         places = ", ".join("?" * len(chunk))
-        for table in (store._writes_table, "checkpoints"):
+        for table in (store.writes_table, "checkpoints"):
             statements.append(
                 (
                     f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = '' "
@@ -224,37 +208,13 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
                     (thread_id, *chunk),
                 )
             )
-        statements.append(
-            (
-                f"DELETE FROM chatbot_messages WHERE thread_id = ? AND checkpoint_id IN ({places})",
-                (thread_id, *chunk),
-            )
-        )
     statements.extend(
-        (store._mark_pruned, (PRUNED_KEY, PRUNED_KEY, count, thread_id, checkpoint_id))
+        (store.mark_pruned, (PRUNED_KEY, PRUNED_KEY, count, thread_id, checkpoint_id))
         for checkpoint_id, count in marks.items()
     )
-    statements.extend(store._after_pruning(thread_id))
-    store._write(*statements)
-    store._forget_messages(thread_id)
+    statements.extend(store.after_pruning(thread_id))
+    store.write(*statements)
+    reindexed = index_statements(store, thread_id)
+    if reindexed:
+        store.write(*reindexed)
     return len(ids)
-
-
-def _holders_left(
-    store: SqlStore, thread_id: str, message_ids: set[str], gone: set[str]
-) -> dict[str, str]:
-    """The oldest checkpoint not ``gone`` that holds each of ``message_ids`` (those none
-    holds are left out): where each is first seen, its state read to be sure."""
-    from chatbot.store.checkpoints import state_of_id
-    from chatbot.store.search import sightings
-
-    seen, _ = sightings(store, thread_id, leaving_out=gone)
-    found: dict[str, str] = {}
-    for checkpoint_id, message in sorted(seen, key=lambda pair: pair[0]):
-        message_id = str(message.id)
-        if message_id not in message_ids or message_id in found:
-            continue
-        held = state_of_id(store, thread_id, checkpoint_id).messages
-        if any(m.id == message_id for m in held):
-            found[message_id] = checkpoint_id
-    return found

@@ -1,216 +1,262 @@
 """Search everything ever said: every message of every thread, folded into a summary or not.
 
 A summary removes the messages it folds from the state, so they live on only in older
-checkpoints. Rather than reading checkpoints at query time, each message is indexed once, when
-the checkpoint that first holds it is written (:class:`chatbot.store.msgindex.MessageIndex`, called
-by the savers in :mod:`chatbot.store.saver`), into ``chatbot_messages``: thread, message id, that
-first checkpoint, role and text. A search reads only that table:
+checkpoints. Each message is indexed once, into ``chatbot_messages`` (thread, message id, the
+first checkpoint holding it, role, text), from the checkpoints' own writes: a checkpoint's new
+messages are the writes to ``messages`` made at its parent. A turn indexes what its checkpoints
+added as it records the thread's listing row, after the checkpoints are saved
+(:func:`index_statements`); ``chatbot_indexed`` says how far each thread is indexed, so a
+turn killed between the two loses nothing: the next turn, or a search, reads the
+checkpoints the index lacks (:func:`unindexed_rows`, :func:`catch_up`).
 
-- **SQLite**: an FTS5 index with the ``trigram`` tokenizer over the text with every run of
-  whitespace one space (kept in step by triggers and :func:`~chatbot.store.msgindex.index_waiting`;
-  the rows keep text in scripts written with spaces compressed, read through ``chatbot_text``:
-  migration 10). Trigrams match any substring of three characters or more, case-insensitively,
-  which is what Chinese and Japanese need (they are written without spaces, and the default
-  ``unicode61`` tokenizer would take a whole sentence for one word). New rows are indexed 256
-  at a time (FTS5's cost is in merging the segments it writes more than per row); until then
-  they wait in ``chatbot_messages_unindexed`` and a search matches them with FTS5 in memory,
-  so a message is found as soon as its turn is saved. A term of one or two characters
-  (``北京``) is matched with ``LIKE`` instead, on the rows the longer terms left, or by
-  reading the table when there is no longer term (only its plain rows, for a term of a script
-  kept plain).
-- **PostgreSQL**: ``ILIKE`` per term, a regular expression per phrase (its words with any
-  whitespace between them), which a ``pg_trgm`` GIN index answers when the extension could be
-  created (else the table is read).
+- **SQLite**: an FTS5 index with the ``trigram`` tokenizer, kept by triggers: any substring of
+  three characters or more, case-insensitively, which is what Chinese and Japanese need. A
+  word of one or two characters is matched with ``LIKE``.
+- **PostgreSQL**: ``ILIKE`` per word, which a ``pg_trgm`` GIN index answers when the extension
+  could be made (else the table is read).
 
-A query is words, each of which must appear (``"a phrase"`` in double quotes stays one
-term); hits come newest first. Searching only reads. A new database's index is marked complete
-in ``chatbot_marks`` as it is made; one made before the index (or adopted) is indexed once by
-``/search`` in the REPL, a writing session (:func:`index_existing`), and until then
-``chatbot search`` finds what is indexed and says what may be missing
-(:func:`lacks_past_messages`).
+A query is words, each of which must appear (``"a phrase"`` in double quotes stays one term,
+found with any whitespace between its words); hits come newest first.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sqlite3
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from chatbot.errors import FriendlyError
 from chatbot.memory.recall_search import Recalled, Searcher, best_matches
+from chatbot.parts import readable_text
 from chatbot.sanitize import sanitize
-from chatbot.store.compression import unpack_text
-from chatbot.store.msgindex import (
-    INSERT_KEEPING_OLDEST,
-    in_plain_rows,
-    message_role,
-    message_text,
-    searchable,
-    spaced,
-)
-from chatbot.store.sqlite import (
-    INDEXED_MARK,
-    MARK_INDEXED,
-    Store,
-    checkpoint_time,
-    thread_config,
-)
+from chatbot.store.base import checkpoint_time, parsed_metadata
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from chatbot.store.base import SqlStore
 
-    from chatbot.store.sqlite import SqlStore
-
-MIN_TRIGRAM = 3
-"""Terms shorter than this (in characters) cannot use the trigram index."""
 SNIPPET_WIDTH = 160
+MIN_TRIGRAM = 3
+"""Words shorter than this (in characters) cannot use SQLite's trigram index."""
 MAX_TERMS = 64
 """More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
-LIKE_LONGEST = 50_000
-"""The longest pattern SQLite's LIKE takes (``SQLITE_MAX_LIKE_PATTERN_LENGTH``, bytes): a
-longer phrase is checked in Python only."""
 MAX_LIMIT = 1_000_000
 """The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 
 class SearchError(FriendlyError, ValueError):
     """A query that cannot be run; the message is one line for the user."""
 
 
-# --- indexing a database made before the index -----------------------------------------------
+# --- what the index holds ------------------------------------------------------------------
 
 
-def is_indexed(store: SqlStore) -> bool:
-    """True once the checkpoints written before the index existed have been indexed (a
-    database made with the index is from the start)."""
-    if isinstance(store, Store) and not _has_table(store, "chatbot_marks"):
-        return False  # (an older chatbot's file, opened read-only: no index yet)
-    return bool(store._query("SELECT 1 FROM chatbot_marks WHERE name = ?", (INDEXED_MARK,)))
+def message_role(message: Any) -> str:
+    """``user``, ``assistant``, ``tool`` or ``system``."""
+    kind = str(getattr(message, "type", ""))
+    return ROLES.get(kind, kind or "unknown")
 
 
-def lacks_past_messages(store: SqlStore) -> bool:
-    """True when the index may lack messages: it is not marked complete, and the database
-    holds checkpoints (those written before the index are not in it). Reads only."""
-    return not is_indexed(store) and bool(
-        store._query("SELECT 1 FROM checkpoints WHERE checkpoint_ns = '' LIMIT 1")
+def searchable(text: str) -> str:
+    """Text as the search index keeps it and a query looks for it: a NUL character (a paste,
+    a model's reply) as U+FFFD, the character for one that could not be kept. SQLite's
+    ``LIKE`` and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def message_text(message: Any) -> str:
+    """The text of a message as it is searched: its readable text (an attached file's text,
+    and an image's name or link, are found too; its data is not text)."""
+    return searchable(readable_text(getattr(message, "content", "")))
+
+
+def spaced(text: str) -> str:
+    """``text`` with every run of whitespace one space: a quoted phrase is found with any
+    whitespace between its words (a line break, a tab, two spaces)."""
+    return " ".join(text.split())
+
+
+Row = tuple[str, str, str, str, str]
+"""A search row: thread id, message id, checkpoint id, role, text."""
+
+
+def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], str | None]:
+    """The rows of the messages a thread's checkpoints after ``mark`` added, and its newest
+    checkpoint's id (``None``: nothing new). A checkpoint's new messages are the writes to
+    ``messages`` at its parent, unless it is a new branch's first (a fork's, an edit of a
+    past checkpoint's): LangGraph's ``DeltaChannel`` stores its messages whole, and its
+    metadata counts no updates of them since; a message is the first checkpoint's that
+    holds it."""
+    fresh = store.query(
+        "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
+        "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id > ? ORDER BY checkpoint_id",
+        (thread_id, mark),
     )
+    if not fresh:
+        return [], None
+    serde = store.saver.serde
+    rows: list[Row] = []
+    seen: set[str] = set()
+
+    def add(checkpoint_id: str, messages: Iterable[Any]) -> None:
+        for message in messages:
+            message_id = getattr(message, "id", None)
+            if not message_id or getattr(message, "type", "remove") == "remove":
+                continue
+            text = message_text(message)
+            if message_id in seen or not text.strip():
+                continue
+            seen.add(message_id)
+            rows.append((thread_id, str(message_id), checkpoint_id, message_role(message), text))
+
+    stores_its_own: set[str] = set()
+    made_from: dict[str, str] = {}  # (a child, and the parent whose writes made it)
+    for checkpoint_id, parent, metadata in fresh:
+        meta = parsed_metadata(metadata)
+        counted = meta.get("counters_since_delta_snapshot") or {}
+        if parent is not None and ("messages" in counted or meta.get("source") == "loop"):
+            made_from[checkpoint_id] = parent  # (a step, or an update of the head)
+        elif "messages" not in counted:  # (a new branch's first: it stores its messages)
+            stores_its_own.add(checkpoint_id)
+    written: dict[str, list[Any]] = {}
+    parents = sorted(set(made_from.values()))
+    for start in range(0, len(parents), 500):
+        chunk = parents[start : start + 500]
+        for parent, _, _, kind, value in store.query(
+            f"SELECT checkpoint_id, task_id, idx, type, {store.writes_value} "
+            f"FROM {store.writes_table} WHERE thread_id = ? AND checkpoint_ns = '' "
+            f"AND channel = 'messages' AND checkpoint_id IN ({', '.join('?' * len(chunk))}) "
+            "ORDER BY checkpoint_id, task_id, idx",
+            (thread_id, *chunk),
+        ):
+            value = serde.loads_typed((kind, bytes(value)))
+            written.setdefault(parent, []).extend(value if isinstance(value, list) else [value])
+    for checkpoint_id, _, _ in fresh:  # (oldest first: a message is its first holder's)
+        if checkpoint_id in stores_its_own:
+            add(checkpoint_id, _stored_messages(store, thread_id, checkpoint_id))
+        elif checkpoint_id in made_from:
+            add(checkpoint_id, written.get(made_from[checkpoint_id], ()))
+    return rows, str(fresh[-1][0])
 
 
-def checkpoints_to_index(store: SqlStore) -> int:
-    """How many checkpoints :func:`index_existing` reads (for its progress bar)."""
-    ((count,),) = store._query("SELECT COUNT(*) FROM checkpoints WHERE checkpoint_ns = ''")
-    return int(count)
+def _stored_messages(store: SqlStore, thread_id: str, checkpoint_id: str) -> list[Any]:
+    """The messages a checkpoint holds, read from it."""
+    from chatbot.store.base import thread_config
+    from chatbot.store.checkpoints import channel_values
+
+    saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
+    if saved is None:
+        return []
+    return list(channel_values(store.saver, saved).get("messages") or ())
 
 
-def index_existing(store: SqlStore, progress: Callable[[int], None] = lambda n: None) -> int:
-    """Index every message of every checkpoint, each at the oldest checkpoint holding it, and
-    mark the database indexed. Safe while other processes write (a row indexed as it was
-    written keeps the older checkpoint of the two). ``progress`` is told after each thread
-    how many checkpoints it read. Returns the messages found."""
-    threads = [
+_INSERT_ROW = (
+    "INSERT INTO chatbot_messages (thread_id, message_id, checkpoint_id, role, content) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (thread_id, message_id) DO NOTHING"
+)
+_MARK = (
+    "INSERT INTO chatbot_indexed (thread_id, checkpoint_id) VALUES (?, ?) "
+    "ON CONFLICT (thread_id) DO UPDATE SET checkpoint_id = excluded.checkpoint_id "
+    "WHERE excluded.checkpoint_id > chatbot_indexed.checkpoint_id"
+)
+
+
+def _mark_of(store: SqlStore, thread_id: str) -> tuple[str, bool]:
+    """How far a thread is indexed (``""``: not at all), and whether its rows are of another
+    history: the checkpoint it was indexed to is gone (the thread was deleted through
+    LangGraph's saver, and made again)."""
+    rows = store.query(
+        "SELECT i.checkpoint_id, EXISTS (SELECT 1 FROM checkpoints AS c "
+        "WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = '' "
+        "AND c.checkpoint_id = i.checkpoint_id) FROM chatbot_indexed AS i WHERE i.thread_id = ?",
+        (thread_id,),
+    )
+    if not rows:
+        return "", False
+    mark, there = rows[0]
+    return (str(mark), False) if there else ("", True)
+
+
+def index_statements(store: SqlStore, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+    """The statements that index what a thread's checkpoints added since it was last
+    indexed, and move its mark: run them in one transaction (a turn's, with its listing
+    row). A message a row holds already keeps its row."""
+    mark, stale = _mark_of(store, thread_id)
+    rows, newest = _rows_since(store, thread_id, mark)
+    if newest is None:
+        return []
+    return [
+        *(reindex(store, thread_id) if stale else ()),
+        *((_INSERT_ROW, row) for row in rows),
+        (_MARK, (thread_id, newest)),
+    ]
+
+
+def lagging_threads(store: SqlStore, thread_id: str | None = None) -> list[str]:
+    """The threads (or the one) with checkpoints the index has not read yet."""
+    only = "AND thread_id = ?" if thread_id is not None else ""
+    return [
         row[0]
-        for row in store._query(
-            "SELECT DISTINCT thread_id FROM checkpoints WHERE checkpoint_ns = '' ORDER BY 1"
+        for row in store.query(
+            "SELECT c.thread_id FROM (SELECT thread_id, MAX(checkpoint_id) AS newest "
+            f"FROM checkpoints WHERE checkpoint_ns = '' {only} GROUP BY thread_id) AS c "
+            "LEFT JOIN chatbot_indexed AS i ON i.thread_id = c.thread_id "
+            "WHERE i.checkpoint_id IS NULL OR c.newest > i.checkpoint_id ORDER BY 1",
+            () if thread_id is None else (thread_id,),
         )
     ]
-    found = 0
-    stored = store.message_index.stored
-    for thread_id in threads:
-        first, read = first_holders(store, thread_id)
-        texts = [
-            (message_id, checkpoint_id, m, message_text(m))
-            for message_id, (checkpoint_id, m) in first.items()
-        ]
-        rows = [
-            (thread_id, message_id, checkpoint_id, message_role(m), stored(text))
-            for message_id, checkpoint_id, m, text in texts
-            if text.strip()
-        ]
-        if rows:
-            store._write(*((INSERT_KEEPING_OLDEST, row) for row in rows))
-            if not store.thread_exists(thread_id):  # deleted meanwhile by another process
-                store._write(("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)))
-        found += len(rows)
-        progress(read)
-    store._write(
-        (MARK_INDEXED, (INDEXED_MARK, datetime.now().astimezone().isoformat(timespec="seconds")))
+
+
+def catch_up(store: SqlStore, progress: Callable[[int, int], None] = lambda done, of: None) -> int:
+    """Index every thread's checkpoints the index lacks (a turn killed before its thread was
+    indexed, a database adopted or copied in); ``progress`` is told after each thread how
+    many of how many are done. Safe while other processes write. Returns the rows added."""
+    store.write(  # (the rows of threads deleted through LangGraph's saver)
+        *(
+            (f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            for (thread_id,) in store.query(
+                "SELECT thread_id FROM chatbot_indexed AS i WHERE NOT EXISTS (SELECT 1 FROM "
+                "checkpoints AS c WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = '')"
+            )
+            for table in ("chatbot_messages", "chatbot_indexed")
+        )
     )
-    return found
+    threads = lagging_threads(store)
+    added = 0
+    for done, thread_id in enumerate(threads, start=1):
+        statements = index_statements(store, thread_id)
+        if statements:
+            store.write(*statements)
+            if not store.thread_exists(thread_id):  # (deleted meanwhile by another process)
+                store.write(
+                    ("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)),
+                    ("DELETE FROM chatbot_indexed WHERE thread_id = ?", (thread_id,)),
+                )
+            added += len(statements) - 1
+        progress(done, len(threads))
+    return added
 
 
-def first_holders(
-    store: SqlStore, thread_id: str, leaving_out: Collection[str] = ()
-) -> tuple[dict[str, tuple[str, Any]], int]:
-    """Each message of a thread's checkpoints (but those ``leaving_out``) by id: the oldest
-    checkpoint it was first seen at, and the message (see :func:`sightings`); and how many
-    checkpoints were read."""
-    first: dict[str, tuple[str, Any]] = {}
-    seen, read = sightings(store, thread_id, leaving_out)
-    for checkpoint_id, message in seen:  # (newest first: older ones win)
-        first[str(message.id)] = (checkpoint_id, message)
-    return first, read
-
-
-def sightings(
-    store: SqlStore, thread_id: str, leaving_out: Collection[str] = ()
-) -> tuple[list[tuple[str, Any]], int]:
-    """Where each message of a thread is first seen, newest first: the messages a checkpoint
-    stores, and those its parent's writes added (``added_messages``), for every checkpoint but
-    those ``leaving_out``; and how many checkpoints were read. A parent's writes are those of
-    the run that went on from it: a checkpoint a fork or an update made from the same parent is
-    named too, though it may not hold them (read its state to be sure)."""
-    from chatbot.memory.channels import added_messages
-
-    listed = [
-        saved
-        for saved in store.saver.list(thread_config(thread_id))  # newest first
-        if saved.config["configurable"]["checkpoint_id"] not in leaving_out
+def reindex(store: SqlStore, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+    """The statements that forget a thread's search rows, for :func:`catch_up` to read its
+    checkpoints again (after some of them were pruned)."""
+    return [
+        ("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)),
+        ("DELETE FROM chatbot_indexed WHERE thread_id = ?", (thread_id,)),
     ]
-    pending = {
-        saved.config["configurable"]["checkpoint_id"]: saved.pending_writes or ()
-        for saved in listed
-    }
-    seen: list[tuple[str, Any]] = []
-    for saved in listed:
-        checkpoint_id = saved.config["configurable"]["checkpoint_id"]
-        parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        stored = saved.checkpoint["channel_values"].get("messages")
-        made_by = pending.get(parent, ())
-        written = [value for _, channel, value in made_by if channel == "messages"]
-        seen.extend(
-            (checkpoint_id, message)
-            for message in added_messages(stored, written)
-            if getattr(message, "id", None)
-        )
-    return seen, len(listed)
 
 
-def ensure_indexed(store: SqlStore, console: Console | None) -> None:
-    """Index a database made before the index, once, with a progress bar on ``console`` (a
-    terminal's) when there are many checkpoints to read."""
-    if is_indexed(store):
-        return
-    total = checkpoints_to_index(store)
-    if console is None or not console.is_terminal or total < 200:
-        index_existing(store)
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-    with Progress(
-        TextColumn("indexing past messages for search (once)"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("checkpoints"),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("index", total=total)
-        index_existing(store, progress=lambda n: bar.advance(task, n))
+def unindexed_rows(store: SqlStore, thread_id: str | None = None) -> list[Row]:
+    """The rows the index lacks (read from the checkpoints, written nowhere): what a search
+    that may not write finds beside the index."""
+    rows: list[Row] = []
+    for lagging in lagging_threads(store, thread_id):
+        mark, _ = _mark_of(store, lagging)
+        rows.extend(_rows_since(store, lagging, mark)[0])
+    return rows
 
 
 # --- searching -------------------------------------------------------------------------------
@@ -290,291 +336,132 @@ def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) ->
     return Snippet(cut, spans)
 
 
+class _Folds(dict[int, str]):
+    """Each character's case fold where it is one character (``ſ`` is ``s``, ``Σ`` is ``σ``),
+    else its lower case where that is one (``ẞ`` is ``ß``), as the indexes fold case; else the
+    character itself."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = next((f for f in (char.casefold(), char.lower()) if len(f) == 1), char)
+        self[code] = folded
+        return folded
+
+
+_FOLDS = _Folds()
+
+
+def holds(text: str, terms: Iterable[str]) -> bool:
+    """True when ``text`` holds every term, in any case, a phrase with any whitespace
+    between its words."""
+    folded = spaced(text).translate(_FOLDS)
+    return all(term.translate(_FOLDS) in folded for term in terms)
+
+
 def _like(term: str) -> str:
     escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
-
-
-def _has_cased_non_ascii(term: str) -> bool:
-    """True when SQLite's ``LIKE`` (which folds ASCII letters only) would match ``term``
-    case-sensitively: it has a letter beyond ASCII with an upper and a lower case."""
-    return any(not c.isascii() and c.lower() != c.upper() for c in term)
-
-
-def _contains_folded(content: str | bytes | None, term: str) -> bool:
-    """``term`` (lower-cased) is in ``content``, any case (SQL function ``chatbot_contains``)."""
-    return content is not None and term in unpack_text(content).lower()
-
-
-def _has_trigram(term: str) -> bool:
-    """True when a word of ``term`` has :data:`MIN_TRIGRAM` characters or more (the index
-    finds the term by its words' trigrams)."""
-    return any(len(word) >= MIN_TRIGRAM for word in term.split(" "))
-
-
-def _short_fold(text: str, any_case: bool) -> str:
-    """``text`` case-folded as a term too short for the index is matched: ASCII letters only,
-    as ``LIKE`` folds them, or ``lower()`` when the term has letters beyond ASCII (see
-    :func:`search`); U+FFFE and U+FFFF as U+FFFD, as SQLite reads them."""
-    if "\ufffe" in text or "\uffff" in text:
-        text = text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
-    return text.lower() if any_case else text.translate(_ASCII_LOWER)
-
-
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def _holds_spaced(content: str | bytes | None, term: str, any_case: int) -> bool:
-    """``content`` holds the phrase ``term`` (folded by :func:`_short_fold`; its words too
-    short for the index) with any whitespace between its words, folded the same way (SQL
-    function ``chatbot_spaced``)."""
-    return content is not None and term in spaced(_short_fold(unpack_text(content), bool(any_case)))
-
-
-WHITESPACE = "".join(chr(c) for c in range(0x3001) if chr(c).isspace())
-"""Every character Python takes for whitespace (:func:`spaced` collapses a run of them)."""
-_PG_WHITESPACE = f"[{WHITESPACE}]+"
-"""Any run of what Python takes for whitespace (what :func:`spaced` collapses on SQLite), as
-a PostgreSQL bracket expression: its ``\\s`` leaves out some (a no-break space, U+0085)."""
-PG_LONGEST_PHRASE = 10_000
-"""The longest phrase PostgreSQL's search takes (characters): one regular expression, which
-its compiler refuses as too complex from some 30,000 on."""
-
-
-def _spaced_pattern(term: str) -> str:
-    """A PostgreSQL regular expression for the phrase ``term``: its words, each character
-    but letters and digits escaped, with any whitespace between them."""
-    if len(term) > PG_LONGEST_PHRASE:
-        raise SearchError(
-            f"the phrase is {len(term):,} characters long: PostgreSQL's search takes at most "
-            f"{PG_LONGEST_PHRASE:,}; search for a part of it"
-        )
-    return _PG_WHITESPACE.join(re.sub(r"(\W)", r"\\\1", word) for word in term.split(" "))
-
-
-def _text_read(row: Sequence[Any], at: int) -> tuple[Any, ...]:
-    """A row with its search text (at ``at``) read as text (SQLite's may be compressed)."""
-    return (*row[:at], unpack_text(row[at]), *row[at + 1 :])
 
 
 def _fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+def _narrowing(store: SqlStore, terms: Sequence[str]) -> tuple[str, list[Any], list[str]]:
+    """SQL that finds every row that may hold the terms (a join, conditions, parameters):
+    each word of each term by the index where it can (:func:`_unsettled` says which terms
+    :func:`holds` must still check)."""
+    words = list(dict.fromkeys(word for term in terms for word in term.split(" ")))
+    where: list[str] = []
+    params: list[Any] = []
+    if store.dialect == "postgresql":
+        for word in words:
+            where.append("m.content ILIKE ? ESCAPE '\\'")
+            params.append(_like(word))
+        return "", params, where
+    long = [word for word in words if len(word) >= MIN_TRIGRAM]
+    for word in (word for word in words if len(word) < MIN_TRIGRAM):
+        cases = sorted({word, word.lower(), word.upper(), word.title()})
+        # (LIKE folds ASCII's case only: a word beyond ASCII in each of its cases)
+        where.append("(" + " OR ".join(["m.content LIKE ? ESCAPE '\\'"] * len(cases)) + ")")
+        params.extend(_like(case) for case in cases)
+    if not long:
+        return "", params, where
+    join = "JOIN chatbot_messages_fts AS f ON f.rowid = m.id"
+    where.insert(0, "chatbot_messages_fts MATCH ?")
+    params.insert(0, " AND ".join(_fts_phrase(word) for word in long))
+    return join, params, where
+
+
+def _unsettled(store: SqlStore, terms: Sequence[str]) -> list[str]:
+    """The terms the SQL of :func:`_narrowing` does not settle: a phrase (its words are
+    found apart), and on SQLite a short word (``LIKE`` folds ASCII's case only)."""
+    return [
+        term
+        for term in terms
+        if " " in term or (store.dialect == "sqlite" and len(term) < MIN_TRIGRAM)
+    ]
+
+
 def search(
     store: SqlStore, query: str, *, thread_id: str | None = None, limit: int = 20
 ) -> list[Hit]:
-    """The messages holding every term of ``query``, newest first (in one thread, or all)."""
+    """The messages holding every term of ``query``, newest first (in one thread, or all):
+    those the index holds, and those of checkpoints it has not read yet."""
     terms = parse_query(query)
-    if isinstance(store, Store) and not _has_table(store, "chatbot_messages"):
-        return []  # (an older chatbot's file, opened read-only: no index yet)
     limit = min(max(1, limit), MAX_LIMIT)
-    columns = "m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content, m.id"
-    where: list[str] = []
-    params: list[Any] = []
-    long: list[str] = []  # (SQLite: the terms its FTS5 index finds)
-    if isinstance(store, Store):
-        long = [term for term in terms if _has_trigram(term)]
-        for term in (term for term in terms if not _has_trigram(term)):
-            if in_plain_rows(term):  # (a compressed row cannot hold it: SQLite skips them)
-                where.append("typeof(m.content) = 'text'")
-            if " " in term:  # ("ab cd": words too short for the index, any whitespace between)
-                store.conn.create_function("chatbot_spaced", 3, _holds_spaced, deterministic=True)
-                where.append("chatbot_spaced(m.content, ?, ?)")
-                any_case = _has_cased_non_ascii(term)
-                params.extend((_short_fold(term, any_case), any_case))
-            elif _has_cased_non_ascii(term):  # ("ДА" finds "да", as FTS5 folds longer terms)
-                store.conn.create_function(
-                    "chatbot_contains", 2, _contains_folded, deterministic=True
-                )
-                where.append("chatbot_contains(m.content, ?)")
-                params.append(term.lower())
-            elif in_plain_rows(term):
-                where.append("m.content LIKE ? ESCAPE '\\'")
-                params.append(_like(term))
-            else:
-                where.append("chatbot_text(m.content) LIKE ? ESCAPE '\\'")
-                params.append(_like(term))
-    else:
-        for term in terms:
-            if " " in term:  # (a phrase: any whitespace between its words)
-                where.append("m.content ~* ?")
-                params.append(_spaced_pattern(term))
-            else:
-                where.append("m.content ILIKE ? ESCAPE '\\'")
-                params.append(_like(term))
-    if thread_id is not None:
-        where.append("m.thread_id = ?")
-        params.append(thread_id)
-    newest = "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ?"
-    if not long:  # (every row of the table is read: the unindexed ones too)
-        rows = store._query(
-            f"SELECT {columns} FROM chatbot_messages AS m "
-            f"WHERE {' AND '.join(where) or 'TRUE'} {newest}",
-            (*params, limit),
-        )
-        rows = [_text_read(row, 4) for row in rows]
-    else:
-        rows = _matching(cast("Store", store), long, columns, where, params, newest, limit)
-    return [
-        Hit(
-            thread_id=row[0],
-            message_id=row[1],
-            checkpoint_id=row[2],
-            role=row[3],
-            text=row[4],
-            terms=tuple(terms),
-        )
-        for row in rows
+    if thread_id is None:
+        join, params, where = _narrowing(store, terms)
+        unsettled = _unsettled(store, terms)
+    else:  # (one thread's rows, by its own index: each checked here, faster than the index)
+        join, params, where, unsettled = "", [thread_id], ["m.thread_id = ?"], terms
+    where.append(  # (not a row of a thread deleted through LangGraph's saver)
+        "EXISTS (SELECT 1 FROM checkpoints AS c WHERE c.thread_id = m.thread_id "
+        "AND c.checkpoint_ns = '' AND c.checkpoint_id = m.checkpoint_id)"
+    )
+    sql = (
+        "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
+        f"FROM chatbot_messages AS m {join} WHERE {' AND '.join(where) or 'TRUE'} "
+        "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ? OFFSET ?"
+    )
+    found: list[Row] = []
+    page, offset = max(2 * limit, 256 if unsettled else 32), 0
+    while len(found) < limit:
+        rows = store.query(sql, (*params, page, offset))
+        found.extend(row for row in rows if holds(row[4], unsettled))
+        if len(rows) < page:
+            break
+        offset, page = offset + page, 4 * page
+    indexed = {(row[0], row[1]) for row in found}
+    extra = [
+        row
+        for row in _matching(store, terms, unindexed_rows(store, thread_id))
+        if (row[0], row[1]) not in indexed
     ]
+    if extra:
+        found = sorted([*found, *extra], key=lambda row: row[2], reverse=True)
+    return [Hit(*row, terms=tuple(terms)) for row in found[:limit]]
 
 
-FTS5_TOKENIZER = "trigram"
-"""``chatbot_messages_fts``'s tokenizer (migration 3): rows not indexed yet are matched with
-the same one."""
-
-
-def _matching(
-    store: Store,
-    terms: list[str],
-    columns: str,
-    where: list[str],
-    params: list[Any],
-    newest: str,
-    limit: int,
-) -> list[tuple[Any, ...]]:
-    """The newest ``limit`` rows holding every one of ``terms`` (of :data:`MIN_TRIGRAM`
-    characters or more) that ``where`` keeps: those the FTS5 index finds, and those still
-    waiting for it (fewer than ``SEARCH_BATCH``, see migrations 5 and 10), read in the same
-    statement (one snapshot: a batch indexed meanwhile is found once).
-
-    The index knows which trigrams a message holds, not where (migration 6): it finds the
-    messages holding every trigram of every term, newest first, and those are checked to hold
-    the terms themselves, as the index matched them when it kept positions
-    (:func:`matched_as_indexed`), a page at a time until ``limit`` are found. A term of three
-    characters is one trigram: what the index finds holds it."""
-    exact = all(len(term) == MIN_TRIGRAM and " " not in term for term in terms)
-    store.conn.create_function("chatbot_folded_text", 1, _folded_text, deterministic=True)
-    match = [trigram_query(terms)]
-    likes = [  # (folded as coarsely as the index folds: LIKE keeps every message it matches)
-        like
-        for like in (_like(coarse_fold(term)) for term in terms if " " in term)
-        if len(like.encode()) <= LIKE_LONGEST
-    ]
-    indexed = (  # (a phrase of common words is in few of the messages holding its trigrams:
-        f"SELECT 0, {columns} FROM chatbot_messages_fts AS f "  # LIKE on the text as indexed
-        "JOIN chatbot_messages AS m ON m.id = f.rowid WHERE "  # keeps those, in SQL; a word
-        + " AND ".join(  # is in most, checked in Python a page at a time, newest first)
-            [
-                "chatbot_messages_fts MATCH ?",
-                *(["chatbot_folded_text(m.content) LIKE ? ESCAPE '\\'"] * len(likes)),
-                *where,
-            ]
+def _matching(store: SqlStore, terms: Sequence[str], rows: list[Row]) -> list[Row]:
+    """The ``rows`` (not in the index yet) holding every term, as the index would find them:
+    PostgreSQL's own ``ILIKE`` decides its words (its case folding is its collation's), and
+    :func:`holds` the rest."""
+    if not rows:
+        return []
+    if store.dialect != "postgresql":
+        return [row for row in rows if holds(row[4], terms)]
+    _, params, where = _narrowing(store, terms)
+    kept = {
+        int(number) - 1
+        for (number,) in store.query(
+            "SELECT m.n FROM unnest(?::text[]) WITH ORDINALITY AS m(content, n) "
+            f"WHERE {' AND '.join(where)}",
+            ([row[4] for row in rows], *params),
         )
-        + f" {newest} OFFSET ?"
-    )
-    match.extend(likes)
-    page = limit if exact else max(2 * limit, 32)
-    if not _has_table(store, "chatbot_messages_unindexed"):  # (before migration 5: read-only)
-        rows = store._query(indexed, (*match, *params, page, 0))
-    else:
-        rows = store._query(
-            f"SELECT * FROM ({indexed}) UNION ALL "
-            f"SELECT 1, {columns} FROM chatbot_messages_unindexed AS u "
-            f"JOIN chatbot_messages AS m ON m.id = u.id WHERE {' AND '.join(where) or 'TRUE'}",
-            (*match, *params, page, 0, *params),
-        )
-    rows = [_text_read(row, 5) for row in rows]
-    found = [row[1:] for row in rows if not row[0]]
-    if not exact:
-        read, candidates = len(found), found
-        found = _holding(candidates, terms)
-        while len(found) < limit and len(candidates) == page:  # (the next page, 4 times as long)
-            offset, page = read, 4 * page
-            candidates = [
-                _text_read(row[1:], 4)
-                for row in store._query(indexed, (*match, *params, page, offset))
-            ]
-            read += len(candidates)
-            seen = {row[5] for row in found}  # (a batch indexed meanwhile moves rows down)
-            found.extend(row for row in _holding(candidates, terms) if row[5] not in seen)
-    waiting = {row[6]: row[1:] for row in rows if row[0]}
-    if waiting:
-        hits = matched_as_indexed({id_: row[4] for id_, row in waiting.items()}, terms)
-        found.extend(waiting[id_] for id_ in hits)
-        found.sort(key=lambda row: (row[2], row[5]), reverse=True)
-    return found[:limit]
-
-
-def _folded_text(content: str | bytes | None) -> str:
-    """A search row's text as the index holds it, folded as coarsely as the index folds it
-    (SQL function ``chatbot_folded_text``: what a phrase's ``LIKE`` reads)."""
-    return spaced(coarse_fold(unpack_text(content)))
-
-
-def _holding(rows: list[tuple[Any, ...]], terms: Sequence[str]) -> list[tuple[Any, ...]]:
-    """The ``rows`` (the text fifth) whose text holds every term, in their order."""
-    hits = matched_as_indexed({n: row[4] for n, row in enumerate(rows)}, terms)
-    return [row for n, row in enumerate(rows) if n in hits]
-
-
-def trigram_query(terms: Sequence[str]) -> str:
-    """An FTS5 query for the messages holding every trigram of ``terms`` (each of
-    :data:`MIN_TRIGRAM` characters or more): all an index without positions can answer."""
-    grams = dict.fromkeys(  # (the index holds the text with a run of whitespace as one space)
-        term[start : start + MIN_TRIGRAM]
-        for term in terms
-        for start in range(len(term) - MIN_TRIGRAM + 1)
-    )
-    return " AND ".join(_fts_phrase(gram) for gram in grams)
-
-
-def matched_as_indexed(texts: dict[int, str], terms: Sequence[str]) -> set[int]:
-    """The keys of the ``texts`` holding every term (of :data:`MIN_TRIGRAM` characters or
-    more) exactly as ``chatbot_messages_fts`` would match them once indexed: FTS5 itself
-    decides, in a table of its own in memory (its case folding is not Python's: ``ΟΔΟΣ``
-    holds ``δοσ``, ``ſtr`` holds ``str``). Only the texts whose :func:`coarse_fold` holds
-    every term's go in: a text FTS5 matches always does (a character's coarse fold is that of
-    the character FTS5 folds it to, which tests/test_search_batches.py checks for every
-    character up to U+1FFFF, where all cased ones are), and most texts hold none."""
-    folded = [coarse_fold(term) for term in terms]
-    maybe = []
-    for key, text in texts.items():
-        haystack = spaced(coarse_fold(text))
-        if all(term in haystack for term in folded):
-            maybe.append((key, spaced(text)))
-    if not maybe:
-        return set()
-    with contextlib.closing(sqlite3.connect(":memory:")) as scratch:
-        scratch.execute(
-            f"CREATE VIRTUAL TABLE waiting USING fts5(content, tokenize={FTS5_TOKENIZER!r})"
-        )
-        scratch.executemany("INSERT INTO waiting (rowid, content) VALUES (?, ?)", maybe)
-        return {
-            key
-            for (key,) in scratch.execute(
-                "SELECT rowid FROM waiting WHERE waiting MATCH ?",
-                (" AND ".join(_fts_phrase(term) for term in terms),),
-            )
-        }
-
-
-def coarse_fold(text: str) -> str:
-    """``text`` case-folded at least as coarsely as FTS5 folds it, character by character
-    (see :func:`matched_as_indexed`): Python's full case folding, after U+FFFE and U+FFFF
-    are made U+FFFD, as SQLite reads them."""
-    if "\ufffe" in text or "\uffff" in text:
-        text = text.replace("\ufffe", "\ufffd").replace("\uffff", "\ufffd")
-    return text.casefold()
-
-
-def _has_table(store: Store, name: str) -> bool:
-    return bool(
-        store._query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
-    )
-
-
-# --- showing hits ----------------------------------------------------------------------------
+    }
+    unsettled = _unsettled(store, terms)
+    return [row for n, row in enumerate(rows) if n in kept and holds(row[4], unsettled)]
 
 
 def hit_record(hit: Hit) -> dict[str, Any]:
@@ -593,28 +480,7 @@ def hit_record(hit: Hit) -> dict[str, Any]:
     }
 
 
-def hits_view(hits: Sequence[Hit]) -> RenderableType:
-    """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
-    the terms highlighted under it. Word-wrapped at the screen's width even on a console that
-    leaves long lines to the terminal (which would break a checkpoint id anywhere)."""
-    from rich.console import Group
-    from rich.text import Text
-
-    lines: list[Text] = []
-    for hit in hits:
-        when = hit.time
-        heading = Text(no_wrap=False, overflow="fold")
-        heading.append(sanitize(hit.thread_id), style="bold cyan")
-        if when is not None:
-            heading.append("  " + when.astimezone().strftime("%Y-%m-%d %H:%M"), style="dim")
-        heading.append(f"  {hit.role}", style="green" if hit.role == "user" else "magenta")
-        heading.append(f"  checkpoint {hit.checkpoint_id}", style="dim")
-        snippet = hit.snippet()
-        body = Text("  " + snippet.text, no_wrap=False, overflow="fold")
-        for start, end in snippet.spans:
-            body.stylize("bold black on yellow", start + 2, end + 2)
-        lines.extend((heading, body))
-    return Group(*lines)
+# --- the recall tool's search ----------------------------------------------------------------
 
 
 def recaller(store: SqlStore) -> Searcher:
@@ -671,11 +537,11 @@ def line_of(
     store: SqlStore, thread_id: str, checkpoint_id: str, wait: float = 0.5
 ) -> set[str] | None:
     """The ids of ``checkpoint_id`` and its ancestors: its line of history. ``None`` when
-    the checkpoint is not stored (yet: LangGraph writes a run's checkpoints in the
+    the checkpoint is not stored (yet: LangGraph may write a run's checkpoints in the
     background, so it is waited for up to ``wait`` seconds)."""
     deadline = time.monotonic() + wait
     while True:
-        rows = store._query(_LINE, (thread_id, checkpoint_id, thread_id))
+        rows = store.query(_LINE, (thread_id, checkpoint_id, thread_id))
         if rows or time.monotonic() >= deadline:
             return {str(row[0]) for row in rows} or None
         time.sleep(0.01)

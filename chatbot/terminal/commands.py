@@ -39,7 +39,7 @@ from chatbot.history.timeline import (
 from chatbot.memory.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
-from chatbot.store.sqlite import ThreadInfo
+from chatbot.store.base import ThreadInfo
 from chatbot.terminal import render
 from chatbot.terminal.repl import thread_line
 from chatbot.threadids import check_thread_id, new_thread_id, next_fork_id
@@ -814,20 +814,21 @@ def _role(repl: Repl, arg: str) -> Outcome:
     remote=False,
 )
 def _search(repl: Repl, arg: str) -> Outcome:
-    from chatbot.store.search import SearchError, hits_view
+    from chatbot.store.search import SearchError
 
     if not arg:
         raise CommandError('give the text to find: /search TEXT (all words; "a phrase")')
     limit = 20
     try:
-        hits = repl.backend.search(arg, limit=limit + 1, progress=repl.console)
+        with render.indexing_bar(repl.console) as progress:
+            hits = repl.backend.search(arg, limit=limit + 1, progress=progress)
     except SearchError as error:
         raise CommandError(str(error)) from None
     if not hits:
         shown = arg if len(arg) <= 80 else arg[:79] + "…"  # (not a pasted page back)
         repl.say(f"nothing found for {shown!r}", "dim")
         return None
-    repl.print(hits_view(hits[:limit]))
+    repl.print(render.hits_view(hits[:limit]))
     more = ""
     if len(hits) > limit:
         more = f"the newest {limit} shown (chatbot search --limit N for more); "

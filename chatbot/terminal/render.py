@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -30,9 +31,12 @@ from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEn
 from chatbot.parts import readable_text
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
-from chatbot.store.sqlite import ThreadInfo
+from chatbot.store.base import ThreadInfo
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    from chatbot.store.search import Hit
     from chatbot.threads.events import Kept, NothingToFold, Summarized
     from chatbot.threads.operations import ContextWindow
 
@@ -579,3 +583,61 @@ def window_line(window: ContextWindow) -> str:
     if window.reply_room:
         line += f"; replies stop at {window.reply_room:,} tokens ({window.reply_from})"
     return line
+
+
+# --- search ------------------------------------------------------------------------------------
+
+
+def hits_view(hits: Sequence[Hit]) -> RenderableType:
+    """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
+    the terms highlighted under it. Word-wrapped at the screen's width even on a console that
+    leaves long lines to the terminal (which would break a checkpoint id anywhere)."""
+    lines: list[Text] = []
+    for hit in hits:
+        when = hit.time
+        heading = Text(no_wrap=False, overflow="fold")
+        heading.append(sanitize(hit.thread_id), style="bold cyan")
+        if when is not None:
+            heading.append("  " + when.astimezone().strftime("%Y-%m-%d %H:%M"), style="dim")
+        heading.append(f"  {hit.role}", style="green" if hit.role == "user" else "magenta")
+        heading.append(f"  checkpoint {hit.checkpoint_id}", style="dim")
+        snippet = hit.snippet()
+        body = Text("  " + snippet.text, no_wrap=False, overflow="fold")
+        for start, end in snippet.spans:
+            body.stylize("bold black on yellow", start + 2, end + 2)
+        lines.extend((heading, body))
+    return Group(*lines)
+
+
+@contextlib.contextmanager
+def indexing_bar(console: Console, least: int = 20) -> Iterator[Callable[[int, int], None]]:
+    """A progress callback for indexing threads for search (``done``, ``of``): a transient
+    bar on a terminal once there are ``least`` threads or more to index, else silence."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    bar: Progress | None = None
+    task = None
+
+    def advance(done: int, of: int) -> None:
+        nonlocal bar, task
+        if bar is None:
+            if of < least or not console.is_terminal:
+                return
+            bar = Progress(
+                TextColumn("indexing past messages for search"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("threads"),
+                console=console,
+                transient=True,
+            )
+            bar.start()
+            task = bar.add_task("index", total=of)
+        assert task is not None
+        bar.update(task, completed=done)
+
+    try:
+        yield advance
+    finally:
+        if bar is not None:
+            bar.stop()

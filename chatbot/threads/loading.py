@@ -18,7 +18,7 @@ from chatbot.threads.reading import LocalReader
 
 if TYPE_CHECKING:
     from chatbot.config.settings import Settings
-    from chatbot.store.sqlite import SqlStore, ThreadInfo
+    from chatbot.store.base import SqlStore, ThreadInfo
     from chatbot.threads.backend import Backend
 
 log = logger("loading")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chatbot.store.base import SqlStore, ThreadInfo
     from chatbot.store.search import Hit
-    from chatbot.store.sqlite import SqlStore, ThreadInfo
 
 
 class LocalReader:
@@ -43,11 +43,13 @@ class LocalReader:
         return self.store.recent_checkpoint_ids(thread_id, limit)
 
     def unindexed(self) -> bool:
-        """True if messages saved before this database had its search index are not yet in it
-        (:meth:`search` indexes them first unless told not to)."""
-        from chatbot.store.search import lacks_past_messages
+        """True if some threads' latest checkpoints are not in the search index yet (a turn
+        stopped before its thread was indexed, a database adopted): a search still finds
+        their messages, reading those checkpoints (:meth:`search` indexes them first unless
+        told not to)."""
+        from chatbot.store.search import lagging_threads
 
-        return lacks_past_messages(self.store)
+        return bool(lagging_threads(self.store))
 
     def search(
         self,
@@ -59,12 +61,12 @@ class LocalReader:
         index: bool = True,
     ) -> list[Hit]:
         """The messages of every thread (or one) holding every term of ``text``, folded ones
-        too, newest first. With ``index``, a database made before the search index is indexed
-        first, once, with a progress bar on ``progress`` (a Rich console) when that takes a
-        while; without it (a read-only command) only what is indexed is searched. Raises
+        too, newest first. With ``index``, the threads the index lags behind are indexed
+        first, ``progress`` told after each how many of how many are done; without it (a
+        read-only command) their checkpoints are read and matched as they are. Raises
         :class:`~chatbot.store.search.SearchError` for a query it cannot run."""
-        from chatbot.store.search import ensure_indexed, search
+        from chatbot.store.search import catch_up, search
 
-        if index:
-            ensure_indexed(self.store, progress)
+        if index and not self.store.read_only:
+            catch_up(self.store, progress or (lambda done, of: None))
         return search(self.store, text, thread_id=thread_id, limit=limit)

@@ -27,7 +27,7 @@ from chatbot.history.timeline import (
     snapshot_from_parts,
 )
 from chatbot.sanitize import valid_text
-from chatbot.store.sqlite import ThreadInfo
+from chatbot.store.base import ThreadInfo
 from chatbot.threads.attachments import Content
 from chatbot.threads.events import (
     Event,

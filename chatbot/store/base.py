@@ -1,0 +1,519 @@
+"""What both databases do alike: chatbot's own tables and the plain SQL over LangGraph's.
+
+LangGraph's savers keep the checkpoints (``checkpoints`` and their writes); beside them
+chatbot keeps ``chatbot_threads`` (what a listing shows: title, counts, origin),
+``chatbot_leases`` (one turn at a time per thread: :mod:`chatbot.store.leases`) and the search
+index (:mod:`chatbot.store.search`). Listing threads, their checkpoint ids and metadata,
+renaming and deleting are plain SQL written once here with ``?`` placeholders;
+:class:`chatbot.store.sqlite.Store` runs it on SQLite and :class:`chatbot.store.postgres.PgStore`
+on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
+
+if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.types import StateSnapshot
+
+    from chatbot.memory.state import ChatGraph
+
+LEASE_SECONDS = 30.0
+"""How long a turn's lease on its thread lasts unless renewed: a process killed mid-turn
+blocks the thread at most this long. A running turn renews it every third of that."""
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+_UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
+_UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+
+
+def is_postgres_url(db: str) -> bool:
+    """True when ``CHATBOT_DB`` names a PostgreSQL database rather than a SQLite file."""
+    return db.strip().lower().startswith(POSTGRES_SCHEMES)
+
+
+class ThreadInfo(NamedTuple):
+    """One row of a thread listing."""
+
+    thread_id: str
+    checkpoints: int | None
+    last_active: datetime | None
+    title: str = ""
+    message_count: int | None = None
+    has_summary: bool | None = None
+    origin_thread: str | None = None
+    origin_checkpoint: str | None = None
+
+
+def thread_record(info: ThreadInfo) -> dict[str, Any]:
+    """A thread listing row as JSON (``chatbot threads --json``)."""
+    return {
+        "thread_id": info.thread_id,
+        "messages": info.message_count,
+        "has_summary": info.has_summary,
+        "checkpoints": info.checkpoints,
+        "last_active": info.last_active.isoformat() if info.last_active else None,
+        "title": info.title,
+        "origin": (
+            {"thread_id": info.origin_thread, "checkpoint_id": info.origin_checkpoint}
+            if info.origin_thread
+            else None
+        ),
+    }
+
+
+class StoreStats(NamedTuple):
+    """What a database holds and what it takes on disk."""
+
+    location: str
+    threads: int
+    checkpoints: int
+    writes: int
+    bytes: int
+    """The file, its write-ahead log and shared-memory file, as they are on disk."""
+    free_bytes: int
+    """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
+    parts: tuple[tuple[str, int], ...] = ()
+    """Bytes of each part (:data:`PARTS`), tables with their indexes."""
+    turns: int = 0
+    """The user's messages: a turn each."""
+    text_bytes: int = 0
+    """UTF-8 bytes of every message's text (what was said, folded messages too)."""
+
+    @property
+    def per_turn(self) -> float | None:
+        """Bytes a turn, everything included (``None`` before the first turn)."""
+        return self.bytes / self.turns if self.turns else None
+
+    def record(self) -> dict[str, Any]:
+        """As JSON (``chatbot db stats --json``)."""
+        return {
+            "location": self.location,
+            "threads": self.threads,
+            "checkpoints": self.checkpoints,
+            "pending_writes": self.writes,
+            "bytes": self.bytes,
+            "free_bytes": self.free_bytes,
+            "parts": dict(self.parts),
+            "turns": self.turns,
+            "text_bytes": self.text_bytes,
+            "bytes_per_turn": round(self.per_turn) if self.per_turn is not None else None,
+        }
+
+
+PARTS = ("checkpoints", "pending writes", "search index", "other")
+"""What ``db stats`` says the space goes to: LangGraph's checkpoints (with their blobs), its
+pending writes, chatbot's search index, and the rest (thread listing, leases, the schema)."""
+
+
+def part_of(table: str) -> str:
+    """The part of :data:`PARTS` a table or index belongs to."""
+    if table.startswith(("checkpoint_writes", "writes", "sqlite_autoindex_writes")):
+        return "pending writes"
+    if table.startswith(("checkpoints", "checkpoint_blobs", "sqlite_autoindex_checkpoints")):
+        return "checkpoints"
+    if table.startswith(("chatbot_messages", "sqlite_autoindex_chatbot_messages")):
+        return "search index"
+    return "other"
+
+
+def sum_parts(sizes: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
+    """Sizes by table summed by part, in the order of :data:`PARTS`."""
+    totals = dict.fromkeys(PARTS, 0)
+    for table, size in sizes:
+        totals[part_of(str(table))] += int(size or 0)
+    return tuple(totals.items())
+
+
+def checkpoint_time(checkpoint_id: str) -> datetime | None:
+    """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising.
+
+    (Read by hand, as LangGraph writes it, 8-4-4-4-12 hex digits: the uuid module imports
+    platform, a tenth of what ``threads --json`` takes, to read one field.)"""
+    if not isinstance(checkpoint_id, str) or not _UUID_SHAPE.fullmatch(checkpoint_id):
+        return None  # (not LangGraph's: a row written by something else)
+    value = int(checkpoint_id.replace("-", ""), 16)
+    if (value >> 76) & 0xF != 6 or (value >> 62) & 0b11 != 0b10:  # version 6, RFC variant
+        return None
+    # v6 (RFC 9562): the 60-bit timestamp's high 48 bits, the version, then its low 12 bits
+    ticks = ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)
+    seconds = (ticks - _UUID_EPOCH_OFFSET) / 10_000_000
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def now_text() -> str:
+    return datetime.now(tz=UTC).isoformat(timespec="seconds")
+
+
+ADOPTED_MARK = "adopted"
+"""The ``chatbot_marks`` row of a database taken over from another LangGraph program
+(``chatbot db adopt``): it is shared with that program, so checkpoints go in uncompressed."""
+
+
+# --- the store -----------------------------------------------------------------------------
+
+
+class SqlStore:
+    """A chatbot database: LangGraph's checkpoints through its saver, chatbot's tables in SQL
+    written once (``?`` placeholders; each database translates)."""
+
+    path: str
+    """Where the threads live, as shown to people (a URL's password is never in it)."""
+    checkpoint_tables: tuple[str, ...]
+    """LangGraph's tables keyed by thread id (renaming and deleting move them all)."""
+    writes_table: str
+    """LangGraph's table of pending writes."""
+    writes_value: str
+    """Its column holding a write's serialized value."""
+    dialect: str
+    """``sqlite`` or ``postgresql``."""
+    notice: str | None = None
+    """Something to tell whoever opened it (a newer chatbot's database, opened to read)."""
+    read_only = False
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run a SELECT and return its rows."""
+        raise NotImplementedError
+
+    def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
+        """Run statements in one transaction; the last one's row count."""
+        raise NotImplementedError
+
+    @property
+    def saver(self) -> BaseCheckpointSaver[str]:
+        raise NotImplementedError
+
+    def try_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float = LEASE_SECONDS,
+        replacing: str | None = None,
+    ) -> bool:
+        """Take (or renew) the thread's lease for ``holder``; False while another holds an
+        unexpired one, unless that one is ``replacing`` (a holder known to be gone)."""
+        raise NotImplementedError
+
+    def lease_holder(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease (its row may have expired), or None."""
+        rows = self.query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
+        return str(rows[0][0]) if rows else None
+
+    def lease_taken(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease and has not let it expire, or None (a read only)."""
+        rows = self.query(
+            "SELECT holder FROM chatbot_leases WHERE thread_id = ? AND expires_at >= ?",
+            (thread_id, time.time()),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def release_lease(self, thread_id: str, holder: str) -> None:
+        """Give the thread's lease back (if ``holder`` still has it)."""
+        self.write(
+            ("DELETE FROM chatbot_leases WHERE thread_id = ? AND holder = ?", (thread_id, holder))
+        )
+
+    def stats(self) -> StoreStats:
+        raise NotImplementedError
+
+    def vacuum(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def close(self, wait: float | None = None) -> None:
+        """Close the database; ``wait``: at most that many seconds for another thread's use."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- shared with another LangGraph program ---------------------------------------------
+
+    def note_adopted(self) -> None:
+        """Mark the database as taken over from another LangGraph program (:data:`ADOPTED_MARK`)."""
+        self.write(
+            (
+                "INSERT INTO chatbot_marks (name, done_at) VALUES (?, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (ADOPTED_MARK, now_text()),
+            )
+        )
+        self._adopted = True
+
+    _adopted: bool | None = None
+
+    @property
+    def adopted(self) -> bool:
+        """True for a database taken over from another LangGraph program, which shares it."""
+        if self._adopted is None:
+            try:
+                rows = self.query("SELECT 1 FROM chatbot_marks WHERE name = ?", (ADOPTED_MARK,))
+            except Exception:  # (a database being set up: chatbot's tables come after LangGraph's)
+                return False
+            self._adopted = bool(rows)
+        return self._adopted
+
+    # --- listing, plain SQL ------------------------------------------------------------
+
+    def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
+        """Every thread (or just one) with checkpoints, newest activity first.
+
+        Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
+        """
+        only = "AND thread_id = ?" if thread_id is not None else ""
+        rows = self.query(
+            f"""
+            SELECT c.thread_id, c.checkpoints, c.newest,
+                   t.title, t.message_count, t.has_summary, t.origin_thread, t.origin_checkpoint
+            FROM (
+                SELECT thread_id, COUNT(*) AS checkpoints, MAX(checkpoint_id) AS newest
+                FROM checkpoints
+                WHERE checkpoint_ns = '' {only}
+                GROUP BY thread_id
+            ) AS c
+            LEFT JOIN chatbot_threads AS t ON t.thread_id = c.thread_id
+            ORDER BY c.newest DESC
+            """,
+            () if thread_id is None else (thread_id,),
+        )
+        return [
+            ThreadInfo(
+                thread_id=row[0],
+                checkpoints=row[1],
+                last_active=checkpoint_time(row[2]),
+                title=row[3] or "",
+                message_count=row[4],
+                has_summary=None if row[5] is None else bool(row[5]),
+                origin_thread=row[6],
+                origin_checkpoint=row[7],
+            )
+            for row in rows
+        ]
+
+    def thread_exists(self, thread_id: str) -> bool:
+        """True if the thread has at least one checkpoint."""
+        return bool(
+            self.query("SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,))
+        )
+
+    def newest_thread(self) -> str | None:
+        """The most recently active thread's id (its newest checkpoint is the newest)."""
+        rows = self.query(
+            "SELECT thread_id FROM checkpoints WHERE checkpoint_ns = '' "
+            "ORDER BY checkpoint_id DESC LIMIT 1"
+        )
+        return rows[0][0] if rows else None
+
+    def thread_info(self, thread_id: str) -> ThreadInfo | None:
+        """The listing row of one thread, or ``None`` if it has no checkpoints."""
+        found = self.list_threads(thread_id)
+        return found[0] if found else None
+
+    def record_turn(
+        self,
+        thread_id: str,
+        *,
+        title: str,
+        message_count: int,
+        has_summary: bool,
+        origin: tuple[str, str | None] | None = None,
+    ) -> None:
+        """Remember what a listing shows about a thread after a turn, and index the messages
+        the turn's checkpoints added for search (:func:`chatbot.store.search.index_thread`).
+
+        The title is set once, by the first message, and cleared when the thread is emptied.
+        """
+        from chatbot.store.search import index_statements
+
+        now = now_text()
+        self.write(
+            (
+                """
+                INSERT INTO chatbot_threads (thread_id, title, message_count, has_summary,
+                    created_at, updated_at, origin_thread, origin_checkpoint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(thread_id) DO UPDATE SET
+                    title = CASE
+                        WHEN excluded.message_count = 0 AND excluded.has_summary = 0 THEN ''
+                        WHEN chatbot_threads.title = '' THEN excluded.title
+                        ELSE chatbot_threads.title END,
+                    message_count = excluded.message_count,
+                    has_summary = excluded.has_summary,
+                    updated_at = excluded.updated_at,
+                    origin_thread = COALESCE(chatbot_threads.origin_thread, excluded.origin_thread),
+                    origin_checkpoint = COALESCE(chatbot_threads.origin_checkpoint,
+                                                 excluded.origin_checkpoint)
+                """,
+                (
+                    thread_id,
+                    title,
+                    message_count,
+                    int(has_summary),
+                    now,
+                    now,
+                    origin[0] if origin else None,
+                    origin[1] if origin else None,
+                ),
+            ),
+            *index_statements(self, thread_id),
+        )
+
+    _ROW_COLUMNS = (
+        "thread_id, title, message_count, has_summary, created_at, updated_at, "
+        "origin_thread, origin_checkpoint"
+    )
+
+    def thread_row(self, thread_id: str) -> tuple[Any, ...] | None:
+        """A thread's listing row as stored (for copying it to another database)."""
+        rows = self.query(
+            f"SELECT {self._ROW_COLUMNS} FROM chatbot_threads WHERE thread_id = ?", (thread_id,)
+        )
+        return tuple(rows[0]) if rows else None
+
+    def put_thread_row(self, row: Sequence[Any]) -> None:
+        """Store a listing row as :meth:`thread_row` gave it, replacing the thread's."""
+        self.write(
+            ("DELETE FROM chatbot_threads WHERE thread_id = ?", (row[0],)),
+            (
+                f"INSERT INTO chatbot_threads ({self._ROW_COLUMNS}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                tuple(row),
+            ),
+        )
+
+    _THREAD_TABLES = ("chatbot_threads", "chatbot_messages", "chatbot_indexed")
+    """chatbot's tables keyed by thread id."""
+
+    def rename_thread(self, thread_id: str, new_id: str) -> None:
+        """Move every checkpoint, write and row of a thread to a new id, in one transaction
+        (checkpoint blobs do not hold the thread id: LangGraph keeps it out of them)."""
+        self.write(
+            *(
+                (f"DELETE FROM {table} WHERE thread_id = ?", (new_id,))  # none, normally
+                for table in self._THREAD_TABLES
+            ),
+            *(
+                (f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id))
+                for table in (*self.checkpoint_tables, *self._THREAD_TABLES)
+            ),
+        )
+
+    def delete_thread(self, thread_id: str) -> bool:
+        """Delete a thread's checkpoints and rows; False if there was no such thread."""
+        existed = self.thread_exists(thread_id)
+        self.write(  # what the saver's delete_thread does, and our rows
+            *(
+                (f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+                for table in (*self.checkpoint_tables, *self._THREAD_TABLES)
+            )
+        )
+        return existed
+
+    # --- keeping it small --------------------------------------------------------------
+
+    def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
+        """Threads whose newest checkpoint is more than ``days`` old, least recently active
+        first. A thread's activity is its newest checkpoint's time (its UUID's)."""
+        cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
+        stale = [
+            info
+            for info in self.list_threads()
+            if info.last_active is not None and info.last_active.timestamp() < cutoff
+        ]
+        return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
+
+    mark_pruned: str
+    """Adds to a checkpoint's count of pruned checkpoints that followed it (key, key, count,
+    thread, checkpoint)."""
+
+    def after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+        """What else pruning a thread's branches removes (PostgreSQL: the blobs no checkpoint
+        left names)."""
+        return []
+
+    # --- a thread's checkpoints, plain SQL ---------------------------------------------
+
+    def checkpoint_parents(self, thread_id: str) -> list[tuple[str, str | None]]:
+        """A thread's checkpoints as (id, parent id), newest first: ids only, reading neither a
+        checkpoint nor its metadata."""
+        rows = self.query(
+            "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
+            (thread_id,),
+        )
+        return [(row[0], row[1]) for row in rows]
+
+    def checkpoint_metadata(self, thread_id: str, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The metadata of some of a thread's checkpoints, by id (JSON: none is deserialised)."""
+        if not ids:
+            return {}
+        rows = self.query(
+            "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = ? "
+            f"AND checkpoint_ns = '' AND checkpoint_id IN ({', '.join('?' * len(ids))})",
+            (thread_id, *ids),
+        )
+        return {row[0]: parsed_metadata(row[1]) for row in rows}
+
+    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
+        """The ids of a thread's newest ``limit`` checkpoints, newest first."""
+        rows = self.query(
+            "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+            "ORDER BY checkpoint_id DESC LIMIT ?",
+            (thread_id, max(0, limit)),
+        )
+        return [row[0] for row in rows]
+
+    def latest_checkpoint_id(self, thread_id: str) -> str | None:
+        """The id of a thread's newest checkpoint, or ``None``."""
+        rows = self.query(
+            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
+            (thread_id,),
+        )
+        return rows[0][0] if rows else None
+
+
+def parsed_metadata(value: Any) -> dict[str, Any]:
+    """Checkpoint metadata as stored: JSON text (SQLite) or already a dict (PostgreSQL)."""
+    if isinstance(value, dict):
+        return value
+    return json.loads(value) if value else {}
+
+
+# --- state through the graph ---------------------------------------------------------------
+
+
+def thread_config(
+    thread_id: str, checkpoint_id: str | None = None, metadata: dict[str, Any] | None = None
+) -> RunnableConfig:
+    """The ``RunnableConfig`` addressing a thread (and optionally one of its checkpoints);
+    ``metadata`` goes into the checkpoints the run writes."""
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+        configurable["checkpoint_ns"] = ""
+    config = cast("RunnableConfig", {"configurable": configurable})
+    if metadata:
+        config["metadata"] = metadata
+    return config
+
+
+def read_state(graph: ChatGraph, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
+    """A thread's current state, or its state at one past checkpoint."""
+    return graph.get_state(thread_config(thread_id, checkpoint_id))
+
+
+def state_history(
+    graph: ChatGraph, thread_id: str, limit: int | None = None
+) -> Iterator[StateSnapshot]:
+    """A thread's checkpoints, newest first; older ones still hold messages later folded."""
+    return graph.get_state_history(thread_config(thread_id), limit=limit)
