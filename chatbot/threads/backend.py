@@ -23,8 +23,8 @@ from chatbot.history.timeline import (
     Snapshot,
     fork_values,
 )
+from chatbot.store.base import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
-from chatbot.store.sqlite import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperations, Undone
 from chatbot.threads.reading import LocalReader
 
@@ -144,6 +144,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         message ``message_id`` says first when the thread's last message never got its reply
         (:class:`Unanswered`: read under the lease, so never while another window answers it).
         The thread's row is updated and the lease given back however the run ends."""
+        from chatbot.engine.graph import DURABILITY
         from chatbot.threads.events import (
             STREAM_MODES,
             TurnStream,
@@ -195,6 +196,7 @@ class LocalBackend(LocalReader, ThreadOperations):
                     run_config,
                     context=_as_context(context),
                     stream_mode=STREAM_MODES,
+                    durability=DURABILITY,
                 )
                 yield from events_from_stream(stream)
                 failing = False
@@ -217,6 +219,7 @@ class LocalBackend(LocalReader, ThreadOperations):
                     run_config,
                     context=_as_context(context),
                     stream_mode=STREAM_MODES,
+                    durability=DURABILITY,
                 )
                 async for part in stream:
                     for event in events_from_stream([part]):
@@ -417,6 +420,18 @@ class LocalBackend(LocalReader, ThreadOperations):
             title_hint=info.title if info else "",
             origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
         )
+
+    def _imported_fold_record(
+        self, summary: str, folded: Sequence[BaseMessage], system_prompt: str
+    ) -> dict[str, Any] | None:
+        """What an imported summary holds (the state's ``folded``), counted as a fold of the
+        ``folded`` messages would count it; none without a summary or anything folded."""
+        if not summary or not folded:
+            return None
+        from chatbot.engine.folding import fold_record
+
+        run = self.run_settings(None, system_prompt)
+        return fold_record({}, folded, run.counter) if run is not None else None
 
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
         """Make an older checkpoint's state current again, as a new checkpoint (undo).
