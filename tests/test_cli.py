@@ -194,7 +194,7 @@ def test_every_command_takes_db_and_url_after_it() -> None:
     maintenance = ["db", "prune"]  # about the database itself: --db, never a server
     maintenance += ["roles", "config"]  # the user's config folder and settings: no thread
     maintenance += ["models"]  # the model endpoint's listing: no thread, no database
-    local = ["search"]  # --db and --url, and on a server says it reads local threads only
+    local = ["search", "import"]  # --db and --url, and on a server says it reads local threads only
     assert sorted(ARGUMENTS) == sorted(COMMANDS) == sorted(set(commands) - {*maintenance, *local})
     for name, command in commands.items():
         options = {opt for param in command.params for opt in param.opts}
@@ -250,7 +250,7 @@ def test_help_lists_flags_as_flags(command: str) -> None:
 HELP_PANELS = {
     "Chat": ["chat", "ask"],
     "Threads": ["threads", "history", "show", "fork", "compact", "delete"],
-    "Search and export": ["search", "export"],
+    "Search and export": ["search", "export", "import"],
     "Settings": ["config", "models", "roles"],
     "Database": ["db", "prune"],
 }

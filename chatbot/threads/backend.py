@@ -29,6 +29,10 @@ from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperat
 from chatbot.threads.reading import LocalReader
 
 if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
+    from collections.abc import Sequence
+
+    from langchain_core.messages import BaseMessage
+
     from chatbot.engine.runsettings import RunSettings
     from chatbot.memory.state import ChatGraph
     from chatbot.store.leases import Lease
@@ -420,6 +424,61 @@ class LocalBackend(LocalReader, ThreadOperations):
             title_hint=info.title if info else "",
             origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
         )
+
+    def import_thread(
+        self,
+        new_id: str,
+        messages: Sequence[BaseMessage],
+        *,
+        folded: Sequence[BaseMessage] = (),
+        summary: str = "",
+        unanswered: Sequence[BaseMessage] = (),
+        system_prompt: str = "",
+        system_role: str = "",
+    ) -> None:
+        """Start ``new_id`` as the thread an export describes: ``messages`` live, ``folded``
+        folded into ``summary``, ``unanswered`` (sent, not answered yet) last, waiting for
+        their reply, and the thread's own system prompt and role. Messages keep their ids.
+
+        Two checkpoints, marked :data:`ACTION_KEY` ``import``: the folded messages followed by
+        the others, with the prompt and role; then, when there is a summary or anything folded,
+        the folded messages removed and the summary set, with the record of what it holds, as a
+        fold leaves them. So the thread's history holds the folded messages, where an export
+        and search find them. Its listing row and search rows are written after, titled by its
+        first message. Whole or not at all: a write that fails takes back what was written. A
+        thread ``new_id`` that exists already is a :class:`BackendError`, nothing written."""
+        from chatbot.history.timeline import FOLDED_KEY
+
+        everything = [*folded, *messages, *unanswered]
+        first = next((m for m in everything if isinstance(m, HumanMessage)), None)
+        values: dict[str, Any] = {"messages": everything}
+        if system_prompt:
+            values[SYSTEM_PROMPT_KEY] = system_prompt
+        if system_role:
+            values[SYSTEM_ROLE_KEY] = system_role
+        fold: dict[str, Any] | None = None
+        if folded or summary:
+            fold = {"messages": [RemoveMessage(id=str(m.id)) for m in folded], "summary": summary}
+            record = self._imported_fold_record(summary, folded, system_prompt)
+            if record is not None:
+                fold[FOLDED_KEY] = record
+        metadata = {ACTION_KEY: "import"}
+        with self._lease(new_id):
+            if self.thread_exists(new_id):
+                raise BackendError(f"thread {new_id!r} already exists: pick another name")
+            try:
+                for update in (values, fold):
+                    if update is not None:
+                        self.graph.update_state(
+                            thread_config(new_id, metadata=metadata),
+                            update,
+                            as_node="summarize_conversation",
+                        )
+                self._record(new_id, title_hint=first.content if first else "")
+            except BaseException:
+                with contextlib.suppress(Exception):  # (what failed may fail this too)
+                    self.store.delete_thread(new_id)
+                raise
 
     def _imported_fold_record(
         self, summary: str, folded: Sequence[BaseMessage], system_prompt: str
