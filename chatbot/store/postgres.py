@@ -17,11 +17,8 @@ A password in the URL is never shown: :attr:`PgStore.path` and every error carry
 
 from __future__ import annotations
 
-import re
-import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from chatbot.config.sources import url_passwords, without_password
 from chatbot.errors import remember_secret
@@ -33,25 +30,27 @@ from chatbot.store.base import (
     sum_parts,
 )
 from chatbot.store.errors import StoreError
+from chatbot.store.pgschema import (
+    LANGGRAPH_TABLES,
+    check_search_path,
+    read_schema,
+    run_setup,
+    schema_of_its_own,
+    setup_lock,
+    threads_in,
+)
 from chatbot.store.schema import (
-    OLDER_TABLES,
-    POSTGRESQL,
-    SCHEMA_VERSION,
     EmptyDatabase,
     Owner,
     check_schema_version,
     refuse_foreign,
-    tables_named,
 )
 from chatbot.store.sqlite import Store, sqlite_owner
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
-    from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
-_LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
-_LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 _CHATBOT_TABLES = (
     "chatbot_threads",
     "chatbot_leases",
@@ -114,10 +113,10 @@ def database_owner(
             connect_timeout=connect_timeout,
             prepare_threshold=prepare_threshold,
         ) as conn:
-            owner = _read_schema(conn).owner
+            owner = read_schema(conn).owner
             if owner.kind == "new":
-                _check_search_path(conn, shown)
-            return owner, _threads(conn) if owner.kind == "langgraph" else 0
+                check_search_path(conn, shown)
+            return owner, threads_in(conn) if owner.kind == "langgraph" else 0
     except psycopg.Error as error:
         raise StoreError(f"cannot use the PostgreSQL database {shown}: {_reason(error)}") from None
 
@@ -137,7 +136,7 @@ class PgStore(SqlStore):
     """The app's PostgreSQL database: LangGraph checkpoints plus chatbot's tables."""
 
     dialect = "postgresql"
-    checkpoint_tables = _LANGGRAPH_TABLES
+    checkpoint_tables = LANGGRAPH_TABLES
     writes_table = "checkpoint_writes"
     writes_value = "blob"
     mark_pruned = (
@@ -229,25 +228,25 @@ class PgStore(SqlStore):
         holder's other connection built an index hung both for ever. Every wait gives up
         after ``wait`` seconds, saying what it waited for."""
         with self.pool.connection() as conn:
-            schema = _read_schema(conn)
+            schema = read_schema(conn)
             if schema.owner.kind == "new":
-                _check_search_path(conn, self.path)
+                check_search_path(conn, self.path)
             if not (adopt and schema.owner.kind == "langgraph"):
                 refuse_foreign(
                     schema.owner,
                     self.path,
                     "PostgreSQL",
-                    lambda: _threads(conn),
-                    elsewhere=_schema_of_its_own(self.path),
+                    lambda: threads_in(conn),
+                    elsewhere=schema_of_its_own(self.path),
                 )
             if read_only and schema.owner.kind == "new":
                 raise EmptyDatabase(self.path)
             self.notice = check_schema_version(schema.owner.version, self.path, read_only)
             if schema.complete:
                 return
-            with _setup_lock(conn, self.path, wait):
-                if not _read_schema(conn).complete:  # (another process may have done it)
-                    _run_setup(conn, self.path, wait)
+            with setup_lock(conn, self.path, wait):
+                if not read_schema(conn).complete:  # (another process may have done it)
+                    run_setup(conn, self.path, wait)
 
     @property
     def saver(self) -> BaseCheckpointSaver[str]:
@@ -343,7 +342,7 @@ class PgStore(SqlStore):
     def _sizes(self) -> list[tuple[str, int]]:
         """Each of the tables' bytes on the server, with its indexes and TOAST."""
         tables = (
-            *_LANGGRAPH_TABLES,
+            *LANGGRAPH_TABLES,
             *_CHATBOT_TABLES,
             "checkpoint_migrations",
         )
@@ -363,259 +362,9 @@ class PgStore(SqlStore):
         rows; autovacuum does this too). Returns the tables' bytes before and after."""
         before = self._bytes()
         with self.pool.connection() as conn:
-            for table in (*_LANGGRAPH_TABLES, *_CHATBOT_TABLES):
+            for table in (*LANGGRAPH_TABLES, *_CHATBOT_TABLES):
                 conn.execute(f"VACUUM (ANALYZE) {table}")
         return before, self._bytes()
-
-
-_LANGGRAPH_PG_TABLES = frozenset({*_LANGGRAPH_TABLES, "checkpoint_migrations"})
-_INDEX_BUILD = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.IGNORECASE)
-
-
-_IN_SCHEMA = "options=-csearch_path%3Dchatbot"
-
-
-def _schema_of_its_own(shown: str) -> str:
-    """Where else chatbot's tables could go, for the refusal of a database holding another
-    program's tables: a database of its own, or a schema of its own, with the URL that uses
-    it (``shown``, the URL without its password, with the option added after its query)."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    try:
-        query = urlsplit(shown).query
-    except ValueError:
-        query = ""
-    if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
-        return (
-            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
-            "then put -csearch_path=chatbot in the URL's options)"
-        )
-    base, _, fragment = shown.partition("#")
-    joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
-    in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
-    return (
-        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
-        f"then --db {in_schema}"
-    )
-
-
-def _check_search_path(conn: Connection[Any], path: str) -> None:
-    """For a database that looks empty: no schema of the connection's ``search_path`` (the
-    URL's ``options=-csearch_path=...``, else the server's) may exist, and then nothing can be
-    made (PostgreSQL's "no schema has been selected to create in"): one line saying which
-    schema to create. ``$user`` is skipped, as PostgreSQL skips it."""
-    from psycopg.rows import tuple_row
-
-    with conn.cursor(row_factory=tuple_row) as cursor:
-        cursor.execute("SELECT current_schema() IS NULL, current_setting('search_path')")
-        row = cursor.fetchone()
-    if row is None or not row[0]:
-        return
-    names = [_unquoted(name) for name in _split_path(row[1])]
-    first = next((name for name in names if name and name != "$user"), "chatbot")
-    raise StoreError(
-        f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
-        f"database {path}: create it (CREATE SCHEMA {_quoted(first)}), or name another in the "
-        "URL's options"
-    )
-
-
-def _split_path(text: str) -> list[str]:
-    """``search_path``'s entries, commas inside double quotes kept."""
-    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
-
-
-def _unquoted(name: str) -> str:
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        return name[1:-1].replace('""', '"')
-    return name
-
-
-def _quoted(name: str) -> str:
-    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
-    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _langgraph_migrations() -> list[str]:
-    from langgraph.checkpoint.postgres.base import BasePostgresSaver
-
-    return list(BasePostgresSaver.MIGRATIONS)
-
-
-def _langgraph_index_builds() -> dict[str, str]:
-    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations, by index name. A build cut short
-    (its process killed, a timeout) leaves the index INVALID, and ``IF NOT EXISTS`` then
-    skips it for ever: the set-up builds such an index again."""
-    return {
-        found[1]: statement
-        for statement in _langgraph_migrations()
-        if (found := _INDEX_BUILD.search(statement))
-    }
-
-
-class _Schema(NamedTuple):
-    """What a PostgreSQL database holds of chatbot's and LangGraph's, read without a lock."""
-
-    owner: Owner
-    langgraph_version: int | None
-    """LangGraph's newest migration applied (None: no ``checkpoint_migrations``)."""
-    invalid_indexes: list[str]
-    """LangGraph's indexes left INVALID by a build cut short."""
-
-    @property
-    def complete(self) -> bool:
-        return (
-            self.owner.kind == "chatbot"
-            and self.owner.version >= SCHEMA_VERSION
-            and self.langgraph_version is not None
-            and self.langgraph_version >= len(_langgraph_migrations()) - 1
-            and not self.invalid_indexes
-        )
-
-
-def _read_schema(conn: Connection[Any]) -> _Schema:
-    """chatbot's mark (``chatbot_schema`` and its version), LangGraph's migrations and its
-    broken indexes, in the connection's current schema."""
-    from psycopg.rows import tuple_row
-
-    with conn.cursor(row_factory=tuple_row) as cursor:
-        cursor.execute(
-            "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n "
-            "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
-            "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1"
-        )
-        tables = [row[0] for row in cursor.fetchall()]
-        if OLDER_TABLES & set(tables):
-            return _Schema(Owner("older chatbot"), None, [])
-        cursor.execute(
-            "SELECT "
-            + (
-                "(SELECT max(version) FROM chatbot_schema), "
-                if "chatbot_schema" in tables
-                else "NULL::integer, "
-            )
-            + (
-                "(SELECT max(v) FROM checkpoint_migrations), "
-                if "checkpoint_migrations" in tables
-                else "NULL::integer, "
-            )
-            + "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
-            "JOIN pg_class AS c ON c.oid = i.indexrelid "
-            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
-            "WHERE NOT i.indisvalid AND n.nspname = current_schema() "
-            "AND c.relname = ANY(%s))",
-            (list(_langgraph_index_builds()),),
-        )
-        row = cursor.fetchone()
-        assert row is not None
-        version, langgraph_version, invalid = row
-        if "chatbot_schema" not in tables:
-            foreign = [name for name in tables if name not in _LANGGRAPH_PG_TABLES]
-            if foreign:
-                owner = Owner("other", tables_named(foreign))
-            elif not tables or not _has_checkpoints(conn, tables):
-                owner = Owner("new")  # (LangGraph's tables, empty: a set-up cut short)
-            else:
-                owner = Owner("langgraph", tables_named(tables))
-            return _Schema(owner, langgraph_version, list(invalid or ()))
-    return _Schema(
-        Owner("chatbot", version=int(version or 0)), langgraph_version, list(invalid or ())
-    )
-
-
-def _has_checkpoints(conn: Connection[Any], tables: list[str]) -> bool:
-    if "checkpoints" not in tables:
-        return False
-    return conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
-
-
-def _threads(conn: Connection[Any]) -> int:
-    row = conn.execute("SELECT COUNT(DISTINCT thread_id) AS n FROM checkpoints").fetchone()
-    return int(row["n"]) if row else 0
-
-
-@contextmanager
-def _setup_lock(conn: Connection[Any], path: str, wait: float) -> Iterator[None]:
-    """Hold chatbot's set-up lock on ``conn``, polled for at most ``wait`` seconds."""
-    deadline = time.monotonic() + wait
-    pause = 0.02
-    while not _try_lock(conn):
-        if time.monotonic() >= deadline:
-            raise StoreError(
-                f"gave up after {wait:g} s waiting for another process to finish setting up "
-                f"the PostgreSQL database {path}{_lock_holder(conn)}: try again once it is done"
-            )
-        time.sleep(pause)
-        pause = min(pause * 2, 0.25)
-    try:
-        yield
-    finally:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
-
-
-def _try_lock(conn: Connection[Any]) -> bool:
-    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone()
-    return bool(row and row["got"])
-
-
-def _lock_holder(conn: Connection[Any]) -> str:
-    """Who holds chatbot's set-up lock, for the message of a wait given up."""
-    row = conn.execute(
-        "SELECT a.pid, a.state, a.wait_event FROM pg_locks AS l "
-        "JOIN pg_stat_activity AS a ON a.pid = l.pid "
-        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = %s "
-        "AND l.objsubid = 1 "
-        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-        (_LOCK_KEY,),
-    ).fetchone()
-    if row is None:
-        return ""
-    doing = row["state"] or "unknown state"
-    if row["wait_event"]:
-        doing += f", waiting on {row['wait_event']}"
-    return (
-        f" (its server process {row['pid']} holds the set-up lock, {doing}; "
-        f"SELECT pg_terminate_backend({row['pid']}) ends it)"
-    )
-
-
-def _run_setup(conn: Connection[Any], path: str, wait: float) -> None:
-    """LangGraph's migrations (and its indexes a cut-short build left INVALID), then
-    chatbot's tables and their version in one transaction, on ``conn`` under the set-up
-    lock. A statement that waits ``wait`` seconds for a lock gives up; the server cancels
-    the set-up of a process that died (``client_connection_check_interval``), freeing the
-    lock."""
-    import psycopg
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    step = "LangGraph's tables and indexes"
-    conn.execute(f"SET lock_timeout = {int(wait * 1000)}")
-    conn.execute("SET client_connection_check_interval = 1000")
-    try:
-        PostgresSaver(conn).setup()
-        builds = _langgraph_index_builds()
-        for name in _read_schema(conn).invalid_indexes:
-            step = f"LangGraph's index {name}"
-            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-            conn.execute(builds[name])
-        step = "chatbot's tables"
-        with conn.transaction():
-            for statement in POSTGRESQL:
-                conn.execute(statement)
-            if conn.execute("SELECT 1 FROM chatbot_schema").fetchone() is None:
-                conn.execute("INSERT INTO chatbot_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
-    except psycopg.errors.LockNotAvailable:
-        raise StoreError(
-            f"setting up the PostgreSQL database {path} waited more than {wait:g} s for other "
-            f"sessions (to make {step}): one holds a lock or a transaction open (look for "
-            "'idle in transaction' in pg_stat_activity); try again once it ends"
-        ) from None
-    finally:
-        if not conn.closed:
-            conn.execute("RESET lock_timeout")
-            conn.execute("RESET client_connection_check_interval")
 
 
 def _reason(error: BaseException) -> str:
