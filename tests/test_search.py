@@ -439,7 +439,8 @@ def test_sqlite_file_holds_the_index_in_the_same_database(sqlite_db: str) -> Non
     with sqlite3.connect(sqlite_db) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         (indexed,) = conn.execute(
-            "SELECT COUNT(*) FROM chatbot_messages_fts WHERE chatbot_messages_fts MATCH 'giraffe'"
+            "SELECT COUNT(*) FROM chatbot_messages_fts WHERE chatbot_messages_fts "
+            "MATCH 'gir AND ira AND raf AND aff AND ffe'"
         ).fetchone()
     assert {"chatbot_messages", "chatbot_messages_fts", "chatbot_indexed"} <= tables
     assert indexed == 2, "the message and its reply, in the index as their turn ends"

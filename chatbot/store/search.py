@@ -10,8 +10,10 @@ turn killed between the two loses nothing: the next turn, or a search, reads the
 checkpoints the index lacks (:func:`unindexed_rows`, :func:`catch_up`).
 
 - **SQLite**: an FTS5 index with the ``trigram`` tokenizer, kept by triggers: any substring of
-  three characters or more, case-insensitively, which is what Chinese and Japanese need. A
-  word of one or two characters is matched with ``LIKE``.
+  three characters or more, case-insensitively, which is what Chinese and Japanese need. It
+  keeps which trigrams a message holds, not where (a third of the bytes), so the messages it
+  finds are checked to hold the terms themselves. A word of one or two characters is matched
+  with ``LIKE``.
 - **PostgreSQL**: ``ILIKE`` per word, which a ``pg_trgm`` GIN index answers when the extension
   could be made (else the table is read).
 
@@ -387,20 +389,22 @@ def _narrowing(store: SqlStore, terms: Sequence[str]) -> tuple[str, list[Any], l
         params.extend(_like(case) for case in cases)
     if not long:
         return "", params, where
+    grams = dict.fromkeys(  # (the index keeps which trigrams a message holds, not where)
+        word[start : start + MIN_TRIGRAM]
+        for word in long
+        for start in range(len(word) - MIN_TRIGRAM + 1)
+    )
     join = "JOIN chatbot_messages_fts AS f ON f.rowid = m.id"
     where.insert(0, "chatbot_messages_fts MATCH ?")
-    params.insert(0, " AND ".join(_fts_phrase(word) for word in long))
+    params.insert(0, " AND ".join(_fts_phrase(gram) for gram in grams))
     return join, params, where
 
 
 def _unsettled(store: SqlStore, terms: Sequence[str]) -> list[str]:
-    """The terms the SQL of :func:`_narrowing` does not settle: a phrase (its words are
-    found apart), and on SQLite a short word (``LIKE`` folds ASCII's case only)."""
-    return [
-        term
-        for term in terms
-        if " " in term or (store.dialect == "sqlite" and len(term) < MIN_TRIGRAM)
-    ]
+    """The terms the SQL of :func:`_narrowing` does not settle: on SQLite every one (its
+    index finds the messages holding a word's trigrams, anywhere in them; ``LIKE`` folds
+    ASCII's case only), on PostgreSQL a phrase (its words are found apart)."""
+    return [term for term in terms if store.dialect == "sqlite" or " " in term]
 
 
 def search(
