@@ -58,7 +58,7 @@ from chatbot.engine.stream import SUMMARY_TAG
 from chatbot.memory import prompts
 from chatbot.memory.policy import PolicyError
 from chatbot.memory.tokens import TokenCounter
-from chatbot.store.search import recaller
+from chatbot.store.search import index_statements, recaller
 from chatbot.store.sqlite import Store
 from chatbot.threads.events import make_title
 
@@ -475,6 +475,7 @@ def _record_turn(store: Store | None, thread_id: str, out: dict[str, Any]) -> No
         title=make_title(first.content if first else ""),
         message_count=len(messages),
         has_summary=bool(out.get("summary")),
+        indexed=index_statements(store, thread_id),
     )
 
 

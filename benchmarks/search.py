@@ -68,9 +68,8 @@ from chatbot.config.settings import Settings  # noqa: E402
 from chatbot.engine.graph import DURABILITY, build_graph  # noqa: E402
 from chatbot.engine.models import OfflineChatModel  # noqa: E402
 from chatbot.parts import readable_text  # noqa: E402
-from chatbot.store import search as search_module  # noqa: E402
 from chatbot.store.base import thread_config  # noqa: E402
-from chatbot.store.search import catch_up, search  # noqa: E402
+from chatbot.store.search import catch_up, index_statements, search  # noqa: E402
 from chatbot.store.sqlite import Store  # noqa: E402
 from chatbot.threads.events import make_title  # noqa: E402
 
@@ -260,6 +259,7 @@ def turn_taker(store: Store) -> Callable[[str, str], None]:
             title=make_title(first.content if first else ""),
             message_count=len(messages),
             has_summary=bool(out.get("summary")),
+            indexed=index_statements(store, thread_id) if _INDEXING[0] else (),
         )
 
     return turn
@@ -333,17 +333,18 @@ def command_times(commands: Sequence[Sequence[str]], runs: int) -> list[float]:
     return [statistics.median(times) for times in samples]
 
 
+_INDEXING = [True]
+"""False: a turn's ``record_turn`` writes the listing row alone, without its index statements."""
+
+
 @contextmanager
 def index_left_out(left_out: bool) -> Iterator[None]:
-    """With ``left_out``, ``record_turn`` writes the listing row alone: its index statements
-    (:func:`chatbot.store.search.index_statements`, which it looks up at each call) are none."""
-    original = search_module.index_statements
-    if left_out:
-        search_module.index_statements = lambda store, thread_id: []
+    """With ``left_out``, ``record_turn`` writes the listing row alone."""
+    _INDEXING[0] = not left_out
     try:
         yield
     finally:
-        search_module.index_statements = original
+        _INDEXING[0] = True
 
 
 def indexing_cost(folder: Path, turns: int, rounds: int) -> tuple[float, float]:

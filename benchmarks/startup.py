@@ -238,16 +238,17 @@ rows = conn.execute(
     "WHERE chatbot_messages_fts MATCH ? AND EXISTS (SELECT 1 FROM checkpoints AS c "
     "WHERE c.thread_id = m.thread_id AND c.checkpoint_ns = '' "
     "AND c.checkpoint_id = m.checkpoint_id) "
-    "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 21",
-    ('"' + word.replace('"', '""') + '"',),
+    "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT 256",
+    (" AND ".join('"' + word[i : i + 3].replace('"', '""') + '"' for i in range(len(word) - 2)),),
 ).fetchall()
+rows = [row for row in rows if word.lower() in row[4].lower()]
 keys = ("thread_id", "message_id", "checkpoint_id", "role", "text")
 found = [dict(zip(keys, row)) for row in rows[:20]]
 print(json.dumps(found, indent=2, ensure_ascii=False))
 """
 """What `chatbot search WORD --json` asks of its FTS5 index, in a plain script: the messages
-matching the word as a phrase of the trigram index (a word of three characters or more; FTS5
-checks the trigrams' order), of checkpoints still there, newest first."""
+holding every trigram of the word (a word of three characters or more), of checkpoints still
+there, newest first, checked to hold the word itself."""
 
 LANGGRAPH_EXPORT = (
     """\

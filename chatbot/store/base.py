@@ -327,14 +327,14 @@ class SqlStore:
         message_count: int,
         has_summary: bool,
         origin: tuple[str, str | None] | None = None,
+        indexed: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> None:
-        """Remember what a listing shows about a thread after a turn, and index the messages
-        the turn's checkpoints added for search (:func:`chatbot.store.search.index_thread`).
+        """Remember what a listing shows about a thread after a turn, with ``indexed`` (the
+        statements indexing the messages its checkpoints added for search,
+        :func:`chatbot.store.search.index_statements`) in the same transaction.
 
         The title is set once, by the first message, and cleared when the thread is emptied.
         """
-        from chatbot.store.search import index_statements
-
         now = now_text()
         self.write(
             (
@@ -365,7 +365,7 @@ class SqlStore:
                     origin[1] if origin else None,
                 ),
             ),
-            *index_statements(self, thread_id),
+            *indexed,
         )
 
     _ROW_COLUMNS = (

@@ -72,7 +72,8 @@ SQLITE: tuple[str, ...] = (
     UNIQUE (thread_id, message_id)
 )""",
     """CREATE VIRTUAL TABLE IF NOT EXISTS chatbot_messages_fts USING fts5(
-    content, content='chatbot_messages', content_rowid='id', tokenize='trigram', detail='column'
+    content, content='chatbot_messages', content_rowid='id', tokenize='trigram',
+    detail='none', columnsize=0
 )""",
     """CREATE TRIGGER IF NOT EXISTS chatbot_messages_added AFTER INSERT ON chatbot_messages
 BEGIN

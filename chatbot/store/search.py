@@ -11,7 +11,7 @@ checkpoints the index lacks (:func:`unindexed_rows`, :func:`catch_up`).
 
 - **SQLite**: an FTS5 index with the ``trigram`` tokenizer, kept by triggers: any substring of
   three characters or more, case-insensitively, which is what Chinese and Japanese need. It
-  keeps which trigrams a message holds, not where (a third of the bytes), so the messages it
+  keeps which trigrams a message holds, not where (a quarter of the bytes), so the messages it
   finds are checked to hold the terms themselves. A word of one or two characters is matched
   with ``LIKE``.
 - **PostgreSQL**: ``ILIKE`` per word, which a ``pg_trgm`` GIN index answers when the extension

@@ -350,6 +350,7 @@ class LocalBackend(LocalReader, ThreadOperations):
     def _record(
         self, thread_id: str, title_hint: Content = "", origin: tuple[str, str] | None = None
     ) -> None:
+        from chatbot.store.search import index_statements
         from chatbot.threads.events import make_title
 
         state = self.current(thread_id)
@@ -362,6 +363,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             message_count=len(state.messages),
             has_summary=bool(state.summary),
             origin=origin,
+            indexed=index_statements(self.store, thread_id),
         )
 
     def list_unlisted(self) -> int:
