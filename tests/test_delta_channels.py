@@ -76,6 +76,11 @@ def test_most_checkpoints_store_no_window_and_every_one_reads_as_langgraph_reads
             assert ours.summary == state.values.get("summary", "")
         if thread == "t":  # (a fork's first checkpoint stores all: it has no writes behind it)
             assert 0 < stored < len(states) / 10, "snapshots only now and then"
+        by_id = {s.checkpoint_id: s for s in lazy_history(store, thread)}
+        for state in reversed(states):  # oldest first, as an export reads them: each child
+            snapshot = by_id[state.config["configurable"]["checkpoint_id"]]  # from its parent
+            assert said(snapshot.state.messages) == said(state.values.get("messages", []))
+            assert snapshot.state.summary == state.values.get("summary", "")
     current = read_checkpoint(store, "t").state
     assert current.summary and current.messages[-1].type == "ai"
 
