@@ -714,7 +714,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
     undone = _undone(runs, window[0][0].checkpoint_id)
     retried = _retried(runs, window, state_of)
     entries = []
-    for run in reversed(window):
+    for run in window:  # (oldest first: a checkpoint is read right after its parent)
         first, last = run[0], run[-1]
         kind = _kind(first)
         # The thread as it was when the run started (an undo's or a retry's parent is an
@@ -771,6 +771,7 @@ def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[
                 fold_left=fold_left,
             )
         )
+    entries.reverse()  # (newest first)
     return entries
 
 
