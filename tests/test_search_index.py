@@ -10,11 +10,9 @@ and equal to its table."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langchain_core.messages import HumanMessage
 
 from chatbot.store.base import SqlStore, thread_config
@@ -23,6 +21,7 @@ from chatbot.store.search import catch_up, lagging_threads, reindex, search
 from chatbot.store.sqlite import Store
 from tests.test_cli import invoke
 from tests.test_search import Chat
+from tests.test_search import chat as chat  # the fixture
 
 Row = tuple[Any, ...]
 
@@ -57,15 +56,6 @@ def assert_index_exact(store: SqlStore) -> None:
     store.write(*(statement for thread in threads for statement in reindex(store, thread)))
     catch_up(store)
     assert _rows(store) == kept
-
-
-@pytest.fixture
-def chat(any_db: str) -> Iterator[Chat]:
-    made = Chat(any_db)
-    try:
-        yield made
-    finally:
-        made.store.close()
 
 
 def _found(chat: Chat, query: str, **options: Any) -> list[str]:
