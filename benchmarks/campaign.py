@@ -1,4 +1,4 @@
-"""Campaign: what a trusted store survives, counted (issue 20), on SQLite and on PostgreSQL.
+"""Campaign: what a trusted store survives, counted, on SQLite and on PostgreSQL.
 
     uv run --no-sync python benchmarks/campaign.py [--kills 40] [--starts 10] [--processes 8]
         [--only sqlite|postgresql] [--pg-url URL] [--dir DIR] [--seed N] [--json PATH]
@@ -18,7 +18,7 @@ is summarised, so a thread's state holds every message), and checks the database
   in its thread's state. A round is counted intact when all of that holds.
 - **start together**: ``--processes`` processes ``chatbot ask`` (each on its own thread) start
   at once on a new database (a new file; a new PostgreSQL database): all must exit 0 within
-  three minutes and their turns be there (on main, PostgreSQL hung in every such round).
+  three minutes and their turns be there.
 - **start after kill -9**: the same, after a first wave of ``chatbot ask`` (threads of their
   own) on the new database was killed at a random moment of its start (a set-up cut short; on
   PostgreSQL it can leave an index half built). (Not ``chatbot threads``: reading commands

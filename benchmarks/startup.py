@@ -88,7 +88,7 @@ PROMPT_GOAL = 0.300
 EXIT_GOAL = 0.200
 RATIO_GOAL = 1.3
 READING_GOAL = 1.5
-"""search and export against their plain-script references (issue: every reading command)."""
+"""search and export against their plain-script references."""
 BEYOND_GOAL = 0.2
 MEMORY_GOAL_MB = 150.0
 
@@ -308,7 +308,7 @@ def copy_database(source: Path, target: Path) -> None:
     """A fresh copy of a database (and its write-ahead log, if any) for a command that writes,
     flushed to disk: a user's database is not a file written a moment ago, and SQLite's
     checkpoint when the command closes it would otherwise wait for the whole copy (hundreds
-    of MB) to reach the disk, 0.13–0.17 s here, counted as the command's."""
+    of MB) to reach the disk, and that wait would be counted as the command's."""
     for original, copy in zip(_database_files(source), _database_files(target), strict=True):
         copy.unlink(missing_ok=True)
         if original.exists():

@@ -86,7 +86,7 @@ def _named(char: str) -> str:
 def fork_id(thread_id: str, number: int) -> str:
     """``<thread>-fork<N>``, the thread's part shortened so that it stays a usable id."""
     suffix = f"-fork{number}"
-    base = thread_id.lstrip("-") or "thread"  # (an older thread named '-x': 'x-fork1')
+    base = thread_id.lstrip("-") or "thread"  # (a thread named '-x' by another program: 'x-fork1')
     return base[: MAX_THREAD_ID - len(suffix)] + suffix
 
 

@@ -1,16 +1,16 @@
 """The HTTP clients of the calls to the model server: chat, summary and the model list.
 
 The ``openai`` client retries a failed connection with a backoff, as it retries a rate limit or
-a server error (``CHATBOT_MAX_RETRIES`` times): with nothing listening at the address, two
-retries took 2 to 9 seconds to say so. A refused connection and a host name that does not
-resolve are not a busy server, and asking again does not help: these clients raise them as
+a server error (``CHATBOT_MAX_RETRIES`` times): with nothing listening at the address, the
+user would wait through every backoff to be told so. A refused connection and a host name that
+does not resolve are not a busy server, and asking again does not help: these clients raise them as
 :class:`ServerUnreachable`, an ``openai.APIConnectionError``, which the ``openai`` client passes
 on at once; its line names the address (without its password). Every other failure keeps the
 client's retries.
 
-Every client of a process shares one TLS context (:func:`tls_context`): the HTTP library made one
-per client, loading the system's certificates each time (30-40 ms of CPU), and the models of a
-turn make four clients (a blocking and an awaited one for the chat model and for the summary
+Every client of a process shares one TLS context (:func:`tls_context`): the HTTP library would
+make one per client, loading the system's certificates each time, and the models of a turn make
+four clients (a blocking and an awaited one for the chat model and for the summary
 model).
 """
 

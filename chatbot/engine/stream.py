@@ -109,8 +109,8 @@ def _number(value: Any) -> int:
 
 def from_payload(payload: Any) -> FoldEvent | None:
     """The record a ``stream_mode="custom"`` payload stands for; ``None`` for anything else
-    (another node's custom data). A server's payload may lack fields an older graph did not
-    write: they take their defaults."""
+    (another node's custom data). A payload that lacks a field (another version of the
+    graph on a server) takes its default."""
     if not isinstance(payload, dict):
         return None
     kind = payload.get("event")

@@ -43,7 +43,7 @@ SLOW_AGE = 600.0
 """Seconds a server that did not answer in time is left alone before it is asked again."""
 WINDOW_AGE = 3600.0
 """Seconds a window a server said is trusted: a local server's window is set when it starts,
-and a restart can change it (asking again takes a few milliseconds)."""
+and a restart can change it (asking again is cheap)."""
 MAX_REPLY_ROOM = 4096
 """The most tokens the automatic reply room keeps (a quarter of the window below 16k)."""
 MIN_REPLY_ROOM = 64

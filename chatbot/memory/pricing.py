@@ -11,8 +11,8 @@ Vocabulary:
   call's size (Gemini 2.5 Pro costs more per token above 200k input tokens in one call), so
   the sums cannot be priced as one call. The graph's nodes add each call they make;
   reading the record costs one checkpoint, however long the thread.
-- **partial**: the record started on a thread that already had replies (made before records
-  existed), so older turns are not in it.
+- **partial**: the record started on a thread that already had replies without one (a thread of an
+  adopted database, for one), so those turns are not in it.
 - **spent**: what a thread has paid, which time travel cannot take back. ``/retry`` and
   ``/undo`` go back to an older checkpoint, whose record is older; the local backend hands
   the newest record to the run as a floor (``configurable``) and writes it into an undo's
@@ -92,8 +92,8 @@ def merged(*records: Any) -> dict[str, Any] | None:
 def with_call(
     record: Any, role: Role, model: str, reply: Any, *, earlier_turns: bool
 ) -> dict[str, Any]:
-    """``record`` plus one call's reply. A new record on a thread with ``earlier_turns`` (made
-    before records existed) is marked partial."""
+    """``record`` plus one call's reply. A new record on a thread with ``earlier_turns`` (replies
+    without a record) is marked partial."""
     return with_calls((record,), role, [(model, reply)], earlier_turns=earlier_turns)
 
 
@@ -152,8 +152,8 @@ _warming = threading.Lock()
 
 @lru_cache(maxsize=4096)
 def _call_price(model: str, input_tokens: int, cached: int, output: int) -> Decimal | None:
-    """What genai-prices charges for one call (or for these sums, for a record made before
-    calls were priced one by one); ``None`` for a model it does not know. A name with a
+    """What genai-prices charges for one call (or for these sums, for a record whose calls
+    carry no price of their own); ``None`` for a model it does not know. A name with a
     provider in front (``openai/gpt-4o-mini``, as OpenRouter and LiteLLM name models) is
     looked up as that provider's model, then as OpenRouter's."""
     from genai_prices import Usage, calc_price  # imported on demand: it loads a price table
@@ -260,7 +260,7 @@ class ThreadCost:
     summary: Price
     partial: bool
     recorded: bool
-    """False for a thread with replies but no record (made before records existed)."""
+    """False for a thread with replies but no record."""
 
     @property
     def total(self) -> Price:

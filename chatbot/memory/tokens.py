@@ -8,7 +8,8 @@ Vocabulary:
   and ``cl100k_base`` (GPT-4, GPT-3.5) are OpenAI's real vocabularies, from the ``bpe-openai``
   wheel (no download, no network). Every other model gets ``estimate``: a script-aware
   estimate calibrated on o200k_base (a CJK character is ~0.7 tokens, an English word ~1, digits
-  in threes), within ~13% of it on English, Chinese, Japanese, Korean, Russian, code and JSON.
+  in threes), which the tests hold close to it on English, Chinese, Japanese, Korean, Russian,
+  code and JSON.
 - *raw count*: what the tokenizer says, plus a small per-message overhead (role markers).
 - *usage scale*: once a provider has answered, its reported ``input_tokens`` is the truth for
   what it was sent. The conversation node records the raw count of every request on the
@@ -124,8 +125,8 @@ def _ascii_tokens(text: str) -> int:
     """``len(_ascii_chunks().findall(text))`` for an ASCII ``text``, without the regex when
     its blanks count nothing (no line break, tab or run of blanks): each run of letters,
     digits or marks is one chunk per 9, 3 or 3 characters, and the runs are counted in bytes
-    (a run starts where the blank its class was translated from ends). Python's regex engine
-    takes about 65 µs per 1,000 characters of prose; this a quarter of that or less."""
+    (a run starts where the blank its class was translated from ends): byte translation and
+    counting, cheaper than running the regex over prose."""
     if "\n" in text or "\t" in text or "  " in text:
         return len(_ascii_chunks().findall(text))
     data = text.encode("ascii")
@@ -142,7 +143,8 @@ def _ascii_tokens(text: str) -> int:
 @functools.cache
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """CJK, Hangul and the pieces the rest is counted by: compiled at the first count, not at
-    import: compiling these Unicode classes takes 2–3 ms, which `show` and `threads` never need."""
+    import: `show` and `threads` never count, so they never pay for compiling these Unicode
+    classes."""
     return (
         re.compile(
             "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
@@ -260,10 +262,10 @@ _load_lock = threading.Lock()
 def _bpe_bindings() -> Any:
     """bpe-openai's Rust bindings, or None when the package is not installed.
 
-    The package's ``__init__`` decodes every bundled vocabulary in Python at import (~0.7 s,
-    ~80 MB) for its tiktoken-compatible layer, which counting does not need; its typed
-    bindings module (``_bindings.pyi``) loads in ~70 ms. It is loaded on its own, under its
-    own name, so a later ``import bpe_openai`` reuses it.
+    The package's ``__init__`` decodes every bundled vocabulary in Python at import for its
+    tiktoken-compatible layer, which counting does not need and which costs far more time and
+    memory than the bindings module (``_bindings.pyi``). That module is loaded on its own,
+    under its own name, so a later ``import bpe_openai`` reuses it.
     """
     name = "bpe_openai._bindings"
     if name in sys.modules:
