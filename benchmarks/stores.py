@@ -7,7 +7,7 @@ One thread, ``--turns`` turns, user messages of 60-120 common English words (see
 offline model, on up to four new databases taking turns, the same message each (the order
 swapping every turn, so that whatever else the machine does weighs on all alike):
 
-- **SQLite, chatbot** and **PostgreSQL, chatbot**: chatbot's store as it writes today, each
+- **SQLite, chatbot** and **PostgreSQL, chatbot**: chatbot's store as it writes, each
   turn ``LocalBackend.send`` (``build_graph`` on LangGraph's ``SqliteSaver`` or
   ``PostgresSaver`` with chatbot's zstd serializer, ``messages`` and ``summary`` in
   LangGraph's ``DeltaChannel``, then the listing row and the turn's messages indexed for
