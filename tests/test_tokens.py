@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import math
 import re
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
@@ -108,19 +106,12 @@ def test_the_setting_overrides_the_model_family() -> None:
     assert tokenizer_for("my-azure-deployment", "cl100k_base").name == "cl100k_base"
 
 
-def test_counting_does_not_import_bpe_openais_slow_compat_layer() -> None:
-    """The package's __init__ decodes every vocabulary in Python (~0.7 s); the bindings don't."""
-    code = (
-        "import sys; from chatbot.memory.tokens import tokenizer_for; "
-        "n = tokenizer_for('gpt-4o').count('hello 你好'); "
-        "print(n, 'bpe_openai' in sys.modules, 'bpe_openai.compat' in sys.modules)"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    count, package, compat = done.stdout.split()
-    assert int(count) == reference_tokenizer.count("hello 你好")
-    assert (package, compat) == ("False", "False")
+def test_a_text_longer_than_the_vocabularys_limits_is_counted_whole() -> None:
+    """bpe-openai refuses a text of a million characters or of 200,000 tokens; the count is
+    made in pieces and is still the reference's count of the whole text."""
+    text = ("chatbot remembers 你好 everything, even a very long paste.\n" * 25_000) + "x" * 10
+    assert len(text) > 1_000_000
+    assert tokenizer_for("gpt-4o").count(text) == reference_tokenizer.count(text)
 
 
 # --- the estimate for other models ---------------------------------------------------------------

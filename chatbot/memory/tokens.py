@@ -22,15 +22,11 @@ Pure computation: no I/O beyond loading the tokenizer library, no LangGraph.
 from __future__ import annotations
 
 import functools
-import importlib.machinery
-import importlib.util
 import math
 import re
-import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -259,53 +255,40 @@ ESTIMATE = Tokenizer("estimate", functools.partial(estimate_tokens, lines=_ESTIM
 _load_lock = threading.Lock()
 
 
-def _bpe_bindings() -> Any:
-    """bpe-openai's Rust bindings, or None when the package is not installed.
-
-    The package's ``__init__`` decodes every bundled vocabulary in Python at import for its
-    tiktoken-compatible layer, which counting does not need and which costs far more time and
-    memory than the bindings module (``_bindings.pyi``). That module is loaded on its own,
-    under its own name, so a later ``import bpe_openai`` reuses it.
-    """
-    name = "bpe_openai._bindings"
-    if name in sys.modules:
-        return sys.modules[name]
-    try:
-        spec = importlib.util.find_spec("bpe_openai")  # finds the package without running it
-    except (ImportError, ValueError):
-        return None
-    if spec is None:
-        return None
-    for folder in spec.submodule_search_locations or ():
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            path = Path(folder) / f"_bindings{suffix}"
-            if not path.is_file():
-                continue
-            module_spec = importlib.util.spec_from_file_location(name, path)
-            if module_spec is None or module_spec.loader is None:
-                continue
-            module = importlib.util.module_from_spec(module_spec)
-            module_spec.loader.exec_module(module)
-            sys.modules[name] = module
-            return module
-    return None  # another layout: bpe_tokenizer falls back to the public package
-
-
 @functools.cache
 def bpe_tokenizer(encoding: str) -> Tokenizer | None:
     """OpenAI's real vocabulary ``encoding`` from bpe-openai; None if it cannot be loaded."""
     with _load_lock:
         try:
-            bindings = _bpe_bindings()
-            if bindings is not None:
-                native = bindings.tokenizer_for_encoding(encoding)
-                return Tokenizer(encoding, native.count)
             import bpe_openai
 
-            public = bpe_openai.get_encoding(encoding)
-            return Tokenizer(encoding, lambda text: len(public.encode_ordinary(text)))
+            vocabulary = bpe_openai.get_encoding(encoding)
         except Exception:  # not installed, or a platform without a wheel: estimate instead
             return None
+
+    def count(text: str) -> int:
+        return sum(len(vocabulary.encode_ordinary(piece)) for piece in _slices(text))
+
+    return Tokenizer(encoding, count)
+
+
+PIECE = 100_000
+"""The most characters bpe-openai is given at once: it refuses a text of a million characters
+or more, or of more tokens than its vocabulary's chunk limit."""
+
+
+def _slices(text: str) -> Iterator[str]:
+    """``text`` in pieces of at most :data:`PIECE` characters, each cut before a blank where
+    there is one (the vocabularies start a word with the blank before it, so a cut there
+    changes no word's tokens)."""
+    start = 0
+    while len(text) - start > PIECE:
+        end = start + PIECE
+        blank = text.rfind(" ", start + 1, end)
+        end = blank if blank > start + PIECE // 2 else end
+        yield text[start:end]
+        start = end
+    yield text[start:]
 
 
 def tokenizer_for(model: str, choice: str = "auto") -> Tokenizer:
