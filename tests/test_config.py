@@ -127,6 +127,22 @@ def test_a_key_from_the_environment_is_redacted_too() -> None:
     assert found["OPENAI_API_KEY"]["where"] == "CHATBOT_OPENAI_API_KEY"
 
 
+def test_dot_env_beats_the_config_file_whichever_name_of_a_setting_each_uses(
+    tmp_path: Path,
+) -> None:
+    write_config("OPENAI_API_KEY=sk-from-config\nOPENAI_BASE_URL=http://config:1/v1\n")
+    (tmp_path / ".env").write_text("CHATBOT_OPENAI_API_KEY=sk-from-dotenv\n")
+    settings = load_settings()
+    assert settings.openai_api_key is not None
+    assert settings.openai_api_key.get_secret_value() == "sk-from-dotenv"
+    found = rows(config_json())
+    assert (found["OPENAI_API_KEY"]["source"], found["OPENAI_API_KEY"]["where"]) == (
+        "env file",
+        str(tmp_path / ".env"),
+    )
+    assert found["OPENAI_BASE_URL"]["source"] == "config file"
+
+
 def test_a_bad_setting_in_the_config_file_is_shown_and_one_error_line(tmp_path: Path) -> None:
     write_config("CHATBOT_TIMEOUT=0\n")
     result = invoke("config", "--json")

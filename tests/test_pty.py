@@ -359,7 +359,7 @@ def test_the_prompt_comes_first_and_a_message_typed_at_once_is_answered(
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "quick"))[0] == "hello at once"
 
 
-def test_before_the_prompt_nothing_of_langgraph_or_the_settings_is_imported(
+def test_before_the_prompt_nothing_of_langgraph_or_the_full_settings_is_imported(
     spawn: Any, tmp_path: Path
 ) -> None:
     """Python reports each import on stderr (PYTHONPROFILEIMPORTTIME): those written before the
@@ -371,7 +371,7 @@ def test_before_the_prompt_nothing_of_langgraph_or_the_settings_is_imported(
     before = term.expect("thread main: 2 messages, no summary yet") + term.expect_prompt("main")
     imported = re.findall(r"import time:\s+\d+ \|\s+\d+ \|\s+([\w.]+)", before)
     assert "prompt_toolkit" in imported and "sqlite3" in imported
-    heavy = ("langgraph", "langchain_core", "pydantic_settings", "openai")  # (settings: pydantic's)
+    heavy = ("langgraph", "langchain_core", "openai", "chatbot.config.settings")  # (read behind)
     assert [m for m in imported if m.split(".")[0] in heavy or m in heavy] == []
     term.child.send("/threads\r")  # answered from the database while the model loads
     assert re.search(r"\* main\s+2\s+no\s+\S+ \S+\s+first words", term.expect(r"first words"))

@@ -1,14 +1,19 @@
-"""Settings: one typed object, every variable documented, .env.example usable as it is."""
+"""Settings: one typed object, every variable documented, .env.example usable as it is; the
+rules every read follows, the full settings' and the database's and server's read alone."""
 
 from __future__ import annotations
 
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from chatbot.config.reader import read_places
 from chatbot.config.settings import Settings, SettingsError, default_db_path, load_settings
+from chatbot.config.sources import user_config_file
 from tests.helpers import ROOT
 
 
@@ -140,3 +145,158 @@ def test_one_credentials_rule_for_the_factory_the_fallback_and_a_runs_model() ->
     keyed = Settings(_env_file=None, openai_base_url="http://127.0.0.1:9/v1")  # type: ignore[call-arg]
     assert make_model("gpt-4o", keyed, role="chat") is not None
     assert resolve_models(keyed).chat_name == keyed.model == "gpt-4o-mini"
+
+
+# --- the rules of every read: the full settings, and the places the REPL's start reads alone ---
+
+
+def _places(env_file: str | Path | None = ".env", **options: Any) -> Any:
+    return read_places(env_file, **options)
+
+
+READERS = pytest.mark.parametrize("read", [load_settings, _places], ids=["settings", "places"])
+
+
+def _files(dot_env: str = "", config: str = "") -> None:
+    Path(".env").write_text(dot_env, encoding="utf-8")  # (each test runs in its own folder)
+    path = user_config_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(config, encoding="utf-8")
+
+
+@READERS
+@pytest.mark.parametrize(
+    ("option", "environment", "dot_env", "config", "expected"),
+    [
+        ("/o.sqlite", "/e.sqlite", "/d.sqlite", "/c.sqlite", "/o.sqlite"),
+        (None, "/e.sqlite", "/d.sqlite", "/c.sqlite", "/e.sqlite"),
+        (None, None, "/d.sqlite", "/c.sqlite", "/d.sqlite"),
+        (None, None, None, "/c.sqlite", "/c.sqlite"),
+        (None, None, None, None, "default"),
+    ],
+)
+def test_an_option_beats_the_environment_beats_dot_env_beats_the_config_file_beats_the_default(
+    read: Callable[..., Any],
+    option: str | None,
+    environment: str | None,
+    dot_env: str | None,
+    config: str | None,
+    expected: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if environment:
+        monkeypatch.setenv("CHATBOT_DB", environment)
+    _files(
+        f"CHATBOT_DB={dot_env}\nCHATBOT_URL=http://dotenv:1\n" if dot_env else "",
+        f"CHATBOT_DB={config}\nCHATBOT_URL=http://config:1\n" if config else "",
+    )
+    read_ = read(**({"db": option} if option else {}))
+    assert read_.db == (str(default_db_path()) if expected == "default" else expected)
+    assert read_.url == ("http://dotenv:1" if dot_env else "http://config:1" if config else None)
+    assert read(config_file=None).db == (environment or dot_env or str(default_db_path()))
+
+
+@READERS
+def test_env_file_replaces_dot_env(read: Callable[..., Any], tmp_path: Path) -> None:
+    _files("CHATBOT_DB=/dotenv.sqlite\n", "CHATBOT_DB=/config.sqlite\n")
+    other = tmp_path / "other.env"
+    other.write_text("CHATBOT_URL=http://other:1\n")
+    read_ = read(other)
+    assert (read_.db, read_.url) == ("/config.sqlite", "http://other:1")
+    assert read(None).db == "/config.sqlite"
+
+
+@READERS
+def test_names_are_not_case_sensitive(
+    read: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _files("Chatbot_Url=http://dotenv:1\n", "chatbot_pg_prepare_threshold=none\n")
+    monkeypatch.setenv("chatbot_db", "/lower.sqlite")
+    read_ = read()
+    assert (read_.db, read_.url, read_.pg_prepare_threshold) == (
+        "/lower.sqlite",
+        "http://dotenv:1",
+        None,
+    )
+
+
+@READERS
+def test_blank_is_unset_where_it_is_found(
+    read: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A blank value is the setting's default, whatever a source below it says."""
+    _files(
+        "CHATBOT_DB=\nCHATBOT_PG_PREPARE_THRESHOLD=  \n",
+        "CHATBOT_URL=http://config:1\nCHATBOT_DB=/c.sqlite\nCHATBOT_PG_PREPARE_THRESHOLD=0\n",
+    )
+    monkeypatch.setenv("CHATBOT_URL", " ")
+    read_ = read()
+    assert (read_.db, read_.url, read_.pg_prepare_threshold) == (str(default_db_path()), None, 5)
+
+
+@READERS
+@pytest.mark.parametrize(
+    ("environment", "options"),
+    [({"CHATBOT_DB": "  "}, {}), ({"chatbot_db": ""}, {}), ({}, {"db": ""})],
+)
+def test_a_blank_db_option_or_variable_is_refused_in_one_line(
+    read: Callable[..., Any],
+    environment: dict[str, str],
+    options: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _files("CHATBOT_DB=/dotenv.sqlite\n")
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        read(**options)
+    blank = options.get("db", next(iter(environment.values()), ""))
+    assert str(caught.value) == (
+        f"CHATBOT_DB={blank!r} is not valid: it is blank: give a SQLite file's path or a "
+        "postgresql:// URL, or leave it out for the default database"
+    )
+    assert read(db="/given.sqlite").db == "/given.sqlite", "an option over a blank variable"
+
+
+@READERS
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("CHATBOT_URL=ftp://ada:hunter2pw@example.com", "CHATBOT_URL='ftp://ada:***@example.com'"),
+        ("CHATBOT_DB=mysql://ada:hunter2pw@h/db", "CHATBOT_DB='mysql://ada:***@h/db'"),
+        ("CHATBOT_DB=a\u0007b", "CHATBOT_DB='a\\x07b' is not valid: it holds a control"),
+        ("CHATBOT_PG_PREPARE_THRESHOLD=-1", "CHATBOT_PG_PREPARE_THRESHOLD='-1' is not valid: give"),
+    ],
+)
+def test_a_bad_place_is_one_line_without_its_password(
+    read: Callable[..., Any], line: str, shown: str
+) -> None:
+    _files(config=line + "\n")
+    with pytest.raises(SettingsError) as caught:
+        read()
+    message = str(caught.value)
+    assert message.startswith(shown) and "\n" not in message
+    assert "hunter2pw" not in message
+
+
+@READERS
+def test_a_files_database_path_is_expanded_as_a_shell_would_and_a_variables_is_not(
+    read: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _files(config="export CHATBOT_DB='$HOME/quoted x.sqlite'  # a comment\n")
+    assert read().db == f"{tmp_path}/quoted x.sqlite"
+    monkeypatch.setenv("CHATBOT_DB", "$HOME/x.sqlite")
+    assert read().db == "$HOME/x.sqlite"
+    assert read(db="$HOME/y.sqlite").db == "$HOME/y.sqlite"
+
+
+@READERS
+def test_a_settings_file_that_is_not_utf8_is_named_in_one_line(read: Callable[..., Any]) -> None:
+    _files()
+    user_config_file().write_bytes(b"CHATBOT_DB=\xff\n")
+    with pytest.raises(SettingsError) as caught:
+        read()
+    assert str(caught.value) == (
+        f"env file {str(user_config_file())!r} is not UTF-8 text: save it as UTF-8"
+    )

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from chatbot.config.settings import load_settings
-from chatbot.config.sources import SettingsError, prepare_threshold, read_places
 from tests.helpers import chatbot_argv, offline_threads
 
 # The CLI run with an import hook that makes the named modules fail to import: a command that
@@ -61,7 +59,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     asked = _run(_NO_MODELS, "ask", "hi", "-t", "t1", "--db", str(db))
     assert asked.returncode != 0, "the hook blocks what a turn needs: the checks above count"
     listed = _run(
-        "langgraph,langchain_core,pydantic,pydantic_settings,rich,typer,dataclasses,logging,uuid",
+        "langgraph,langchain_core,chatbot.config.settings,rich,typer",
         "threads",
         "--json",
         "--db",
@@ -72,7 +70,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
     # search reads the index alone: no LangChain, no LangGraph, no Typer
     found = _run(
-        "langgraph,langchain_core,pydantic,pydantic_settings,typer",
+        "langgraph,langchain_core,chatbot.config.settings,typer",
         "search",
         "three",
         "--json",
@@ -91,103 +89,6 @@ def test_a_command_that_runs_the_graph_still_checks_the_settings(db: Path) -> No
     )
     assert result.returncode == 2
     assert "CHATBOT_SUMMARY_KEEP='lots' is not valid" in result.stderr
-
-
-@pytest.mark.parametrize(
-    ("environment", "env_file", "overrides"),
-    [
-        ({}, "", {}),
-        ({"CHATBOT_DB": "/tmp/a.sqlite"}, "", {}),
-        ({"chatbot_db": "/tmp/lower.sqlite"}, "", {}),
-        ({}, "CHATBOT_DB=\n", {}),
-        ({}, "CHATBOT_DB=/tmp/from-file.sqlite\nCHATBOT_URL=http://127.0.0.1:2024\n", {}),
-        ({"CHATBOT_DB": "/tmp/env.sqlite"}, "CHATBOT_DB=/tmp/file.sqlite\n", {}),
-        ({"CHATBOT_DB": "/tmp/env.sqlite"}, "", {"db": "/tmp/option.sqlite"}),
-        ({}, "export CHATBOT_DB='/tmp/quoted x.sqlite'  # a comment\n", {}),
-        ({"CHATBOT_URL": ""}, "CHATBOT_URL=http://x:1\n", {}),
-        ({}, "", {"url": "https://example.com:8123"}),
-        ({"CHATBOT_PG_PREPARE_THRESHOLD": "none"}, "", {}),
-        ({}, "CHATBOT_PG_PREPARE_THRESHOLD=0\n", {}),
-    ],
-)
-def test_places_are_read_as_the_settings_read_them(
-    environment: dict[str, str],
-    env_file: str,
-    overrides: dict[str, str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    path = tmp_path / "settings.env"
-    path.write_text(env_file, encoding="utf-8")
-    settings = load_settings(path, **overrides)
-    places = read_places(path, **overrides)
-    assert (places.db, places.url) == (settings.db, settings.url)
-    assert places.pg_prepare_threshold == prepare_threshold(settings.pg_prepare_threshold)
-
-
-@pytest.mark.parametrize(
-    ("environment", "env_file", "config", "overrides"),
-    [
-        ({}, "", "CHATBOT_DB=/tmp/config.sqlite\n", {}),
-        ({}, "CHATBOT_DB=/tmp/dotenv.sqlite\n", "CHATBOT_DB=/tmp/config.sqlite\n", {}),
-        ({"CHATBOT_DB": "/tmp/env.sqlite"}, "", "CHATBOT_DB=/tmp/config.sqlite\n", {}),
-        ({}, "", "chatbot_url=http://127.0.0.1:2024\nCHATBOT_DB=/tmp/c.sqlite\n", {}),
-        ({}, "CHATBOT_URL=\n", "CHATBOT_URL=http://127.0.0.1:2024\n", {}),
-        ({}, "", "CHATBOT_DB=/tmp/config.sqlite\n", {"db": "/tmp/option.sqlite"}),
-        ({}, "", "CHATBOT_PG_PREPARE_THRESHOLD=none\n", {}),
-        ({}, "CHATBOT_PG_PREPARE_THRESHOLD=3\n", "CHATBOT_PG_PREPARE_THRESHOLD=none\n", {}),
-    ],
-)
-def test_places_read_the_user_config_file_as_the_settings_do(
-    environment: dict[str, str],
-    env_file: str,
-    config: str,
-    overrides: dict[str, str],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from chatbot.config.sources import user_config_file
-
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    (tmp_path / ".env").write_text(env_file, encoding="utf-8")
-    config_file = user_config_file()  # under the test's XDG_CONFIG_HOME
-    config_file.parent.mkdir(parents=True)
-    config_file.write_text(config, encoding="utf-8")
-    settings = load_settings(**overrides)
-    places = read_places(**overrides)
-    assert (places.db, places.url) == (settings.db, settings.url)
-    assert places.pg_prepare_threshold == prepare_threshold(settings.pg_prepare_threshold)
-    ignored = read_places(config_file=None, **overrides)
-    assert ignored.db == load_settings(config_file=None, **overrides).db
-
-
-def test_a_bad_url_is_the_same_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHATBOT_URL", "ftp://x")
-    with pytest.raises(SettingsError) as fast:
-        read_places(None)
-    with pytest.raises(SettingsError) as full:
-        load_settings(None)
-    assert str(fast.value) == str(full.value)
-
-
-@pytest.mark.parametrize(
-    ("environment", "overrides"),
-    [({"CHATBOT_DB": "  "}, {}), ({"chatbot_db": ""}, {}), ({}, {"db": ""}), ({}, {"db": "a\nb"})],
-)
-def test_a_blank_database_is_the_same_one_line(
-    environment: dict[str, str], overrides: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    with pytest.raises(SettingsError) as fast:
-        read_places(None, **overrides)
-    with pytest.raises(SettingsError) as full:
-        load_settings(None, **overrides)
-    assert str(fast.value) == str(full.value)
-    assert str(fast.value).startswith("CHATBOT_DB=")
 
 
 @pytest.mark.slow

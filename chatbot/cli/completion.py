@@ -2,7 +2,7 @@
 
 Typer completes the subcommands and options itself; these callbacks add the values. They run
 on every Tab in the shell, so they read fast, as ``chatbot threads`` does (the database's
-listing SQL through :mod:`chatbot.config.sources`, never a model or the graph), and they never fail
+listing SQL through :mod:`chatbot.config.reader`, never a model or the graph), and they never fail
 loudly: any problem means no suggestions, never a traceback in the middle of a command line.
 """
 
@@ -36,7 +36,7 @@ def thread_ids(ctx: typer.Context, incomplete: str) -> list[str]:
 
 
 def _thread_ids(ctx: typer.Context) -> list[str]:
-    from chatbot.config.sources import read_places
+    from chatbot.config.reader import read_places
 
     places = read_places(
         _option(ctx, "env_file") or ".env", db=_option(ctx, "db"), url=_option(ctx, "url")
@@ -99,12 +99,14 @@ def model_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """Model names starting with ``incomplete``: the configured model, the endpoint's last
     listing (``chatbot models`` or the REPL cached it) and ``offline``."""
     try:
-        from chatbot.config.sources import SettingSources, endpoint_of
+        from chatbot.config.reader import Sources
+        from chatbot.config.settings import Settings
+        from chatbot.config.sources import endpoint_of
         from chatbot.engine.modellist import completion_names
 
-        sources = SettingSources(_option(ctx, "env_file") or ".env")
-        base_url = sources.find("OPENAI_BASE_URL", "CHATBOT_OPENAI_BASE_URL")
-        configured = sources.find("CHATBOT_MODEL")
+        sources = Sources(Settings, _option(ctx, "env_file") or ".env")
+        base_url = sources.origin("openai_base_url")
+        configured = sources.origin("model")
         names = completion_names(
             endpoint_of(base_url.value if base_url else None),
             configured.value if configured else "",

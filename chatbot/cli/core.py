@@ -21,8 +21,8 @@ from chatbot.sanitize import valid_text as valid_unicode
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from rich.console import Console
 
+    from chatbot.config.reader import PlaceSettings
     from chatbot.config.settings import Settings
-    from chatbot.config.sources import Places
     from chatbot.engine.models import Models
     from chatbot.store.base import SqlStore
     from chatbot.terminal.repl import HeldKeys, LineReader
@@ -117,7 +117,7 @@ class AppState:
         self.model = model
         self.url = url
         self._settings: Settings | None = None
-        self._places: Places | None = None
+        self._places: PlaceSettings | None = None
         self._store: SqlStore | None = None
         self._models: Models | None = None
         self._graph: Any = None
@@ -144,18 +144,15 @@ class AppState:
         return self._settings
 
     @property
-    def places(self) -> Places:
-        """The database and the server, read without the full settings (fast)."""
+    def places(self) -> PlaceSettings:
+        """The database and the server: the settings' own once they are read, else read alone
+        (fast: without the models' and the summary's settings)."""
         if self._places is None:
-            from chatbot.config.sources import Places, prepare_threshold, read_places
-
             if self._settings is not None:
-                self._places = Places(
-                    db=self._settings.db,
-                    url=self._settings.url,
-                    pg_prepare_threshold=prepare_threshold(self._settings.pg_prepare_threshold),
-                )
+                self._places = self._settings
             else:
+                from chatbot.config.reader import read_places
+
                 self._places = read_places(self.env_file, db=self.db, url=self.url or None)
         return self._places
 

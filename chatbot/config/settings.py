@@ -1,4 +1,5 @@
-"""Every setting, typed and validated in one place, read from the environment and ``.env``.
+"""Every setting, typed and validated in one place, read from the options, the environment,
+``.env`` and the user's config file (:mod:`chatbot.config.reader` reads them).
 
 ``Settings`` is the only object that knows about environment variables; everything else takes
 values from it. Problems surface as :class:`SettingsError` with one line naming the variable,
@@ -8,45 +9,34 @@ what is wrong and the valid forms.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, ValidationInfo, field_validator
 
+from chatbot.config.reader import PlaceSettings, Sources
 from chatbot.config.sources import (
     KEY_NAMES,
     USER_CONFIG,
     ConfigFile,
     SettingsError,
-    SettingSources,
-    check_db,
-    check_env_file,
     check_http_url,
     default_db_path,
-    expanded_path,
-    prepare_threshold,
-    refuse_blank_db,
-    resolve_config_file,
     url_passwords,
-    without_password,
 )
-from chatbot.memory.policy import PolicyError, SummaryPolicy, parse_keep, parse_trigger
+
+if TYPE_CHECKING:  # (the summary policy is imported when a setting of it is checked)
+    from chatbot.memory.policy import SummaryPolicy
+
+__all__ = ["OFFLINE_MODEL", "Settings", "SettingsError", "default_db_path", "load_settings"]
 
 OFFLINE_MODEL = "offline"
 CHECK_THE_KEY = "check the key"
 """How a refused API key's message ends; :func:`load_settings` adds where the key was found."""
 
 
-class Settings(BaseSettings):
-    """The application's configuration. See ``.env.example`` for every variable."""
-
-    model_config = SettingsConfigDict(
-        env_prefix="CHATBOT_",
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        validate_default=True,
-    )
+class Settings(PlaceSettings):
+    """The application's configuration. See ``.env.example`` for every variable; the
+    database and the server are :class:`~chatbot.config.reader.PlaceSettings`' fields."""
 
     model: str = Field("gpt-4o-mini", description="Chat model name, or 'offline'.")
     summary_model: str | None = Field(
@@ -83,11 +73,6 @@ class Settings(BaseSettings):
     summary_create_prompt: str | None = Field(None, description="Replaces the create prompt.")
     summary_extend_prompt: str | None = Field(None, description="Replaces the extend prompt.")
 
-    db: str = Field(default_factory=lambda: str(default_db_path()), description="SQLite file.")
-    url: str | None = Field(None, description="A LangGraph server to use instead of SQLite.")
-    pg_prepare_threshold: str = Field(
-        "5", description="PostgreSQL: prepared-statement threshold; 'none' behind pgbouncer."
-    )
     log: str | None = Field(
         None, description="Append one JSON line per model call to this file (the call log)."
     )
@@ -103,7 +88,6 @@ class Settings(BaseSettings):
         "max_input_tokens",
         "reply_tokens",
         "summary_input_tokens",
-        "url",
         "openai_api_key",
         "log",
         mode="before",
@@ -141,39 +125,21 @@ class Settings(BaseSettings):
             )
         return value or None
 
-    @field_validator("db", mode="before")
-    @classmethod
-    def _blank_db_is_default(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return check_db(value) if value.strip() else str(default_db_path())
-        return value
-
-    @field_validator("pg_prepare_threshold")
-    @classmethod
-    def _prepare_threshold(cls, value: str) -> str:
-        prepare_threshold(value)
-        return value
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        return check_http_url(value, "http://127.0.0.1:2024")
-
     @field_validator("openai_base_url")
     @classmethod
     def _api_url(cls, value: str | None) -> str | None:
         return check_http_url(value and value.strip(), "http://localhost:11434/v1")
 
-    @field_validator("summary_trigger")
+    @field_validator("summary_trigger", "summary_keep")
     @classmethod
-    def _valid_trigger(cls, value: str) -> str:
-        parse_trigger(value)
-        return value
+    def _valid_policy_part(cls, value: str, info: ValidationInfo) -> str:
+        from chatbot.memory.policy import PolicyError, parse_keep, parse_trigger
 
-    @field_validator("summary_keep")
-    @classmethod
-    def _valid_keep(cls, value: str) -> str:
-        parse_keep(value)
+        parse = parse_trigger if info.field_name == "summary_trigger" else parse_keep
+        try:
+            parse(value)
+        except PolicyError as error:  # (its message names the variable)
+            raise SettingsError(str(error)) from None
         return value
 
     @field_validator("summary_extend_prompt")
@@ -211,6 +177,8 @@ class Settings(BaseSettings):
 
         ``trigger`` and ``keep``, when given (a run's own), replace the settings' values.
         """
+        from chatbot.memory.policy import PolicyError, SummaryPolicy
+
         try:
             return SummaryPolicy.from_strings(
                 trigger or self.summary_trigger,
@@ -228,48 +196,15 @@ def load_settings(
     """Read the settings: the overrides, the environment, ``env_file``, then ``config_file``
     (the user's ``config.env`` unless told); raise :class:`SettingsError` with one line on the
     first problem."""
-    check_env_file(env_file)
-    refuse_blank_db(overrides.get("db"))
-    config = resolve_config_file(config_file)
-    # pydantic-settings reads a tuple of env files with the LATER ones taking priority.
-    files = tuple(str(f) for f in (config, env_file) if f is not None)
-    if "db" not in overrides:  # (a file's $HOME/chat.sqlite: see expanded_path)
-        found = SettingSources(env_file, config).find("chatbot_db")
-        if found is not None and found.source != "environment" and "$" in found.value:
-            overrides["db"] = expanded_path(found.value)
+    return settings_from(Sources(Settings, env_file, config_file, overrides))
+
+
+def settings_from(sources: Sources[Settings]) -> Settings:
+    """The settings ``sources`` hold; a refused API key's line says where the key was found."""
     try:
-        return Settings(_env_file=files or None, **overrides)
-    except ValidationError as error:
-        message = describe_validation_error(error)
-        if message.endswith(CHECK_THE_KEY) and "openai_api_key" not in overrides:
-            found = SettingSources(env_file, config).find(*KEY_NAMES)
-            message += f" in {found.place}" if found else ""
-        raise SettingsError(message) from None
-    except UnicodeDecodeError:
-        bad = next((f for f in files if not _is_utf8(f)), env_file)
-        raise SettingsError(f"env file {str(bad)!r} is not UTF-8 text: save it as UTF-8") from None
-
-
-def _is_utf8(path: str) -> bool:
-    try:
-        Path(path).read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def describe_validation_error(error: ValidationError) -> str:
-    """One line for the first problem: the variable, the offending value, what is expected."""
-    first = error.errors()[0]
-    field = str(first["loc"][0]) if first["loc"] else "setting"
-    name = field.upper() if field.upper().startswith("OPENAI_") else f"CHATBOT_{field.upper()}"
-    message = first["msg"].removeprefix("Value error, ")
-    if isinstance(first.get("ctx", {}).get("error"), PolicyError):
-        return str(first["ctx"]["error"])
-    value = first.get("input")
-    if isinstance(value, str) and field in ("url", "db"):
-        value = without_password(value)
-    shown = "" if name.startswith("OPENAI_") or isinstance(value, dict) else f"={value!r}"
-    return f"{name}{shown} is not valid: {message}"
+        return sources.read()
+    except SettingsError as error:
+        found = sources.origin("openai_api_key")
+        if str(error).endswith(CHECK_THE_KEY) and found and found.source != "option":
+            raise SettingsError(f"{error} in {found.place}") from None
+        raise

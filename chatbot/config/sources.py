@@ -1,20 +1,14 @@
-"""Where threads live, read fast: the database file or the server, without the full settings.
+"""What the settings are made of, without pydantic: where the user's files are, the checks of a
+database path and of a server's URL, and passwords kept out of what is shown.
 
-Commands that only read threads (``threads``, ``history``, ``show``, ``export``, ``delete``)
-and the REPL's first prompt need two settings, ``CHATBOT_DB`` and ``CHATBOT_URL``. Reading
-them here takes the standard library and python-dotenv (the parser pydantic-settings uses
-for ``.env``), not pydantic, which costs a fifth of a second to import. The rules are the
-settings' own (a test holds the two to the same answers): an option beats the environment,
-which beats the ``.env`` file, which beats the user's config file (``config.env`` in
-:func:`config_dir`), which beats the default; names are not case-sensitive; blank means unset
-(but a blank ``--db`` or ``CHATBOT_DB`` variable is refused: :func:`refuse_blank_db`).
+:mod:`chatbot.config.reader` reads the settings with these rules; the modules that only need a
+rule (a URL without its password, the OpenAI endpoint a base URL means) import it from here.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 
 class SettingsError(ValueError):
@@ -212,18 +206,6 @@ def expanded_path(value: str) -> str:
     return os.path.expandvars(value)
 
 
-def refuse_blank_db(option: str | None) -> None:
-    """A blank ``--db`` (``option``), or a blank ``CHATBOT_DB`` in the environment when there
-    is no option, is a :class:`SettingsError`: a path lost on the way (``--db "$UNSET"``),
-    which must not quietly become the default database. (A blank line of a settings file is
-    unset, as every setting's.)"""
-    value = option
-    if value is None:
-        value = next((v for k, v in os.environ.items() if k.lower() == "chatbot_db"), None)
-    if value is not None and not value.strip():
-        raise SettingsError(f"CHATBOT_DB={value!r} is not valid: {BLANK_DB}")
-
-
 def prepare_threshold(value: str | None) -> int | None:
     """``CHATBOT_PG_PREPARE_THRESHOLD``: a number, or ``none`` (no prepared statements)."""
     text = (value or "5").strip().lower()
@@ -238,126 +220,5 @@ def prepare_threshold(value: str | None) -> int | None:
     return number
 
 
-class Places(NamedTuple):
-    """The database file and the server, as the settings would resolve them."""
-
-    db: str
-    url: str | None
-    pg_prepare_threshold: int | None = 5
-
-
-def _from_env_file(env_file: str | Path | None) -> dict[str, str]:
-    if env_file is None or not Path(env_file).is_file():
-        return {}
-    from dotenv import dotenv_values
-
-    try:
-        values = dotenv_values(env_file, encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SettingsError(
-            f"env file {str(env_file)!r} is not UTF-8 text: save it as UTF-8"
-        ) from None
-    return {key.lower(): value for key, value in values.items() if value is not None}
-
-
 KEY_NAMES = ("OPENAI_API_KEY", "CHATBOT_OPENAI_API_KEY")
 """The variables the API key is read from, in the order the settings try them."""
-
-
-class Found(NamedTuple):
-    """A setting's text and where it was found."""
-
-    value: str
-    source: str
-    """``option``, ``environment``, ``env file`` or ``config file``."""
-    where: str
-    """The option, the variable's name, or the file's path."""
-
-    @property
-    def place(self) -> str:
-        """Where, for a message: ``the environment variable OPENAI_API_KEY``, ``.env``, the
-        config file's path, or the option."""
-        if self.source == "environment":
-            return f"the environment variable {self.where}"
-        return self.where
-
-
-class SettingSources:
-    """Settings' text as the settings read it: the environment, then the env file (``./.env``
-    or ``--env-file``), then the config file; each file is read on first need. Among a
-    setting's names (``OPENAI_API_KEY``, ``CHATBOT_OPENAI_API_KEY``) the first found in a
-    source wins, and the two files count as one source in which the env file's lines come
-    last (pydantic-settings merges them so)."""
-
-    def __init__(
-        self, env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG
-    ) -> None:
-        check_env_file(env_file)
-        self.env_file = env_file
-        self.config_file = resolve_config_file(config_file)
-        self._environment = {key.lower(): (key, value) for key, value in os.environ.items()}
-        self._files: dict[str, dict[str, str]] = {}
-
-    def _file(self, which: str) -> dict[str, str]:
-        if which not in self._files:
-            path = self.env_file if which == "env file" else self.config_file
-            self._files[which] = _from_env_file(path)
-        return self._files[which]
-
-    def find(self, *names: str) -> Found | None:
-        """The first of ``names`` (variables, any case) that is set, and where."""
-        for name in names:
-            found = self._environment.get(name.lower())
-            if found is not None:
-                return Found(found[1], "environment", found[0])
-        for name in names:
-            for which in ("env file", "config file"):
-                value = self._file(which).get(name.lower())
-                if value is not None:
-                    path = self.env_file if which == "env file" else self.config_file
-                    return Found(value, which, str(path))
-        return None
-
-
-def read_places(
-    env_file: str | Path | None = ".env",
-    db: str | None = None,
-    url: str | None = None,
-    config_file: ConfigFile = USER_CONFIG,
-) -> Places:
-    """``CHATBOT_DB`` and ``CHATBOT_URL`` (or the given overrides), as the settings read them."""
-    sources = SettingSources(env_file, config_file)
-
-    def setting(name: str, override: str | None) -> str | None:
-        if override is not None:
-            return override
-        found = sources.find(f"chatbot_{name}")
-        if found is not None and name == "db" and found.source != "environment":
-            return expanded_path(found.value)
-        return None if found is None else found.value
-
-    refuse_blank_db(db)
-    chosen_db = setting("db", db)
-    if chosen_db is None or not chosen_db.strip():  # (a blank line of a file: unset)
-        chosen_db = str(default_db_path())
-    try:
-        check_db(chosen_db)
-    except ValueError as error:
-        shown = without_password(chosen_db)
-        raise SettingsError(f"CHATBOT_DB={shown!r} is not valid: {error}") from None
-    chosen_url = setting("url", url)
-    if chosen_url is not None and not chosen_url.strip():
-        chosen_url = None
-    try:
-        check_http_url(chosen_url, "http://127.0.0.1:2024")
-    except ValueError as error:
-        shown = without_password(chosen_url or "")
-        raise SettingsError(f"CHATBOT_URL={shown!r} is not valid: {error}") from None
-    threshold = setting("pg_prepare_threshold", None)
-    try:
-        prepare = prepare_threshold(threshold)
-    except ValueError as error:
-        raise SettingsError(
-            f"CHATBOT_PG_PREPARE_THRESHOLD={threshold!r} is not valid: {error}"
-        ) from None
-    return Places(db=chosen_db, url=chosen_url, pg_prepare_threshold=prepare)

@@ -4,6 +4,8 @@ comes from.
 Settings are read from the options, the environment, ``./.env`` (or ``--env-file``), then
 ``~/.config/chatbot/config.env`` (:func:`chatbot.config.sources.user_config_file`), then the
 defaults, so that ``chatbot`` installed with ``uv tool install`` works the same from any folder.
+:func:`describe_settings` and :func:`unknown_names` ask the sources the settings are read from
+(:class:`chatbot.config.reader.Sources`) where each value is.
 :func:`describe_settings` tells, for every setting, its value and its source, with the API key
 and passwords in URLs redacted; :func:`create_config` writes a commented ``config.env`` that
 only its owner can read; :func:`readable_key_warning` notices one that others can read.
@@ -22,7 +24,6 @@ from chatbot.config.sources import (
     USER_CONFIG,
     ConfigFile,
     SettingsError,
-    SettingSources,
     resolve_config_file,
 )
 
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 REDACTED = "[redacted]"
 _URL_FIELDS = ("db", "url", "openai_base_url")
-_OPTIONS = {"db": "--db", "model": "--model", "url": "--url"}
 _DESCRIPTIONS = {
     "openai_api_key": "API key of the OpenAI-compatible server (secret: keep this file 0600).",
     "openai_base_url": "OpenAI-compatible server, e.g. http://localhost:11434/v1 (Ollama).",
@@ -64,7 +64,7 @@ def variable_names(field: str) -> tuple[str, ...]:
 def shown_value(field: str, value: Any) -> str:
     """A setting's value for people: the API key redacted, a URL without its password."""
     if value is None:
-        return ""
+        return "none" if field == "pg_prepare_threshold" else ""
     if hasattr(value, "get_secret_value"):
         value = value.get_secret_value()
     text = str(value)
@@ -86,34 +86,29 @@ def describe_settings(
 ) -> tuple[list[SettingRow], SettingsError | None]:
     """Every setting, its effective value and where it comes from; and the settings' error,
     if they do not load (the rows then show the values as written)."""
-    from chatbot.config.settings import Settings, load_settings
+    from chatbot.config.reader import Sources
+    from chatbot.config.settings import Settings, settings_from
 
     overrides = {name: value for name, value in (overrides or {}).items() if value}
-    sources = SettingSources(env_file, config_file)
+    sources = Sources(Settings, env_file, config_file, overrides)
     settings: Settings | None = None
     error: SettingsError | None = None
     try:
-        settings = load_settings(env_file, config_file, **overrides)
+        settings = settings_from(sources)
     except SettingsError as problem:
         error = problem
     defaults = Settings.model_fields
     rows = []
     for field in defaults:
-        names = variable_names(field)
-        found = sources.find(*names)
-        if field in overrides:
-            source, where, raw = "option", _OPTIONS.get(field, field), overrides[field]
-        elif found is not None:
-            source, where, raw = found.source, found.where, found.value
-        else:
-            source, where, raw = "default", "", None
+        found = sources.origin(field)
         if settings is not None:
             value = shown_value(field, getattr(settings, field))
-        elif raw is not None:
-            value = shown_value(field, raw)
+        elif found is not None:
+            value = shown_value(field, found.value)
         else:
             value = shown_value(field, defaults[field].get_default(call_default_factory=True))
-        rows.append(SettingRow(names[0], value, source, where))
+        source, where = (found.source, found.where) if found else ("default", "")
+        rows.append(SettingRow(variable_names(field)[0], value, source, where))
     return rows, error
 
 
@@ -147,20 +142,19 @@ def unknown_names(
     keep its default."""
     import difflib
 
-    from chatbot.config.sources import _from_env_file
+    from chatbot.config.reader import Sources
+    from chatbot.config.settings import Settings
 
     known = setting_names()
     known_suffixes = {name[8:] for name in known if name.startswith("CHATBOT_")}
     found: list[UnknownName] = []
-    for path in (env_file, resolve_config_file(config_file)):
-        if path is None or not Path(path).is_file():
-            continue
-        for key in _from_env_file(path):
+    for reader in Sources(Settings, env_file, config_file).files():
+        for key, value in reader.read.env_vars.items():
             name = key.upper()
-            if name.startswith("CHATBOT_") and name not in known:
+            if value is not None and name.startswith("CHATBOT_") and name not in known:
                 close = difflib.get_close_matches(name[8:], sorted(known_suffixes), n=1)
                 suggestion = f"CHATBOT_{close[0]}" if close else None
-                found.append(UnknownName(name, str(path), suggestion))
+                found.append(UnknownName(name, reader.where, suggestion))
     return found
 
 
