@@ -17,7 +17,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
 from chatbot.history.export import to_markdown, verbatim
-from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.history.lineage import short_id
+from chatbot.history.snapshots import Snapshot
+from chatbot.history.summary import SummaryChange
+from chatbot.history.turns import HistoryRow, TurnEntry
 from chatbot.store.base import ThreadInfo
 from chatbot.terminal import render
 

@@ -403,7 +403,8 @@ def _pruned_view(thread_id: str, branches: Sequence[Branch], history: Sequence[A
     from rich.console import Group
     from rich.text import Text
 
-    from chatbot.history.timeline import short_id, turn_entries
+    from chatbot.history.lineage import short_id
+    from chatbot.history.turns import turn_entries
     from chatbot.terminal.render import describe_entry, plain, preview
     from chatbot.threadids import quoted
 

@@ -36,7 +36,7 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
     state.read_only = True
     backend = thread_backend(state, thread_id)
     if checkpoint:
-        from chatbot.history.timeline import find_checkpoint
+        from chatbot.history.lineage import find_checkpoint
 
         snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
     else:
@@ -67,7 +67,7 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
 def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_json: bool) -> None:
     """``chatbot history``: one row per turn, newest first (every checkpoint with ``every``)."""
     from chatbot.cli.core import out, print_json, thread_backend
-    from chatbot.history.timeline import history_rows, turn_entries
+    from chatbot.history.turns import history_rows, turn_entries
 
     state.read_only = True
     backend = thread_backend(state, thread_id)

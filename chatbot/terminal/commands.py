@@ -25,17 +25,9 @@ from chatbot.history.export import (
     write_private,
 )
 from chatbot.history.export import render as render_export
-from chatbot.history.timeline import (
-    compact_refusal,
-    find_checkpoint,
-    history_rows,
-    lineage,
-    short_id,
-    summary_savings,
-    summary_timeline,
-    turn_count,
-    turn_entries,
-)
+from chatbot.history.lineage import find_checkpoint, lineage, short_id
+from chatbot.history.summary import compact_refusal, summary_savings, summary_timeline
+from chatbot.history.turns import history_rows, turn_count, turn_entries
 from chatbot.memory.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
@@ -697,7 +689,7 @@ def _copy(repl: Repl, arg: str) -> Outcome:
 
 if TYPE_CHECKING:
     from chatbot.config.roles import PromptChoice
-    from chatbot.history.timeline import Snapshot
+    from chatbot.history.snapshots import Snapshot
 
 
 def _effective_prompt(repl: Repl) -> tuple[Snapshot | None, PromptChoice]:

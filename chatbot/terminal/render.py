@@ -26,8 +26,11 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from chatbot.history.lineage import short_id
 from chatbot.history.records import ROLE_NAMES
-from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.history.snapshots import Snapshot
+from chatbot.history.summary import SummaryChange
+from chatbot.history.turns import HistoryRow, TurnEntry
 from chatbot.parts import readable_text
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
