@@ -503,7 +503,7 @@ def roles(as_json: JsonOption = False) -> None:
     table.add_column("first line", overflow="fold")
     for item in found:  # (a one-line prompt of 5 MB stays one row)
         table.add_row(escape(item.name), escape(sanitize(preview(item.first_line))))
-    from chatbot.terminal.render import Listing
+    from chatbot.terminal.listings import Listing
 
     out.print(Listing(table))  # (piped: a role a line)
 
