@@ -43,6 +43,7 @@ from chatbot.parts import describe
 
 
 def _kept(snapshot: Snapshot) -> CheckpointState:
+    """A checkpoint's state, read (and kept on the snapshot) if it was not yet."""
     return snapshot.state
 
 
