@@ -18,7 +18,9 @@ import pytest
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import resolve_models
-from chatbot.history.timeline import last_turn, lineage, summary_savings, turn_entries
+from chatbot.history.lineage import last_turn, lineage
+from chatbot.history.summary import summary_savings
+from chatbot.history.turns import turn_entries
 from chatbot.memory.tokens import TokenCounter
 from chatbot.store.search import recaller
 from chatbot.store.sqlite import Store

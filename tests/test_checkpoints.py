@@ -9,7 +9,8 @@ from langchain_core.messages import HumanMessage
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
-from chatbot.history.timeline import Snapshot, last_turn, snapshot_from_parts
+from chatbot.history.lineage import last_turn
+from chatbot.history.snapshots import Snapshot, snapshot_from_parts
 from chatbot.store.base import state_history, thread_config
 from chatbot.store.checkpoints import NODE_TRIGGERS, lazy_history, read_checkpoint
 from chatbot.store.sqlite import Store

@@ -21,7 +21,8 @@ from click.testing import Result
 from chatbot.cli.commands import app
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
-from chatbot.history.timeline import Snapshot, lineage, short_id
+from chatbot.history.lineage import lineage, short_id
+from chatbot.history.snapshots import Snapshot
 from chatbot.store.base import ThreadInfo, thread_config
 from chatbot.store.sqlite import Store
 from chatbot.terminal.render import preview

@@ -10,7 +10,7 @@ import pytest
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
-from chatbot.history.timeline import last_turn
+from chatbot.history.lineage import last_turn
 from chatbot.store.copying import CopyError, plan_copy, run_copy
 from chatbot.store.postgres import open_store
 from chatbot.threads.backend import LocalBackend

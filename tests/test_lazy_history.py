@@ -25,25 +25,15 @@ from langchain_core.messages import HumanMessage
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
-from chatbot.history.timeline import (
-    ACTION_KEY,
-    ORIGIN_KEY,
-    Fate,
-    Snapshot,
-    TurnEntry,
-    by_id,
+from chatbot.history.lineage import by_id, find_checkpoint, last_turn, lineage
+from chatbot.history.snapshots import ACTION_KEY, ORIGIN_KEY, Snapshot, snapshot_from_parts
+from chatbot.history.summary import (
     compact_refusal,
     extend_fold_record,
-    find_checkpoint,
-    history_rows,
-    last_turn,
-    lineage,
-    snapshot_from_parts,
     summary_folds,
     summary_savings,
-    turn_count,
-    turn_entries,
 )
+from chatbot.history.turns import Fate, TurnEntry, history_rows, turn_count, turn_entries
 from chatbot.memory.state import ChatGraph
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, tokenizer_for
 from chatbot.store.base import thread_config

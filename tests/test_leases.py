@@ -126,7 +126,7 @@ def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> 
     assert len(completed) == workers * turns
 
     with open_store(any_db) as store:
-        from chatbot.history.timeline import lineage
+        from chatbot.history.lineage import lineage
         from chatbot.threads.backend import LocalBackend
 
         history = LocalBackend(None, store).history("shared")

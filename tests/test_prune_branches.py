@@ -12,7 +12,7 @@ import pytest
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
-from chatbot.history.timeline import turn_entries
+from chatbot.history.turns import turn_entries
 from chatbot.store.base import SqlStore
 from chatbot.store.postgres import open_store
 from chatbot.store.pruning import abandoned_branches, prune_branches

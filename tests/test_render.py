@@ -17,9 +17,12 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from rich.console import Console, RenderableType
 
 from chatbot.history.export import to_markdown, verbatim
-from chatbot.history.timeline import HistoryRow, Snapshot, SummaryChange, TurnEntry, short_id
+from chatbot.history.lineage import short_id
+from chatbot.history.snapshots import Snapshot
+from chatbot.history.summary import SummaryChange
+from chatbot.history.turns import HistoryRow, TurnEntry
 from chatbot.store.base import ThreadInfo
-from chatbot.terminal import render
+from chatbot.terminal import listings, render
 
 CHECKPOINT = "1f0c2a3b-4d5e-6f70-8123-456789abcdef"
 SUMMARY = (
@@ -167,7 +170,7 @@ ENTRIES = [
 def test_history_shows_every_turns_checkpoint_and_preview_at_any_width(
     width: int, soft_wrap: bool
 ) -> None:
-    screen = draw(render.turn_table(ENTRIES), width, soft_wrap)
+    screen = draw(listings.turn_table(ENTRIES), width, soft_wrap)
     assert_fits(screen, width)
     for item in ENTRIES:
         assert short_id(item.checkpoint_id) in screen
@@ -180,10 +183,10 @@ def test_history_shows_every_turns_checkpoint_and_preview_at_any_width(
 
 
 def test_history_is_a_table_where_it_fits_and_two_lines_a_turn_where_not() -> None:
-    wide = draw(render.turn_table(ENTRIES), 80, True).splitlines()
+    wide = draw(listings.turn_table(ENTRIES), 80, True).splitlines()
     assert wide[0].split() == ["checkpoint", "time", "message", "msgs", "summary"]
     assert wide[1].split()[0] == short_id(ENTRIES[0].checkpoint_id)
-    narrow = draw(render.turn_table(ENTRIES), 40, True).splitlines()
+    narrow = draw(listings.turn_table(ENTRIES), 40, True).splitlines()
     assert narrow[0].split()[0] == short_id(ENTRIES[0].checkpoint_id)
     assert narrow[0].split()[-2:] == ["6→2", "msgs"]
     assert narrow[1].strip() == "/undo"
@@ -255,7 +258,7 @@ def assert_whole(token: str, screen: str) -> None:
 
 @pytest.mark.parametrize("width", LISTING_WIDTHS)
 def test_the_threads_listing_never_breaks_an_id_a_count_or_a_header(width: int) -> None:
-    screen = draw(render.threads_table(THREADS, current="t1-fork1"), width, True)
+    screen = draw(listings.threads_table(THREADS, current="t1-fork1"), width, True)
     assert_fits(screen, width)
     for token in (GENERATED, "* t1-fork1", "128", "2026-11-2"):
         assert_whole(token, screen)
@@ -270,7 +273,7 @@ def test_the_threads_listing_never_breaks_an_id_a_count_or_a_header(width: int) 
 
 def test_piped_the_threads_listing_is_one_line_a_thread() -> None:
     """`chatbot threads | grep fork1` finds the row whole, whatever the width."""
-    screen = draw(render.threads_table(THREADS), 40, True, terminal=False)
+    screen = draw(listings.threads_table(THREADS), 40, True, terminal=False)
     (row,) = [line for line in screen.splitlines() if "fork1" in line]
     assert row.split()[:3] == ["t1-fork1", "2", "no"] and row.rstrip().endswith("the thread")
     assert len(screen.splitlines()) == 3
@@ -291,7 +294,7 @@ HISTORY_ROWS = [
 
 @pytest.mark.parametrize("width", LISTING_WIDTHS)
 def test_every_checkpoint_listing_never_breaks_an_id_a_name_or_a_number(width: int) -> None:
-    screen = draw(render.history_table(HISTORY_ROWS), width, True)
+    screen = draw(listings.history_table(HISTORY_ROWS), width, True)
     assert_fits(screen, width)
     for row in HISTORY_ROWS:
         assert_whole(short_id(row.checkpoint_id), screen)
@@ -303,11 +306,11 @@ def test_every_checkpoint_listing_never_breaks_an_id_a_name_or_a_number(width: i
 
 
 def test_piped_every_checkpoint_and_every_turn_is_one_line() -> None:
-    screen = draw(render.history_table(HISTORY_ROWS), 40, True, terminal=False)
+    screen = draw(listings.history_table(HISTORY_ROWS), 40, True, terminal=False)
     for row in HISTORY_ROWS:
         (line,) = [line for line in screen.splitlines() if short_id(row.checkpoint_id) in line]
         assert row.node in line and all(name in line for name in row.next)
-    screen = draw(render.turn_table(ENTRIES), 40, True, terminal=False)
+    screen = draw(listings.turn_table(ENTRIES), 40, True, terminal=False)
     assert screen.splitlines()[0].split() == ["checkpoint", "time", "message", "msgs", "summary"]
     for item in ENTRIES:
         (line,) = [line for line in screen.splitlines() if short_id(item.checkpoint_id) in line]
@@ -317,7 +320,7 @@ def test_piped_every_checkpoint_and_every_turn_is_one_line() -> None:
 @pytest.mark.parametrize("width", LISTING_WIDTHS)
 def test_search_hits_keep_the_checkpoint_id_whole(width: int) -> None:
     from chatbot.store.search import Hit
-    from chatbot.terminal.render import hits_view
+    from chatbot.terminal.listings import hits_view
 
     checkpoint = "1f0c93a2-1b2c-6d3e-8f40-123456789abc"
     hits = [Hit(GENERATED, "m1", checkpoint, "user", "a needle " * 12, ("needle",))]

@@ -20,7 +20,8 @@ from chatbot.config.roles import RoleError, effective_prompt, list_roles, load_r
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
-from chatbot.history.timeline import lineage, turn_entries
+from chatbot.history.lineage import lineage
+from chatbot.history.turns import turn_entries
 from chatbot.store.sqlite import Store
 from chatbot.terminal.commands import dispatch
 from chatbot.terminal.repl import Repl, ScriptedReader

@@ -873,7 +873,8 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
             kept = kept_of(after, "second", started_from)
             assert kept.message and not kept.reply, "saved, without a reply"
         assert after.awaiting_reply, "the REPL says the turn did not finish: /retry resumes it"
-        from chatbot.history.timeline import compact_refusal, turn_entries
+        from chatbot.history.summary import compact_refusal
+        from chatbot.history.turns import turn_entries
 
         assert turn_entries(backend.history("t"), limit=1)[0].text == "second"
         refusal = compact_refusal(after)

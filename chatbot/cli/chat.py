@@ -141,7 +141,7 @@ def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Line
     def checkpoint_ids() -> list[str]:
         if not repl.can_read():
             return []
-        from chatbot.history.timeline import short_id
+        from chatbot.history.lineage import short_id
 
         # the newest 50: completing reads ids only, never a whole long history
         return [short_id(i) for i in repl.backend.recent_checkpoint_ids(repl.thread_id, 50)]

@@ -406,7 +406,7 @@ def compact(
     url: UrlOption = None,
 ) -> None:
     """Fold a thread's older messages into its summary now: the usual keep window stays."""
-    from chatbot.history.timeline import compact_refusal
+    from chatbot.history.summary import compact_refusal
 
     backend = open_thread(ctx, thread_id, db, url, runs=True)
     refusal = compact_refusal(backend.current(thread_id))
@@ -503,7 +503,7 @@ def roles(as_json: JsonOption = False) -> None:
     table.add_column("first line", overflow="fold")
     for item in found:  # (a one-line prompt of 5 MB stays one row)
         table.add_row(escape(item.name), escape(sanitize(preview(item.first_line))))
-    from chatbot.terminal.render import Listing
+    from chatbot.terminal.listings import Listing
 
     out.print(Listing(table))  # (piped: a role a line)
 
@@ -800,7 +800,7 @@ def fork(
     url: UrlOption = None,
 ) -> None:
     """Branch a new thread from a checkpoint (default: the latest). Prints the new id."""
-    from chatbot.history.timeline import find_checkpoint
+    from chatbot.history.lineage import find_checkpoint
     from chatbot.threadids import check_thread_id, next_fork_id
 
     backend = open_thread(ctx, thread_id, db, url)

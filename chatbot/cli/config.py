@@ -104,7 +104,7 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         table.add_column("from", style="dim", overflow="fold")
         for row in rows:
             table.add_row(escape(row.name), escape(row.value), escape(_where(row)))
-        from chatbot.terminal.render import Listing
+        from chatbot.terminal.listings import Listing
 
         out.print(Listing(table))  # (piped: a setting a line)
         for note in notes:
@@ -174,7 +174,8 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
         return
     from rich.console import Group
 
-    from chatbot.terminal.render import Listing, plain
+    from chatbot.terminal.listings import Listing
+    from chatbot.terminal.render import plain
 
     lines = []
     for model in listing:

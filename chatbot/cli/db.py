@@ -277,7 +277,7 @@ def prune(
         _prune_branches(store, abandoned_days, thread, yes)
         return
     assert inactive_days is not None
-    from chatbot.terminal.render import threads_table
+    from chatbot.terminal.listings import threads_table
 
     stale = store.inactive_threads(inactive_days)
     days = counted(inactive_days, "day", spec="g")
@@ -403,8 +403,10 @@ def _pruned_view(thread_id: str, branches: Sequence[Branch], history: Sequence[A
     from rich.console import Group
     from rich.text import Text
 
-    from chatbot.history.timeline import short_id, turn_entries
-    from chatbot.terminal.render import describe_entry, plain, preview
+    from chatbot.history.lineage import short_id
+    from chatbot.history.turns import turn_entries
+    from chatbot.terminal.listings import describe_entry
+    from chatbot.terminal.render import plain, preview
     from chatbot.threadids import quoted
 
     gone = {checkpoint for branch in branches for checkpoint in branch.checkpoints}

@@ -22,7 +22,7 @@ def run_threads(state: AppState, as_json: bool) -> None:
         print_json([thread_record(t) for t in listing])
     elif listing:
         from chatbot.cli.core import out
-        from chatbot.terminal.render import threads_table
+        from chatbot.terminal.listings import threads_table
 
         out.print(threads_table(listing))
     else:
@@ -36,7 +36,7 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
     state.read_only = True
     backend = thread_backend(state, thread_id)
     if checkpoint:
-        from chatbot.history.timeline import find_checkpoint
+        from chatbot.history.lineage import find_checkpoint
 
         snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
     else:
@@ -67,7 +67,7 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
 def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_json: bool) -> None:
     """``chatbot history``: one row per turn, newest first (every checkpoint with ``every``)."""
     from chatbot.cli.core import out, print_json, thread_backend
-    from chatbot.history.timeline import history_rows, turn_entries
+    from chatbot.history.turns import history_rows, turn_entries
 
     state.read_only = True
     backend = thread_backend(state, thread_id)
@@ -79,7 +79,7 @@ def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_jso
 
             print_json([history_record(r) for r in rows])
         else:
-            from chatbot.terminal.render import history_table
+            from chatbot.terminal.listings import history_table
 
             out.print(history_table(rows))
         return
@@ -89,7 +89,7 @@ def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_jso
 
         print_json([turn_record(e) for e in entries])
     else:
-        from chatbot.terminal.render import turn_table
+        from chatbot.terminal.listings import turn_table
 
         out.print(turn_table(entries))
 
@@ -131,7 +131,7 @@ def run_search(state: AppState, text: str, thread: str | None, limit: int, as_js
         shown = text if len(text) <= 80 else text[:79] + "…"  # (not a pasted page back)
         err.print(f"[dim]nothing found for {escape(repr(shown))} in {escape(state.where)}[/]")
         return
-    from chatbot.terminal.render import Listing, hits_view
+    from chatbot.terminal.listings import Listing, hits_view
 
     out.print(Listing(hits_view(hits)))  # (piped: a hit's heading and its snippet, a line each)
     err.print(

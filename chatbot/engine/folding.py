@@ -33,7 +33,8 @@ from chatbot.engine.runsettings import RunSettings
 from chatbot.engine.steps import Steps
 from chatbot.engine.stream import SUMMARY_TAG
 from chatbot.errors import context_overflow, describe_error, empty_answer
-from chatbot.history.timeline import FOLDED_KEY, extend_fold_record
+from chatbot.history.snapshots import FOLDED_KEY
+from chatbot.history.summary import extend_fold_record
 from chatbot.memory import finish, policy, prompts, recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, model_name, tokenizer_for
 
@@ -255,7 +256,7 @@ def fold_record(
     state: Mapping[str, Any], folded: Sequence[BaseMessage], counter: TokenCounter
 ) -> dict[str, Any] | None:
     """What the summary will hold once ``folded`` is folded in (the state's ``folded``; see
-    :func:`~chatbot.history.timeline.extend_fold_record`): counted with the run's tokenizer and the
+    :func:`~chatbot.history.summary.extend_fold_record`): counted with the run's tokenizer and the
     estimate when the summary is new, else with the tokenizers its record counts with."""
     summary = state.get("summary", "")
     previous = state.get(FOLDED_KEY)

@@ -12,8 +12,10 @@ from typing import Any, Literal
 
 from chatbot.errors import FriendlyError
 from chatbot.files import replace_private
+from chatbot.history.lineage import lineage
 from chatbot.history.records import ROLE_NAMES, message_record
-from chatbot.history.timeline import Snapshot, lineage, summary_story
+from chatbot.history.snapshots import Snapshot
+from chatbot.history.summary import summary_story
 from chatbot.parts import fenced as verbatim  # text as written: Markdown keeps it so
 from chatbot.parts import read_parts
 from chatbot.sanitize import escape_json_controls, sanitize

@@ -16,7 +16,7 @@ from langchain_core.messages import (
 )
 
 if TYPE_CHECKING:
-    from chatbot.history.timeline import HistoryRow, TurnEntry
+    from chatbot.history.turns import HistoryRow, TurnEntry
 
 ROLE_NAMES = {"human": "you", "ai": "assistant", "tool": "tool", "system": "system"}
 """A message's role as people read it (the REPL, ``show``, an export)."""

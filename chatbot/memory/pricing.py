@@ -337,7 +337,7 @@ def spent_left(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def spent(snapshot: Any) -> dict[str, Any] | None:
-    """What a thread had spent at a checkpoint (a :class:`~chatbot.history.timeline.Snapshot` or
+    """What a thread had spent at a checkpoint (a :class:`~chatbot.history.snapshots.Snapshot` or
     ``None``): its state's record, or the newer one an /undo left in its metadata."""
     if snapshot is None:
         return None

@@ -67,7 +67,7 @@ class State(TypedDict):
     ``folded`` records what the summary holds, counted as each fold made it: how many messages
     and their tokens (``{"messages": N, "tokens": {tokenizer: raw count}}``), so /tokens says
     what the summary saves without reading the thread's history
-    (:func:`chatbot.history.timeline.extend_fold_record`).
+    (:func:`chatbot.history.summary.extend_fold_record`).
     ``system_prompt`` is the thread's own system prompt (``/system``, ``/role``; empty: none)
     and ``system_role`` the role it came from (empty when typed): kept in every checkpoint,
     carried by forks, never folded; a run's context beats it, it beats CHATBOT_SYSTEM_PROMPT

@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from chatbot.history.timeline import CheckpointState, Snapshot, state_from_values
+from chatbot.history.snapshots import CheckpointState, Snapshot, state_from_values
 from chatbot.store.base import SqlStore, thread_config
 
 NODE_TRIGGERS: dict[str, tuple[str, ...]] = {

@@ -174,7 +174,7 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
     marked
     (:func:`chatbot.store.pruning.pruning_marks`). Take the thread's lease first. Returns
     the checkpoints removed."""
-    from chatbot.history.timeline import ACTION_KEY, PRUNED_KEY
+    from chatbot.history.snapshots import ACTION_KEY, PRUNED_KEY
 
     ids = sorted({checkpoint for branch in branches for checkpoint in branch.checkpoints})
     if not ids:

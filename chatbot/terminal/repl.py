@@ -34,7 +34,7 @@ from chatbot.threads.runner import TICK_SECONDS, TurnRunner, session_runner
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
     from chatbot.config.settings import Settings
     from chatbot.engine.runsettings import RunSettings
-    from chatbot.history.timeline import Snapshot
+    from chatbot.history.snapshots import Snapshot
     from chatbot.memory.tokens import TokenCounter
     from chatbot.terminal.display import ReplyView
     from chatbot.threads.attachments import Attachment

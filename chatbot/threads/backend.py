@@ -2,7 +2,7 @@
 
 ``LocalBackend`` drives the graph in this process with SQLite checkpoints. A remote backend
 (``chatbot.threads.remote``) drives the same graph on a LangGraph server. Both report checkpoints as
-:class:`~chatbot.history.timeline.Snapshot` and turns as :mod:`chatbot.threads.events` events.
+:class:`~chatbot.history.snapshots.Snapshot` and turns as :mod:`chatbot.threads.events` events.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
 
-from chatbot.history.timeline import (
+from chatbot.history.snapshots import (
     ACTION_KEY,
     ORIGIN_KEY,
     SYSTEM_ACTION,
@@ -449,7 +449,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         and search find them. Its listing row and search rows are written after, titled by its
         first message. Whole or not at all: a write that fails takes back what was written. A
         thread ``new_id`` that exists already is a :class:`BackendError`, nothing written."""
-        from chatbot.history.timeline import FOLDED_KEY
+        from chatbot.history.snapshots import FOLDED_KEY
 
         everything = [*folded, *messages, *unanswered]
         first = next((m for m in everything if isinstance(m, HumanMessage)), None)

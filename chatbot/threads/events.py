@@ -27,7 +27,7 @@ from chatbot.sanitize import valid_text
 if TYPE_CHECKING:  # langgraph.types pulls in LangGraph's runtime: not needed to read threads
     from langgraph.types import StreamMode
 
-    from chatbot.history.timeline import Snapshot
+    from chatbot.history.snapshots import Snapshot
 
 TITLE_CHARS = 80
 STREAM_MODES: list[StreamMode] = ["messages", "custom", "updates"]

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.errors import FriendlyError
-from chatbot.history.timeline import Snapshot, last_turn
+from chatbot.history.lineage import last_turn
+from chatbot.history.snapshots import Snapshot
 
 if TYPE_CHECKING:
     from chatbot.engine.runsettings import RunSettings

@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, convert_to_messages
 
 from chatbot.config.sources import without_password
 from chatbot.engine.runsettings import RunSettings
-from chatbot.history.timeline import (
+from chatbot.history.snapshots import (
     ACTION_KEY,
     ORIGIN_KEY,
     SYSTEM_PROMPT_KEY,

@@ -1,0 +1,129 @@
+"""The slash commands about what the model is sent, and which model: /context, /tokens,
+/compact, /model."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+
+from chatbot.config.settings import SettingsError
+from chatbot.engine.models import MissingCredentials
+from chatbot.history.summary import compact_refusal, summary_savings
+from chatbot.memory.policy import TRIGGER_OFF, SummaryPolicy
+from chatbot.memory.pricing import cost_rows, snapshot_cost
+from chatbot.plural import counted
+from chatbot.terminal import render
+from chatbot.terminal.registry import CommandError, Outcome, command, no_argument
+
+if TYPE_CHECKING:
+    from chatbot.terminal.repl import Repl
+
+
+@command(
+    "context",
+    "/context",
+    "what fills the context window; the trigger, free space, the next fold",
+)
+def _context(repl: Repl, arg: str) -> Outcome:
+    no_argument("context", arg)
+    snapshot = repl.backend.current(repl.thread_id)
+    repl.measure(snapshot)  # (the status line agrees with it)
+    tokenizer = repl.settings.tokenizer if repl.settings else "auto"
+    window = repl.backend.context_window(snapshot, repl.context, tokenizer)
+    repl.console.print(render.context_view(window, repl.thread_id))
+    return None
+
+
+@command("tokens", "/tokens", "context size now, the trigger, tokens saved by summaries, cost")
+def _tokens(repl: Repl, arg: str) -> Outcome:
+    no_argument("tokens", arg)
+    snapshot = repl.backend.current(repl.thread_id)
+    tokens = repl.measure(snapshot)
+    counter = repl.counter()
+    # From the summary's own record; the history is read only for a thread summarized before
+    # records existed.
+    saved = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
+    run = repl.run_settings()  # what the graph resolves for this session's next run
+    run_policy = run.policy if run else None
+    trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"
+    keep = describe_keep(run_policy) if run_policy else "set by the server's settings"
+    threshold = run_policy.trigger_tokens() if run_policy else None
+    scale = counter.scale(snapshot.messages) if snapshot else 1.0
+    counted_with = f"{counter.name} tokenizer"
+    if scale != 1.0:
+        counted_with += f", x{scale:.2f} from the provider's reported usage"
+    in_messages = counted(len(snapshot.messages) if snapshot else 0, "message")
+    rows = [("context now", f"{tokens:,} tokens in {in_messages}")]
+    if run_policy is not None and run_policy.max_input_tokens:
+        rows.append(("model input", f"{run_policy.max_input_tokens:,} tokens at most"))
+    if run_policy is not None and not run_policy.automatic:
+        trigger = "off (only /compact and a full context fold)"
+    rows += [
+        ("trigger", trigger + (f" ({threshold:,} tokens)" if threshold else "")),
+        ("keep", keep),
+        ("summary", f"{counter.text(snapshot.summary) if snapshot else 0:,} tokens"),
+        ("saved", f"{saved.tokens:,} tokens per call ({saved.messages} messages folded)"),
+    ]
+    # (the cost, from the state's usage record)
+    rows += [(name, escape(value)) for name, value in cost_rows(snapshot_cost(snapshot))]
+    rows.append(("counted with", counted_with))
+    repl.console.print(render.name_table(rows))
+    return None
+
+
+@command(
+    "compact",
+    "/compact [FOCUS]",
+    "fold older messages into the summary now; FOCUS: what the summary should keep",
+    writes=True,
+)
+def _compact(repl: Repl, arg: str) -> Outcome:
+    refusal = compact_refusal(repl.backend.current(repl.thread_id))
+    if refusal:
+        raise CommandError(refusal)
+    repl.stream(
+        repl.backend.compact(repl.thread_id, arg, repl.context),
+        waiting_for="folding older messages into the summary…",
+    )
+    return None
+
+
+def describe_trigger(run_policy: SummaryPolicy) -> str:
+    """The trigger as it is written in settings: ``tokens:12000,messages:40`` or ``off``."""
+    return ",".join(str(limit) for limit in run_policy.trigger) or TRIGGER_OFF
+
+
+def describe_keep(run_policy: SummaryPolicy) -> str:
+    """What stays verbatim: ``messages:2``, and the first message when it is pinned."""
+    first = ", and the first user message" if run_policy.keep_first_message else ""
+    return f"{run_policy.keep}{first}"
+
+
+def check_model(repl: Repl, name: str) -> None:
+    """Refuse a model a run could not use here, asking the graph's own resolver (on a server
+    the server decides, with its own credentials and settings)."""
+    if any(character.isspace() for character in name):  # (a paste's line break too)
+        raise CommandError(f"{name!r} is not a model name")
+    try:
+        repl.backend.run_settings({**repl.context, "chat_model": name})
+    except MissingCredentials as error:
+        raise CommandError(str(error)) from None
+    except SettingsError as error:
+        raise CommandError(f"cannot use {name!r}: {error}") from None
+
+
+@command("model", "/model [NAME]", "show or switch the chat model for this session")
+def _model(repl: Repl, arg: str) -> Outcome:
+    if not arg:
+        repl.ready()  # the model's name is known once the models are loaded
+        shown = repl.model_name or "the server's (its CHATBOT_MODEL)"
+        repl.say(f"chat model: {shown}")
+        return None
+    check_model(repl, arg)
+    repl.context["chat_model"] = arg
+    repl.model_name = arg
+    repl.measure(repl.backend.current(repl.thread_id))  # counted as the new model counts
+    where = " (on the server)" if repl.remote else ""
+    repl.say(f"chat model is now {arg} for this session{where}")
+    return None
