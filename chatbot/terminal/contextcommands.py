@@ -113,7 +113,7 @@ def check_model(repl: Repl, name: str) -> None:
         raise CommandError(f"cannot use {name!r}: {error}") from None
 
 
-@command("model", "/model [NAME]", "show or switch the chat model for this session")
+@command("model", "/model [NAME]", "show or switch the chat model until you leave")
 def _model(repl: Repl, arg: str) -> Outcome:
     if not arg:
         repl.ready()  # the model's name is known once the models are loaded
