@@ -716,28 +716,14 @@ def _effective_prompt(repl: Repl) -> tuple[Snapshot | None, PromptChoice]:
 
 
 def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
+    from chatbot.threads.attachments import check_system_prompt
+
     if prompt:
-        _check_prompt_fits(repl, prompt)
+        repl.ready()  # (the model's name and input size are known once loaded)
+        check_system_prompt(prompt, repl.run_settings(prompt), repl.model_name)
     changed = repl.backend.set_system_prompt(repl.thread_id, prompt, role)
     repl.measure(repl.backend.current(repl.thread_id))
     return changed
-
-
-def _check_prompt_fits(repl: Repl, prompt: str) -> None:
-    """A prompt the model's input cannot hold is refused (not on a server: its model is not
-    known here)."""
-    from chatbot.config.roles import RoleError, check_prompt_fits
-    from chatbot.threads.attachments import limits_for
-
-    repl.ready()
-    run = repl.run_settings(prompt)
-    if run is None:
-        return
-    model = limits_for(run, repl.model_name).model
-    try:
-        check_prompt_fits(prompt, run.counter.text(prompt), run.policy.max_input_tokens, model)
-    except RoleError as error:
-        raise CommandError(str(error)) from None
 
 
 @command(
