@@ -61,7 +61,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     asked = _run(_NO_MODELS, "ask", "hi", "-t", "t1", "--db", str(db))
     assert asked.returncode != 0, "the hook blocks what a turn needs: the checks above count"
     listed = _run(
-        "langgraph,langchain_core,pydantic,pydantic_settings,rich,typer,dataclasses,logging,uuid",
+        "langgraph,langchain_core,pydantic_settings,rich,logging",
         "threads",
         "--json",
         "--db",
@@ -70,9 +70,9 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     )
     assert listed.returncode == 0, listed.stderr
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
-    # search reads the index alone: no LangChain, no LangGraph, no Typer
+    # search reads the index alone: no LangChain, no LangGraph, no settings
     found = _run(
-        "langgraph,langchain_core,pydantic,pydantic_settings,typer",
+        "langgraph,langchain_core,pydantic_settings",
         "search",
         "three",
         "--json",
