@@ -332,17 +332,13 @@ class Refuse:
 
 sys.meta_path.insert(0, Refuse())
 sys.argv = ["chatbot", *sys.argv[2:]]
-if sys.argv[1:2] == ["--typer"]:  # the reference: the Typer app itself
-    del sys.argv[1]
-    from chatbot.cli.commands import main
-else:  # the console script's entry point
-    from chatbot.cli.main import main
+from chatbot.cli.main import main
 main()
 """
 
 
-def chatbot_argv(*args: str, typer: bool = False, blocked: str = "") -> list[str]:
-    """The command line that runs ``chatbot ARGS`` in a fresh Python: through the console
-    script's entry point (:mod:`chatbot.cli.main`), or the Typer app itself with ``typer``, with
-    the modules ``blocked`` names (comma-separated, and their submodules) failing to import."""
-    return [sys.executable, "-c", _GUARDED_ENTRY, blocked, *(["--typer"] if typer else []), *args]
+def chatbot_argv(*args: str, blocked: str = "") -> list[str]:
+    """The command line that runs ``chatbot ARGS`` in a fresh Python through the console
+    script's entry point (:mod:`chatbot.cli.main`), with the modules ``blocked`` names
+    (comma-separated, and their submodules) failing to import."""
+    return [sys.executable, "-c", _GUARDED_ENTRY, blocked, *args]

@@ -41,6 +41,9 @@ def test_startup_benchmark_prints_every_row(tmp_path: Path) -> None:
         ),
         "threads --json (3 threads × 2 turns)",
         "threads --json (3 threads × 2 turns)",  # against a bare Typer app, for reference
+        "threads",  # the tables, against a bare Typer + Rich program
+        "history T",
+        "show T",
         "history T --limit 2",
         "history T --limit 2",
         "show T",

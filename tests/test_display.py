@@ -120,11 +120,12 @@ def test_a_long_fold_says_its_part_and_counts_its_seconds_from_the_first(
 
 
 def test_ask_on_a_terminal_says_the_part_of_a_long_fold(monkeypatch: pytest.MonkeyPatch) -> None:
-    from chatbot.cli.commands import _AskView
     from chatbot.terminal.display import WaitSpinner
 
     spinner = WaitSpinner(Console(file=io.StringIO()), "loading the model…")
-    view = _AskView(interactive=True, spinner=spinner)
+    console = Console(file=io.StringIO())
+    view = ReplyView(console, live=True, plain=True, notes_to=console, spinner=spinner)
+    view.start()
     view.show(Folding(messages=34, reason="fit", part=1, parts=5))
     since = spinner._since
     view.show(Folding(messages=34, reason="fit", part=2, parts=5))
@@ -178,3 +179,41 @@ def test_a_fold_before_the_reply_is_told_above_it_and_one_after_below_it() -> No
     assert lines[1:3] == ["the reply", "goes on"]
     assert [note.count("summarized 2 messages") for note in view.notes] == [1], "told after"
     assert not any("summarized 5" in note for note in view.notes), "told once"
+
+
+def test_a_plain_reply_into_a_pipe_is_printed_whole_as_it_comes_and_notes_apart() -> None:
+    from chatbot.threads.events import Waiting
+
+    out, notes = io.StringIO(), io.StringIO()
+    view = ReplyView(
+        Console(file=out, width=80), live=False, plain=True, notes_to=Console(file=notes)
+    )
+    view.start()
+    view.show(Waiting("t1"))
+    for word in ["**one** ", "two"]:
+        view.show(Token(word))
+    assert out.getvalue() == "", "into a pipe: the tokens are not written one by one"
+    view.show(Reply(AIMessage("**one** two\x1b[31m")))
+    assert out.getvalue() == "**one** two\n", "plain text, as it arrives, escape codes removed"
+    view.show(Summarized(messages=5, tokens_in=400, tokens_out=60, reason="trigger"))
+    view.finish()
+    assert out.getvalue() == "**one** two\n"
+    assert notes.getvalue().splitlines()[0] == (
+        "thread t1 is answering in another window — waiting, Ctrl-C to stop"
+    )
+    assert notes.getvalue().splitlines()[1].startswith("summarized 5 messages")
+    assert view.replied and view.notes == []
+
+
+def test_a_plain_reply_on_a_terminal_streams_and_ends_its_line() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=80, force_terminal=True, color_system=None)
+    view = ReplyView(console, live=True, plain=True)
+    view.start()
+    view.show(Token("one \x1b"))
+    assert out.getvalue() == "one ", "what may start an escape code is held back"
+    view.show(Token("[31mtwo"))
+    assert out.getvalue() == "one two", "an escape code split across tokens never gets through"
+    view.show(Reply(AIMessage("one \x1b[31mtwo three")))
+    view.finish()
+    assert out.getvalue() == "one two three\n"

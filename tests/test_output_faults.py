@@ -37,14 +37,12 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def run(
     *args: str,
     stdout: int | IO[Any] | None = subprocess.PIPE,
-    typer: bool = False,
     stdin: str | None = None,
     limit: int | None = None,
     **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """``chatbot ARGS`` in a child process (through the entry point, or the Typer app with
-    ``typer``); ``limit``: the largest file it may write, in bytes; ``stdout=None``: stdout
-    closed (``>&-``)."""
+    """``chatbot ARGS`` in a child process; ``limit``: the largest file it may write, in
+    bytes; ``stdout=None``: stdout closed (``>&-``)."""
 
     def limited() -> None:
         if limit is not None:
@@ -53,7 +51,7 @@ def run(
             os.close(1)
 
     return subprocess.run(
-        chatbot_argv(*args, typer=typer),
+        chatbot_argv(*args),
         stdout=stdout,
         stderr=subprocess.PIPE,
         input=stdin,
@@ -98,16 +96,6 @@ ON_FULL_STDOUT = [
 def test_a_full_stdout_is_one_line_and_exit_1(db: Path, form: list[str]) -> None:
     with open("/dev/full", "w") as full:
         done = run(*form, stdout=full, CHATBOT_DB=str(db))
-    assert only_line(done) == FULL
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("form", [["threads", "--json"], ["show", "t2"], ["history", "t2"]])
-def test_the_typer_app_reports_a_full_stdout_as_the_entry_point_does(
-    db: Path, form: list[str]
-) -> None:
-    with open("/dev/full", "w") as full:
-        done = run(*form, stdout=full, typer=True, CHATBOT_DB=str(db))
     assert only_line(done) == FULL
 
 

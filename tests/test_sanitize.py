@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import BaseMessage
 from rich.console import Console
 
-import chatbot.cli.commands
+import chatbot.cli.turns
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.sanitize import MAX_HELD, StreamSanitizer, escape_json_controls, sanitize
@@ -275,7 +275,7 @@ def test_ask_streaming_to_a_terminal_never_prints_a_split_sequence(
     spaces, so the OSC title and the ``ESC [ 2 SP q`` arrive in two pieces each."""
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, highlight=False, soft_wrap=True)
-    monkeypatch.setattr(chatbot.cli.commands, "out", terminal)
+    monkeypatch.setattr(chatbot.cli.turns, "out", terminal)
     openai_server.responder = nasty_server
     ok(cli.ask("hello"))
     assert openai_server.requests[-1].body.get("stream") is True

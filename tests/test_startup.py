@@ -59,7 +59,7 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     asked = _run(_NO_MODELS, "ask", "hi", "-t", "t1", "--db", str(db))
     assert asked.returncode != 0, "the hook blocks what a turn needs: the checks above count"
     listed = _run(
-        "langgraph,langchain_core,chatbot.config.settings,rich,typer",
+        "langgraph,langchain_core,chatbot.config.settings,rich",
         "threads",
         "--json",
         "--db",
@@ -68,9 +68,9 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     )
     assert listed.returncode == 0, listed.stderr
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
-    # search reads the index alone: no LangChain, no LangGraph, no Typer
+    # search reads the index alone: no LangChain, no LangGraph, no settings
     found = _run(
-        "langgraph,langchain_core,chatbot.config.settings,typer",
+        "langgraph,langchain_core,chatbot.config.settings",
         "search",
         "three",
         "--json",

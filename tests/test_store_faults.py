@@ -689,7 +689,7 @@ def test_a_blank_database_path_or_one_with_control_characters_is_refused(
     assert one_error(cli.invoke("--db", value, "threads"), 2).startswith(expected)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
     for args, extra in ((["threads", "--db", value], {}), (["threads"], {"CHATBOT_DB": value})):
-        done = subprocess.run(  # (`chatbot threads` runs without Typer: chatbot.cli.main)
+        done = subprocess.run(  # (through the entry point: chatbot.cli.main)
             [sys.executable, "-m", "chatbot", *args],
             env={**env, **extra},
             capture_output=True,

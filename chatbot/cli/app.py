@@ -1,7 +1,7 @@
 """The ``chatbot`` CLI's frame: the Typer app, one-line errors, the consoles, the shared
 options, and the state the global options set up (settings, database, models, graph, all made
-on demand). The commands live in :mod:`chatbot.cli.commands` (threads and turns),
-:mod:`chatbot.cli.chat` (the REPL's start) and :mod:`chatbot.cli.db` (the database itself)."""
+on demand). :mod:`chatbot.cli.commands` registers the commands on it (see there for where each
+one lives); :mod:`chatbot.cli.chat` starts the REPL."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
 
 def _flags_take_no_value(params: Sequence[Any]) -> None:
-    """Typer 0.29's help lists a flag with a type, ``--json <bool>``, as if it took a value; an
-    empty metavar lists it alone, ``--json``."""
+    """A flag listed alone in the help, ``--json`` (Typer lists it with its type, ``--json
+    <bool>``, as if it took a value): an empty metavar."""
     for param in params:
         if isinstance(param, TyperOption) and param.is_flag:
             param.metavar = ""
@@ -74,8 +74,8 @@ def headline(help: str) -> str:
 
 
 def _one_line_short_help(command: Any) -> None:
-    """A command listed in its group's help by its :func:`headline` (Typer keeps a docstring's
-    line breaks there, which made ragged rows)."""
+    """A command listed in its group's help by its :func:`headline`, on one line (Typer keeps
+    a docstring's line breaks there)."""
     if command.short_help is None and command.help:
         command.short_help = headline(command.help)
 
@@ -188,7 +188,7 @@ def usage_error_line(error: typer.TyperException) -> str:
             f"(see '{root} --help')"
         )
     takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)
-    if (  # (a thread named '-x' before such ids were refused)
+    if (  # (a thread id that looks like an option: it goes after '--')
         takes_thread
         and type(error).__name__ == "NoSuchOption"
         and not str(getattr(error, "option_name", "")).startswith("--")  # (--jsno: a typo)

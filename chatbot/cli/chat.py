@@ -64,10 +64,9 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
     (see :class:`chatbot.threads.loading.LoadingBackend`)."""
     import gc
 
-    # Start-up allocates much and frees little: collecting garbage meanwhile only costs time
-    # (a tenth of the time to the prompt). Collecting resumes once loading has ended, over
-    # every object (not `started()`: freezing them from this thread while the prompt runs
-    # lost a Ctrl-D pressed just then, 4 times in 165 launches).
+    # Start-up allocates much and frees little: collecting garbage meanwhile only costs time.
+    # Collecting resumes once loading has ended, over every object (not `started()`: freezing
+    # them from the loading thread while the prompt runs can lose a key pressed just then).
     gc.disable()
     from chatbot.terminal.repl import Repl, ScriptedReader
     from chatbot.threads.loading import Loaded, LoadingBackend, Opened
@@ -182,8 +181,8 @@ def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Line
 def leave_at_once(state: AppState, code: int) -> NoReturn:
     """End the process when the REPL ends, without the interpreter's teardown.
 
-    Tearing down the modules of LangGraph, langchain-core and an OpenAI client takes 0.2 to
-    0.4 s (and the loading thread may still be importing them). What leaving needs is done
+    Tearing down the modules of LangGraph, langchain-core and an OpenAI client is slow (and
+    the loading thread may still be importing them). What leaving needs is done
     first: the database closed, the exit handlers run (the turns' event loop, logging), the
     output flushed. (The input history is written line by line.) The loading thread is not
     waited for: it only reads, or creates a database whose set-up SQLite makes atomic; the

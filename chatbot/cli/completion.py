@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import typer
 
-from chatbot.logs import logger
-
-log = logger("completion")
-
 
 def _option(ctx: typer.Context, name: str) -> str | None:
     """An option's value as typed so far, the command's own first, then its parents'."""
@@ -31,7 +27,7 @@ def thread_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     try:
         return [name for name in _thread_ids(ctx) if name.startswith(incomplete)]
     except Exception:
-        log.debug("completing thread ids failed", exc_info=True)
+        _log_failure("completing thread ids failed")
         return []
 
 
@@ -113,5 +109,12 @@ def model_names(ctx: typer.Context, incomplete: str) -> list[str]:
         )
         return [name for name in names if name.startswith(incomplete)]
     except Exception:
-        log.debug("completing model names failed", exc_info=True)
+        _log_failure("completing model names failed")
         return []
+
+
+def _log_failure(what: str) -> None:
+    """Note a failure to complete, for the debug log (:mod:`logging` is imported only then)."""
+    from chatbot.logs import logger
+
+    logger("completion").debug(what, exc_info=True)

@@ -1,7 +1,6 @@
 """The ``chatbot`` CLI's core, without Typer: the consoles, one-line errors, the state the
 global options set up (settings, database, models, graph, all made on demand) and what the
-commands share. :mod:`chatbot.cli.app` builds the Typer app on it; :mod:`chatbot.cli.main` runs the
-commonest invocations on it without importing Typer at all (see there)."""
+commands share. :mod:`chatbot.cli.app` builds the Typer app on it."""
 
 from __future__ import annotations
 
@@ -83,7 +82,7 @@ def valid_text_option(value: str | None) -> str | None:
 
 def given_option(value: str | None) -> str | None:
     """Typer callback: an option's value as valid Unicode, refused when blank (``--model ""``
-    from a variable left empty was the default model, without a word)."""
+    from a variable left empty is a mistake, not a request for the default)."""
     if value is not None and not value.strip():
         import typer
 
@@ -100,10 +99,7 @@ class CliError(Exception):
 
 
 class AppState:
-    """What the global options set up; the heavy parts (models, graph, DB) are made on demand.
-
-    (A plain class, as are the others on the way to ``threads --json``: importing dataclasses
-    imports inspect, a tenth of what that command takes.)"""
+    """What the global options set up; the heavy parts (models, graph, DB) are made on demand."""
 
     def __init__(
         self,
@@ -309,19 +305,16 @@ def print_json(data: Any) -> None:
         sys.stdout.flush()
 
 
-def set_up_process(*, logging_too: bool = True) -> None:
-    """What every command's process needs first: libraries' logs as one line, errors only
-    (unless ``logging_too`` is false: then :func:`configure_logging` when something may log);
-    what the terminal cannot show written as "?", and a failed write to stdout known as one
-    (:mod:`chatbot.cli.stdout`); a closed stdin read as an empty one; a ``COLUMNS`` or ``LINES``
-    that is no size (``0``, ``-1``, ``wide``) as unset (Rich takes ``0`` as zero columns and
-    prints nothing)."""
+def set_up_process() -> None:
+    """What every command's process needs first: what the terminal cannot show written as "?",
+    and a failed write to stdout known as one (:mod:`chatbot.cli.stdout`); a closed stdin read
+    as an empty one; a ``COLUMNS`` or ``LINES`` that is no size (``0``, ``-1``, ``wide``) as
+    unset (Rich takes ``0`` as zero columns and prints nothing). (Logging is the commands' to
+    set up: :func:`configure_logging`.)"""
     import os
 
     from chatbot.cli import stdout
 
-    if logging_too:
-        configure_logging()
     stdout.install()
     for name in ("COLUMNS", "LINES"):
         value = os.environ.get(name)
@@ -363,8 +356,8 @@ def exit_after(command: Callable[[], int | str | None]) -> NoReturn:
 
 
 def configure_logging() -> None:
-    """Libraries' logs as one line, errors only. (Importing logging is a tenth of what
-    ``threads --json`` on a SQLite file takes, and nothing on that path logs.)"""
+    """Libraries' logs as one line, errors only: set up as a command starts, except by
+    ``threads`` on a SQLite file, where nothing logs (and :mod:`logging` is not imported)."""
     import logging
 
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")

@@ -1,17 +1,46 @@
-"""The reading commands the Typer app and the quick entry point (:mod:`chatbot.cli.main`) share:
-``threads``, ``history``, ``show`` and ``search``."""
+"""The reading commands: ``threads``, ``history``, ``show`` and ``search``. They open the
+database read-only and never build models or the graph; ``threads`` and ``search`` read local
+threads with plain SQL, without importing LangGraph."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any
 
-if TYPE_CHECKING:
-    from chatbot.cli.core import AppState
+import typer
+
+from chatbot.cli import completion
+from chatbot.cli.app import (
+    Command,
+    DbOption,
+    JsonOption,
+    ThreadArgument,
+    UrlOption,
+    app,
+    app_state,
+    err,
+    escape,
+    fail,
+    given_option,
+    guarded,
+    out,
+    print_json,
+    thread_backend,
+    valid_text,
+)
+from chatbot.cli.core import configure_logging
 
 
-def run_threads(state: AppState, as_json: bool) -> None:
-    """``chatbot threads``: the thread listing, as a table or JSON."""
-    from chatbot.cli.core import err, escape, print_json
+@app.command(cls=Command, rich_help_panel="Threads")
+@guarded
+def threads(
+    ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
+) -> None:
+    """List threads: id, messages, summary, last active, title."""
+    from chatbot.store.base import is_postgres_url
+
+    state = app_state(ctx, db, url)
+    if state.remote or is_postgres_url(state.places.db):
+        configure_logging()  # (the client libraries log; sqlite3 and the store never do)
 
     state.read_only = True
     # (locally plain SQL: nothing of LangGraph is imported)
@@ -21,7 +50,6 @@ def run_threads(state: AppState, as_json: bool) -> None:
 
         print_json([thread_record(t) for t in listing])
     elif listing:
-        from chatbot.cli.core import out
         from chatbot.terminal.listings import threads_table
 
         out.print(threads_table(listing))
@@ -29,9 +57,70 @@ def run_threads(state: AppState, as_json: bool) -> None:
         err.print(f"[dim]no threads in {escape(state.where)}[/]")
 
 
-def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: bool) -> None:
-    """``chatbot show``: a thread's summary and messages, now or at a past checkpoint."""
-    from chatbot.cli.core import out, print_json, thread_backend
+@app.command(cls=Command, rich_help_panel="Threads")
+@guarded
+def history(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, help="Newest N turns (checkpoints with --all).")
+    ] = 50,
+    every: Annotated[
+        bool,
+        typer.Option("--all", "-a", help="Every checkpoint, instead of one row per turn."),
+    ] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Show a thread's history: one row per turn (message, reply, summary change, the
+    checkpoint it left), newest first; --all lists every checkpoint."""
+    from chatbot.history.turns import history_rows, turn_entries
+
+    state = app_state(ctx, db, url)
+
+    state.read_only = True
+    backend = thread_backend(state, thread_id)
+    history = backend.history(thread_id)  # the index: only the rows shown read their states
+    if every:
+        rows = history_rows(history, limit)
+        if as_json:
+            from chatbot.history.records import history_record
+
+            print_json([history_record(r) for r in rows])
+        else:
+            from chatbot.terminal.listings import history_table
+
+            out.print(history_table(rows))
+        return
+    entries = turn_entries(history, limit)
+    if as_json:
+        from chatbot.history.records import turn_record
+
+        print_json([turn_record(e) for e in entries])
+    else:
+        from chatbot.terminal.listings import turn_table
+
+        out.print(turn_table(entries))
+
+
+@app.command(cls=Command, rich_help_panel="Threads")
+@guarded
+def show(
+    ctx: typer.Context,
+    thread_id: ThreadArgument,
+    checkpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoint", "-c", help="A past checkpoint (see history).", callback=given_option
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Show a thread's summary and messages, now or at a past checkpoint."""
+    state = app_state(ctx, db, url)
 
     state.read_only = True
     backend = thread_backend(state, thread_id)
@@ -64,41 +153,32 @@ def run_show(state: AppState, thread_id: str, checkpoint: str | None, as_json: b
     out.print(state_view(snapshot, title=checkpoint_heading(snapshot) if checkpoint else ""))
 
 
-def run_history(state: AppState, thread_id: str, limit: int, every: bool, as_json: bool) -> None:
-    """``chatbot history``: one row per turn, newest first (every checkpoint with ``every``)."""
-    from chatbot.cli.core import out, print_json, thread_backend
-    from chatbot.history.turns import history_rows, turn_entries
-
-    state.read_only = True
-    backend = thread_backend(state, thread_id)
-    history = backend.history(thread_id)  # the index: only the rows shown read their states
-    if every:
-        rows = history_rows(history, limit)
-        if as_json:
-            from chatbot.history.records import history_record
-
-            print_json([history_record(r) for r in rows])
-        else:
-            from chatbot.terminal.listings import history_table
-
-            out.print(history_table(rows))
-        return
-    entries = turn_entries(history, limit)
-    if as_json:
-        from chatbot.history.records import turn_record
-
-        print_json([turn_record(e) for e in entries])
-    else:
-        from chatbot.terminal.listings import turn_table
-
-        out.print(turn_table(entries))
-
-
-def run_search(state: AppState, text: str, thread: str | None, limit: int, as_json: bool) -> None:
-    """``chatbot search``: every message ever written in local threads, folded ones too,
-    newest first, as a table or JSON."""
-    from chatbot.cli.core import err, escape, fail, out, print_json, valid_text
+@app.command(cls=Command, rich_help_panel="Search and export")
+@guarded
+def search(
+    ctx: typer.Context,
+    text: Annotated[
+        str, typer.Argument(metavar="TEXT", help='Words to find (all of them); "a phrase".')
+    ],
+    thread: Annotated[
+        str | None,
+        typer.Option(
+            "--thread",
+            "-t",
+            help="Search this thread only.",
+            autocompletion=completion.thread_ids,
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="At most N hits.")] = 20,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Search the messages of local threads, folded ones too: every message ever written,
+    newest first, with the checkpoint to show or fork."""
     from chatbot.store.search import SearchError, hit_record, parse_query
+
+    state = app_state(ctx, db, url)
 
     text = valid_text(text)
     try:

@@ -111,20 +111,3 @@ def dispatch(repl: Repl, line: str) -> Outcome:
 
         repl.problem(describe_error(error))
     return None
-
-
-def _check_prompt_fits(repl: Repl, prompt: str) -> None:
-    """A prompt the model's input cannot hold is refused (not on a server: its model is not
-    known here)."""
-    from chatbot.config.roles import RoleError, check_prompt_fits
-    from chatbot.threads.attachments import limits_for
-
-    repl.ready()
-    run = repl.run_settings(prompt)
-    if run is None:
-        return
-    model = limits_for(run, repl.model_name).model
-    try:
-        check_prompt_fits(prompt, run.counter.text(prompt), run.policy.max_input_tokens, model)
-    except RoleError as error:
-        raise CommandError(str(error)) from None

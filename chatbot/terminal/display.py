@@ -1,10 +1,10 @@
-"""How a turn looks in the REPL while it runs: a spinner with words while waiting, then the
-reply as Markdown, drawn in time linear in its length.
+"""How a turn looks while it runs: a spinner with words while waiting, then the reply, as
+Markdown drawn in time linear in its length (the REPL) or as plain text (``chatbot ask``).
 
-The reply is cut into blocks at blank lines outside code fences. A finished block is printed
-once, above the live area, and never drawn again; the live area holds only the block being
-written, redrawn at the runner's tick (not per token). Long replies therefore scroll past the
-screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
+The Markdown reply is cut into blocks at blank lines outside code fences. A finished block is
+printed once, above the live area, and never drawn again; the live area holds only the block
+being written, redrawn at the runner's tick (not per token). Long replies therefore scroll past
+the screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
 grow with the reply.
 
 Rendering Markdown and reading events import langchain-core (through :mod:`chatbot.terminal.render`
@@ -26,9 +26,9 @@ from rich.segment import Segment
 from rich.spinner import Spinner
 from rich.text import Text
 
-from chatbot.errors import redact
+from chatbot.errors import FriendlyError, redact
 from chatbot.plural import counted
-from chatbot.sanitize import sanitize
+from chatbot.sanitize import StreamSanitizer, sanitize
 
 if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Rich
     from chatbot.threads.events import (
@@ -100,27 +100,45 @@ def stable_prefix(text: str, start: int = 0) -> int:
 
 @dataclass
 class ReplyView:
-    """One turn on the REPL's screen. ``live``: draw as it streams (a terminal); otherwise
-    everything is printed when the turn ends (a pipe, a test)."""
+    """One turn on the screen. ``live``: the reply is drawn as it streams (a terminal);
+    otherwise it is printed whole (a pipe, a test).
+
+    The REPL's view is Markdown: printed at the end when not ``live``; notes that come after
+    the reply wait in :attr:`notes` for the REPL to print under it. ``plain`` is
+    ``chatbot ask``'s: the reply as plain text, written as it streams or whole as it arrives;
+    every note at once, on ``notes_to``, and a turn that waits for another window or follows
+    one left unanswered says so there. ``spinner`` (``ask`` on a terminal): a
+    :class:`WaitSpinner` already running, which says what the turn waits for instead of a live
+    area of the view's own, and is stopped as the reply starts."""
 
     console: Console
     live: bool
+    plain: bool = False
+    notes_to: Console | None = None
+    """Where notes go (default: ``console``)."""
+    spinner: WaitSpinner | None = None
     text: str = ""
     replied: bool = False
+    """The whole reply came (and, ``plain``, was printed)."""
     notes: list[str] = field(default_factory=list)
     status: str = ""
+    unprinted: FriendlyError | None = None
+    """Why a ``plain`` reply that came whole could not be printed (a closed or full stdout):
+    the turn goes on, so that the reply is saved, and the caller says so after it."""
     _status_since: float = 0.0
     _printed: int = 0
-    """How much of ``text`` has been printed as finished blocks."""
+    """How much of ``text`` has been printed (as finished blocks, or as plain text)."""
     _live: Live | None = None
     _drawn: tuple[int, int, str, int] = (-1, -1, "", -1)
+    _safe: StreamSanitizer = field(default_factory=StreamSanitizer)
+    """A plain reply's escape code split across two tokens never gets through."""
 
     # --- the runner's side ----------------------------------------------------------------
 
     def start(self, waiting_for: str = THINKING) -> None:
         """Show the spinner (saying ``waiting_for``) until the first event."""
         self._set_status(waiting_for)
-        if self.live:
+        if self.live and not self.plain and self.spinner is None:
             self._live = Live(console=self.console, auto_refresh=False, transient=True)
             self._live.start()
 
@@ -134,34 +152,50 @@ class ReplyView:
             Summarized,
             SummaryFailed,
             Token,
+            Unanswered,
             Waiting,
         )
 
+        if isinstance(event, Token | Reply) and self.spinner is not None:
+            self.spinner.stop()  # (the reply goes to stdout: the spinner goes first)
         if isinstance(event, Token):
-            self.text += event.text
             self.status = ""
+            if self.plain:
+                if self.live:
+                    self._write(event.text)
+                return
+            self.text += event.text
         elif isinstance(event, Reply):
+            self.status = ""
+            if self.plain:
+                self._plain_reply(event.message.text)
+                return
             self.replied = True
             final = event.message.text  # the whole reply, notes included
             if final and final.startswith(self.text[: self._printed]):
                 self.text = final  # (what is printed already stays as it was)
-            self.status = ""
         elif isinstance(event, Waiting):
+            if self.plain:
+                self._print_note(f"[dim]{escape(sanitize(event.words))}[/]")
             self._set_status(event.words)
+        elif isinstance(event, Unanswered):
+            if self.plain:  # (the REPL says it as it opens the thread)
+                self._print_note(f"[yellow]note:[/] {escape(event.words)}")
         elif isinstance(event, Folding):  # (the seconds count from the fold's first part)
             self._set_status(event.words, restart=event.part == 1)
         elif isinstance(event, Recalling | RecallOff):
             self._print_note(recall_note(event))  # (before the reply it leads to)
             self._set_status(THINKING)
         elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
-            if self.text or self.replied:
+            if (self.text or self.replied) and not self.plain:
                 self.notes.append(note_for(event))  # (after the reply: told after it)
                 self._set_status("")
                 return
             # Before the reply (the graph folds first when the request would not fit, or the
             # trigger already held): told now, above where the reply will be.
             self._print_note(note_for(event))
-            self._set_status(THINKING if event.reason != "compact" else "")
+            replying = not (self.text or self.replied) and event.reason != "compact"
+            self._set_status(THINKING if replying else "")
 
     def tick(self) -> None:
         if self._live is None:
@@ -188,11 +222,18 @@ class ReplyView:
     # --- the end --------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Stop drawing and print what has not been printed yet (the last block)."""
+        """Stop drawing and print what has not been printed yet (the last block; a plain
+        reply's held-back end and its line break)."""
+        if self.spinner is not None:
+            self.spinner.stop()
         if self._live is not None:
             self._live.update(Group(), refresh=True)
             self._live.stop()
             self._live = None
+        if self.plain:
+            if self.text:
+                self.console.print(self._safe.flush(), markup=False)
+            return
         rest = self.text[self._printed :]
         if rest.strip():
             from chatbot.terminal.render import Markdown
@@ -202,10 +243,36 @@ class ReplyView:
             self.console.print(Markdown(rest), soft_wrap=self._soft_wrap)
         self._printed = len(self.text)
 
+    def _write(self, text: str) -> None:
+        """Plain text, as it streams."""
+        self.console.print(self._safe.feed(text), end="", markup=False)
+        self.text += text
+        self._printed = len(self.text)
+
+    def _plain_reply(self, final: str) -> None:
+        """The whole reply came: the rest of it after what streamed, or all of it. A console
+        that cannot take it (stdout closed or full) does not stop the turn: the reply is saved,
+        and :attr:`unprinted` says why it was not printed."""
+        if self.text:
+            if final.startswith(self.text):
+                self._write(final[len(self.text) :])
+            self.replied = True
+            return
+        try:
+            self.console.print(sanitize(final), markup=False)
+            self.console.file.flush()
+        except FriendlyError as error:
+            self.unprinted = error
+            return
+        self.replied = True
+
     def _print_note(self, note: str) -> None:
         """A line printed at once: above the live area on a terminal, in its place otherwise
-        (where nothing of the reply is printed before the end)."""
-        console = self._live.console if self._live is not None else self.console
+        (where nothing of a Markdown reply is printed before the end)."""
+        if self.notes_to is not None:
+            console = self.notes_to
+        else:
+            console = self._live.console if self._live is not None else self.console
         console.print(note)
         self._drawn = (-1, -1, "", -1)  # (the live area is drawn again below it)
 
@@ -233,6 +300,8 @@ class ReplyView:
         self.status = status
         if restart:
             self._status_since = time.monotonic()
+        if self.spinner is not None and status:
+            self.spinner.say(status, restart)
 
 
 LOADING = "loading the model…"
@@ -300,7 +369,7 @@ def note_for(event: Summarized | SummaryFailed | NothingToFold) -> str:
     if isinstance(event, Summarized):
         return f"[dim]{escape(describe_summary(event))}[/]"
     if isinstance(event, SummaryFailed):
-        retry = "/compact again" if event.reason == "compact" else "next turn retries"
+        retry = "/compact again" if event.reason == "compact" else "the next turn retries"
         return (
             f"[yellow]summary failed, nothing was removed ({retry}):[/] "
             f"{escape(sanitize(redact(event.error)))}"

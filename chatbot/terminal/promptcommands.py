@@ -32,10 +32,10 @@ def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
     """Set the thread's system prompt (empty: remove it), refusing one the model's input
     cannot hold; True when it changed."""
     if prompt:
-        # (at use: chatbot.terminal.commands imports this module to fill the registry)
-        from chatbot.terminal.commands import _check_prompt_fits
+        from chatbot.threads.attachments import check_system_prompt
 
-        _check_prompt_fits(repl, prompt)
+        repl.ready()  # (the model's name and input size are known once loaded)
+        check_system_prompt(prompt, repl.run_settings(prompt), repl.model_name)
     changed = repl.backend.set_system_prompt(repl.thread_id, prompt, role)
     repl.measure(repl.backend.current(repl.thread_id))
     return changed

@@ -121,6 +121,18 @@ def limits_for(
     )
 
 
+def check_system_prompt(prompt: str, run: RunSettings | None, model: str = "") -> None:
+    """Refuse (one :class:`~chatbot.config.roles.RoleError` line) a thread's system prompt that
+    alone fills the input of the model ``run`` sends it to (``model``: its name, if known);
+    without run settings (a server's model) nothing is known and nothing is refused."""
+    if run is None:
+        return
+    from chatbot.config.roles import check_prompt_fits
+
+    limits = limits_for(run, model)
+    check_prompt_fits(prompt, run.counter.text(prompt), limits.max_input_tokens, limits.model)
+
+
 def human_size(size: int) -> str:
     """``812 B``, ``1.2 kB``, ``3.4 MB``."""
     if size < 1000:

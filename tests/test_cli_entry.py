@@ -1,5 +1,6 @@
-"""The entry point runs the commonest invocations without Typer (chatbot.cli.main): every form it
-takes prints, fails and exits exactly as the Typer app does, and it never imports Typer."""
+"""The console script's entry point (chatbot.cli.main) runs the Typer app: the command lines
+people type most, and what a process meets (closed or gone streams, shell completion), each
+with its exit code and one-line errors, never a traceback."""
 
 from __future__ import annotations
 
@@ -12,15 +13,12 @@ from pathlib import Path
 import pytest
 
 from chatbot.cli.commands import app
-from chatbot.cli.main import Invocation, parse
 from tests.helpers import chatbot_argv, offline_threads, ok, runner
 
 
-def _run(
-    *args: str, typer: bool = False, blocked: str = "", stdin: str = "", cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
+def _run(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        chatbot_argv(*args, typer=typer, blocked=blocked),
+        chatbot_argv(*args),
         capture_output=True,
         text=True,
         input=stdin,
@@ -30,20 +28,17 @@ def _run(
     )
 
 
-def _on_both_paths(form: list[str], *, closing: int) -> list[tuple[int, str, str]]:
-    """``chatbot FORM`` through the entry point, then through the Typer app, with the file
-    descriptor ``closing`` closed in the child: each one's exit code, stdout and stderr."""
-    outcomes = []
-    for typer in (False, True):
-        done = subprocess.run(
-            chatbot_argv(*form, typer=typer),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            preexec_fn=lambda: os.close(closing),
-        )
-        outcomes.append((done.returncode, done.stdout, done.stderr))
-    return outcomes
+def _closing(form: list[str], closing: int) -> tuple[int, str, str]:
+    """``chatbot FORM`` with the file descriptor ``closing`` closed in the child: its exit code,
+    stdout and stderr."""
+    done = subprocess.run(
+        chatbot_argv(*form),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.close(closing),
+    )
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +57,7 @@ def checkpoint(db: Path) -> str:
     return str(listed[2]["checkpoint_id"])
 
 
-QUICK_FORMS: list[tuple[str, int | None]] = [
+COMMON_FORMS: list[tuple[str, int | None]] = [
     # (``chatbot FORM``, its exit code): {db} a database of two threads (t1, t2), {missing} a
     # file that does not exist, {env_file} a .env naming {db}, {checkpoint} one of t1's
     ("threads --db {db}", 0),
@@ -107,17 +102,21 @@ QUICK_FORMS: list[tuple[str, int | None]] = [
     ("--url ftp://nowhere threads", 2),
     ("--db postgresql://u:secret@127.0.0.1:1/x threads --json", 2),
 ]
-"""Every form the quick entry point runs, as the shell would split it (``shlex``)."""
+"""The commonest command lines, as the shell would split them (``shlex``)."""
 
 
-def test_the_quick_forms_cover_success_failure_and_bad_input() -> None:
-    assert {code for _, code in QUICK_FORMS} >= {0, 1, 2}
+def test_the_forms_cover_success_failure_and_bad_input() -> None:
+    assert {code for _, code in COMMON_FORMS} >= {0, 1, 2}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("form", "code"), QUICK_FORMS, ids=[form for form, _ in QUICK_FORMS])
-def test_every_quick_form_is_the_typer_apps(
-    form: str, code: int | None, db: Path, checkpoint: str, tmp_path: Path
+@pytest.mark.parametrize(("form", "code"), COMMON_FORMS, ids=[form for form, _ in COMMON_FORMS])
+def test_every_common_form_ends_with_its_code_and_at_most_one_error_line(
+    form: str,
+    code: int | None,
+    db: Path,
+    checkpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     env_file = tmp_path / "other.env"
     env_file.write_text(f"CHATBOT_DB={db}\n", encoding="utf-8")
@@ -129,27 +128,41 @@ def test_every_quick_form_is_the_typer_apps(
         "checkpoint8": checkpoint[:8],
     }
     argv = [word.format(**values) for word in shlex.split(form)]
-    assert parse(argv) is not None, argv
-    quick = _run(*argv, blocked="typer,click", stdin="/exit\n", cwd=tmp_path)
-    reference = _run(*argv, typer=True, stdin="/exit\n", cwd=tmp_path)
-    assert (quick.returncode, quick.stdout, quick.stderr) == (
-        reference.returncode,
-        reference.stdout,
-        reference.stderr,
-    ), argv
-    assert "Traceback" not in quick.stderr, argv
-    assert code is None or quick.returncode == code, (argv, quick.stderr)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, argv, input="/exit\n")
+    assert "Traceback" not in result.output, argv
+    assert code is None or result.exit_code == code, (argv, result.output)
+    if result.exit_code:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, (argv, result.stderr)
+    else:
+        assert "error:" not in result.stderr, (argv, result.stderr)
+
+
+def test_the_common_forms_do_what_they_say(db: Path) -> None:
+    listed = json.loads(ok(runner.invoke(app, ["threads", "--json", "--db", str(db)])).stdout)
+    assert [t["thread_id"] for t in listed] == ["t2", "t1"]
+    shown = ok(runner.invoke(app, ["show", "t1", "--db", str(db)]))
+    assert "three" in shown.stdout and "**" not in shown.stdout  # rendered as Markdown
+    missing = runner.invoke(app, ["show", "nope", "--db", str(db)])
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("error: no thread 'nope'")
 
 
 @pytest.mark.slow
-def test_the_quick_forms_do_what_they_say(db: Path) -> None:
-    listed = json.loads(_run("threads", "--json", "--db", str(db), blocked="typer").stdout)
-    assert [t["thread_id"] for t in listed] == ["t2", "t1"]
-    shown = _run("show", "t1", "--db", str(db), blocked="typer")
-    assert "three" in shown.stdout and "**" not in shown.stdout  # rendered as Markdown
-    missing = _run("show", "nope", "--db", str(db), blocked="typer")
-    assert missing.returncode == 1
-    assert missing.stderr.startswith("error: no thread 'nope'")
+def test_the_entry_point_prints_and_exits_as_the_app_does(db: Path, tmp_path: Path) -> None:
+    for argv, code in (
+        (["threads", "--json", "--db", str(db)], 0),
+        (["show", "t1", "--db", str(db)], 0),
+        (["show", "nope", "--db", str(db)], 1),
+        (["--db", str(db), "-t", "bad id!"], 2),
+        (["--db", str(db), "--thread", "t2"], 0),
+    ):
+        process = _run(*argv, stdin="/exit\n", cwd=tmp_path)
+        in_app = runner.invoke(app, argv, input="/exit\n", env={"COLUMNS": "100"})
+        assert process.returncode == in_app.exit_code == code, (argv, process.stderr)
+        assert (process.stdout, process.stderr) == (in_app.stdout, in_app.stderr), argv
+        assert "Traceback" not in process.stderr, argv
 
 
 @pytest.mark.slow
@@ -164,27 +177,24 @@ def test_the_quick_forms_do_what_they_say(db: Path) -> None:
     ],
     ids=" ".join,
 )
-def test_a_closed_stdout_or_stderr_is_the_typer_apps(
+def test_a_closed_stdout_is_one_line_and_a_closed_stderr_nothing(
     db: Path, closed: int, form: list[str]
 ) -> None:
-    """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None; the
-    quick path flushed both before exiting, a traceback and exit code 1 where the Typer app
-    exited 0. Both now say in one line that stdout is closed, exit 1 (nothing could be shown),
-    and go on quietly without a stderr."""
+    """``chatbot threads >&-``: Python starts with ``sys.stdout`` (or ``sys.stderr``) None. A
+    closed stdout is said in one line, exit 1 (nothing could be shown); without a stderr the
+    command goes on quietly."""
     form = [word.format(db=db) for word in form]
-    quick, reference = _on_both_paths(form, closing=closed)
-    assert quick == reference, form
+    code, stdout, stderr = _closing(form, closed)
     if closed == 1:
-        assert reference[0] == 1, form
-        assert reference[2].startswith("error: cannot write to stdout: it is closed"), form
-        assert len(reference[2].splitlines()) == 1, form
+        assert code == 1, form
+        assert stderr.startswith("error: cannot write to stdout: it is closed"), form
+        assert len(stderr.splitlines()) == 1, form
     else:
-        assert reference[0] == 0 and reference[1], form
+        assert code == 0 and stdout, form
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("typer", [False, True])
-def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> None:
+def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path) -> None:
     """``chatbot threads --json | (exit)``: the pipe's reader is gone before the first write.
     Rich's console ends a table then with exit code 1 and nothing on stderr; JSON too."""
     for form in (["threads", "--db", str(db)], ["threads", "--json", "--db", str(db)]):
@@ -192,7 +202,7 @@ def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> No
         os.close(read)
         try:
             gone = subprocess.run(
-                chatbot_argv(*form, typer=typer),
+                chatbot_argv(*form),
                 stdout=write,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -209,9 +219,8 @@ def test_a_reader_gone_ends_json_quietly_as_a_table(db: Path, typer: bool) -> No
 )
 def test_a_closed_stdin_is_an_empty_one(db: Path, form: list[str]) -> None:
     """``chatbot <&-``: the REPL reads no line and leaves, as with ``< /dev/null``; ``ask``
-    says there is no message; on both paths, without a traceback."""
+    says there is no message; without a traceback."""
     form = [word.format(db=db) for word in form]
-    outcomes = _on_both_paths(form, closing=0)
     empty = subprocess.run(
         chatbot_argv(*form),
         capture_output=True,
@@ -219,58 +228,12 @@ def test_a_closed_stdin_is_an_empty_one(db: Path, form: list[str]) -> None:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    for closed in outcomes:
-        assert closed == (empty.returncode, empty.stdout, empty.stderr), form
+    assert _closing(form, 0) == (empty.returncode, empty.stdout, empty.stderr), form
     assert "Traceback" not in empty.stderr
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["--help"],
-        ["--version"],
-        ["threads", "--help"],
-        ["search"],
-        ["search", "a", "b"],
-        ["search", "x", "-n", "0"],
-        ["show"],
-        ["show", "a", "b"],
-        ["show", "-x"],
-        ["--thread", "x", "threads"],
-        ["--new", "chat"],
-        ["threads", "--json=1"],
-        ["-tx"],
-        ["-t=x"],
-        ["--db"],
-        ["--db", "--json", "threads"],
-        ["chat", "--thread", "-x"],
-        ["threads", "--"],
-        ["threads", "extra"],
-        ["history", "t1", "--limit", "0"],
-        ["history", "t1", "-n", "x"],
-        ["history", "t1", "-n", "٣"],
-        ["history", "t1", "-n", "9" * 5000],  # (int() refuses more than 4300 digits)
-        ["history"],
-        ["search", "x", "--all"],
-        [""],
-    ],
-)
-def test_everything_else_goes_to_the_typer_app(argv: list[str]) -> None:
-    assert parse(argv) is None
-
-
-def test_what_the_quick_forms_read() -> None:
-    assert parse([]) == Invocation({}, None, [], {})
-    assert parse(["--db=x", "-t", "a b", "--new"]) == Invocation(
-        {"db": "x", "thread": "a b", "new": True}, None, [], {}
-    )
-    assert parse(["show", "T", "-c", "abc", "--json", "--db", "d", "--db", "e"]) == Invocation(
-        {}, "show", ["T"], {"checkpoint": "abc", "as_json": True, "db": "e"}
-    )
-
-
 @pytest.mark.slow
-def test_shell_completion_goes_to_the_typer_app() -> None:
+def test_shell_completion_through_the_entry_point() -> None:
     completed = subprocess.run(
         chatbot_argv("threads"),
         capture_output=True,
