@@ -24,15 +24,13 @@ sys.dont_write_bytecode = False
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` (pyproject.toml): one xdist worker more than the CPU cores this process may
-    use. A quarter of the suite's time is spent waiting (on child processes, pseudo-terminals,
-    timeouts), and the extra worker fills it; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides
-    when set."""
+    """``-n auto`` (pyproject.toml): one xdist worker per CPU core this process may use;
+    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # (xdist's own hook reads it)
     if hasattr(os, "sched_getaffinity"):  # (Linux: the cores this process may run on)
-        return len(os.sched_getaffinity(0)) + 1
-    return (os.cpu_count() or 1) + 1
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
