@@ -11,6 +11,11 @@ thread's lease back, then end the process (:mod:`chatbot.interrupts`).
 The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
 each turn the call log's lines are written (:func:`chatbot.engine.calllog.settle`), and what could
 not be written is told once, in the outcome's ``warnings``.
+
+The graph runs only awaited. Blocking callers (scripts, tests, benchmarks) run it on the same
+loop with :func:`blocking` (a coroutine, such as ``graph.ainvoke(...)``) or
+:func:`blocking_iter` (an async iterator, such as a turn's events): each thread has its own
+loop, the main thread's being the session's.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ import asyncio
 import atexit
 import contextlib
 import sys
-from collections.abc import AsyncIterable
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from chatbot import interrupts
 
@@ -52,18 +58,50 @@ class TurnOutcome:
     """Problems beside the turn, each told once (call-log lines that could not be written)."""
 
 
-_session: TurnRunner | None = None
+_sessions = threading.local()
+T = TypeVar("T")
 
 
 def session_runner() -> TurnRunner:
-    """The process's turn runner: one event loop for the whole session, because the model
-    clients keep pooled connections that belong to the loop they were opened in. Closed at
-    exit."""
-    global _session
-    if _session is None:
-        _session = TurnRunner()
-        atexit.register(_session.close)
-    return _session
+    """This thread's turn runner (the main thread's: the session's): one event loop for the
+    whole session, because the model clients keep pooled connections that belong to the loop
+    they were opened in. Closed at exit."""
+    runner: TurnRunner | None = getattr(_sessions, "runner", None)
+    if runner is None:
+        runner = _sessions.runner = TurnRunner()
+        atexit.register(runner.close)
+    return runner
+
+
+def blocking(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` (``graph.ainvoke(...)``, say) to its end on this thread's session loop.
+    Ctrl-C cancels it (closing a model's HTTP request) and raises ``KeyboardInterrupt``."""
+    return session_runner().loop().run(work)
+
+
+def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
+    """The items of an async iterator, each awaited on this thread's session loop (a turn's
+    events, ``graph.astream(...)``'s parts); closed however the iteration ends."""
+    loop = session_runner().loop()
+
+    async def step() -> T:
+        return await items.__anext__()
+
+    try:
+        while True:
+            try:
+                item = loop.run(step())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+
+            async def close() -> None:
+                await aclose()
+
+            loop.run(close())
 
 
 class TurnRunner:
@@ -75,11 +113,16 @@ class TurnRunner:
         self._runner: asyncio.Runner | None = None
         self._task: asyncio.Task[None] | None = None
 
+    def loop(self) -> asyncio.Runner:
+        """The session's event loop (made at first use)."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner
+
     def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
         """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
         or SIGHUP cancel it too, then raise :class:`~chatbot.interrupts.Terminated`."""
-        if self._runner is None:
-            self._runner = asyncio.Runner()
+        self.loop()
         ended: list[int] = []
         with interrupts.during_turn(lambda signum: self._stop(signum, ended)):
             outcome = self._run(turn, display, ended)
