@@ -157,7 +157,7 @@ class RemoteBackend(ThreadOperations):
         self.assistant = assistant
         self._check_reachable()
         self.client = get_sync_client(url=self.url)
-        self._aclient: Any = None  # for cancellable turns, made on first use in the loop
+        self._aclient: tuple[Any, Any] | None = None  # (the loop, its client: see _async_client)
         self._ids: dict[str, str] = {}
         self._metadata: dict[str, dict[str, Any]] = {}  # (by server id, as last seen)
 
@@ -309,11 +309,16 @@ class RemoteBackend(ThreadOperations):
         return TurnStream(cancellable, message_id=message_id, current=lambda: self.current(name))
 
     def _async_client(self) -> Any:
-        if self._aclient is None:
+        """The SDK's async client for the running event loop (its pooled connections belong
+        to the loop that opened them: a turn run on another loop gets a client of its own)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient[0] is not loop:
             from langgraph_sdk import get_client
 
-            self._aclient = get_client(url=self.url)
-        return self._aclient
+            self._aclient = (loop, get_client(url=self.url))
+        return self._aclient[1]
 
     def send(
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None

@@ -76,13 +76,13 @@ def session_runner() -> TurnRunner:
 def blocking(work: Coroutine[Any, Any, T]) -> T:
     """Run ``work`` (``graph.ainvoke(...)``, say) to its end on this thread's session loop.
     Ctrl-C cancels it (closing a model's HTTP request) and raises ``KeyboardInterrupt``."""
-    return session_runner().loop().run(work)
+    return session_runner().call(work)
 
 
 def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
     """The items of an async iterator, each awaited on this thread's session loop (a turn's
     events, ``graph.astream(...)``'s parts); closed however the iteration ends."""
-    loop = session_runner().loop()
+    runner = session_runner()
 
     async def step() -> T:
         return await items.__anext__()
@@ -90,7 +90,7 @@ def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
     try:
         while True:
             try:
-                item = loop.run(step())
+                item = runner.call(step())
             except StopAsyncIteration:
                 return
             yield item
@@ -101,7 +101,7 @@ def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
             async def close() -> None:
                 await aclose()
 
-            loop.run(close())
+            runner.call(close())
 
 
 class TurnRunner:
@@ -118,6 +118,15 @@ class TurnRunner:
         if self._runner is None:
             self._runner = asyncio.Runner()
         return self._runner
+
+    def call(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` to its end on the session's loop. A ``KeyboardInterrupt`` (Ctrl-C, or
+        raised inside a task) leaves nothing pending on the loop behind it."""
+        try:
+            return self.loop().run(work)
+        except KeyboardInterrupt:
+            self._unwind()
+            raise
 
     def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
         """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
