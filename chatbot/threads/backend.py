@@ -22,7 +22,6 @@ from chatbot.history.timeline import (
     SYSTEM_ROLE_KEY,
     Snapshot,
     fork_values,
-    snapshot_from_parts,
 )
 from chatbot.store.base import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
@@ -100,9 +99,9 @@ class Turn(TurnStream):
 
     - :meth:`begin`, once the thread's lease is held (one turn at a time per thread, across
       processes: a busy thread is waited for, with a :class:`Waiting` event): ``prepare``,
-      then the thread's state read once, which gives the run's config (the spend so far), the
-      checkpoint the turn starts from, and a message saved by a run that stopped before its
-      first step, sent first;
+      then the thread's state (:meth:`LocalBackend.before_turn`), which gives the run's config
+      (the spend so far), the checkpoint the turn starts from, and a message saved by a run
+      that stopped before its first step, sent first;
     - :meth:`_events`: the graph streamed with ``durability=DURABILITY`` (each step's
       checkpoint saved before the next starts), as events; its last checkpoint is the state
       after the turn (:attr:`after`), handed to what needs it (the listing row, the REPL's
@@ -139,7 +138,7 @@ class Turn(TurnStream):
 
         if self.prepare is not None:
             self.prepare()
-        now = self.backend.current(self.thread_id)
+        now = self.backend.before_turn(self.thread_id)
         self.started_from = now.checkpoint_id if now is not None else None
         if now is not None and (now.messages or now.summary or now.state.pending):
             # (a thread's title is its first message: here, the state's first, in case its
@@ -159,7 +158,12 @@ class Turn(TurnStream):
 
     async def _events(self) -> AsyncIterator[Event]:
         from chatbot.engine.graph import DURABILITY
-        from chatbot.threads.events import STREAM_MODES, Waiting, events_from_stream
+        from chatbot.threads.events import (
+            STREAM_MODES,
+            Waiting,
+            events_from_stream,
+            snapshot_of_checkpoint,
+        )
 
         lease = self.backend._lease(self.thread_id)
         if not lease.try_acquire():
@@ -186,7 +190,9 @@ class Turn(TurnStream):
                     continue
                 for event in events_from_stream([(mode, part)]):
                     yield event
-            self.after = None if last is None else _snapshot_of(last)
+            self.after = None if last is None else snapshot_of_checkpoint(last)
+            if self.after is not None:
+                self.backend.ended[self.thread_id] = self.after
             failing = False
         finally:
             try:
@@ -205,18 +211,6 @@ class Turn(TurnStream):
                 raise
         finally:
             lease.release()
-
-
-def _snapshot_of(part: dict[str, Any]) -> Snapshot:
-    """The snapshot of a ``stream_mode="checkpoints"`` part: what ``get_state`` would read."""
-    parent = (part.get("parent_config") or {}).get("configurable") or {}
-    return snapshot_from_parts(
-        checkpoint_id=str(part["config"]["configurable"]["checkpoint_id"]),
-        parent_id=parent.get("checkpoint_id"),
-        metadata=part.get("metadata"),
-        values=part.get("values"),
-        next_nodes=part.get("next") or (),
-    )
 
 
 class LocalBackend(LocalReader, ThreadOperations):
@@ -241,6 +235,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         self.lease_seconds = LEASE_SECONDS
         self._graph = graph
         self._build = build
+        self.ended: dict[str, Snapshot] = {}  # (each thread's last turn's end: before_turn)
 
     @property
     def graph(self) -> ChatGraph:
@@ -367,6 +362,15 @@ class LocalBackend(LocalReader, ThreadOperations):
                 self._record(thread_id)
                 listed += 1
         return listed
+
+    def before_turn(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest checkpoint for a turn to start from: the state the last turn
+        in this process ended with while it still is the latest (a checkpoint never changes),
+        else read."""
+        ended = self.ended.get(thread_id)
+        if ended is not None and self.store.latest_checkpoint_id(thread_id) == ended.checkpoint_id:
+            return ended
+        return self.current(thread_id)
 
     # --- reading -----------------------------------------------------------------------
 

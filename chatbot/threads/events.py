@@ -171,6 +171,21 @@ def just(*events: Event) -> TurnStream:
     return TurnStream(said)
 
 
+def snapshot_of_checkpoint(part: dict[str, Any]) -> Snapshot:
+    """The snapshot of a ``stream_mode="checkpoints"`` part: the checkpoint a run just saved,
+    as ``get_state`` would read it."""
+    from chatbot.history.timeline import snapshot_from_parts
+
+    parent = (part.get("parent_config") or {}).get("configurable") or {}
+    return snapshot_from_parts(
+        checkpoint_id=str(part["config"]["configurable"]["checkpoint_id"]),
+        parent_id=parent.get("checkpoint_id"),
+        metadata=part.get("metadata"),
+        values=part.get("values"),
+        next_nodes=part.get("next") or (),
+    )
+
+
 def make_title(text: Any) -> str:
     """A thread's title: its first user message on one line, shortened (attached files as
     ``[+ notes.txt]`` after the text; ``text`` may be a message's content list)."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Coroutine, Iterator
@@ -123,10 +124,35 @@ class TurnRunner:
         """Run ``work`` to its end on the session's loop. A ``KeyboardInterrupt`` (Ctrl-C, or
         raised inside a task) leaves nothing pending on the loop behind it."""
         try:
-            return self.loop().run(work)
+            return self._on_loop(work)
         except KeyboardInterrupt:
             self._unwind()
             raise
+
+    def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` as the loop's main task; where Python's own Ctrl-C handler is in place
+        (the main thread), a first Ctrl-C cancels the task and raises ``KeyboardInterrupt``
+        once it has unwound (:class:`_CtrlC`, as asyncio.Runner's own handler does)."""
+        runner = self.loop()
+        if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            return runner.run(work)
+        handler = _CtrlC()
+
+        async def main() -> T:
+            handler.task = asyncio.current_task()
+            return await work
+
+        signal.signal(signal.SIGINT, handler)
+        try:
+            return runner.run(main())
+        except asyncio.CancelledError:
+            if handler.pressed:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
         """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
@@ -142,16 +168,14 @@ class TurnRunner:
     def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
         assert self._runner is not None
         try:
-            # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
-            # raises KeyboardInterrupt once the task has unwound (closing the HTTP request).
-            self._runner.run(self._consume(turn, display))
+            # The first Ctrl-C cancels this task, then raises KeyboardInterrupt once the task
+            # has unwound (closing the HTTP request): see _on_loop.
+            self._on_loop(self._consume(turn, display))
         except KeyboardInterrupt:
             self._unwind()
             return TurnOutcome(interrupted=True)
         except asyncio.CancelledError:
-            # By SIGTERM or SIGHUP (see run), or by a Ctrl-C that landed as asyncio.Runner
-            # started the task: after installing its handler, before zeroing its count of
-            # Ctrl-Cs, which then forgets it and raises this instead of KeyboardInterrupt.
+            # By SIGTERM or SIGHUP (see run).
             self._unwind()
             return TurnOutcome(interrupted=True)
         except Exception as error:  # a model, network or server error: the caller says it
@@ -204,6 +228,30 @@ class TurnRunner:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+
+
+class _CtrlC:
+    """The Ctrl-C handler while the loop runs a main task: the first Ctrl-C cancels the task
+    (and wakes the loop), a second raises ``KeyboardInterrupt`` at once: asyncio.Runner's
+    own rule. Not asyncio.Runner's own handler, whose repr holds the task's, which formats
+    the task's coroutine: ``signal.getsignal`` formats the handler's repr each time it is
+    asked (the checkpoint decoder asks at each value, :func:`chatbot.interrupts.decoding`)."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.pressed = 0
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.pressed += 1
+        task = self.task
+        if self.pressed == 1 and task is not None and not task.done():
+            task.cancel()
+            task.get_loop().call_soon_threadsafe(lambda: None)
+            return
+        raise KeyboardInterrupt
+
+    def __repr__(self) -> str:
+        return "<the turn's Ctrl-C handler>"
 
 
 def _call_log_news() -> list[str]:
