@@ -142,10 +142,13 @@ class TurnRunner:
 
         async def main() -> T:
             handler.task = asyncio.current_task()
+            if handler.pressed:  # (Ctrl-C as the task started)
+                work.close()
+                raise asyncio.CancelledError
             return await work
 
-        signal.signal(signal.SIGINT, handler)
         try:
+            signal.signal(signal.SIGINT, handler)
             return runner.run(main())
         except asyncio.CancelledError:
             if handler.pressed:
@@ -244,11 +247,11 @@ class _CtrlC:
     def __call__(self, signum: int, frame: Any) -> None:
         self.pressed += 1
         task = self.task
-        if self.pressed == 1 and task is not None and not task.done():
+        if self.pressed > 1:
+            raise KeyboardInterrupt
+        if task is not None and not task.done():  # (else the task cancels itself as it starts)
             task.cancel()
             task.get_loop().call_soon_threadsafe(lambda: None)
-            return
-        raise KeyboardInterrupt
 
     def __repr__(self) -> str:
         return "<the turn's Ctrl-C handler>"
