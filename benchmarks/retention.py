@@ -61,6 +61,7 @@ from chatbot.memory.tokens import TokenCounter
 from chatbot.store.search import index_statements, recaller
 from chatbot.store.sqlite import Store
 from chatbot.threads.events import make_title
+from chatbot.threads.runner import blocking
 
 
 @dataclass(frozen=True)
@@ -492,7 +493,9 @@ def _converse(
     thread = {"thread_id": f"retention-{uuid.uuid4().hex[:8]}"}
     config: dict[str, Any] = {"configurable": thread, "callbacks": [recorder]}
     for text in turns:
-        out = graph.invoke({"messages": [HumanMessage(text)]}, config, durability=DURABILITY)
+        out = blocking(
+            graph.ainvoke({"messages": [HumanMessage(text)]}, config, durability=DURABILITY)
+        )
         _record_turn(store, thread["thread_id"], out)
     final = graph.get_state({"configurable": thread})
     arm.summary_tokens = counter.text(final.values.get("summary", ""))
@@ -501,7 +504,7 @@ def _converse(
         fork = {**config, "configurable": {**thread, **final.config["configurable"]}}
         start = len(recorder.calls)
         question = HumanMessage(_question(fact, settings.language))
-        out = graph.invoke({"messages": [question]}, fork, durability=DURABILITY)
+        out = blocking(graph.ainvoke({"messages": [question]}, fork, durability=DURABILITY))
         _record_turn(store, thread["thread_id"], out)
         asked.append((start, len(recorder.calls)))
         arm.answers.append(str(out["messages"][-1].text))

@@ -72,6 +72,7 @@ from chatbot.store.base import thread_config  # noqa: E402
 from chatbot.store.search import catch_up, index_statements, search  # noqa: E402
 from chatbot.store.sqlite import Store  # noqa: E402
 from chatbot.threads.events import make_title  # noqa: E402
+from chatbot.threads.runner import blocking  # noqa: E402
 
 GOAL = 0.100
 TRIGGER, KEEP = "messages:12", "messages:4"
@@ -249,8 +250,10 @@ def turn_taker(store: Store) -> Callable[[str, str], None]:
     graph = build_graph(ProseModel(), OfflineChatModel(role="summary"), settings(), store.saver)
 
     def turn(thread_id: str, text: str) -> None:
-        out = graph.invoke(
-            {"messages": [HumanMessage(text)]}, thread_config(thread_id), durability=DURABILITY
+        out = blocking(
+            graph.ainvoke(
+                {"messages": [HumanMessage(text)]}, thread_config(thread_id), durability=DURABILITY
+            )
         )
         messages = out.get("messages") or []
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)

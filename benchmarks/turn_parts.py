@@ -12,7 +12,9 @@ in memory (LangGraph's ``InMemorySaver``: no database, so the store's share is n
 - **state**: the tutorial's graph, then the same graph on chatbot's state (eight keys, each
   checked when written, and its input and output schemas);
 - **conversation node**: tutorial nodes on chatbot's state, then chatbot's ``conversation``
-  in place of ``call_model`` (the guard, counting the request, the usage record);
+  in place of ``call_model`` (the guard, counting the request, the usage record; an async
+  node, so that graph runs with ``ainvoke`` on the session's loop, as every graph with one
+  of chatbot's nodes here does);
 - **summarize node**: the same, with chatbot's ``summarize_conversation`` in place of the
   tutorial's (what it counts and plans, its summary request, which the offline model reads
   and counts as a provider would);
@@ -56,6 +58,7 @@ from chatbot.engine import graph as chatbot_graph  # noqa: E402
 from chatbot.engine.runsettings import RunResolver  # noqa: E402
 from chatbot.memory.state import ChatInput, Context, RunState, State  # noqa: E402
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, Tokenizer, estimate_tokens  # noqa: E402
+from chatbot.threads.runner import blocking  # noqa: E402
 
 Graph = Any
 Maker = Callable[[], Graph]
@@ -86,6 +89,9 @@ def tutorial(arm: str) -> Graph:
 
 SHIPPED: weakref.WeakSet[Graph] = weakref.WeakSet()
 """The graphs ``build_graph`` made: run with its durability, as chatbot runs them."""
+AWAITED: weakref.WeakSet[Graph] = weakref.WeakSet()
+"""The graphs with one of chatbot's nodes, which are async: run with ``ainvoke`` on the
+session's loop, as chatbot runs them (the others with ``invoke``, as the tutorial does)."""
 
 
 def chatbot(arm: str) -> Graph:
@@ -94,6 +100,7 @@ def chatbot(arm: str) -> Graph:
         chat, summarizer, turns.settings_for_chatbot(), InMemorySaver()
     )
     SHIPPED.add(graph)
+    AWAITED.add(graph)
     return graph
 
 
@@ -148,7 +155,10 @@ def mixed(arm: str, *, conversation: bool, summarize: bool, routers: bool) -> Gr
             "conversation", should_continue, ["summarize_conversation", END]
         )
         builder.add_edge("summarize_conversation", END)
-    return builder.compile(checkpointer=InMemorySaver())
+    graph = builder.compile(checkpointer=InMemorySaver())
+    if conversation or summarize:
+        AWAITED.add(graph)
+    return graph
 
 
 PAIRS: list[tuple[str, Callable[[str], Graph], Callable[[str], Graph]]] = [
@@ -189,9 +199,13 @@ def pair(
         for index, text in enumerate(texts):
             for name in ("a", "b") if index % 2 else ("b", "a"):
                 graph = graphs[name]
-                durability = chatbot_graph.DURABILITY if graph in SHIPPED else None
+                said = {"messages": [HumanMessage(text)]}
                 started = time.process_time()
-                graph.invoke({"messages": [HumanMessage(text)]}, config, durability=durability)
+                durability = chatbot_graph.DURABILITY if graph in SHIPPED else None
+                if graph in AWAITED:
+                    blocking(graph.ainvoke(said, config, durability=durability))
+                else:
+                    graph.invoke(said, config, durability=durability)
                 cpu[name].append(time.process_time() - started)
     finally:
         gc.unfreeze()

@@ -14,7 +14,8 @@ turn, so the machine's drift falls on all alike), each on its own new SQLite fil
 - **chatbot, graph path**: ``build_graph`` on chatbot's own store (LangGraph's ``SqliteSaver``
   with chatbot's zstd serializer; the graph's ``messages`` and ``summary`` in LangGraph's
   ``DeltaChannel``), with the tutorial's trigger and keep (``messages:6``, ``messages:2``):
-  one ``graph.invoke`` a turn, with chatbot's durability (``DURABILITY``: each step's
+  one ``graph.ainvoke`` a turn on the session's event loop (its nodes are async:
+  ``chatbot.threads.runner.blocking``), with chatbot's durability (``DURABILITY``: each step's
   checkpoint saved before the next step starts), as chatbot runs its graph; no listing row
   and no search index are written on this path (``LocalBackend`` writes them, on the CLI
   path);
@@ -103,7 +104,7 @@ from chatbot.store.search import recaller  # noqa: E402
 from chatbot.store.sqlite import Store  # noqa: E402
 from chatbot.threads.backend import LocalBackend  # noqa: E402
 from chatbot.threads.events import Event  # noqa: E402
-from chatbot.threads.runner import TurnRunner  # noqa: E402
+from chatbot.threads.runner import TurnRunner, blocking  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 TRIGGER, KEEP = 6, 2
@@ -326,8 +327,8 @@ def tutorial_turn(graph: Any, path: str) -> Callable[[str], None]:
 def chatbot_turn(graph: Any, store: Store, path: str) -> Callable[[str], None]:
     if path == "graph":
         config = thread_config("1")
-        return lambda text: graph.invoke(
-            {"messages": [HumanMessage(content=text)]}, config, durability=DURABILITY
+        return lambda text: blocking(
+            graph.ainvoke({"messages": [HumanMessage(content=text)]}, config, durability=DURABILITY)
         )
     backend = LocalBackend(graph, store)
     runner = TurnRunner()

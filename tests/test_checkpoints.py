@@ -15,6 +15,7 @@ from chatbot.store.base import state_history, thread_config
 from chatbot.store.checkpoints import NODE_TRIGGERS, lazy_history, read_checkpoint
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
+from chatbot.threads.runner import blocking
 from tests.scripted import ScriptedChatModel
 
 
@@ -78,7 +79,7 @@ def test_every_kind_of_checkpoint_reads_as_the_graph_reads_it(tmp_path: Path) ->
         backend.restore("t", turn.before.checkpoint_id, "undo")
         list(backend.regenerate("t"))
         backend.fork("t", None, "t-fork")
-        graph.invoke({"messages": [HumanMessage("f")]}, thread_config("t-fork"))
+        blocking(graph.ainvoke({"messages": [HumanMessage("f")]}, thread_config("t-fork")))
 
         for thread in ("t", "t-fork"):
             expected = _graph_history(graph, thread)

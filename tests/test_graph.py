@@ -16,6 +16,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
+from chatbot.threads.runner import blocking, blocking_iter
 from tests.scripted import ScriptedChatModel, chat_calls, summary_calls
 
 TUTORIAL_TURNS = [
@@ -41,7 +42,7 @@ def config(thread: str = "1") -> dict[str, Any]:
 
 
 def say(graph: Any, text: str, thread: str = "1", **kwargs: Any) -> dict[str, Any]:
-    return graph.invoke({"messages": [HumanMessage(text)]}, config(thread), **kwargs)
+    return blocking(graph.ainvoke({"messages": [HumanMessage(text)]}, config(thread), **kwargs))
 
 
 @pytest.fixture
@@ -104,7 +105,7 @@ def test_a_fresh_thread_can_be_edited_before_its_first_run(chat: ScriptedChatMod
     graph = build_graph(chat, settings=settings(), checkpointer=InMemorySaver())
     graph.update_state(config(), {"messages": [HumanMessage("typed in Studio")]})
     assert graph.get_state(config()).next == ("conversation",)
-    state = graph.invoke(None, config())
+    state = blocking(graph.ainvoke(None, config()))
     assert [m.text for m in state["messages"]] == ["typed in Studio", "reply 1"]
 
 
@@ -191,10 +192,12 @@ def test_failed_summary_keeps_every_message_and_the_next_turn_retries(
         say(graph, turn)
 
     events = []
-    for mode, payload in graph.stream(
-        {"messages": [HumanMessage(TUTORIAL_TURNS[3])]},
-        config(),
-        stream_mode=["custom", "values"],
+    for mode, payload in blocking_iter(
+        graph.astream(
+            {"messages": [HumanMessage(TUTORIAL_TURNS[3])]},
+            config(),
+            stream_mode=["custom", "values"],
+        )
     ):
         if mode == "custom":
             events.append(payload)
@@ -269,8 +272,10 @@ def test_reply_stream_carries_no_summary_tokens() -> None:
     for turn in TUTORIAL_TURNS[:3]:
         say(graph, turn)
     streamed = []
-    for chunk, metadata in graph.stream(
-        {"messages": [HumanMessage(TUTORIAL_TURNS[3])]}, config(), stream_mode="messages"
+    for chunk, metadata in blocking_iter(
+        graph.astream(
+            {"messages": [HumanMessage(TUTORIAL_TURNS[3])]}, config(), stream_mode="messages"
+        )
     ):
         streamed.append((chunk.text, metadata["langgraph_node"]))
     text = "".join(piece for piece, _ in streamed)
@@ -293,7 +298,7 @@ def test_nothing_is_summarized_when_the_only_safe_cutoff_folds_nothing() -> None
         ToolMessage("orphan", tool_call_id="call-x"),
         HumanMessage("and now?"),
     ]
-    state = graph.invoke({"messages": history})
+    state = blocking(graph.ainvoke({"messages": history}))
     assert summarizer.calls == []
     assert len(state["messages"]) == 5
 
@@ -331,7 +336,9 @@ def test_failed_summary_never_logs_or_streams_the_api_key(
     )
     with caplog.at_level("WARNING", logger="chatbot"):
         parts = list(
-            graph.stream({"messages": [HumanMessage("hi")]}, stream_mode=["custom", "values"])
+            blocking_iter(
+                graph.astream({"messages": [HumanMessage("hi")]}, stream_mode=["custom", "values"])
+            )
         )
     (failure,) = [p for mode, p in parts if mode == "custom" and p["event"] != "folding"]
     assert failure["event"] == "summary_failed" and "Incorrect API key" in failure["error"]
@@ -364,7 +371,7 @@ def test_a_reply_asked_for_again_comes_before_the_fold(
     )
     assert graph.get_state(config()).next == ("conversation",)
 
-    state = graph.invoke(None, config(), context=LOW_TRIGGER)
+    state = blocking(graph.ainvoke(None, config(), context=LOW_TRIGGER))
 
     assert [m.type for m in state["messages"]] == ["ai"]  # answered, then folded to the reply
     (request,) = summary_calls(summarizer)
@@ -377,10 +384,12 @@ def test_a_pause_before_conversation_comes_once_in_a_turn_that_folds_first(
     graph = five_turns(chat, summarizer)
     sixth = {"messages": [HumanMessage("sixth")]}
 
-    graph.invoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    blocking(graph.ainvoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["conversation"]))
     paused = graph.get_state(config())
     assert paused.next == ("conversation",) and paused.values["summary"]  # folded, then paused
-    state = graph.invoke(None, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    state = blocking(
+        graph.ainvoke(None, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    )
 
     assert state["messages"][-1].type == "ai"  # answered at the first resume
     assert graph.get_state(config()).next == ()
@@ -393,8 +402,10 @@ def test_a_pause_before_conversation_with_a_failing_summarizer_still_answers(
     graph = five_turns(chat, summarizer)
     sixth = {"messages": [HumanMessage("sixth")]}
 
-    graph.invoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
-    state = graph.invoke(None, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    blocking(graph.ainvoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["conversation"]))
+    state = blocking(
+        graph.ainvoke(None, config(), context=LOW_TRIGGER, interrupt_before=["conversation"])
+    )
 
     assert state["messages"][-1].type == "ai" and state["messages"][-2].text == "sixth"
     assert len(summary_calls(summarizer)) == 2  # one a run: before the pause, after the reply
@@ -405,11 +416,15 @@ def test_an_edit_while_a_turn_waits_to_fold_first_leaves_it_to_be_answered(
 ) -> None:
     graph = five_turns(chat, summarizer)
     sixth = {"messages": [HumanMessage("sixth")]}
-    graph.invoke(sixth, config(), context=LOW_TRIGGER, interrupt_before=["summarize_conversation"])
+    blocking(
+        graph.ainvoke(
+            sixth, config(), context=LOW_TRIGGER, interrupt_before=["summarize_conversation"]
+        )
+    )
     assert graph.get_state(config()).next == ("summarize_conversation",)
 
     graph.update_state(config(), {"summary": "Edited by hand."})  # Studio's editor: no as_node
-    state = graph.invoke(None, config())
+    state = blocking(graph.ainvoke(None, config()))
 
     assert state["messages"][-1].type == "ai" and state["messages"][-2].text == "sixth"
     assert state["summary"] == "Edited by hand."

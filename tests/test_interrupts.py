@@ -95,15 +95,14 @@ async def _a_turn_that_would_take_long() -> AsyncIterator[Any]:
 
 
 def test_ctrl_c_landing_as_a_turn_starts_is_an_interruption_not_a_traceback() -> None:
-    """``asyncio.Runner.run`` installs its Ctrl-C handler, then sets its count of Ctrl-Cs to
-    zero. A Ctrl-C landing between the two cancels the turn's task, is then forgotten, and
-    ``run`` raises ``CancelledError`` rather than ``KeyboardInterrupt`` (CPython 3.11 to 3.13).
-    The signal is raised right there, from the moment ``signal.signal`` returns."""
+    """The turn's Ctrl-C handler is in place before its task exists: a Ctrl-C landing then,
+    from the moment ``signal.signal`` returns, cancels the task as it starts, and the turn
+    ends interrupted; the session goes on."""
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "c_return" and getattr(arg, "__name__", "") == "signal":  # (_signal's)
             handler = signal.getsignal(signal.SIGINT)
-            if getattr(handler, "func", None) is not None:  # asyncio's own, just installed
+            if type(handler).__module__ == "chatbot.threads.runner":  # the turn's, just set
                 sys.setprofile(None)
                 signal.raise_signal(signal.SIGINT)
 

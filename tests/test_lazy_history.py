@@ -40,6 +40,7 @@ from chatbot.store.base import thread_config
 from chatbot.store.checkpoints import lazy_history
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
+from chatbot.threads.runner import blocking
 from tests.scripted import ScriptedChatModel
 
 # --- making threads ----------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class Threads:
             if len(chain) > 1:
                 older = chain[:-1][choice % (len(chain) - 1)]
                 config = thread_config(thread, older.checkpoint_id)
-                self.graph.invoke({"messages": [HumanMessage(text)]}, config)
+                blocking(self.graph.ainvoke({"messages": [HumanMessage(text)]}, config))
         elif operation == "interleave" and current is not None:  # two turns at once
             asyncio.run(self._two_at_once(thread, current.checkpoint_id, text))
         elif operation == "fork" and current is not None:

@@ -22,6 +22,7 @@ from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
 from chatbot.errors import ContextTooLong
 from chatbot.memory.tokens import ESTIMATE, USAGE_KEY
+from chatbot.threads.runner import blocking, blocking_iter
 from tests import reference_tokenizer
 from tests.scripted import ScriptedChatModel, chat_calls, summary_calls
 
@@ -92,8 +93,8 @@ def run(graph: Any, text: str | None, thread: str = "1", **kwargs: Any) -> list[
     payload = {"messages": [HumanMessage(text)]} if text is not None else {"messages": []}
     events = [
         part
-        for mode, part in graph.stream(
-            payload, config(thread), stream_mode=["custom", "values"], **kwargs
+        for mode, part in blocking_iter(
+            graph.astream(payload, config(thread), stream_mode=["custom", "values"], **kwargs)
         )
         if mode == "custom"
     ]
@@ -359,7 +360,7 @@ def test_trigger_off_never_folds_on_its_own_but_a_compact_run_does() -> None:
     assert request.endswith("pay special attention to: keep every file name")
 
     # The focus was for that fold only.
-    graph.invoke(None, config(), context={"compact": True})
+    blocking(graph.ainvoke(None, config(), context={"compact": True}))
     for i in range(8, 10):
         run(graph, f"turn {i}")
     run(graph, None, context={"compact": True})

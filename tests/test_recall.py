@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import os
@@ -18,11 +17,12 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from chatbot.config.settings import Settings
-from chatbot.engine.graph import build_graph
+from chatbot.engine.graph import DURABILITY, build_graph
 from chatbot.engine.recalling import history_search
 from chatbot.memory.recall import NOTE, TOOL_NAME
 from chatbot.store.postgres import open_store
 from chatbot.store.search import recaller
+from chatbot.threads.runner import blocking
 from tests.fake_openai import Reply, completion
 from tests.helpers import Cli, chat_requests, is_summary_request, ok
 from tests.scripted import ScriptedChatModel, chat_calls
@@ -68,7 +68,8 @@ def chat_with(store: Any, model: ScriptedChatModel, **overrides: Any) -> Any:
 
 
 def say(graph: Any, text: str, thread: str = "t1") -> dict[str, Any]:
-    return graph.invoke({"messages": [HumanMessage(text)]}, config(thread))
+    said = {"messages": [HumanMessage(text)]}
+    return blocking(graph.ainvoke(said, config(thread), durability=DURABILITY))
 
 
 def test_a_fact_folded_out_of_the_window_is_answered_from_recall(any_db: str) -> None:
@@ -111,10 +112,12 @@ def test_recall_off_offers_no_tool(tmp_path: Path) -> None:
         for n in range(6):
             say(graph, f"message {n}")
         assert graph.get_state(config()).values["summary"]
-        graph.invoke(
-            {"messages": [HumanMessage("and now?")]},
-            config(),
-            context={"recall": "auto"},
+        blocking(
+            graph.ainvoke(
+                {"messages": [HumanMessage("and now?")]},
+                config(),
+                context={"recall": "auto"},
+            )
         )
     assert model.offered[:-1] == [[]] * 6 and model.offered[-1] == [TOOL_NAME], (
         "the run's context turns it on"
@@ -182,8 +185,7 @@ class GraphHistory:
 def test_recall_reads_only_this_line_of_history(tmp_path: Path, searcher: str) -> None:
     """A fork from before a later message (as /undo, /retry and /fork make): recall does not
     bring back what was said on the branch left behind, newer though it is. The same with
-    the search a server's graph uses (the thread's history through the server's API, async:
-    that graph runs under ``ainvoke``)."""
+    the search a server's graph uses (the thread's history through the server's API, awaited)."""
     model = ScriptedChatModel(default=recalling_model("parking spot"))
     history = GraphHistory()
     with open_store(str(tmp_path / "t.sqlite")) as store:
@@ -194,10 +196,9 @@ def test_recall_reads_only_this_line_of_history(tmp_path: Path, searcher: str) -
         graph: Any = build_graph(model, summary, settings(), store.saver, search)
         history.graph = graph
 
-        def run(given: Any, where: Any) -> Any:
-            if searcher == "index":
-                return graph.invoke(given, where)
-            return asyncio.run(graph.ainvoke(given, where))  # (the server's searcher: async)
+        def run(given: Any, where: Any) -> Any:  # (each step saved before the next, as a
+            # turn runs: the store's searcher finds the checkpoint the run is at)
+            return blocking(graph.ainvoke(given, where, durability=DURABILITY))
 
         run({"messages": [HumanMessage(FACT)]}, config())
         for n in range(4):

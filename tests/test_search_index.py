@@ -19,6 +19,7 @@ from chatbot.store.base import SqlStore, thread_config
 from chatbot.store.copying import plan_copy, run_copy
 from chatbot.store.search import catch_up, lagging_threads, reindex, search
 from chatbot.store.sqlite import Store
+from chatbot.threads.runner import blocking
 from tests.test_cli import invoke
 from tests.test_search import Chat
 from tests.test_search import chat as chat  # the fixture
@@ -66,7 +67,9 @@ def _unindexed(chat: Chat, thread: str, *texts: str) -> None:
     """Turns saved and not indexed: the graph run on chatbot's saver by a LangGraph program
     of its own (a script), as a turn stopped before its thread was indexed leaves them."""
     for text in texts:
-        chat.backend.graph.invoke({"messages": [HumanMessage(text)]}, thread_config(thread))
+        blocking(
+            chat.backend.graph.ainvoke({"messages": [HumanMessage(text)]}, thread_config(thread))
+        )
 
 
 # --- every way messages come and go ----------------------------------------------------------

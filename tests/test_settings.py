@@ -14,6 +14,7 @@ import pytest
 from chatbot.config.reader import read_places
 from chatbot.config.settings import Settings, SettingsError, default_db_path, load_settings
 from chatbot.config.sources import user_config_file
+from chatbot.threads.runner import blocking
 from tests.helpers import ROOT
 
 
@@ -140,7 +141,7 @@ def test_one_credentials_rule_for_the_factory_the_fallback_and_a_runs_model() ->
     assert "No OPENAI_API_KEY or OPENAI_BASE_URL is set" in fallback.notice
     graph = build_graph(fallback.chat, fallback.summary, bare)
     with pytest.raises(MissingCredentials) as asked:
-        graph.invoke({"messages": [("user", "hi")]}, context={"chat_model": "gpt-4o"})
+        blocking(graph.ainvoke({"messages": [("user", "hi")]}, context={"chat_model": "gpt-4o"}))
     assert str(asked.value) == str(made.value)
     keyed = Settings(_env_file=None, openai_base_url="http://127.0.0.1:9/v1")  # type: ignore[call-arg]
     assert make_model("gpt-4o", keyed, role="chat") is not None

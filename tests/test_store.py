@@ -23,6 +23,7 @@ from chatbot.store.postgres import open_store
 from chatbot.store.sqlite import APPLICATION_ID, Store
 from chatbot.threads.backend import LocalBackend
 from chatbot.threads.events import Reply, Summarized
+from chatbot.threads.runner import blocking
 from tests.helpers import wait_until
 from tests.scripted import ScriptedChatModel
 
@@ -131,7 +132,11 @@ def test_listing_threads_reads_rows_not_checkpoints(any_db: str) -> None:
 def test_threads_written_by_other_programs_are_listed_too(any_db: str) -> None:
     with open_store(any_db) as store:
         graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
-        graph.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "raw"}})
+        blocking(
+            graph.ainvoke(
+                {"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "raw"}}
+            )
+        )
         (info,) = store.list_threads()
     assert info.thread_id == "raw" and info.title == "" and info.message_count is None
 
@@ -214,7 +219,9 @@ def test_processes_opening_a_fresh_file_together_do_not_fail(tmp_path: Path) -> 
 def test_checkpoint_time_is_read_from_the_checkpoint_id(tmp_path: Path) -> None:
     with Store(tmp_path / "db.sqlite") as store:
         graph = build_graph(ScriptedChatModel(), checkpointer=store.saver)
-        graph.invoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "x"}})
+        blocking(
+            graph.ainvoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "x"}})
+        )
         snapshot = next(iter(state_history(graph, "x")))
     from datetime import datetime
 

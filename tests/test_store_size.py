@@ -21,6 +21,7 @@ from chatbot.engine.graph import build_graph
 from chatbot.store.postgres import open_store
 from chatbot.store.saver import SMALLEST
 from chatbot.threads.backend import LocalBackend
+from chatbot.threads.runner import blocking
 from tests.helpers import Cli, echo_or_summary, ok
 from tests.scripted import ScriptedChatModel
 
@@ -131,7 +132,7 @@ def test_two_branches_written_from_one_checkpoint_each_read_their_own_values(
             edited = graph.update_state(
                 past, {"messages": [HumanMessage(f"only {word}")], "summary": f"all {word}"}
             )
-            graph.invoke(None, edited)  # (it answers the message)
+            blocking(graph.ainvoke(None, edited))  # (it answers the message)
             branches[word] = edited
         for word, edited in branches.items():
             state = graph.get_state(edited)

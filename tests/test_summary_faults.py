@@ -25,6 +25,7 @@ from chatbot.engine.models import make_model
 from chatbot.store.postgres import open_store
 from chatbot.store.search import catch_up, search
 from chatbot.threads.backend import LocalBackend
+from chatbot.threads.runner import blocking, blocking_iter
 from tests.fake_openai import RecordedRequest, Reply, completion
 from tests.helpers import (
     Cli,
@@ -175,11 +176,13 @@ def test_a_summary_of_reasoning_alone_is_a_failed_summary(reply: AIMessage) -> N
         ),  # type: ignore[call-arg]
         InMemorySaver(),
     )
-    graph.invoke({"messages": [HumanMessage("one")]}, CONFIG)
+    blocking(graph.ainvoke({"messages": [HumanMessage("one")]}, CONFIG))
     events = [
         payload
-        for mode, payload in graph.stream(
-            {"messages": [HumanMessage("two")]}, CONFIG, stream_mode=["custom", "values"]
+        for mode, payload in blocking_iter(
+            graph.astream(
+                {"messages": [HumanMessage("two")]}, CONFIG, stream_mode=["custom", "values"]
+            )
         )
         if mode == "custom"
     ]
@@ -335,7 +338,7 @@ def _graph(**settings: Any) -> tuple[Any, ScriptedChatModel]:
 
 def test_state_edits_without_as_node_work_after_a_turn() -> None:
     graph, chat = _graph()
-    graph.invoke({"messages": [HumanMessage("hi, I'm Ada")]}, CONFIG)
+    blocking(graph.ainvoke({"messages": [HumanMessage("hi, I'm Ada")]}, CONFIG))
 
     graph.update_state(CONFIG, {"summary": "The user is called Grace."})  # Studio's editor
     first = graph.get_state(CONFIG).values["messages"][0]
@@ -345,7 +348,7 @@ def test_state_edits_without_as_node_work_after_a_turn() -> None:
     assert state.next == ()
     assert state.values["summary"] == "The user is called Grace."
     assert [m.text for m in state.values["messages"]] == ["hi, I'm Grace", "reply 1"]
-    graph.invoke({"messages": [HumanMessage("who am I?")]}, CONFIG)
+    blocking(graph.ainvoke({"messages": [HumanMessage("who am I?")]}, CONFIG))
     sent = chat_calls(chat)[-1]
     assert sent[0].text.endswith("The user is called Grace.")
     assert [m.text for m in sent[1:]] == ["hi, I'm Grace", "reply 1", "who am I?"]
@@ -353,13 +356,17 @@ def test_state_edits_without_as_node_work_after_a_turn() -> None:
 
 def test_state_edits_without_as_node_work_while_paused() -> None:
     graph, chat = _graph()
-    graph.invoke({"messages": [HumanMessage("first")]}, CONFIG, interrupt_before=["conversation"])
+    blocking(
+        graph.ainvoke(
+            {"messages": [HumanMessage("first")]}, CONFIG, interrupt_before=["conversation"]
+        )
+    )
     assert graph.get_state(CONFIG).next == ("conversation",)
 
     graph.update_state(CONFIG, {"summary": "Edited while paused."})
 
     assert graph.get_state(CONFIG).next == ("conversation",), "still waits for its reply"
-    state = graph.invoke(None, CONFIG)
+    state = blocking(graph.ainvoke(None, CONFIG))
     assert [m.text for m in state["messages"]] == ["first", "reply 1"]
     assert chat_calls(chat)[-1][0].text.endswith("Edited while paused.")
 
@@ -367,7 +374,7 @@ def test_state_edits_without_as_node_work_while_paused() -> None:
 def test_state_edits_without_as_node_fork_from_an_old_checkpoint() -> None:
     graph, _ = _graph()
     for text in ("one", "two"):
-        graph.invoke({"messages": [HumanMessage(text)]}, CONFIG)
+        blocking(graph.ainvoke({"messages": [HumanMessage(text)]}, CONFIG))
     old = next(s for s in graph.get_state_history(CONFIG) if len(s.values.get("messages", [])) == 2)
 
     forked = graph.update_state(old.config, {"summary": "a fork"})
@@ -379,7 +386,7 @@ def test_state_edits_without_as_node_fork_from_an_old_checkpoint() -> None:
         state.parent_config["configurable"]["checkpoint_id"]
         == old.config["configurable"]["checkpoint_id"]
     )
-    after = graph.invoke({"messages": [HumanMessage("three")]}, forked)
+    after = blocking(graph.ainvoke({"messages": [HumanMessage("three")]}, forked))
     assert [m.text for m in after["messages"]] == ["one", "reply 1", "three", "reply 3"]
 
 
@@ -405,7 +412,7 @@ def test_a_state_edit_of_the_wrong_type_is_refused_and_the_thread_goes_on(edit: 
     it (the summary's text counted, a refused request's record read)."""
     update, said = BAD_EDITS[edit]
     graph, _ = _graph(summary_trigger="messages:4", summary_keep="messages:2")
-    graph.invoke({"messages": [HumanMessage("one")]}, CONFIG)
+    blocking(graph.ainvoke({"messages": [HumanMessage("one")]}, CONFIG))
     before = graph.get_state(CONFIG)
 
     with pytest.raises(InvalidUpdateError) as refused:
@@ -416,7 +423,7 @@ def test_a_state_edit_of_the_wrong_type_is_refused_and_the_thread_goes_on(edit: 
     after = graph.get_state(CONFIG)
     assert after.config == before.config and after.values == before.values, "nothing stored"
     for text in ("two", "three"):
-        graph.invoke({"messages": [HumanMessage(text)]}, CONFIG)
+        blocking(graph.ainvoke({"messages": [HumanMessage(text)]}, CONFIG))
     state = graph.get_state(CONFIG).values
     assert state["summary"] == "SUMMARY", "the thread folds and answers as before"
     assert [m.text for m in state["messages"]][-2:] == ["three", "reply 3"]
@@ -426,7 +433,7 @@ def test_a_bare_string_as_the_messages_is_one_human_message_as_in_langgraph() ->
     """``{"messages": "hi"}``, LangGraph's idiom (``add_messages`` takes a string as one human
     message), as a run's input and as an edit: the type check does not refuse it."""
     graph, _ = _graph()
-    state = graph.invoke({"messages": "hello"}, CONFIG)
+    state = blocking(graph.ainvoke({"messages": "hello"}, CONFIG))
     assert [(m.type, m.text) for m in state["messages"]] == [("human", "hello"), ("ai", "reply 1")]
     graph.update_state(CONFIG, {"messages": "typed in Studio"})
     last = graph.get_state(CONFIG).values["messages"][-1]

@@ -38,6 +38,7 @@ from chatbot.memory.tokens import (
 from chatbot.store.checkpoints import read_checkpoint
 from chatbot.store.leases import Lease
 from chatbot.store.sqlite import Store
+from chatbot.threads.runner import blocking
 from tests.helpers import ROOT, wait_until
 from tests.scripted import ScriptedChatModel
 
@@ -142,11 +143,11 @@ def test_a_run_folds_by_its_own_context_and_the_next_by_its_own() -> None:
     graph = build_graph(chat, summarizer, settings(), InMemorySaver())
     thread = {"configurable": {"thread_id": "t"}}
     tight = {"summary_trigger": "messages:1", "summary_keep": "messages:1"}
-    state = graph.invoke({"messages": [HumanMessage("one")]}, thread, context=tight)
+    state = blocking(graph.ainvoke({"messages": [HumanMessage("one")]}, thread, context=tight))
     assert state["summary"] == "the summary"
     summaries = len(summarizer.calls)
     for text in ("two", "three"):  # the default trigger (6 messages) holds again
-        state = graph.invoke({"messages": [HumanMessage(text)]}, thread)
+        state = blocking(graph.ainvoke({"messages": [HumanMessage(text)]}, thread))
     assert len(summarizer.calls) == summaries
     assert len(state["messages"]) == 5
 
@@ -166,10 +167,12 @@ def test_a_node_appears_once_in_a_trace_and_still_gets_the_runs_context() -> Non
     chat = ScriptedChatModel()
     graph = build_graph(chat, ScriptedChatModel(), settings(), InMemorySaver())
     starts = ChainStarts()
-    graph.invoke(
-        {"messages": [HumanMessage("hello")]},
-        {"configurable": {"thread_id": "t"}, "callbacks": [starts]},
-        context={"system_prompt": "speak like a pirate"},
+    blocking(
+        graph.ainvoke(
+            {"messages": [HumanMessage("hello")]},
+            {"configurable": {"thread_id": "t"}, "callbacks": [starts]},
+            context={"system_prompt": "speak like a pirate"},
+        )
     )
     assert starts.names.count("conversation") == 1
     assert chat.calls[-1][0] == SystemMessage("speak like a pirate")
@@ -204,10 +207,11 @@ from chatbot.engine.models import OfflineChatModel
 from chatbot.config.settings import Settings
 from chatbot.store.base import thread_config
 from chatbot.store.sqlite import Store
+from chatbot.threads.runner import blocking
 store = Store(sys.argv[1])
 graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"),
                     Settings(_env_file=None, model="offline"), store.saver)
-graph.invoke({"messages": [HumanMessage("remember the blue door")]}, thread_config("t"))
+blocking(graph.ainvoke({"messages": [HumanMessage("remember the blue door")]}, thread_config("t")))
 os.kill(os.getpid(), signal.SIGKILL)
 """
 

@@ -34,6 +34,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import DURABILITY, build_graph
 from chatbot.errors import ModelCallFailed
+from chatbot.threads.runner import blocking, blocking_iter
 from tests.conftest import POSTGRES_ADMIN_URL, _postgres_or_skip
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, completion
 from tests.helpers import (
@@ -698,11 +699,11 @@ def test_a_reply_without_text_fails_the_turn_and_keeps_the_message(shape: str) -
     config: Any = {"configurable": {"thread_id": "t1"}}
 
     with pytest.raises(ModelCallFailed) as failed:
-        graph.invoke({"messages": [HumanMessage("hello")]}, config)
+        blocking(graph.ainvoke({"messages": [HumanMessage("hello")]}, config))
 
     assert reason in str(failed.value) and str(failed.value).endswith("; it was not saved")
     assert [m.type for m in graph.get_state(config).values["messages"]] == ["human"]
-    state = graph.invoke(None, config)  # what /retry does: the message is answered again
+    state = blocking(graph.ainvoke(None, config))  # what /retry does: the message is answered again
     assert [(m.type, m.text) for m in state["messages"]] == [
         ("human", "hello"),
         ("ai", "the real answer"),
@@ -713,8 +714,8 @@ def test_a_reply_after_its_reasoning_is_still_an_answer() -> None:
     chat = ScriptedChatModel(script=["<think>Let me see.</think>\nHello!"])
     settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
     graph = build_graph(chat, settings=settings, checkpointer=InMemorySaver())
-    state = graph.invoke(
-        {"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "t"}}
+    state = blocking(
+        graph.ainvoke({"messages": [HumanMessage("hello")]}, {"configurable": {"thread_id": "t"}})
     )
     assert [m.type for m in state["messages"]] == ["human", "ai"]
 
@@ -810,7 +811,7 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
 def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db: str) -> None:
     """Each step's checkpoint is saved before the next step starts: when the model is asked,
     another connection already reads the message it answers, every turn, without waiting
-    (``graph.invoke`` and the terminal's ``astream`` alike)."""
+    (``graph.ainvoke`` and a turn's ``astream`` alike)."""
     from chatbot.store.base import thread_config
     from chatbot.store.checkpoints import read_checkpoint
     from chatbot.store.postgres import open_store
@@ -834,7 +835,7 @@ def test_the_users_message_is_in_the_database_before_the_model_is_called(any_db:
                 list(backend.send("t", f"message {n}"))
             else:
                 said = {"messages": [HumanMessage(f"message {n}")]}
-                graph.invoke(said, thread_config("t"), durability=DURABILITY)
+                blocking(graph.ainvoke(said, thread_config("t"), durability=DURABILITY))
     assert len(seen) == 8
     for n, read in enumerate(seen):
         assert read[-1] == f"message {n}", (n, read)
@@ -859,10 +860,12 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
         list(backend.send("t", "first"))
         before = backend.current("t")
         assert before is not None
-        stream = graph.stream(
-            {"messages": [HumanMessage("second", id="second")]},
-            thread_config("t"),
-            stream_mode="checkpoints",
+        stream = blocking_iter(
+            graph.astream(
+                {"messages": [HumanMessage("second", id="second")]},
+                thread_config("t"),
+                stream_mode="checkpoints",
+            )
         )
         next(stream)  # the input checkpoint is saved ...
         stream.close()  # ... and the run stops before its first step, as Ctrl-C stops it
@@ -913,10 +916,12 @@ def _stopped_before_its_first_step(graph: Any, thread: str, text: str) -> None:
     step takes the message in (as Ctrl-C at that moment stops it)."""
     from chatbot.store.base import thread_config
 
-    run = graph.stream(
-        {"messages": [HumanMessage(text, id=text)]},
-        thread_config(thread),
-        stream_mode="checkpoints",
+    run = blocking_iter(
+        graph.astream(
+            {"messages": [HumanMessage(text, id=text)]},
+            thread_config(thread),
+            stream_mode="checkpoints",
+        )
     )
     next(run)
     run.close()

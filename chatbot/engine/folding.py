@@ -20,7 +20,7 @@ the limit even after asking once to condense it, is a failed summary.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,18 +30,45 @@ from langgraph.constants import TAG_NOSTREAM
 
 from chatbot.engine import windows
 from chatbot.engine.runsettings import RunSettings
-from chatbot.engine.steps import Steps
 from chatbot.engine.stream import SUMMARY_TAG
 from chatbot.errors import context_overflow, describe_error, empty_answer
 from chatbot.history.snapshots import FOLDED_KEY
 from chatbot.history.summary import extend_fold_record
 from chatbot.memory import finish, policy, prompts, recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, model_name, tokenizer_for
+from chatbot.sanitize import valid_data
 
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
 MIN_CHUNK_TOKENS = 256
 _MAX_HALVINGS = 3
 SUMMARY_SLACK = policy.SUMMARY_SLACK
+
+
+Ask = Callable[[Runnable[Any, Any], list[BaseMessage]], Awaitable[AIMessage]]
+"""Sends a model (or a model with its config) messages and returns its reply: :func:`ask`, or
+a function that calls it and notes the reply (what a fold's calls cost)."""
+
+
+async def ask(model: Runnable[Any, Any], request: list[BaseMessage]) -> AIMessage:
+    """The model's reply to ``request``, awaited (cancelling the task closes the HTTP
+    request), with its text made valid (:func:`valid_reply`)."""
+    return valid_reply(await model.ainvoke(request))
+
+
+def valid_reply(reply: AIMessage) -> AIMessage:
+    """The reply with its text valid (content, tool call arguments, metadata): the reply
+    itself when it already was. Every model call of the graph goes through :func:`ask`, so
+    this is where a provider's text enters chatbot: a lone surrogate in what it sent is
+    U+FFFD in the reply, the summary, the store and the terminal alike
+    (:func:`chatbot.sanitize.valid_data`)."""
+    fields = ("content", "additional_kwargs", "response_metadata", "tool_calls")
+    changed = {}
+    for name in fields:
+        value = getattr(reply, name, None)
+        valid = valid_data(value)
+        if valid is not value:
+            changed[name] = valid
+    return reply.model_copy(update=changed) if changed else reply
 
 
 class SummaryError(RuntimeError):
@@ -227,21 +254,22 @@ Progress = Callable[[int, int], None]
 model refused as too long is cut smaller)."""
 
 
-def fold(
+async def fold(
     state: Mapping[str, Any],
     run: RunSettings,
     reason: FoldReason,
     plan: policy.SummaryPlan,
     progress: Progress | None = None,
-) -> Steps[Fold]:
-    """Fold the planned messages into the summary (steps: the summary calls it needs);
-    raises :class:`SummaryError`."""
+    call: Ask = ask,
+) -> Fold:
+    """Fold the planned messages into the summary, making the summary calls it needs with
+    ``call``; raises :class:`SummaryError`."""
     messages = state["messages"]
     counts = run.counter.per_message(messages)
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
-    summary, calls = yield from summarize(
-        folded, state.get("summary", ""), run, focus=focus, progress=progress
+    summary, calls = await summarize(
+        folded, state.get("summary", ""), run, focus=focus, progress=progress, call=call
     )
     return Fold(
         reason=reason,
@@ -271,14 +299,15 @@ def fold_record(
     return extend_fold_record(previous, summary, folded, counters)
 
 
-def summarize(
+async def summarize(
     folded: Sequence[BaseMessage],
     summary: str,
     run: RunSettings,
     *,
     focus: str = "",
     progress: Progress | None = None,
-) -> Steps[tuple[str, int]]:
+    call: Ask = ask,
+) -> tuple[str, int]:
     """Fold messages into the summary with the summary model, chunk by chunk.
 
     Returns the new summary and the number of summary calls. Each chunk extends the running
@@ -286,11 +315,11 @@ def summarize(
     the summary model itself says a chunk is too long, the rest is chunked at half the size
     (up to three times), and a window the refusal states is learned for the model. A call
     answered with nothing (a server past its window may end its stream so) is asked once
-    more without streaming, which such servers answer with their error. A summary too big to keep
-    (:func:`summary_oversized`) is folded in as the oldest message, into a new one.
-    ``progress`` is told each call's part before it is made. Raises :class:`SummaryError` if
-    a call fails or its reply is no usable summary (:func:`summary_text`,
-    :func:`_kept_to_limit`).
+    more without streaming, which such servers answer with their error. A summary too big to
+    keep (:func:`summary_oversized`) is folded in as the oldest message, into a new one.
+    ``progress`` is told each call's part before it is made, and ``call`` makes it. Raises
+    :class:`SummaryError` if a call fails or its reply is no usable summary
+    (:func:`summary_text`, :func:`_kept_to_limit`).
     """
     counter = run.summary_counter
     if summary_oversized(summary, run):
@@ -321,7 +350,7 @@ def summarize(
             focus=focus,
         )
         try:
-            response = yield (model.bind(stream=False) if unstreamed else model, request)
+            response = await call(model.bind(stream=False) if unstreamed else model, request)
         except Exception as error:  # any provider error: the state must stay as it was
             if empty_answer(error) and not unstreamed:
                 unstreamed = True  # asked again without streaming: servers then say why
@@ -348,7 +377,7 @@ def summarize(
             raise SummaryError(describe_error(error)) from error
         unstreamed = False
         calls += 1
-        summary, condensing = yield from _kept_to_limit(summary_text(response), run, model)
+        summary, condensing = await _kept_to_limit(summary_text(response), run, model, call)
         calls += condensing
         done += 1
     return summary, calls
@@ -375,9 +404,9 @@ def summary_text(response: AIMessage) -> str:
     return finish.usable_text(response)
 
 
-def _kept_to_limit(
-    summary: str, run: RunSettings, model: Runnable[Any, Any]
-) -> Steps[tuple[str, int]]:
+async def _kept_to_limit(
+    summary: str, run: RunSettings, model: Runnable[Any, Any], call: Ask
+) -> tuple[str, int]:
     """The summary, if it is within :func:`summary_limit`; else condensed by one more call
     (returns the calls it made). Raises :class:`SummaryError` when it is too big to send
     back to be condensed, or still too big condensed: it is never stored."""
@@ -401,7 +430,7 @@ def _kept_to_limit(
     if counter.raw(request) + run.max_summary_tokens > run.summary_input_tokens:
         raise SummaryError(f"{refusal}; it was not stored")
     try:
-        response = yield (model, request)
+        response = await call(model, request)
     except Exception as error:
         raise SummaryError(
             f"{refusal}, and condensing it failed: {describe_error(error)}"

@@ -17,34 +17,35 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 - ``recall``: the reply called the recall tool (:mod:`chatbot.memory.recall`): the folded
   messages it asked for go back to ``conversation`` as tool messages.
 
-Nodes and routers are plain functions of the state and the run's settings
+Nodes are async functions of the state and the run's settings
 (:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
-defaults). :func:`build_graph` binds them to its settings, reading the run's context with
-LangGraph's public ``get_runtime()``; a router works with or without a runtime, so
-``update_state`` (Studio's state editor, forks) needs no ``as_node``.
+defaults) that await their model calls, so the graph runs under ``ainvoke``/``astream`` only
+(LangGraph's ``invoke`` refuses an async node): blocking callers run it with ``asyncio.run``
+or :func:`chatbot.threads.runner.blocking`. Routers are plain functions, which LangGraph runs
+both ways: ``update_state`` (undo, forks, import, Studio's state editor) is synchronous and
+runs the routers of the node it writes as, never a node. :func:`build_graph` binds both to
+its settings; a router reads the run's context with LangGraph's public ``get_runtime()`` and
+works without one, so ``update_state`` needs no ``as_node``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import weakref
-from collections.abc import Callable
-from typing import Any, Literal, TypeVar, cast
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, RemoveMessage
-from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import get_runtime
+from langgraph.runtime import Runtime, get_runtime
 from langgraph.types import Durability
 
 from chatbot.config.settings import Settings
 from chatbot.engine import folding, overflow, recalling, stream
 from chatbot.engine.runsettings import RunResolver, RunSettings
-from chatbot.engine.steps import Steps, adrive, drive, watched
 from chatbot.errors import (
     ModelCallFailed,
     context_overflow,
@@ -66,13 +67,13 @@ assert DONE == END
 
 DURABILITY: Durability = "sync"
 """The durability a run of this graph is meant to have: pass ``durability=DURABILITY`` to
-``invoke``/``stream``/``ainvoke``/``astream`` (a graph with a checkpointer only). With
-LangGraph's "sync" durability each step's checkpoint and writes are saved before the next
-step starts: the user's message is in the database before the model is called, and the
-store's writes do not run beside the next step in another thread, which made a turn about a
-tenth heavier ("async", LangGraph's default: docs/benchmarks.md). LangGraph has no public way
-to give a compiled graph a default durability (its run loop reads it only from the call's
-argument or from a private config key), so each caller passes it."""
+``ainvoke``/``astream`` (a graph with a checkpointer only). With LangGraph's "sync"
+durability each step's checkpoint and writes are saved before the next step starts: the
+user's message is in the database before the model is called, and the store's writes do not
+run beside the next step in another thread (as under "async", LangGraph's default, which
+costs more CPU a turn: docs/benchmarks.md). LangGraph has no public way to give a compiled
+graph a default durability (its run loop reads it only from the call's argument or from a
+private config key), so each caller passes it."""
 
 _RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
 
@@ -102,7 +103,7 @@ def _paid(
     return {pricing.USAGE_KEY: record}
 
 
-def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     """Answer the latest message, seeing the summary as a SystemMessage before the messages.
 
     With recall on (:mod:`chatbot.memory.recall`) and a summary to recall from, the model is
@@ -124,7 +125,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     response: AIMessage
     while True:
         try:
-            response = yield (model, recalling.answered(sent))
+            response = await folding.ask(model, recalling.answered(sent))
             break
         except Exception as error:
             if offer and recall.refuses_tools(error):
@@ -178,7 +179,7 @@ def conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
     return update
 
 
-def summarize_conversation(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+async def summarize_conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     """Fold the older messages into ``summary`` and remove exactly those messages (and
     condense a summary grown far past its limit).
 
@@ -187,11 +188,11 @@ def summarize_conversation(state: RunState, run: RunSettings) -> Steps[dict[str,
     the update notes ``fold_tried``). After an overflow a failure, or a fold that cannot
     shrink the request, ends the run with one clear error instead (the message is kept).
     """
-    update = yield from _fold(state, run)
+    update = await _fold(state, run)
     return {**update, "fold_tried": True}
 
 
-def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
+async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
     writer = get_stream_writer()
     messages, summary = state["messages"], state.get("summary", "")
     reason = folding.fold_reason(state, run, compact=run.compact)
@@ -214,8 +215,13 @@ def _fold(state: RunState, run: RunSettings) -> Steps[dict[str, Any]]:
         folding_now = stream.Folding(len(plan.fold), reason, part=part, parts=parts)
         writer(stream.as_payload(folding_now))
 
+    async def paid(model: Any, request: list[Any]) -> AIMessage:  # (every answered call counts)
+        reply = await folding.ask(model, request)
+        replies.append(reply)
+        return reply
+
     try:
-        done = yield from watched(folding.fold(state, run, reason, plan, progress), replies.append)
+        done = await folding.fold(state, run, reason, plan, progress, paid)
     except folding.SummaryError as error:
         if reason == "overflow":
             raise overflow.fold_failed(error) from None
@@ -315,7 +321,7 @@ def _router(
 
     LangGraph traces a routing function, a nested run at each call (two a turn, three when it
     folds), which makes the router's config the current one: what ``get_runtime()`` reads.
-    Under ``ainvoke``/``astream`` it runs the function in a worker thread."""
+    A plain function, not an async one: ``update_state``, which is synchronous, runs it."""
 
     def route(state: RunState) -> Route:
         return decide(state, _settings(resolver, state))
@@ -325,46 +331,21 @@ def _router(
     return route
 
 
-class _ModelNode(Runnable[RunState, dict[str, Any]]):
-    """A node that calls models: ``steps`` run with blocking model calls under
-    ``invoke``/``stream`` (:func:`~chatbot.engine.steps.drive`) and with awaited ones under
-    ``ainvoke``/``astream`` (:func:`~chatbot.engine.steps.adrive`), where cancelling the task
-    closes the HTTP request.
-
-    A Runnable, not a plain function: LangGraph gives a plain function node one side only (a
-    sync function is run in a worker thread under ``ainvoke``, where cancelling cannot stop the
-    call; an async one cannot run under ``invoke`` at all), and langchain-core's
-    ``RunnableLambda``, which takes both, opens a nested run of the node's name at every call
-    (each call's callbacks, and the node twice in a trace) and costs more CPU a turn. This
-    subclass implements ``invoke`` and ``ainvoke`` with no callbacks of its own: LangGraph
-    already opens the node's run, and sets the node's config as the current one, around them,
-    so the run's context comes from ``get_runtime()``."""
-
-    def __init__(
-        self,
-        steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]],
-        resolver: RunResolver,
-    ) -> None:
-        self.name = steps.__name__
-        self._steps = steps
-        self._resolver = resolver
-
-    def invoke(
-        self, input: RunState, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        return drive(self._steps(input, _settings(self._resolver, input)))
-
-    async def ainvoke(
-        self, input: RunState, config: RunnableConfig | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        return await adrive(self._steps(input, _settings(self._resolver, input)))
+Logic = Callable[[RunState, RunSettings], Awaitable[dict[str, Any]]]
 
 
-def _node(
-    steps: Callable[[RunState, RunSettings], Steps[dict[str, Any]]], resolver: RunResolver
-) -> _ModelNode:
-    """The node of ``steps``, bound to ``resolver`` (see :class:`_ModelNode`)."""
-    return _ModelNode(steps, resolver)
+def _node(logic: Logic, resolver: RunResolver) -> Callable[..., Awaitable[dict[str, Any]]]:
+    """``logic`` as an async node bound to ``resolver``: LangGraph hands it the run's
+    ``Runtime`` (a node runs only inside a run, where there is one). Async, so that under
+    ``astream`` the model call is awaited in the run's event loop and cancelling the task
+    closes its HTTP request (a sync node would run in a worker thread, out of reach)."""
+
+    async def node(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
+        return await logic(state, resolver(runtime.context, state.get("system_prompt", "")))
+
+    node.__name__ = node.__qualname__ = logic.__name__
+    node.__doc__ = logic.__doc__
+    return node
 
 
 def build_graph(
@@ -380,8 +361,8 @@ def build_graph(
     environment; without a ``checkpointer`` the graph keeps no memory between runs (which is
     what ``langgraph dev`` wants: it brings its own). ``recall_search`` searches a thread's
     messages for the recall tool (``chatbot.store.search.recaller``, or a server's async
-    :func:`~chatbot.engine.recalling.history_search`, with which the graph runs under
-    ``ainvoke``/``astream`` only); without it the model is never offered the tool.
+    :func:`~chatbot.engine.recalling.history_search`); without it the model is never
+    offered the tool.
 
     Runs of a graph with a checkpointer are meant to pass ``durability=``:data:`DURABILITY`.
     """
@@ -397,22 +378,11 @@ def build_graph(
     )
     builder.add_node("conversation", _node(conversation, resolver))
     builder.add_node("summarize_conversation", _node(summarize_conversation, resolver))
-    # The recall node: a plain function, async when the searcher is (a LangGraph server's,
-    # which may not block the server's event loop: such a graph runs under ainvoke/astream).
-    if recall_search is not None and inspect.iscoroutinefunction(recall_search):
-        searcher = cast(AsyncSearcher, recall_search)
 
-        async def run_arecall(state: RunState) -> dict[str, Any]:
-            return await recalling.arecall_messages(state, searcher)
+    async def run_recall(state: RunState) -> dict[str, Any]:
+        return await recalling.recall_messages(state, recall_search)
 
-        builder.add_node("recall", run_arecall)
-    else:
-        blocking = cast(Searcher | None, recall_search)
-
-        def run_recall(state: RunState) -> dict[str, Any]:
-            return recalling.recall_messages(state, blocking)
-
-        builder.add_node("recall", run_recall)
+    builder.add_node("recall", run_recall)
     builder.add_edge("recall", "conversation")
     builder.add_conditional_edges(
         START, _router(fold_first, resolver), ["summarize_conversation", "conversation", END]

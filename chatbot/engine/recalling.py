@@ -7,9 +7,10 @@ history through the server's own API)."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import re
 import time
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Collection
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -92,53 +93,14 @@ def answered(sent: list[BaseMessage]) -> list[BaseMessage]:
     return fixed
 
 
-Search = tuple[str, str, int, Collection[str], str | None]
-"""One search a recall call asks for: a :data:`~chatbot.memory.recall_search.Searcher`'s
-arguments ``(thread_id, query, limit, skip, at)``."""
-
-
-def recall_messages(state: RunState, searcher: recall_search.Searcher | None) -> dict[str, Any]:
-    """Run the recall calls of the latest reply: one ToolMessage each, with the folded
-    messages found (never one still in the window, never a tool's answer)."""
-    steps = _recall(state, searcher is not None)
-    try:
-        search = next(steps)
-        while True:
-            assert searcher is not None  # (without one, the steps ask for no search)
-            try:
-                hits = searcher(*search)
-            except Exception as error:  # (the search failing is the tool's answer)
-                search = steps.throw(error)
-            else:
-                search = steps.send(hits)
-    except StopIteration as done:
-        return done.value
-
-
-async def arecall_messages(
-    state: RunState, searcher: recall_search.AsyncSearcher | None
+async def recall_messages(
+    state: RunState, searcher: recall_search.Searcher | recall_search.AsyncSearcher | None
 ) -> dict[str, Any]:
-    """:func:`recall_messages` with a searcher to await (a LangGraph server's)."""
-    steps = _recall(state, searcher is not None)
-    try:
-        search = next(steps)
-        while True:
-            assert searcher is not None
-            try:
-                hits = await searcher(*search)
-            except Exception as error:
-                search = steps.throw(error)
-            else:
-                search = steps.send(hits)
-    except StopIteration as done:
-        return done.value
-
-
-def _recall(
-    state: RunState, searchable: bool
-) -> Generator[Search, Sequence[recall_search.Recalled], dict[str, Any]]:
-    """The recall node's logic, written once for both searchers: yields the searches it
-    needs and gets their hits back (or the search's exception thrown in)."""
+    """Run the recall calls of the latest reply: one ToolMessage each, with the folded
+    messages found (never one still in the window, never a tool's answer). ``searcher``: the
+    store's (called: a query on the local database, as the saver's are) or a server's
+    (awaited: a LangGraph server may not block its event loop); without one, each call is
+    told recall is not available here."""
     messages = state["messages"]
     last = messages[-1]
     if not isinstance(last, AIMessage):
@@ -153,20 +115,21 @@ def _recall(
         query = recall.query_of(call)
         if call.get("name") != recall.TOOL_NAME:
             content = f"There is no tool named {call.get('name')!r}; the one tool is recall."
-        elif not searchable:
+        elif searcher is None:
             content = "recall is not available here (this server keeps no search index)."
         elif not query:
             content = recall.answer("", [])
         else:
             try:
-                hits = yield (thread_id, query, recall.MAX_HITS * 3, window, at)
+                found = searcher(thread_id, query, recall.MAX_HITS * 3, window, at)
+                hits = await found if inspect.isawaitable(found) else found
             except Exception as error:  # (the search failing is the tool's answer, not the turn's)
                 log.warning("recall failed: %s", error)
                 content = f"recall failed: {describe_error(error)}"
             else:
-                found = recall.distinct(hits, window)
-                content = recall.answer(query, found, searched=bool(state.get("summary")))
-                writer(stream.as_payload(stream.Recalling(query=query, found=len(found))))
+                kept = recall.distinct(hits, window)
+                content = recall.answer(query, kept, searched=bool(state.get("summary")))
+                writer(stream.as_payload(stream.Recalling(query=query, found=len(kept))))
         answers.append(
             ToolMessage(content=content, tool_call_id=call.get("id") or "", name=recall.TOOL_NAME)
         )

@@ -464,7 +464,7 @@ class Repl:
         else:
             for note in view.notes:
                 self.print(note)
-        self.measure(self._safe_current())
+        self.measure(turn.after or self._safe_current())  # (the state the turn ended with)
 
     @contextlib.contextmanager
     def _keys_held(self, live: bool) -> Iterator[None]:

@@ -25,6 +25,7 @@ from chatbot.history.snapshots import (
 )
 from chatbot.store.base import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
 from chatbot.store.checkpoints import lazy_history, read_checkpoint
+from chatbot.threads.events import TurnStream
 from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperations, Undone
 from chatbot.threads.reading import LocalReader
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: re
     from chatbot.store.leases import Lease
     from chatbot.store.search import Hit
     from chatbot.threads.attachments import Content
-    from chatbot.threads.events import Event, TurnStream
+    from chatbot.threads.events import Event
 
 
 class Backend(Protocol):
@@ -93,10 +94,123 @@ class Backend(Protocol):
     ) -> list[Hit]: ...
 
 
-def _as_context(values: dict[str, Any] | None) -> Any:
-    """A run's context as LangGraph takes it: a dict of :class:`~chatbot.memory.state.Context`
-    fields (LangGraph builds the dataclass; a missing field keeps its default), or ``None``."""
-    return values or None
+class Turn(TurnStream):
+    """One run of the graph on a local thread, as events.
+
+    - :meth:`begin`, once the thread's lease is held (one turn at a time per thread, across
+      processes: a busy thread is waited for, with a :class:`Waiting` event): ``prepare``,
+      then the thread's state (:meth:`LocalBackend.before_turn`), which gives the run's config
+      (the spend so far), the checkpoint the turn starts from, and a message saved by a run
+      that stopped before its first step, sent first;
+    - :meth:`_events`: the graph streamed with ``durability=DURABILITY`` (each step's
+      checkpoint saved before the next starts), as events; its last checkpoint is the state
+      after the turn (:attr:`after`), handed to what needs it (the listing row, the REPL's
+      context size) instead of being read again;
+    - :meth:`end`, however the run ends: the thread's listing row and search rows
+      (``SqlStore.record_turn``), then the lease back.
+
+    A turn that sends the message ``message_id`` says first when the thread's last message
+    never got its reply (:class:`Unanswered`: read under the lease, so never while another
+    window answers it)."""
+
+    def __init__(
+        self,
+        backend: LocalBackend,
+        thread_id: str,
+        payload: Any,
+        config: RunnableConfig,
+        context: dict[str, Any] | None,
+        title_hint: Content = "",
+        prepare: Callable[[], None] | None = None,
+        message_id: str | None = None,
+    ) -> None:
+        super().__init__(
+            self._events, message_id=message_id, current=lambda: backend.current(thread_id)
+        )
+        self.backend, self.thread_id = backend, thread_id
+        self.payload, self.config, self.context = payload, config, context
+        self.title_hint, self.prepare = title_hint, prepare
+
+    def begin(self) -> tuple[RunnableConfig, list[Event]]:
+        """Under the lease: the run's config, and what to say before it runs."""
+        from chatbot.memory.pricing import SPENT_KEY, spent
+        from chatbot.threads.events import Unanswered
+
+        if self.prepare is not None:
+            self.prepare()
+        now = self.backend.before_turn(self.thread_id)
+        self.started_from = now.checkpoint_id if now is not None else None
+        if now is not None and (now.messages or now.summary or now.state.pending):
+            # (a thread's title is its first message: here, the state's first, in case its
+            # first turn was killed before its listing row was written)
+            self.title_hint = ""
+        if now is not None and now.state.pending and self.message_id is not None:
+            # A message saved by a run that stopped before taking it in: new input would
+            # replace it (LangGraph's __start__ holds one input), so it goes in first.
+            self.payload["messages"] = [*now.state.pending, *self.payload.get("messages", [])]
+        unanswered = self.message_id is not None and now is not None and now.awaiting_reply
+        said: list[Event] = [Unanswered(self.thread_id)] if unanswered else []
+        record = spent(now)  # the floor of the run's usage record (chatbot.memory.pricing)
+        if record is None:
+            return self.config, said
+        configurable = {**self.config.get("configurable", {}), SPENT_KEY: record}
+        return {**self.config, "configurable": configurable}, said
+
+    async def _events(self) -> AsyncIterator[Event]:
+        from chatbot.engine.graph import DURABILITY
+        from chatbot.threads.events import (
+            STREAM_MODES,
+            Waiting,
+            events_from_stream,
+            snapshot_of_checkpoint,
+        )
+
+        lease = self.backend._lease(self.thread_id)
+        if not lease.try_acquire():
+            yield Waiting(self.thread_id)
+            await lease.aacquire()
+        stream: Any = None
+        failing = True
+        try:
+            config, said = self.begin()
+            for event in said:
+                yield event
+            context: Any = self.context or None  # (LangGraph makes the Context of the dict)
+            stream = self.backend.graph.astream(
+                self.payload,
+                config,
+                context=context,
+                stream_mode=[*STREAM_MODES, "checkpoints"],
+                durability=DURABILITY,
+            )
+            last: Any = None
+            async for mode, part in stream:
+                if mode == "checkpoints":
+                    last = part
+                    continue
+                for event in events_from_stream([(mode, part)]):
+                    yield event
+            self.after = None if last is None else snapshot_of_checkpoint(last)
+            if self.after is not None:
+                self.backend.ended[self.thread_id] = self.after
+            failing = False
+        finally:
+            try:
+                if stream is not None:
+                    await stream.aclose()
+            finally:
+                self.end(lease, failing)
+
+    def end(self, lease: Lease, failing: bool) -> None:
+        """The thread's row, then the lease back. A row that cannot be written (a full disk)
+        is the error only when the turn itself did not fail."""
+        try:
+            self.backend._record(self.thread_id, self.title_hint, state=self.after)
+        except Exception:
+            if not failing:
+                raise
+        finally:
+            lease.release()
 
 
 class LocalBackend(LocalReader, ThreadOperations):
@@ -121,6 +235,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         self.lease_seconds = LEASE_SECONDS
         self._graph = graph
         self._build = build
+        self.ended: dict[str, Snapshot] = {}  # (each thread's last turn's end: before_turn)
 
     @property
     def graph(self) -> ChatGraph:
@@ -132,135 +247,11 @@ class LocalBackend(LocalReader, ThreadOperations):
 
     # --- turns -------------------------------------------------------------------------
 
-    def _turn(
-        self,
-        thread_id: str,
-        payload: Any,
-        config: RunnableConfig,
-        context: dict[str, Any] | None,
-        title_hint: Content = "",
-        prepare: Callable[[], None] = lambda: None,
-        message_id: str | None = None,
-    ) -> TurnStream:
-        """A run of the graph as events, holding the thread's lease (one turn at a time per
-        thread, across processes: a busy thread is waited for, with a :class:`Waiting` event).
-        ``prepare`` runs once the lease is held, before the graph. A turn that sends the
-        message ``message_id`` says first when the thread's last message never got its reply
-        (:class:`Unanswered`: read under the lease, so never while another window answers it).
-        The thread's row is updated and the lease given back however the run ends."""
-        from chatbot.engine.graph import DURABILITY
-        from chatbot.threads.events import (
-            STREAM_MODES,
-            TurnStream,
-            Unanswered,
-            Waiting,
-            events_from_stream,
-        )
-
-        hint = [title_hint]
-
-        def begin() -> tuple[RunnableConfig, list[Event]]:
-            """Under the lease: the run's config, and what to say before it runs."""
-            prepare()
-            now = self.current(thread_id)
-            turn.started_from = now.checkpoint_id if now is not None else None
-            if now is not None and (now.messages or now.summary or now.state.pending):
-                # (a thread's title is its first message: here, the state's first, in case
-                # its first turn was killed before its listing row was written)
-                hint.clear()
-            if now is not None and now.state.pending and message_id is not None:
-                # A message saved by a run that stopped before taking it in: new input would
-                # replace it (LangGraph's __start__ holds one input), so it goes in first.
-                payload["messages"] = [*now.state.pending, *payload.get("messages", [])]
-            unanswered = message_id is not None and now is not None and now.awaiting_reply
-            return self._spent_so_far(now, config), [Unanswered(thread_id)] if unanswered else []
-
-        def end(lease: Lease, failing: bool) -> None:
-            """The thread's row, then the lease back. A row that cannot be written (a full
-            disk) is the error only when the turn itself did not fail."""
-            try:
-                self._record(thread_id, hint[0] if hint else "")
-            except Exception:
-                if not failing:
-                    raise
-            finally:
-                lease.release()
-
-        def blocking() -> Iterator[Event]:
-            lease = self._lease(thread_id)
-            if not lease.try_acquire():
-                yield Waiting(thread_id)
-                lease.acquire()
-            failing = True
-            try:
-                run_config, said = begin()
-                yield from said
-                stream = self.graph.stream(
-                    payload,
-                    run_config,
-                    context=_as_context(context),
-                    stream_mode=STREAM_MODES,
-                    durability=DURABILITY,
-                )
-                yield from events_from_stream(stream)
-                failing = False
-            finally:
-                end(lease, failing)
-
-        async def cancellable() -> AsyncIterator[Event]:
-            lease = self._lease(thread_id)
-            if not lease.try_acquire():
-                yield Waiting(thread_id)
-                await lease.aacquire()
-            stream: Any = None
-            failing = True
-            try:
-                run_config, said = begin()
-                for event in said:
-                    yield event
-                stream = self.graph.astream(
-                    payload,
-                    run_config,
-                    context=_as_context(context),
-                    stream_mode=STREAM_MODES,
-                    durability=DURABILITY,
-                )
-                async for part in stream:
-                    for event in events_from_stream([part]):
-                        yield event
-                failing = False
-            finally:
-                try:
-                    aclose = getattr(stream, "aclose", None)  # an async generator's
-                    if aclose is not None:
-                        await aclose()
-                finally:
-                    end(lease, failing)
-
-        turn = TurnStream(
-            blocking,
-            cancellable,
-            message_id=message_id,
-            current=lambda: self.current(thread_id),
-        )
-        return turn
-
     def _lease(self, thread_id: str) -> Lease:
         """The thread's lease (:mod:`chatbot.store.leases`), for a turn or a change of its state."""
         from chatbot.store.leases import Lease
 
         return Lease(self.store, thread_id, self.lease_seconds)
-
-    def _spent_so_far(self, now: Snapshot | None, config: RunnableConfig) -> RunnableConfig:
-        """The run's config with the thread's spend so far (``now``: its latest checkpoint),
-        the floor of the run's usage record: a run from an older checkpoint (/retry) or after
-        /undo keeps what the calls it went back past cost (see :mod:`chatbot.memory.pricing`)."""
-        from chatbot.memory.pricing import SPENT_KEY, spent
-
-        record = spent(now)
-        if record is None:
-            return config
-        return {**config, "configurable": {**config.get("configurable", {}), SPENT_KEY: record}}
 
     def send(
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None
@@ -271,15 +262,15 @@ class LocalBackend(LocalReader, ThreadOperations):
 
         message = HumanMessage(content=content, id=str(uuid.uuid4()))
         payload = {"messages": [message]}
-        return self._turn(
-            thread_id, payload, thread_config(thread_id), context, content, message_id=message.id
+        return Turn(
+            self, thread_id, payload, thread_config(thread_id), context, content, None, message.id
         )
 
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
     ) -> TurnStream:
         """Run the graph on from a checkpoint (default: the thread's latest); a new branch."""
-        return self._turn(thread_id, None, thread_config(thread_id, checkpoint_id), context)
+        return Turn(self, thread_id, None, thread_config(thread_id, checkpoint_id), context)
 
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
@@ -291,18 +282,14 @@ class LocalBackend(LocalReader, ThreadOperations):
         unchanged = self._nothing_to_compact(thread_id, run_context)
         if unchanged is not None:
             return unchanged
-        return self._turn(
-            thread_id,
-            {"messages": []},
-            thread_config(thread_id, metadata={ACTION_KEY: "compact"}),
-            run_context,
-        )
+        config = thread_config(thread_id, metadata={ACTION_KEY: "compact"})
+        return Turn(self, thread_id, {"messages": []}, config, run_context)
 
     def _nothing_to_compact(self, thread_id: str, context: dict[str, Any]) -> TurnStream | None:
         """The events of a compaction that has nothing to fold (the graph's own rule), or None
         when it has something (or its last message waits for a reply: the graph says so)."""
         from chatbot.engine import folding
-        from chatbot.threads.events import NothingToFold, TurnStream
+        from chatbot.threads.events import NothingToFold, just
 
         now = self.current(thread_id)
         if now is None or now.awaiting_reply:
@@ -313,15 +300,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         messages, summary = now.state.messages, now.state.summary
         if folding.worth_folding({"messages": messages, "summary": summary}, run, "compact"):
             return None
-        event = NothingToFold(context=folding.context_tokens(messages, summary, run))
-
-        def blocking() -> Iterator[Event]:
-            yield event
-
-        async def cancellable() -> AsyncIterator[Event]:
-            yield event
-
-        return TurnStream(blocking, cancellable)
+        return just(NothingToFold(context=folding.context_tokens(messages, summary, run)))
 
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included).
@@ -345,15 +324,21 @@ class LocalBackend(LocalReader, ThreadOperations):
                 as_node="summarize_conversation",
             )
 
-        return self._turn(thread_id, None, thread_config(thread_id), context, prepare=remove_it)
+        return Turn(self, thread_id, None, thread_config(thread_id), context, prepare=remove_it)
 
     def _record(
-        self, thread_id: str, title_hint: Content = "", origin: tuple[str, str] | None = None
+        self,
+        thread_id: str,
+        title_hint: Content = "",
+        origin: tuple[str, str] | None = None,
+        state: Snapshot | None = None,
     ) -> None:
+        """The thread's listing row and its new messages indexed, in one transaction, from
+        ``state`` (its latest checkpoint; read now when not given)."""
         from chatbot.store.search import index_statements
         from chatbot.threads.events import make_title
 
-        state = self.current(thread_id)
+        state = state or self.current(thread_id)
         if state is None:
             return
         first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
@@ -377,6 +362,15 @@ class LocalBackend(LocalReader, ThreadOperations):
                 self._record(thread_id)
                 listed += 1
         return listed
+
+    def before_turn(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest checkpoint for a turn to start from: the state the last turn
+        in this process ended with while it still is the latest (a checkpoint never changes),
+        else read."""
+        ended = self.ended.get(thread_id)
+        if ended is not None and self.store.latest_checkpoint_id(thread_id) == ended.checkpoint_id:
+            return ended
+        return self.current(thread_id)
 
     # --- reading -----------------------------------------------------------------------
 

@@ -115,44 +115,75 @@ def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -
 
 
 class TurnStream:
-    """A turn's events, two ways: iterate it for blocking calls (tests, scripts), or
-    ``async for`` it in a task, which Ctrl-C cancels (closing the model's HTTP request).
+    """A turn's events: ``async for`` them in a task, which Ctrl-C cancels (closing the model's
+    HTTP request); a plain ``for`` runs the same on this thread's loop
+    (:func:`~chatbot.threads.runner.blocking_iter`: scripts, tests).
 
     A turn that sends a message knows its id (``message_id``), and once it holds the thread,
     the checkpoint it started from, so that :meth:`kept` can say what the thread holds of it
-    when it failed or was stopped."""
+    when it failed or was stopped. A turn that knows the thread's state after it
+    (:attr:`after`: a local turn's last checkpoint) hands it on, so that nothing reads it
+    again."""
 
     def __init__(
         self,
-        blocking: Callable[[], Iterator[Event]],
-        cancellable: Callable[[], AsyncIterator[Event]],
+        events: Callable[[], AsyncIterator[Event]],
         *,
         message_id: str | None = None,
         current: Callable[[], Snapshot | None] | None = None,
     ) -> None:
-        self._blocking = blocking
-        self._cancellable = cancellable
+        self._events = events
         self.message_id = message_id
         self._current = current
         self.started_from: str | None = None
         """The thread's latest checkpoint when the turn began to run (None: not yet, or none)."""
-
-    def __iter__(self) -> Iterator[Event]:
-        return self._blocking()
+        self.after: Snapshot | None = None
+        """The thread's state once the turn ended well, when the turn knows it (None: not
+        known, or the turn failed or was stopped: then it is read from the store)."""
 
     def __aiter__(self) -> AsyncIterator[Event]:
-        return self._cancellable()
+        return self._events()
+
+    def __iter__(self) -> Iterator[Event]:
+        from chatbot.threads.runner import blocking_iter
+
+        return blocking_iter(self._events())
 
     def kept(self) -> Kept | None:
-        """What the thread holds of this turn's message and reply, read now; ``None`` for a
-        turn without a message of its own, or when the thread cannot be read."""
+        """What the thread holds of this turn's message and reply; ``None`` for a turn without
+        a message of its own, or when the thread cannot be read."""
         if self.message_id is None or self._current is None:
             return None
         try:
-            after = self._current()
+            after = self.after if self.after is not None else self._current()
         except Exception:  # (the store that just failed may fail again: then nothing is said)
             return None
         return kept_of(after, self.message_id, self.started_from)
+
+
+def just(*events: Event) -> TurnStream:
+    """A turn that runs nothing and says ``events`` (a compaction with nothing to fold)."""
+
+    async def said() -> AsyncIterator[Event]:
+        for event in events:
+            yield event
+
+    return TurnStream(said)
+
+
+def snapshot_of_checkpoint(part: dict[str, Any]) -> Snapshot:
+    """The snapshot of a ``stream_mode="checkpoints"`` part: the checkpoint a run just saved,
+    as ``get_state`` would read it."""
+    from chatbot.history.snapshots import snapshot_from_parts
+
+    parent = (part.get("parent_config") or {}).get("configurable") or {}
+    return snapshot_from_parts(
+        checkpoint_id=str(part["config"]["configurable"]["checkpoint_id"]),
+        parent_id=parent.get("checkpoint_id"),
+        metadata=part.get("metadata"),
+        values=part.get("values"),
+        next_nodes=part.get("next") or (),
+    )
 
 
 def make_title(text: Any) -> str:
@@ -184,9 +215,7 @@ def events_from_stream(stream: Iterable[Any]) -> Iterator[Event]:
         if mode == "messages":
             message, metadata = payload
             if is_reply_chunk(message, metadata) and message.text:
-                yield Token(
-                    valid_text(message.text)
-                )  # as the stored reply is (chatbot.engine.steps)
+                yield Token(valid_text(message.text))  # as the stored reply is (folding.ask)
         elif mode == "custom":
             event = custom_event(payload)
             if event is not None:

@@ -157,7 +157,7 @@ class RemoteBackend(ThreadOperations):
         self.assistant = assistant
         self._check_reachable()
         self.client = get_sync_client(url=self.url)
-        self._aclient: Any = None  # for cancellable turns, made on first use in the loop
+        self._aclient: tuple[Any, Any] | None = None  # (the loop, its client: see _async_client)
         self._ids: dict[str, str] = {}
         self._metadata: dict[str, dict[str, Any]] = {}  # (by server id, as last seen)
 
@@ -288,18 +288,6 @@ class RemoteBackend(ThreadOperations):
         nothing to fold, that is the run's one event and the thread is not run at all."""
         arguments = {"stream_mode": STREAM_MODES, "on_disconnect": "cancel", **arguments}
 
-        def blocking() -> Iterator[Event]:
-            yield from first
-            if probe is not None:
-                nothing = self._probe(probe)
-                if nothing is not None:
-                    yield nothing
-                    return
-            parts = self._call(
-                lambda: self.client.runs.stream(server_id, self.assistant, **arguments)
-            )
-            yield from self._guarded_stream(parts)
-
         async def cancellable() -> AsyncIterator[Event]:
             for event in first:
                 yield event
@@ -316,18 +304,21 @@ class RemoteBackend(ThreadOperations):
                         yield event
 
         if sent is None:
-            return TurnStream(blocking, cancellable)
+            return TurnStream(cancellable)
         name, message_id = sent
-        return TurnStream(
-            blocking, cancellable, message_id=message_id, current=lambda: self.current(name)
-        )
+        return TurnStream(cancellable, message_id=message_id, current=lambda: self.current(name))
 
     def _async_client(self) -> Any:
-        if self._aclient is None:
+        """The SDK's async client for the running event loop (its pooled connections belong
+        to the loop that opened them: a turn run on another loop gets a client of its own)."""
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._aclient is None or self._aclient[0] is not loop:
             from langgraph_sdk import get_client
 
-            self._aclient = get_client(url=self.url)
-        return self._aclient
+            self._aclient = (loop, get_client(url=self.url))
+        return self._aclient[1]
 
     def send(
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None
@@ -402,20 +393,10 @@ class RemoteBackend(ThreadOperations):
             "on_disconnect": "cancel",
         }
 
-    def _probe(self, probe: dict[str, Any]) -> NothingToFold | None:
+    async def _aprobe(self, probe: dict[str, Any]) -> NothingToFold | None:
         """Run a compaction probe, reading its stream to the end (a stateless run: the server
         deletes its thread then): its :class:`NothingToFold`, or ``None`` when the compaction
         would fold something."""
-        found: NothingToFold | None = None
-        answered = False
-        with self._streaming():
-            for part in self.client.runs.stream(None, self.assistant, **probe):
-                if not answered:
-                    answered, found = _probe_answer(part)
-        return found
-
-    async def _aprobe(self, probe: dict[str, Any]) -> NothingToFold | None:
-        """:meth:`_probe`, awaited (in a turn that Ctrl-C cancels)."""
         found: NothingToFold | None = None
         answered = False
         with self._streaming():
@@ -439,14 +420,6 @@ class RemoteBackend(ThreadOperations):
             )
         )
         return self.resume(thread_id, None, context)
-
-    def _guarded_stream(self, parts: Any) -> Iterator[Event]:
-        import httpx
-
-        try:
-            yield from events_from_parts(parts)
-        except httpx.TransportError as error:
-            raise self._lost(error) from None
 
     # --- reading ----------------------------------------------------------------------------
 

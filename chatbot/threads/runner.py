@@ -11,6 +11,11 @@ thread's lease back, then end the process (:mod:`chatbot.interrupts`).
 The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
 each turn the call log's lines are written (:func:`chatbot.engine.calllog.settle`), and what could
 not be written is told once, in the outcome's ``warnings``.
+
+The graph runs only awaited. Blocking callers (scripts, tests, benchmarks) run it on the same
+loop with :func:`blocking` (a coroutine, such as ``graph.ainvoke(...)``) or
+:func:`blocking_iter` (an async iterator, such as a turn's events): each thread has its own
+loop, the main thread's being the session's.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import signal
 import sys
-from collections.abc import AsyncIterable
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from chatbot import interrupts
 
@@ -52,18 +59,50 @@ class TurnOutcome:
     """Problems beside the turn, each told once (call-log lines that could not be written)."""
 
 
-_session: TurnRunner | None = None
+_sessions = threading.local()
+T = TypeVar("T")
 
 
 def session_runner() -> TurnRunner:
-    """The process's turn runner: one event loop for the whole session, because the model
-    clients keep pooled connections that belong to the loop they were opened in. Closed at
-    exit."""
-    global _session
-    if _session is None:
-        _session = TurnRunner()
-        atexit.register(_session.close)
-    return _session
+    """This thread's turn runner (the main thread's: the session's): one event loop for the
+    whole session, because the model clients keep pooled connections that belong to the loop
+    they were opened in. Closed at exit."""
+    runner: TurnRunner | None = getattr(_sessions, "runner", None)
+    if runner is None:
+        runner = _sessions.runner = TurnRunner()
+        atexit.register(runner.close)
+    return runner
+
+
+def blocking(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` (``graph.ainvoke(...)``, say) to its end on this thread's session loop.
+    Ctrl-C cancels it (closing a model's HTTP request) and raises ``KeyboardInterrupt``."""
+    return session_runner().call(work)
+
+
+def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
+    """The items of an async iterator, each awaited on this thread's session loop (a turn's
+    events, ``graph.astream(...)``'s parts); closed however the iteration ends."""
+    runner = session_runner()
+
+    async def step() -> T:
+        return await items.__anext__()
+
+    try:
+        while True:
+            try:
+                item = runner.call(step())
+            except StopAsyncIteration:
+                return
+            yield item
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+
+            async def close() -> None:
+                await aclose()
+
+            runner.call(close())
 
 
 class TurnRunner:
@@ -75,11 +114,53 @@ class TurnRunner:
         self._runner: asyncio.Runner | None = None
         self._task: asyncio.Task[None] | None = None
 
+    def loop(self) -> asyncio.Runner:
+        """The session's event loop (made at first use)."""
+        if self._runner is None:
+            self._runner = asyncio.Runner()
+        return self._runner
+
+    def call(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` to its end on the session's loop. A ``KeyboardInterrupt`` (Ctrl-C, or
+        raised inside a task) leaves nothing pending on the loop behind it."""
+        try:
+            return self._on_loop(work)
+        except KeyboardInterrupt:
+            self._unwind()
+            raise
+
+    def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run ``work`` as the loop's main task; where Python's own Ctrl-C handler is in place
+        (the main thread), a first Ctrl-C cancels the task and raises ``KeyboardInterrupt``
+        once it has unwound (:class:`_CtrlC`, as asyncio.Runner's own handler does)."""
+        runner = self.loop()
+        if threading.current_thread() is not threading.main_thread() or (
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        ):
+            return runner.run(work)
+        handler = _CtrlC()
+
+        async def main() -> T:
+            handler.task = asyncio.current_task()
+            if handler.pressed:  # (Ctrl-C as the task started)
+                work.close()
+                raise asyncio.CancelledError
+            return await work
+
+        try:
+            signal.signal(signal.SIGINT, handler)
+            return runner.run(main())
+        except asyncio.CancelledError:
+            if handler.pressed:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def run(self, turn: AsyncIterable[Event], display: Display) -> TurnOutcome:
         """Run a turn to its end. Ctrl-C cancels it: the outcome says ``interrupted``. SIGTERM
         or SIGHUP cancel it too, then raise :class:`~chatbot.interrupts.Terminated`."""
-        if self._runner is None:
-            self._runner = asyncio.Runner()
+        self.loop()
         ended: list[int] = []
         with interrupts.during_turn(lambda signum: self._stop(signum, ended)):
             outcome = self._run(turn, display, ended)
@@ -90,16 +171,14 @@ class TurnRunner:
     def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
         assert self._runner is not None
         try:
-            # asyncio.Runner turns the first Ctrl-C into a cancellation of this task, then
-            # raises KeyboardInterrupt once the task has unwound (closing the HTTP request).
-            self._runner.run(self._consume(turn, display))
+            # The first Ctrl-C cancels this task, then raises KeyboardInterrupt once the task
+            # has unwound (closing the HTTP request): see _on_loop.
+            self._on_loop(self._consume(turn, display))
         except KeyboardInterrupt:
             self._unwind()
             return TurnOutcome(interrupted=True)
         except asyncio.CancelledError:
-            # By SIGTERM or SIGHUP (see run), or by a Ctrl-C that landed as asyncio.Runner
-            # started the task: after installing its handler, before zeroing its count of
-            # Ctrl-Cs, which then forgets it and raises this instead of KeyboardInterrupt.
+            # By SIGTERM or SIGHUP (see run).
             self._unwind()
             return TurnOutcome(interrupted=True)
         except Exception as error:  # a model, network or server error: the caller says it
@@ -152,6 +231,30 @@ class TurnRunner:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+
+
+class _CtrlC:
+    """The Ctrl-C handler while the loop runs a main task: the first Ctrl-C cancels the task
+    (and wakes the loop), a second raises ``KeyboardInterrupt`` at once: asyncio.Runner's
+    own rule. Not asyncio.Runner's own handler, whose repr holds the task's, which formats
+    the task's coroutine: ``signal.getsignal`` formats the handler's repr each time it is
+    asked (the checkpoint decoder asks at each value, :func:`chatbot.interrupts.decoding`)."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.pressed = 0
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.pressed += 1
+        task = self.task
+        if self.pressed > 1:
+            raise KeyboardInterrupt
+        if task is not None and not task.done():  # (else the task cancels itself as it starts)
+            task.cancel()
+            task.get_loop().call_soon_threadsafe(lambda: None)
+
+    def __repr__(self) -> str:
+        return "<the turn's Ctrl-C handler>"
 
 
 def _call_log_news() -> list[str]:
