@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.history.timeline import Snapshot, last_turn, snapshot_from_parts
-from chatbot.store.base import state_history, thread_config
+from chatbot.store.base import thread_config
 from chatbot.store.checkpoints import NODE_TRIGGERS, lazy_history, read_checkpoint
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
@@ -28,7 +28,7 @@ def _graph_history(graph, thread: str) -> list[Snapshot]:  # type: ignore[no-unt
             next_nodes=s.next,
             created_at=s.created_at,
         )
-        for s in state_history(graph, thread)
+        for s in graph.get_state_history(thread_config(thread))
     ]
 
 

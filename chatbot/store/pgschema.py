@@ -12,7 +12,14 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.store.errors import StoreError
-from chatbot.store.schema import OLDER_TABLES, POSTGRESQL, SCHEMA_VERSION, Owner, tables_named
+from chatbot.store.schema import (
+    COUNT_THREADS,
+    OLDER_TABLES,
+    POSTGRESQL,
+    SCHEMA_VERSION,
+    Owner,
+    unmarked_owner,
+)
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -22,15 +29,12 @@ LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 
 _LANGGRAPH_PG_TABLES = frozenset({*LANGGRAPH_TABLES, "checkpoint_migrations"})
 _INDEX_BUILD = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.IGNORECASE)
-
-
 _IN_SCHEMA = "options=-csearch_path%3Dchatbot"
 
 
 def schema_of_its_own(shown: str) -> str:
-    """Where else chatbot's tables could go, for the refusal of a database holding another
-    program's tables: a database of its own, or a schema of its own, with the URL that uses
-    it (``shown``, the URL without its password, with the option added after its query)."""
+    """Where else chatbot's tables could go, for refusing a database holding another
+    program's: a database or a schema of its own, with the URL (``shown``) that uses it."""
     from urllib.parse import parse_qsl, urlsplit
 
     try:
@@ -52,10 +56,9 @@ def schema_of_its_own(shown: str) -> str:
 
 
 def check_search_path(conn: Connection[Any], path: str) -> None:
-    """For a database that looks empty: no schema of the connection's ``search_path`` (the
-    URL's ``options=-csearch_path=...``, else the server's) may exist, and then nothing can be
-    made (PostgreSQL's "no schema has been selected to create in"): one line saying which
-    schema to create. ``$user`` is skipped, as PostgreSQL skips it."""
+    """For a database that looks empty: when no schema of the ``search_path`` exists nothing
+    can be made there, so say in one line which schema to create (``$user`` skipped, as
+    PostgreSQL skips it)."""
     from psycopg.rows import tuple_row
 
     with conn.cursor(row_factory=tuple_row) as cursor:
@@ -97,9 +100,8 @@ def _langgraph_migrations() -> list[str]:
 
 
 def _langgraph_index_builds() -> dict[str, str]:
-    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations, by index name. A build cut short
-    (its process killed, a timeout) leaves the index INVALID, and ``IF NOT EXISTS`` then
-    skips it for ever: the set-up builds such an index again."""
+    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations, by index name: a build cut short
+    leaves the index INVALID, which ``IF NOT EXISTS`` skips for ever, so it is built again."""
     return {
         found[1]: statement
         for statement in _langgraph_migrations()
@@ -163,29 +165,20 @@ def read_schema(conn: Connection[Any]) -> _Schema:
         row = cursor.fetchone()
         assert row is not None
         version, langgraph_version, invalid = row
+        invalid = list(invalid or ())
         if "chatbot_schema" not in tables:
-            foreign = [name for name in tables if name not in _LANGGRAPH_PG_TABLES]
-            if foreign:
-                owner = Owner("other", tables_named(foreign))
-            elif not tables or not _has_checkpoints(conn, tables):
-                owner = Owner("new")  # (LangGraph's tables, empty: a set-up cut short)
-            else:
-                owner = Owner("langgraph", tables_named(tables))
-            return _Schema(owner, langgraph_version, list(invalid or ()))
-    return _Schema(
-        Owner("chatbot", version=int(version or 0)), langgraph_version, list(invalid or ())
-    )
-
-
-def _has_checkpoints(conn: Connection[Any], tables: list[str]) -> bool:
-    if "checkpoints" not in tables:
-        return False
-    return conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None
+            owner = unmarked_owner(
+                tables,
+                _LANGGRAPH_PG_TABLES,
+                lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
+            )
+            return _Schema(owner, langgraph_version, invalid)
+    return _Schema(Owner("chatbot", version=int(version or 0)), langgraph_version, invalid)
 
 
 def threads_in(conn: Connection[Any]) -> int:
-    row = conn.execute("SELECT COUNT(DISTINCT thread_id) AS n FROM checkpoints").fetchone()
-    return int(row["n"]) if row else 0
+    row = conn.execute(COUNT_THREADS).fetchone()
+    return int(row["count"]) if row else 0
 
 
 @contextmanager
@@ -234,11 +227,10 @@ def _lock_holder(conn: Connection[Any]) -> str:
 
 
 def run_setup(conn: Connection[Any], path: str, wait: float) -> None:
-    """LangGraph's migrations (and its indexes a cut-short build left INVALID), then
-    chatbot's tables and their version in one transaction, on ``conn`` under the set-up
-    lock. A statement that waits ``wait`` seconds for a lock gives up; the server cancels
-    the set-up of a process that died (``client_connection_check_interval``), freeing the
-    lock."""
+    """LangGraph's migrations (and its INVALID indexes built again), then chatbot's tables
+    and their version in one transaction, on ``conn`` under the set-up lock. A statement
+    waiting ``wait`` seconds for a lock gives up; the server cancels the set-up of a process
+    that died (``client_connection_check_interval``), freeing the lock."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 

@@ -1,18 +1,12 @@
 """Threads in PostgreSQL: LangGraph's ``PostgresSaver`` on a ``psycopg_pool`` connection pool.
 
-Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db`` with the URL). The
-checkpoints are LangGraph's own tables; chatbot's (listing, leases, search) are the schema of
-:mod:`chatbot.store.schema`, made once under an advisory lock, on the one connection that holds
-it (see :meth:`PgStore._set_up`). The mark of a chatbot database is its ``chatbot_schema``
-table, holding the schema's version: a database holding only LangGraph's tables is another
-LangGraph program's, and is refused unless adopted (``chatbot db adopt``).
-Connections are autocommit with dict rows, as the saver needs them, checked before each use
-and renewed when idle or old, so a server that drops idle connections does not break a long
-REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's prepared-statement threshold
-(``none`` turns them off, which pgbouncer in transaction mode needs).
-
-A password in the URL is never shown: :attr:`PgStore.path` and every error carry the URL with
-``***`` in its place, and the password is remembered as a secret to redact.
+Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db``). chatbot's tables are
+made once under an advisory lock (:meth:`PgStore._set_up`); the mark of a chatbot database is
+its ``chatbot_schema`` table. Connections are autocommit with dict rows, as the saver needs
+them, checked before use and renewed when idle or old, so a server that drops idle
+connections does not break a long REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's
+prepared-statement threshold (``none`` for pgbouncer in transaction mode). A password in the
+URL is never shown: :attr:`PgStore.path` and every error carry ``***`` in its place.
 """
 
 from __future__ import annotations
@@ -22,13 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from chatbot.config.sources import url_passwords, without_password
 from chatbot.errors import remember_secret
-from chatbot.store.base import (
-    LEASE_SECONDS,
-    SqlStore,
-    StoreStats,
-    is_postgres_url,
-    sum_parts,
-)
+from chatbot.store.base import SqlStore, is_postgres_url
 from chatbot.store.errors import StoreError
 from chatbot.store.pgschema import (
     LANGGRAPH_TABLES,
@@ -39,28 +27,15 @@ from chatbot.store.pgschema import (
     setup_lock,
     threads_in,
 )
-from chatbot.store.schema import (
-    EmptyDatabase,
-    Owner,
-    check_schema_version,
-    refuse_foreign,
-)
+from chatbot.store.schema import TABLES, EmptyDatabase, Owner, check_schema_version, refuse_foreign
 from chatbot.store.sqlite import Store, sqlite_owner
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from psycopg_pool import ConnectionPool
 
-_CHATBOT_TABLES = (
-    "chatbot_threads",
-    "chatbot_leases",
-    "chatbot_messages",
-    "chatbot_indexed",
-    "chatbot_marks",
-    "chatbot_schema",
-)
-"""chatbot's own tables: what ``db stats`` counts and ``db vacuum`` vacuums, with LangGraph's."""
-
+_TABLES = (*LANGGRAPH_TABLES, *TABLES, "chatbot_schema")
+"""What ``db stats`` counts and ``db vacuum`` vacuums."""
 
 CONNECT_TIMEOUT = 10
 """Seconds a PostgreSQL server gets to accept a connection (psycopg waits 2 at least)."""
@@ -122,10 +97,8 @@ def database_owner(
 
 
 def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
-    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character (SQLite's
-    can), which a message, a reply or a title may (a paste, a model's reply): it is stored,
-    and searched for, as U+FFFD, the character that stands for one that could not be kept.
-    (Thread ids never hold one: :mod:`chatbot.threadids` refuses control characters.)"""
+    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character, which a
+    message or a title may: it is stored, and searched for, as U+FFFD."""
     return tuple(
         value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
         for value in params
@@ -139,6 +112,8 @@ class PgStore(SqlStore):
     checkpoint_tables = LANGGRAPH_TABLES
     writes_table = "checkpoint_writes"
     writes_value = "blob"
+    octets = "octet_length(content)"
+    clock = "extract(epoch from clock_timestamp())"
     mark_pruned = (
         "UPDATE checkpoints SET metadata = metadata || jsonb_build_object(?::text, "
         "COALESCE((metadata ->> ?)::int, 0) + ?) "
@@ -217,16 +192,11 @@ class PgStore(SqlStore):
         ).close()
 
     def _set_up(self, *, read_only: bool, adopt: bool, wait: float) -> None:
-        """Check the database is chatbot's, then make what it lacks, on one connection.
-
-        A database that is set up is only read (no lock); an empty one opened to read is
-        left empty (:class:`chatbot.store.sqlite.EmptyDatabase`). Otherwise the set-up runs under an
-        advisory lock, all of it on the connection holding the lock: LangGraph's migrations
-        build indexes ``CONCURRENTLY``, which waits for every transaction in the database to
-        end, so the lock is waited for by polling ``pg_try_advisory_lock`` (a waiter holds no
-        transaction between tries); a waiter blocked in ``pg_advisory_lock`` while the
-        holder's other connection built an index hung both for ever. Every wait gives up
-        after ``wait`` seconds, saying what it waited for."""
+        """Check the database is chatbot's, then make what it lacks. A database set up is only
+        read; otherwise the set-up runs under an advisory lock, all of it on the connection
+        holding it: LangGraph's migrations build indexes ``CONCURRENTLY``, which waits for
+        every transaction to end, so the lock is polled for (a waiter holds no transaction
+        between tries). Every wait gives up after ``wait`` seconds, saying what it waited for."""
         with self.pool.connection() as conn:
             schema = read_schema(conn)
             if schema.owner.kind == "new":
@@ -277,94 +247,24 @@ class PgStore(SqlStore):
                 count = cursor.rowcount
         return count
 
-    # --- one turn at a time per thread -------------------------------------------------------
-
-    def lease_taken(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease and has not let it expire (by the server's clock)."""
-        rows = self.query(
-            "SELECT holder FROM chatbot_leases WHERE thread_id = ? "
-            "AND expires_at >= extract(epoch from clock_timestamp())",
-            (thread_id,),
-        )
-        return str(rows[0][0]) if rows else None
-
-    def try_lease(
-        self,
-        thread_id: str,
-        holder: str,
-        seconds: float = LEASE_SECONDS,
-        replacing: str | None = None,
-    ) -> bool:
-        """Take (or renew) the thread's lease (or one ``replacing`` held); the server's clock
-        decides expiry, so hosts whose clocks differ agree."""
-        now = "extract(epoch from clock_timestamp())"
-        acquired = self.write(
-            (
-                f"""
-                INSERT INTO chatbot_leases (thread_id, holder, expires_at)
-                VALUES (?, ?, {now} + ?)
-                ON CONFLICT (thread_id) DO UPDATE SET
-                    holder = excluded.holder, expires_at = excluded.expires_at
-                WHERE chatbot_leases.holder = excluded.holder
-                   OR chatbot_leases.expires_at < {now}
-                   OR chatbot_leases.holder = ?::text
-                """,
-                (thread_id, holder, seconds, replacing),
-            )
-        )
-        return acquired == 1
-
-    # --- size ------------------------------------------------------------------------------
-
-    def stats(self) -> StoreStats:
-        """Threads, checkpoints, pending writes and the tables' size on the server."""
-        ((threads, checkpoints),) = self.query(
-            "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
-        )
-        ((writes,),) = self.query("SELECT COUNT(*) FROM checkpoint_writes")
-        sizes = self._sizes()
-        ((turns, text),) = self.query(
-            "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
-            "COALESCE(SUM(octet_length(content)), 0) FROM chatbot_messages"
-        )
-        return StoreStats(
-            location=self.path,
-            threads=threads,
-            checkpoints=checkpoints,
-            writes=writes,
-            bytes=sum(size for _, size in sizes),
-            free_bytes=0,
-            parts=sum_parts(sizes),
-            turns=int(turns),
-            text_bytes=int(text),
-        )
-
-    def _sizes(self) -> list[tuple[str, int]]:
-        """Each of the tables' bytes on the server, with its indexes and TOAST."""
-        tables = (
-            *LANGGRAPH_TABLES,
-            *_CHATBOT_TABLES,
-            "checkpoint_migrations",
-        )
+    def sizes(self) -> list[tuple[str, int]]:
+        """Each table's bytes on the server, with its indexes and TOAST."""
         rows = self.query(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE n.nspname = current_schema() AND c.relname = ANY(?)",
-            (list(tables),),
+            ([*_TABLES, "checkpoint_migrations"],),
         )
         return [(str(name), int(size)) for name, size in rows]
 
-    def _bytes(self) -> int:
-        return sum(size for _, size in self._sizes())
-
     def vacuum(self) -> tuple[int, int]:
-        """``VACUUM`` chatbot's and LangGraph's tables (PostgreSQL reuses the space of deleted
-        rows; autovacuum does this too). Returns the tables' bytes before and after."""
-        before = self._bytes()
+        """``VACUUM (ANALYZE)`` chatbot's and LangGraph's tables (PostgreSQL reuses deleted
+        rows' space; autovacuum does this too); the tables' bytes before and after."""
+        before = self.bytes_on_disk()
         with self.pool.connection() as conn:
-            for table in (*LANGGRAPH_TABLES, *_CHATBOT_TABLES):
+            for table in _TABLES:
                 conn.execute(f"VACUUM (ANALYZE) {table}")
-        return before, self._bytes()
+        return before, self.bytes_on_disk()
 
 
 def _reason(error: BaseException) -> str:
