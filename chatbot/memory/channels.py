@@ -145,7 +145,7 @@ REDUCERS: dict[str, tuple[Any, type]] = {
 """The state's delta channels by key: their reducer and the type of their value
 (:func:`delta_channel` makes the channels from it)."""
 
-SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 1}
+SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 2}
 """Updates of each delta channel between two checkpoints that store it: the summary is stored
 where it changes (at a fold), nowhere else."""
 
