@@ -68,40 +68,30 @@ class StoreStats(NamedTuple):
     checkpoints: int
     writes: int
     bytes: int
-    """The file, its write-ahead log and shared-memory file, as they are on disk."""
     free_bytes: int
     """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
     parts: tuple[tuple[str, int], ...] = ()
     """Bytes of each part (:data:`PARTS`), tables with their indexes."""
     turns: int = 0
-    """The user's messages: a turn each."""
+    """The user's messages."""
     text_bytes: int = 0
-    """UTF-8 bytes of every message's text (what was said, folded messages too)."""
+    """UTF-8 bytes of every message's text, folded ones too."""
 
     @property
     def per_turn(self) -> float | None:
-        """Bytes a turn, everything included (``None`` before the first turn)."""
+        """Bytes a turn (``None`` before the first turn)."""
         return self.bytes / self.turns if self.turns else None
 
     def record(self) -> dict[str, Any]:
         """As JSON (``chatbot db stats --json``)."""
-        return {
-            "location": self.location,
-            "threads": self.threads,
-            "checkpoints": self.checkpoints,
-            "pending_writes": self.writes,
-            "bytes": self.bytes,
-            "free_bytes": self.free_bytes,
-            "parts": dict(self.parts),
-            "turns": self.turns,
-            "text_bytes": self.text_bytes,
-            "bytes_per_turn": round(self.per_turn) if self.per_turn is not None else None,
-        }
+        record = {"pending_writes" if k == "writes" else k: v for k, v in self._asdict().items()}
+        record["parts"] = dict(self.parts)
+        record["bytes_per_turn"] = round(self.per_turn) if self.per_turn is not None else None
+        return record
 
 
 PARTS = ("checkpoints", "pending writes", "search index", "other")
-"""What ``db stats`` says the space goes to: LangGraph's checkpoints (with their blobs), its
-pending writes, chatbot's search index, and the rest (thread listing, leases, the schema)."""
+"""What ``db stats`` says the space goes to."""
 
 
 def part_of(table: str) -> str:
@@ -142,8 +132,8 @@ def now_text() -> str:
 
 
 ADOPTED_MARK = "adopted"
-"""The ``chatbot_marks`` row of a database taken over from another LangGraph program
-(``chatbot db adopt``): it is shared with that program, so checkpoints go in uncompressed."""
+"""The ``chatbot_marks`` row of a database taken over from another LangGraph program, which
+shares it: checkpoints go in uncompressed."""
 
 
 class SqlStore:
@@ -303,10 +293,8 @@ class SqlStore:
     # --- listing, plain SQL ------------------------------------------------------------
 
     def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
-        """Every thread (or just one) with checkpoints, newest activity first.
-
-        Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
-        """
+        """Every thread (or just one) with checkpoints, newest activity first: plain SQL, no
+        checkpoint is read."""
         only = "AND thread_id = ?" if thread_id is not None else ""
         rows = self.query(
             f"""
@@ -325,14 +313,14 @@ class SqlStore:
         )
         return [
             ThreadInfo(
-                thread_id=row[0],
-                checkpoints=row[1],
-                last_active=checkpoint_time(row[2]),
-                title=row[3] or "",
-                message_count=row[4],
-                has_summary=None if row[5] is None else bool(row[5]),
-                origin_thread=row[6],
-                origin_checkpoint=row[7],
+                row[0],
+                row[1],
+                checkpoint_time(row[2]),
+                row[3] or "",
+                row[4],
+                None if row[5] is None else bool(row[5]),
+                row[6],
+                row[7],
             )
             for row in rows
         ]
@@ -366,12 +354,9 @@ class SqlStore:
         origin: tuple[str, str | None] | None = None,
         indexed: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> None:
-        """Remember what a listing shows about a thread after a turn, with ``indexed`` (the
-        statements indexing the messages its checkpoints added for search,
-        :func:`chatbot.store.search.index_statements`) in the same transaction.
-
-        The title is set once, by the first message, and cleared when the thread is emptied.
-        """
+        """Remember what a listing shows about a thread after a turn, in one transaction with
+        ``indexed`` (:func:`chatbot.store.search.index_statements`). The title is set by the
+        first message, and cleared when the thread is emptied."""
         now = now_text()
         self.write(
             (
@@ -398,8 +383,7 @@ class SqlStore:
                     int(has_summary),
                     now,
                     now,
-                    origin[0] if origin else None,
-                    origin[1] if origin else None,
+                    *(origin or (None, None)),
                 ),
             ),
             *indexed,
@@ -429,8 +413,7 @@ class SqlStore:
         )
 
     def rename_thread(self, thread_id: str, new_id: str) -> None:
-        """Move every checkpoint, write and row of a thread to a new id, in one transaction
-        (checkpoint blobs do not hold the thread id: LangGraph keeps it out of them)."""
+        """Move every checkpoint, write and row of a thread to a new id, in one transaction."""
         self.write(
             *(
                 (f"DELETE FROM {table} WHERE thread_id = ?", (new_id,))  # none, normally
@@ -457,7 +440,7 @@ class SqlStore:
 
     def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
         """Threads whose newest checkpoint is more than ``days`` old, least recently active
-        first. A thread's activity is its newest checkpoint's time (its UUID's)."""
+        first."""
         cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
         stale = [
             info
@@ -467,19 +450,17 @@ class SqlStore:
         return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
 
     mark_pruned: str
-    """Adds to a checkpoint's count of pruned checkpoints that followed it (key, key, count,
-    thread, checkpoint)."""
+    """Adds to a checkpoint's count of pruned checkpoints after it (key, key, count, thread,
+    checkpoint)."""
 
     def after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
-        """What else pruning a thread's branches removes (PostgreSQL: the blobs no checkpoint
-        left names)."""
+        """What else pruning a thread's branches removes."""
         return []
 
     # --- a thread's checkpoints, plain SQL ---------------------------------------------
 
     def checkpoint_parents(self, thread_id: str) -> list[tuple[str, str | None]]:
-        """A thread's checkpoints as (id, parent id), newest first: ids only, reading neither a
-        checkpoint nor its metadata."""
+        """A thread's checkpoints as (id, parent id), newest first."""
         rows = self.query(
             "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
             "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
@@ -509,11 +490,7 @@ class SqlStore:
 
     def latest_checkpoint_id(self, thread_id: str) -> str | None:
         """The id of a thread's newest checkpoint, or ``None``."""
-        rows = self.query(
-            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-            (thread_id,),
-        )
-        return rows[0][0] if rows else None
+        return next(iter(self.recent_checkpoint_ids(thread_id, 1)), None)
 
 
 def parsed_metadata(value: Any) -> dict[str, Any]:
@@ -521,9 +498,6 @@ def parsed_metadata(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return json.loads(value) if value else {}
-
-
-# --- state through the graph ---------------------------------------------------------------
 
 
 def thread_config(
