@@ -53,14 +53,19 @@ def _given_ids(left: Sequence[BaseMessage], right: Sequence[BaseMessage]) -> Non
             message.id = str(uuid.uuid5(_NAMESPACE, name))
 
 
+def _messages(values: Sequence[Any]) -> list[Any]:
+    """Messages as the state keeps them: objects, not dicts (a server's state) or chunks."""
+    return [message_chunk_to_message(m) for m in convert_to_messages(values)]
+
+
 def merge_messages(left: list[Any], right: list[Any]) -> list[BaseMessage]:
     """LangGraph's ``add_messages``, each message of ``right`` without an id given one first
     (:func:`_given_ids`)."""
     from langgraph.graph.message import add_messages
 
-    new: list[Any] = [message_chunk_to_message(m) for m in right]
-    _given_ids(left, new)
-    return cast("list[BaseMessage]", add_messages(left, new))
+    kept, new = _messages(left), _messages(right)
+    _given_ids(kept, new)
+    return cast("list[BaseMessage]", add_messages(kept, new))
 
 
 def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
@@ -98,7 +103,7 @@ def replay_messages(left: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
     asks of it): each write merged as :func:`checked_messages` merges one. A write of new
     messages only (what a turn writes) is appended without going over the window again, so
     replaying the writes since a snapshot costs about what they hold."""
-    merged: list[Any] = list(left)
+    merged = _messages(left)
     ids = {message.id for message in merged}
     for write in writes:
         if _all_new(write, ids):
@@ -146,8 +151,8 @@ REDUCERS: dict[str, tuple[Any, type]] = {
 (:func:`delta_channel` makes the channels from it)."""
 
 SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 2}
-"""Updates of each delta channel between two checkpoints that store it: the summary is stored
-where it changes (at a fold), nowhere else."""
+"""Updates of each delta channel between two checkpoints that store it: the summary changes only
+at a fold, and is stored at every second one (the write of the one between holds it)."""
 
 
 def delta_channel(key: str) -> Any:
