@@ -17,7 +17,7 @@ from pathlib import Path
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
-from chatbot.store.base import read_state
+from chatbot.store.base import thread_config
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
 
@@ -53,7 +53,7 @@ def main() -> None:
         graph = build_graph(OfflineChatModel(), checkpointer=store.saver)
         started = time.perf_counter()
         for info in listing:
-            read_state(graph, info.thread_id)
+            graph.get_state(thread_config(info.thread_id))
         full = time.perf_counter() - started
     print(f"{len(listing)} threads, {size:.1f} MB: plain SQL listing {sql * 1000:.1f} ms; "
           f"reading each thread's latest state {full * 1000:.0f} ms")  # fmt: skip

@@ -11,7 +11,7 @@ from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.history.lineage import last_turn
 from chatbot.history.snapshots import Snapshot, snapshot_from_parts
-from chatbot.store.base import state_history, thread_config
+from chatbot.store.base import thread_config
 from chatbot.store.checkpoints import NODE_TRIGGERS, lazy_history, read_checkpoint
 from chatbot.store.sqlite import Store
 from chatbot.threads.backend import LocalBackend
@@ -30,7 +30,7 @@ def _graph_history(graph, thread: str) -> list[Snapshot]:  # type: ignore[no-unt
             next_nodes=s.next,
             created_at=s.created_at,
         )
-        for s in state_history(graph, thread)
+        for s in graph.get_state_history(thread_config(thread))
     ]
 
 

@@ -17,7 +17,7 @@ from langchain_core.messages import HumanMessage
 
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
-from chatbot.store.base import checkpoint_time, read_state, state_history
+from chatbot.store.base import checkpoint_time, thread_config
 from chatbot.store.errors import StoreError
 from chatbot.store.postgres import open_store
 from chatbot.store.sqlite import APPLICATION_ID, Store
@@ -79,8 +79,8 @@ def test_threads_do_not_mix(any_db: str) -> None:
         list(LocalBackend(graph, store).send("a", "I am in thread a"))
         list(LocalBackend(graph, store).send("b", "I am in thread b"))
         list(LocalBackend(graph, store).send("a", "still a"))
-        a = [m.text for m in read_state(graph, "a").values["messages"]]
-        b = [m.text for m in read_state(graph, "b").values["messages"]]
+        a = [m.text for m in graph.get_state(thread_config("a")).values["messages"]]
+        b = [m.text for m in graph.get_state(thread_config("b")).values["messages"]]
     assert a[0] == "I am in thread a" and a[2] == "still a" and len(a) == 4
     assert b[0] == "I am in thread b" and len(b) == 2
 
@@ -95,10 +95,10 @@ def test_state_history_keeps_messages_later_folded_into_the_summary(any_db: str)
         events = []
         for text in ["one", "two", "three", "four"]:
             events += list(backend.send("t", text, {}))
-        now = read_state(graph, "t").values
+        now = graph.get_state(thread_config("t")).values
         assert now["summary"] == "SUMMARY" and len(now["messages"]) == 2
 
-        history = list(state_history(graph, "t"))
+        history = list(graph.get_state_history(thread_config("t")))
         older = [snapshot.values.get("messages", []) for snapshot in history]
         assert any(
             [m.text for m in messages][:1] == ["one"] and len(messages) == 8 for messages in older
@@ -150,7 +150,7 @@ def test_delete_thread_removes_it_and_only_it(any_db: str) -> None:
         assert store.delete_thread("drop") is True
         assert store.delete_thread("drop") is False
         assert [t.thread_id for t in store.list_threads()] == ["keep"]
-        assert not read_state(graph, "drop").values
+        assert not graph.get_state(thread_config("drop")).values
         writes = "writes" if isinstance(store, Store) else "checkpoint_writes"
         rows = store.query(f"SELECT COUNT(*) FROM {writes} WHERE thread_id = 'drop'")
         assert rows == [(0,)]
@@ -222,7 +222,7 @@ def test_checkpoint_time_is_read_from_the_checkpoint_id(tmp_path: Path) -> None:
         blocking(
             graph.ainvoke({"messages": [HumanMessage("hi")]}, {"configurable": {"thread_id": "x"}})
         )
-        snapshot = next(iter(state_history(graph, "x")))
+        snapshot = next(iter(graph.get_state_history(thread_config("x"))))
     from datetime import datetime
 
     written = datetime.fromisoformat(snapshot.created_at)

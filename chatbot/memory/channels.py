@@ -3,16 +3,15 @@ store them (LangGraph's ``DeltaChannel``: :func:`delta_channel`).
 
 A checkpoint stores the whole message window and the summary only every so often (a
 snapshot); the checkpoints between store only the writes that changed them, and reading one
-replays those writes onto the nearest snapshot through these reducers. So a turn's bytes
-follow the text it adds, not the window it keeps. Replaying must give the same state every
-time: a message written without an id gets one made from where it lands and what it says, not
-a random one.
+replays those writes onto the nearest snapshot through these reducers. Replaying must give the
+same state every time: a message written without an id gets one made from where it lands and
+what it says, not a random one.
 
-Kept apart from :mod:`chatbot.memory.state` and free of LangGraph's graph (a second of
-imports), so that the commands that read threads without running the graph (``history``,
-``show``, ``export``) can rebuild a checkpoint's state with the same channels
-(:func:`delta_channels`, imported when first asked for): ``add_messages`` is followed here
-rather than imported.
+Kept apart from :mod:`chatbot.memory.state` so that the commands that read threads without
+running the graph (``history``, ``show``, ``export``) can rebuild a checkpoint's state with the
+same channels (:func:`delta_channels`). LangGraph's ``add_messages`` comes with its graph's
+imports, so it is imported by the first merge that needs it: a replay of appended messages
+only (most of a thread's writes) does without it.
 """
 
 from __future__ import annotations
@@ -25,14 +24,9 @@ from langchain_core.messages import (
     BaseMessage,
     BaseMessageChunk,
     HumanMessage,
-    RemoveMessage,
     convert_to_messages,
     message_chunk_to_message,
 )
-
-REMOVE_ALL_MESSAGES = "__remove_all__"
-"""The id of a ``RemoveMessage`` that clears the list (LangGraph's, from
-``langgraph.graph.message``)."""
 
 KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
 
@@ -59,50 +53,19 @@ def _given_ids(left: Sequence[BaseMessage], right: Sequence[BaseMessage]) -> Non
             message.id = str(uuid.uuid5(_NAMESPACE, name))
 
 
-def _plain(messages: list[Any]) -> list[BaseMessage]:
-    """Messages as the state keeps them: objects, not dicts or chunks (``add_messages``)."""
-    if all(
-        issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
-        for kind in set(map(type, messages))
-    ):
-        return messages
-    return [
-        message_chunk_to_message(cast(BaseMessageChunk, m)) for m in convert_to_messages(messages)
-    ]
+def _messages(values: Sequence[Any]) -> list[Any]:
+    """Messages as the state keeps them: objects, not dicts (a server's state) or chunks."""
+    return [message_chunk_to_message(m) for m in convert_to_messages(values)]
 
 
 def merge_messages(left: list[Any], right: list[Any]) -> list[BaseMessage]:
-    """LangGraph's ``add_messages``: ``right`` appended to ``left``, a message with a kept
-    one's id replacing it, a ``RemoveMessage`` deleting its id (all of them:
-    :data:`REMOVE_ALL_MESSAGES`); a message without an id gets one (:func:`_given_ids`)."""
-    kept = _plain(left)
-    new = _plain(right)
+    """LangGraph's ``add_messages``, each message of ``right`` without an id given one first
+    (:func:`_given_ids`)."""
+    from langgraph.graph.message import add_messages
+
+    kept, new = _messages(left), _messages(right)
     _given_ids(kept, new)
-    cleared = None
-    for number, message in enumerate(new):
-        if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
-            cleared = number
-    if cleared is not None:
-        return new[cleared + 1 :]
-    merged = list(kept)
-    position = {m.id: number for number, m in enumerate(merged)}
-    removed: set[str] = set()
-    for message in new:
-        found = position.get(message.id)
-        if found is not None:
-            if isinstance(message, RemoveMessage):
-                removed.add(cast(str, message.id))
-            else:
-                removed.discard(cast(str, message.id))
-                merged[found] = message
-        elif isinstance(message, RemoveMessage):
-            raise ValueError(
-                f"Attempting to delete a message with an ID that doesn't exist ('{message.id}')"
-            )
-        else:
-            position[message.id] = len(merged)
-            merged.append(message)
-    return [m for m in merged if m.id not in removed] if removed else merged
+    return cast("list[BaseMessage]", add_messages(kept, new))
 
 
 def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
@@ -140,7 +103,7 @@ def replay_messages(left: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
     asks of it): each write merged as :func:`checked_messages` merges one. A write of new
     messages only (what a turn writes) is appended without going over the window again, so
     replaying the writes since a snapshot costs about what they hold."""
-    merged: list[Any] = _plain(list(left))
+    merged = _messages(left)
     ids = {message.id for message in merged}
     for write in writes:
         if _all_new(write, ids):
@@ -187,9 +150,9 @@ REDUCERS: dict[str, tuple[Any, type]] = {
 """The state's delta channels by key: their reducer and the type of their value
 (:func:`delta_channel` makes the channels from it)."""
 
-SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 1}
-"""Updates of each delta channel between two checkpoints that store it: the summary is stored
-where it changes (at a fold), nowhere else."""
+SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 2}
+"""Updates of each delta channel between two checkpoints that store it: the summary changes only
+at a fold, and is stored at every second one (the write of the one between holds it)."""
 
 
 def delta_channel(key: str) -> Any:

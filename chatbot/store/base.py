@@ -1,35 +1,25 @@
-"""What both databases do alike: chatbot's own tables and the plain SQL over LangGraph's.
-
-LangGraph's savers keep the checkpoints (``checkpoints`` and their writes); beside them
-chatbot keeps ``chatbot_threads`` (what a listing shows: title, counts, origin),
-``chatbot_leases`` (one turn at a time per thread: :mod:`chatbot.store.leases`) and the search
-index (:mod:`chatbot.store.search`). Listing threads, their checkpoint ids and metadata,
-renaming and deleting are plain SQL written once here with ``?`` placeholders;
-:class:`chatbot.store.sqlite.Store` runs it on SQLite and :class:`chatbot.store.postgres.PgStore`
-on PostgreSQL.
+"""What both databases do alike: chatbot's tables (:mod:`chatbot.store.schema`) and plain SQL
+over LangGraph's, written once with ``?`` placeholders; :class:`chatbot.store.sqlite.Store`
+runs it on SQLite and :class:`chatbot.store.postgres.PgStore` on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
+
+from chatbot.store.schema import THREAD_TABLES
 
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
-    from langgraph.types import StateSnapshot
-
-    from chatbot.memory.state import ChatGraph
 
 LEASE_SECONDS = 30.0
 """How long a turn's lease on its thread lasts unless renewed: a process killed mid-turn
 blocks the thread at most this long. A running turn renews it every third of that."""
-
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 _UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
@@ -37,7 +27,7 @@ _UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"
 
 def is_postgres_url(db: str) -> bool:
     """True when ``CHATBOT_DB`` names a PostgreSQL database rather than a SQLite file."""
-    return db.strip().lower().startswith(POSTGRES_SCHEMES)
+    return db.strip().lower().startswith(("postgresql://", "postgres://"))
 
 
 class ThreadInfo(NamedTuple):
@@ -78,40 +68,30 @@ class StoreStats(NamedTuple):
     checkpoints: int
     writes: int
     bytes: int
-    """The file, its write-ahead log and shared-memory file, as they are on disk."""
     free_bytes: int
     """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
     parts: tuple[tuple[str, int], ...] = ()
     """Bytes of each part (:data:`PARTS`), tables with their indexes."""
     turns: int = 0
-    """The user's messages: a turn each."""
+    """The user's messages."""
     text_bytes: int = 0
-    """UTF-8 bytes of every message's text (what was said, folded messages too)."""
+    """UTF-8 bytes of every message's text, folded ones too."""
 
     @property
     def per_turn(self) -> float | None:
-        """Bytes a turn, everything included (``None`` before the first turn)."""
+        """Bytes a turn (``None`` before the first turn)."""
         return self.bytes / self.turns if self.turns else None
 
     def record(self) -> dict[str, Any]:
         """As JSON (``chatbot db stats --json``)."""
-        return {
-            "location": self.location,
-            "threads": self.threads,
-            "checkpoints": self.checkpoints,
-            "pending_writes": self.writes,
-            "bytes": self.bytes,
-            "free_bytes": self.free_bytes,
-            "parts": dict(self.parts),
-            "turns": self.turns,
-            "text_bytes": self.text_bytes,
-            "bytes_per_turn": round(self.per_turn) if self.per_turn is not None else None,
-        }
+        record = {"pending_writes" if k == "writes" else k: v for k, v in self._asdict().items()}
+        record["parts"] = dict(self.parts)
+        record["bytes_per_turn"] = round(self.per_turn) if self.per_turn is not None else None
+        return record
 
 
 PARTS = ("checkpoints", "pending writes", "search index", "other")
-"""What ``db stats`` says the space goes to: LangGraph's checkpoints (with their blobs), its
-pending writes, chatbot's search index, and the rest (thread listing, leases, the schema)."""
+"""What ``db stats`` says the space goes to."""
 
 
 def part_of(table: str) -> str:
@@ -134,10 +114,8 @@ def sum_parts(sizes: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
 
 
 def checkpoint_time(checkpoint_id: str) -> datetime | None:
-    """When a checkpoint was written, read from its time-ordered (v6) UUID; no deserialising.
-
-    (Read by hand, as LangGraph writes it, 8-4-4-4-12 hex digits: the uuid module imports
-    platform, a tenth of what ``threads --json`` takes, to read one field.)"""
+    """When a checkpoint was written, read from its time-ordered (v6) UUID as LangGraph writes
+    it (by hand: the uuid module's imports cost more than reading one field)."""
     if not isinstance(checkpoint_id, str) or not _UUID_SHAPE.fullmatch(checkpoint_id):
         return None  # (not LangGraph's: a row written by something else)
     value = int(checkpoint_id.replace("-", ""), 16)
@@ -154,11 +132,8 @@ def now_text() -> str:
 
 
 ADOPTED_MARK = "adopted"
-"""The ``chatbot_marks`` row of a database taken over from another LangGraph program
-(``chatbot db adopt``): it is shared with that program, so checkpoints go in uncompressed."""
-
-
-# --- the store -----------------------------------------------------------------------------
+"""The ``chatbot_marks`` row of a database taken over from another LangGraph program, which
+shares it: checkpoints go in uncompressed."""
 
 
 class SqlStore:
@@ -170,11 +145,15 @@ class SqlStore:
     checkpoint_tables: tuple[str, ...]
     """LangGraph's tables keyed by thread id (renaming and deleting move them all)."""
     writes_table: str
-    """LangGraph's table of pending writes."""
+    """LangGraph's table of pending writes, and its column holding a write's value."""
     writes_value: str
-    """Its column holding a write's serialized value."""
     dialect: str
     """``sqlite`` or ``postgresql``."""
+    octets: str
+    """SQL for the UTF-8 bytes of a ``content`` column."""
+    clock: str
+    """The database's clock in SQL, in seconds since the epoch: a lease's expiry is the
+    database's to decide, so hosts whose clocks differ agree."""
     notice: str | None = None
     """Something to tell whoever opened it (a newer chatbot's database, opened to read)."""
     read_only = False
@@ -191,42 +170,6 @@ class SqlStore:
     def saver(self) -> BaseCheckpointSaver[str]:
         raise NotImplementedError
 
-    def try_lease(
-        self,
-        thread_id: str,
-        holder: str,
-        seconds: float = LEASE_SECONDS,
-        replacing: str | None = None,
-    ) -> bool:
-        """Take (or renew) the thread's lease for ``holder``; False while another holds an
-        unexpired one, unless that one is ``replacing`` (a holder known to be gone)."""
-        raise NotImplementedError
-
-    def lease_holder(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease (its row may have expired), or None."""
-        rows = self.query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
-        return str(rows[0][0]) if rows else None
-
-    def lease_taken(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease and has not let it expire, or None (a read only)."""
-        rows = self.query(
-            "SELECT holder FROM chatbot_leases WHERE thread_id = ? AND expires_at >= ?",
-            (thread_id, time.time()),
-        )
-        return str(rows[0][0]) if rows else None
-
-    def release_lease(self, thread_id: str, holder: str) -> None:
-        """Give the thread's lease back (if ``holder`` still has it)."""
-        self.write(
-            ("DELETE FROM chatbot_leases WHERE thread_id = ? AND holder = ?", (thread_id, holder))
-        )
-
-    def stats(self) -> StoreStats:
-        raise NotImplementedError
-
-    def vacuum(self) -> tuple[int, int]:
-        raise NotImplementedError
-
     def close(self, wait: float | None = None) -> None:
         """Close the database; ``wait``: at most that many seconds for another thread's use."""
         raise NotImplementedError
@@ -236,6 +179,90 @@ class SqlStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # --- one turn at a time per thread: chatbot_leases ---------------------------------------
+
+    def try_lease(
+        self,
+        thread_id: str,
+        holder: str,
+        seconds: float = LEASE_SECONDS,
+        replacing: str | None = None,
+    ) -> bool:
+        """Take (or renew) the thread's lease for ``holder``; False while another holds an
+        unexpired one, unless that one is ``replacing`` (a holder known to be gone)."""
+        taken = self.write(
+            (
+                f"""
+                INSERT INTO chatbot_leases (thread_id, holder, expires_at)
+                VALUES (?, ?, {self.clock} + ?)
+                ON CONFLICT (thread_id) DO UPDATE SET
+                    holder = excluded.holder, expires_at = excluded.expires_at
+                WHERE chatbot_leases.holder = excluded.holder
+                   OR chatbot_leases.expires_at < {self.clock}
+                   OR chatbot_leases.holder = CAST(? AS TEXT)
+                """,
+                (thread_id, holder, seconds, replacing),
+            )
+        )
+        return taken == 1
+
+    def lease_holder(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease (its row may have expired), or None."""
+        rows = self.query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
+        return str(rows[0][0]) if rows else None
+
+    def lease_taken(self, thread_id: str) -> str | None:
+        """Who holds the thread's lease and has not let it expire, or None (a read only)."""
+        rows = self.query(
+            f"SELECT holder FROM chatbot_leases WHERE thread_id = ? AND expires_at >= {self.clock}",
+            (thread_id,),
+        )
+        return str(rows[0][0]) if rows else None
+
+    def release_lease(self, thread_id: str, holder: str) -> None:
+        """Give the thread's lease back (if ``holder`` still has it)."""
+        self.write(
+            ("DELETE FROM chatbot_leases WHERE thread_id = ? AND holder = ?", (thread_id, holder))
+        )
+
+    # --- size -----------------------------------------------------------------------------
+
+    def sizes(self) -> list[tuple[str, int]]:
+        """The bytes each table and index takes."""
+        raise NotImplementedError
+
+    def bytes_on_disk(self) -> int:
+        return sum(size for _, size in self.sizes())
+
+    free_bytes = 0
+    """Bytes inside the database that deleted data left free (SQLite's)."""
+
+    def stats(self) -> StoreStats:
+        """Threads, checkpoints, pending writes, turns and text, and the bytes they take."""
+        ((threads, checkpoints),) = self.query(
+            "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
+        )
+        ((writes,),) = self.query(f"SELECT COUNT(*) FROM {self.writes_table}")
+        ((turns, text),) = self.query(
+            "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
+            f"COALESCE(SUM({self.octets}), 0) FROM chatbot_messages"
+        )
+        return StoreStats(
+            location=self.path,
+            threads=int(threads),
+            checkpoints=int(checkpoints),
+            writes=int(writes),
+            bytes=self.bytes_on_disk(),
+            free_bytes=self.free_bytes,
+            parts=sum_parts(self.sizes()),
+            turns=int(turns),
+            text_bytes=int(text),
+        )
+
+    def vacuum(self) -> tuple[int, int]:
+        """Give deleted rows' space back; the bytes before and after."""
+        raise NotImplementedError
 
     # --- shared with another LangGraph program ---------------------------------------------
 
@@ -266,10 +293,8 @@ class SqlStore:
     # --- listing, plain SQL ------------------------------------------------------------
 
     def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
-        """Every thread (or just one) with checkpoints, newest activity first.
-
-        Plain SQL over the checkpoint index and the listing table: no checkpoint is read.
-        """
+        """Every thread (or just one) with checkpoints, newest activity first: plain SQL, no
+        checkpoint is read."""
         only = "AND thread_id = ?" if thread_id is not None else ""
         rows = self.query(
             f"""
@@ -288,14 +313,14 @@ class SqlStore:
         )
         return [
             ThreadInfo(
-                thread_id=row[0],
-                checkpoints=row[1],
-                last_active=checkpoint_time(row[2]),
-                title=row[3] or "",
-                message_count=row[4],
-                has_summary=None if row[5] is None else bool(row[5]),
-                origin_thread=row[6],
-                origin_checkpoint=row[7],
+                row[0],
+                row[1],
+                checkpoint_time(row[2]),
+                row[3] or "",
+                row[4],
+                None if row[5] is None else bool(row[5]),
+                row[6],
+                row[7],
             )
             for row in rows
         ]
@@ -329,12 +354,9 @@ class SqlStore:
         origin: tuple[str, str | None] | None = None,
         indexed: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> None:
-        """Remember what a listing shows about a thread after a turn, with ``indexed`` (the
-        statements indexing the messages its checkpoints added for search,
-        :func:`chatbot.store.search.index_statements`) in the same transaction.
-
-        The title is set once, by the first message, and cleared when the thread is emptied.
-        """
+        """Remember what a listing shows about a thread after a turn, in one transaction with
+        ``indexed`` (:func:`chatbot.store.search.index_statements`). The title is set by the
+        first message, and cleared when the thread is emptied."""
         now = now_text()
         self.write(
             (
@@ -361,8 +383,7 @@ class SqlStore:
                     int(has_summary),
                     now,
                     now,
-                    origin[0] if origin else None,
-                    origin[1] if origin else None,
+                    *(origin or (None, None)),
                 ),
             ),
             *indexed,
@@ -391,20 +412,16 @@ class SqlStore:
             ),
         )
 
-    _THREAD_TABLES = ("chatbot_threads", "chatbot_messages", "chatbot_indexed")
-    """chatbot's tables keyed by thread id."""
-
     def rename_thread(self, thread_id: str, new_id: str) -> None:
-        """Move every checkpoint, write and row of a thread to a new id, in one transaction
-        (checkpoint blobs do not hold the thread id: LangGraph keeps it out of them)."""
+        """Move every checkpoint, write and row of a thread to a new id, in one transaction."""
         self.write(
             *(
                 (f"DELETE FROM {table} WHERE thread_id = ?", (new_id,))  # none, normally
-                for table in self._THREAD_TABLES
+                for table in THREAD_TABLES
             ),
             *(
                 (f"UPDATE {table} SET thread_id = ? WHERE thread_id = ?", (new_id, thread_id))
-                for table in (*self.checkpoint_tables, *self._THREAD_TABLES)
+                for table in (*self.checkpoint_tables, *THREAD_TABLES)
             ),
         )
 
@@ -414,7 +431,7 @@ class SqlStore:
         self.write(  # what the saver's delete_thread does, and our rows
             *(
                 (f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
-                for table in (*self.checkpoint_tables, *self._THREAD_TABLES)
+                for table in (*self.checkpoint_tables, *THREAD_TABLES)
             )
         )
         return existed
@@ -423,7 +440,7 @@ class SqlStore:
 
     def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
         """Threads whose newest checkpoint is more than ``days`` old, least recently active
-        first. A thread's activity is its newest checkpoint's time (its UUID's)."""
+        first."""
         cutoff = (now or datetime.now(tz=UTC)).timestamp() - days * 86_400
         stale = [
             info
@@ -433,19 +450,17 @@ class SqlStore:
         return sorted(stale, key=lambda info: info.last_active or datetime.min.replace(tzinfo=UTC))
 
     mark_pruned: str
-    """Adds to a checkpoint's count of pruned checkpoints that followed it (key, key, count,
-    thread, checkpoint)."""
+    """Adds to a checkpoint's count of pruned checkpoints after it (key, key, count, thread,
+    checkpoint)."""
 
     def after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
-        """What else pruning a thread's branches removes (PostgreSQL: the blobs no checkpoint
-        left names)."""
+        """What else pruning a thread's branches removes."""
         return []
 
     # --- a thread's checkpoints, plain SQL ---------------------------------------------
 
     def checkpoint_parents(self, thread_id: str) -> list[tuple[str, str | None]]:
-        """A thread's checkpoints as (id, parent id), newest first: ids only, reading neither a
-        checkpoint nor its metadata."""
+        """A thread's checkpoints as (id, parent id), newest first."""
         rows = self.query(
             "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints "
             "WHERE thread_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC",
@@ -475,11 +490,7 @@ class SqlStore:
 
     def latest_checkpoint_id(self, thread_id: str) -> str | None:
         """The id of a thread's newest checkpoint, or ``None``."""
-        rows = self.query(
-            "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ''",
-            (thread_id,),
-        )
-        return rows[0][0] if rows else None
+        return next(iter(self.recent_checkpoint_ids(thread_id, 1)), None)
 
 
 def parsed_metadata(value: Any) -> dict[str, Any]:
@@ -487,9 +498,6 @@ def parsed_metadata(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
         return value
     return json.loads(value) if value else {}
-
-
-# --- state through the graph ---------------------------------------------------------------
 
 
 def thread_config(
@@ -505,15 +513,3 @@ def thread_config(
     if metadata:
         config["metadata"] = metadata
     return config
-
-
-def read_state(graph: ChatGraph, thread_id: str, checkpoint_id: str | None = None) -> StateSnapshot:
-    """A thread's current state, or its state at one past checkpoint."""
-    return graph.get_state(thread_config(thread_id, checkpoint_id))
-
-
-def state_history(
-    graph: ChatGraph, thread_id: str, limit: int | None = None
-) -> Iterator[StateSnapshot]:
-    """A thread's checkpoints, newest first; older ones still hold messages later folded."""
-    return graph.get_state_history(thread_config(thread_id), limit=limit)

@@ -1,14 +1,10 @@
 """Checkpoints read straight from LangGraph's checkpointer, without building the graph.
 
-Reading a thread (``history``, ``show``, ``export``, /undo, /retry, /tokens) needs no model
-and no graph: a checkpoint's state is its channel values, and what was left to run is which
-nodes' trigger channels changed since each node last saw them, as LangGraph's own
-``get_state`` works it out (:func:`pending_nodes`; a test holds it to ``get_state`` on every
-kind of checkpoint the graph writes).
-
-A thread's history is its checkpoint ids and parents (plain SQL) with each checkpoint's
-metadata and state read on first use, so a command that looks at the last turn of a
-2,000-turn thread reads a handful of checkpoints, not six thousand.
+Reading a thread (``history``, ``show``, ``export``, /undo, /retry) needs no model and no
+graph: a checkpoint's state is its channel values, rebuilt through the state's own channels,
+and what was left to run is worked out as LangGraph's ``get_state`` does
+(:func:`pending_nodes`). A thread's history is its ids and parents (plain SQL), each
+checkpoint's metadata and state read on first use.
 """
 
 from __future__ import annotations
@@ -16,11 +12,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
-    Checkpoint,
-    CheckpointTuple,
-)
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
 
 from chatbot.history.snapshots import CheckpointState, Snapshot, state_from_values
 from chatbot.store.base import SqlStore, thread_config
@@ -36,11 +28,8 @@ test checks this against the compiled graph)."""
 
 
 def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
-    """The nodes a checkpoint leaves to run, as ``StateSnapshot.next`` lists them.
-
-    A node runs when one of its trigger channels holds a value of a newer version than the
-    node has seen (LangGraph's ``_triggers``).
-    """
+    """The nodes a checkpoint leaves to run, as ``StateSnapshot.next`` lists them: those with
+    a trigger channel holding a newer version than the node has seen."""
     values = checkpoint["channel_values"]
     versions = checkpoint["channel_versions"]
     seen_by = checkpoint["versions_seen"]
@@ -59,9 +48,8 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
 
 class Passing:
     """The delta channels' values at the last checkpoints a pass over a thread's history read,
-    with each one's pending writes: a child read next is its parent's values with those
-    applied, as LangGraph's channel applies them, and not rebuilt again from the nearest
-    stored value (an export reads every checkpoint of its line, oldest first)."""
+    with their pending writes: a child read next is its parent's values with those applied,
+    not rebuilt from the nearest snapshot (an export reads its line oldest first)."""
 
     def __init__(self, size: int = 8) -> None:
         self._size = size
@@ -79,11 +67,10 @@ class Passing:
 def channel_values(
     saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, passing: Passing | None = None
 ) -> dict[str, Any]:
-    """A checkpoint's values, as ``graph.get_state`` reads them: the state's delta channels
-    (``messages``, ``summary``: :mod:`chatbot.memory.state`) are stored whole only now and
-    then, and rebuilt here as LangGraph rebuilds them through the channel itself: from the
-    parent's values and writes where ``passing`` has them, else from the saver's history of
-    them (the nearest stored value and the writes since)."""
+    """A checkpoint's values, as ``graph.get_state`` reads them: each delta channel not stored
+    is rebuilt through the channel itself, from the parent's values and writes where
+    ``passing`` has them, else from the saver's history (the nearest snapshot and the writes
+    since)."""
     from chatbot.memory.channels import delta_channels
 
     values = dict(saved.checkpoint["channel_values"])
@@ -129,20 +116,6 @@ def state_of(
     )
 
 
-def snapshot_of_tuple(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> Snapshot:
-    """A checkpoint tuple as a :class:`Snapshot`, its state read now."""
-    metadata: dict[str, Any] = dict(saved.metadata or {})
-    parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    return Snapshot(
-        checkpoint_id=saved.config["configurable"]["checkpoint_id"],
-        parent_id=parent,
-        step=int(metadata.get("step", -1)),
-        source=str(metadata.get("source", "")),
-        metadata=metadata,
-        state=state_of(saver, saved),
-    )
-
-
 def read_checkpoint(store: SqlStore, thread_id: str, checkpoint_id: str | None = None) -> Snapshot:
     """One checkpoint of a thread (default: its latest); ``LookupError`` if there is none."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
@@ -152,7 +125,16 @@ def read_checkpoint(store: SqlStore, thread_id: str, checkpoint_id: str | None =
         raise LookupError(
             f"no checkpoint {quoted(checkpoint_id or '')} in thread {quoted(thread_id)}"
         )
-    return snapshot_of_tuple(store.saver, saved)
+    metadata: dict[str, Any] = dict(saved.metadata or {})
+    parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return Snapshot(
+        checkpoint_id=saved.config["configurable"]["checkpoint_id"],
+        parent_id=parent,
+        step=int(metadata.get("step", -1)),
+        source=str(metadata.get("source", "")),
+        metadata=metadata,
+        state=state_of(store.saver, saved),
+    )
 
 
 def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
@@ -176,12 +158,8 @@ def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
 
 class _MetadataReader:
     """A thread's checkpoint metadata, read as it is asked for, a block of neighbours at a
-    time (mostly older ones: commands read from the newest back).
-
-    In SQLite the metadata is stored after the checkpoint itself, so reading it means reading
-    through the checkpoint's pages: ~15 us each, 0.1 s for all of a 2,000-turn thread's 6,000
-    checkpoints, which only a command over the whole thread needs.
-    """
+    time (mostly older ones: commands read from the newest back), as reading it all reads
+    through every checkpoint's pages."""
 
     NEWER, OLDER = 16, 48
 

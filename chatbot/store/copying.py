@@ -1,15 +1,9 @@
-"""Moving threads between databases: SQLite to PostgreSQL and back (``chatbot db copy``).
+"""Moving threads between databases, either way (``chatbot db copy``).
 
-A thread is copied with its whole history through LangGraph's own savers: every checkpoint,
-oldest first under its parent, with its metadata and its pending writes, then the thread's
-listing row, and its messages are indexed for search. The savers store each checkpoint their
-own way (SQLite whole, PostgreSQL with its channel values as blobs), so nothing here knows
-either format.
-
-Copying is idempotent and resumable: a thread already in the target with the same checkpoints
-is skipped, one whose checkpoints are a part of the source's (an earlier copy, or one cut
-short) gets the rest, and one with a checkpoint the source does not have is refused before
-anything is written, so no history is ever overwritten or mixed.
+A thread is copied through LangGraph's own savers, every checkpoint oldest first with its
+metadata and pending writes, then its listing row; its messages are then indexed for search.
+Copying is idempotent and resumable: a thread the target holds part of gets the rest, and one
+with a checkpoint the source does not have is refused before anything is written.
 """
 
 from __future__ import annotations

@@ -1,7 +1,4 @@
-"""The store's errors, below the store and its saver (which both report a damaged file).
-
-Pure: no database is opened here; :mod:`chatbot.store.sqlite` re-exports every name.
-"""
+"""The store's errors, below the store and its saver (which both report a damaged file)."""
 
 from __future__ import annotations
 

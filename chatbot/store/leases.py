@@ -1,20 +1,11 @@
 """One turn at a time per thread, across windows, processes and hosts.
 
-A turn (a message and its reply, /retry, /compact, /undo, a fork's first state) holds its
-thread's lease, in whichever database holds the thread
-(:meth:`chatbot.store.base.SqlStore.try_lease`). A second window or process that starts a turn
-on a busy thread waits, saying so, and goes on when the first is done; turns on different
-threads never wait for each other. The lease is given back when the turn ends however it ends
-(success, failure, Ctrl-C). It is a row in ``chatbot_leases`` with an expiry
-(:data:`chatbot.store.base.LEASE_SECONDS`), renewed every third of that while the turn runs: a
-process killed mid-turn holds it until then, and a holder on this machine (and in its PID
-namespace) whose process is gone is passed over at once. (Not PostgreSQL's advisory locks,
-which die with their session: behind pgbouncer in transaction mode a session is not the
-client's, and the lock would neither hold nor end with it.)
-
-LangGraph's savers serialise writes only within one process; without the lease two processes
-answering on one thread at once both append to the same parent checkpoint, and one reply ends up
-on a side branch.
+A turn holds its thread's lease, a row of ``chatbot_leases`` with an expiry
+(:data:`chatbot.store.base.LEASE_SECONDS`) renewed while the turn runs: a second process
+starting a turn on a busy thread waits, saying so, and turns on different threads never wait
+for each other. A process killed mid-turn holds it until it expires, unless it ran on this
+machine, where a holder whose process is gone is passed over at once. (Not PostgreSQL's
+advisory locks: behind pgbouncer in transaction mode a session is not the client's.)
 """
 
 from __future__ import annotations
@@ -28,7 +19,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
 from chatbot.store.base import LEASE_SECONDS, SqlStore
 
@@ -37,8 +27,8 @@ POLL_SECONDS = 0.1
 
 
 def _this_place() -> str:
-    """This machine's boot and PID namespace, where Linux says them (else empty): a process id
-    means one process only there. (A host name does not: two machines may share one.)"""
+    """This machine's boot and PID namespace, where Linux says them (else empty): where a
+    process id means one process only (a host name does not)."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.stat("/proc/self/ns/pid").st_ino
@@ -56,15 +46,12 @@ def _holder() -> str:
 
 HOLDER = _holder()
 """This process's name on its leases: host, process id, a random part, and :data:`PLACE`. One
-per process: a turn that re-enters (a /retry that rewrites the state, then runs) renews its own
-lease instead of waiting for itself."""
+per process: a turn that re-enters renews its own lease instead of waiting for itself."""
 
 
 def gone(holder: str) -> bool:
-    """True when ``holder`` names a process of this place that no longer runs: its lease is
-    taken at once instead of after it expires. Any doubt (another machine, a name made before
-    places were named, a process id that now belongs to another process) says no: that lease
-    only expires."""
+    """True when ``holder`` names a process of this place that no longer runs, whose lease is
+    taken at once; any doubt says no, and that lease only expires."""
     parts = holder.split(":")
     if len(parts) != 4:
         return False
@@ -82,7 +69,7 @@ def gone(holder: str) -> bool:
 
 class _Renewer:
     """Renews every lease this process holds, on one daemon thread started at the first lease
-    and kept: a thread of its own for each turn cost more than the turn's other writes."""
+    and kept (cheaper than a thread for each turn)."""
 
     def __init__(self) -> None:
         self._due: dict[Lease, float] = {}
@@ -118,14 +105,13 @@ class _Renewer:
 
 
 _renewer = _Renewer()
+# (a forked child has no renewer thread, and holds none of its parent's leases)
 os.register_at_fork(after_in_child=lambda: globals().update(_renewer=_Renewer(), HOLDER=_holder()))
-"""(A forked child has no renewer thread, and holds none of its parent's leases: it has a
-name of its own.)"""
 
 
 class Lease:
     """A thread's lease, taken with :meth:`acquire` or :meth:`aacquire`, renewed in the
-    background while held, given back on :meth:`release` (or leaving the ``with`` block)."""
+    background while held, given back on :meth:`release`."""
 
     def __init__(self, store: SqlStore, thread_id: str, seconds: float = LEASE_SECONDS) -> None:
         self.store = store
@@ -178,8 +164,7 @@ class Lease:
         _renewer.hold(self)
 
     def renew(self) -> bool:
-        """Renew the lease if it is still held (the background renewer calls this); False
-        when the store cannot be reached."""
+        """Renew the lease if it is still held; False when the store cannot be reached."""
         with self._renewing:
             if not self._held:
                 return True
@@ -190,9 +175,8 @@ class Lease:
             return True
 
     def release(self) -> None:
-        """Give the lease back (and stop renewing it). A store that cannot be written any more
-        (a full disk, a closed connection) leaves it to expire by itself, in at most
-        :attr:`seconds`: the error that stopped the turn is the one to tell."""
+        """Give the lease back and stop renewing it. A store that cannot be written any more
+        leaves it to expire by itself: the error that stopped the turn is the one to tell."""
         _renewer.drop(self)
         with self._renewing:
             self._held = False
@@ -203,10 +187,5 @@ class Lease:
         self.acquire()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

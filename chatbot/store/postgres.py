@@ -1,66 +1,44 @@
 """Threads in PostgreSQL: LangGraph's ``PostgresSaver`` on a ``psycopg_pool`` connection pool.
 
-Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db`` with the URL). The
-checkpoints are LangGraph's own tables; chatbot's (listing, leases, search) are the schema of
-:mod:`chatbot.store.schema`, made once under an advisory lock, on the one connection that holds
-it (see :meth:`PgStore._set_up`). The mark of a chatbot database is its ``chatbot_schema``
-table, holding the schema's version: a database holding only LangGraph's tables is another
-LangGraph program's, and is refused unless adopted (``chatbot db adopt``).
-Connections are autocommit with dict rows, as the saver needs them, checked before each use
-and renewed when idle or old, so a server that drops idle connections does not break a long
-REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's prepared-statement threshold
-(``none`` turns them off, which pgbouncer in transaction mode needs).
-
-A password in the URL is never shown: :attr:`PgStore.path` and every error carry the URL with
-``***`` in its place, and the password is remembered as a secret to redact.
+Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db``). chatbot's tables are
+made once under an advisory lock (:meth:`PgStore._set_up`); the mark of a chatbot database is
+its ``chatbot_schema`` table. Connections are autocommit with dict rows, as the saver needs
+them, checked before use and renewed when idle or old, so a server that drops idle
+connections does not break a long REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's
+prepared-statement threshold (``none`` for pgbouncer in transaction mode). A password in the
+URL is never shown: :attr:`PgStore.path` and every error carry ``***`` in its place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from chatbot.config.sources import url_passwords, without_password
 from chatbot.errors import remember_secret
-from chatbot.store.base import (
-    LEASE_SECONDS,
-    SqlStore,
-    StoreStats,
-    is_postgres_url,
-    sum_parts,
-)
+from chatbot.store.base import SqlStore, is_postgres_url
 from chatbot.store.errors import StoreError
-from chatbot.store.pgschema import (
-    LANGGRAPH_TABLES,
-    check_search_path,
-    read_schema,
-    run_setup,
-    schema_of_its_own,
-    setup_lock,
-    threads_in,
-)
 from chatbot.store.schema import (
+    COUNT_THREADS,
+    OLDER_TABLES,
+    POSTGRESQL,
+    SCHEMA_VERSION,
+    TABLES,
     EmptyDatabase,
     Owner,
     check_schema_version,
     refuse_foreign,
+    unmarked_owner,
 )
 from chatbot.store.sqlite import Store, sqlite_owner
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from psycopg import Connection
     from psycopg_pool import ConnectionPool
-
-_CHATBOT_TABLES = (
-    "chatbot_threads",
-    "chatbot_leases",
-    "chatbot_messages",
-    "chatbot_indexed",
-    "chatbot_marks",
-    "chatbot_schema",
-)
-"""chatbot's own tables: what ``db stats`` counts and ``db vacuum`` vacuums, with LangGraph's."""
-
 
 CONNECT_TIMEOUT = 10
 """Seconds a PostgreSQL server gets to accept a connection (psycopg waits 2 at least)."""
@@ -68,6 +46,251 @@ CONNECT_TIMEOUT = 10
 SETUP_WAIT_SECONDS = 60.0
 """How long opening waits for another process setting the database up, and a statement of
 the set-up for a lock another session holds, before it gives up saying what it waited for."""
+
+
+# --- whose a database is, and setting it up ------------------------------------------------
+
+_LOCK_KEY = 0x43686174  # "Chat": the advisory lock of chatbot's set-up
+LANGGRAPH_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+_TABLES = (*LANGGRAPH_TABLES, *TABLES, "chatbot_schema")
+"""What ``db stats`` counts and ``db vacuum`` vacuums."""
+
+_LANGGRAPH_PG_TABLES = frozenset({*LANGGRAPH_TABLES, "checkpoint_migrations"})
+_INDEX_BUILD = re.compile(r"CREATE INDEX CONCURRENTLY IF NOT EXISTS (\w+)", re.IGNORECASE)
+_IN_SCHEMA = "options=-csearch_path%3Dchatbot"
+
+
+def schema_of_its_own(shown: str) -> str:
+    """Where else chatbot's tables could go, for refusing a database holding another
+    program's: a database or a schema of its own, with the URL (``shown``) that uses it."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        query = urlsplit(shown).query
+    except ValueError:
+        query = ""
+    if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
+        return (
+            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
+            "then put -csearch_path=chatbot in the URL's options)"
+        )
+    base, _, fragment = shown.partition("#")
+    joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
+    in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
+    return (
+        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
+        f"then --db {in_schema}"
+    )
+
+
+def check_search_path(conn: Connection[Any], path: str) -> None:
+    """For a database that looks empty: when no schema of the ``search_path`` exists nothing
+    can be made there, so say in one line which schema to create (``$user`` skipped, as
+    PostgreSQL skips it)."""
+    from psycopg.rows import tuple_row
+
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute("SELECT current_schema() IS NULL, current_setting('search_path')")
+        row = cursor.fetchone()
+    if row is None or not row[0]:
+        return
+    names = [_unquoted(name) for name in _split_path(row[1])]
+    first = next((name for name in names if name and name != "$user"), "chatbot")
+    raise StoreError(
+        f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
+        f"database {path}: create it (CREATE SCHEMA {_quoted(first)}), or name another in the "
+        "URL's options"
+    )
+
+
+def _split_path(text: str) -> list[str]:
+    """``search_path``'s entries, commas inside double quotes kept."""
+    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
+
+
+def _unquoted(name: str) -> str:
+    if len(name) >= 2 and name[0] == name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name
+
+
+def _quoted(name: str) -> str:
+    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _langgraph_migrations() -> list[str]:
+    from langgraph.checkpoint.postgres.base import BasePostgresSaver
+
+    return list(BasePostgresSaver.MIGRATIONS)
+
+
+def _langgraph_index_builds() -> dict[str, str]:
+    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations, by index name: a build cut short
+    leaves the index INVALID, which ``IF NOT EXISTS`` skips for ever, so it is built again."""
+    return {
+        found[1]: statement
+        for statement in _langgraph_migrations()
+        if (found := _INDEX_BUILD.search(statement))
+    }
+
+
+class _Schema(NamedTuple):
+    """What a PostgreSQL database holds of chatbot's and LangGraph's, read without a lock."""
+
+    owner: Owner
+    langgraph_version: int | None
+    """LangGraph's newest migration applied (None: no ``checkpoint_migrations``)."""
+    invalid_indexes: list[str]
+    """LangGraph's indexes left INVALID by a build cut short."""
+
+    @property
+    def complete(self) -> bool:
+        return (
+            self.owner.kind == "chatbot"
+            and self.owner.version >= SCHEMA_VERSION
+            and self.langgraph_version is not None
+            and self.langgraph_version >= len(_langgraph_migrations()) - 1
+            and not self.invalid_indexes
+        )
+
+
+def read_schema(conn: Connection[Any]) -> _Schema:
+    """chatbot's mark (``chatbot_schema`` and its version), LangGraph's migrations and its
+    broken indexes, in the connection's current schema."""
+    from psycopg.rows import tuple_row
+
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n "
+            "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() "
+            "AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY 1"
+        )
+        tables = [row[0] for row in cursor.fetchall()]
+        if OLDER_TABLES & set(tables):
+            return _Schema(Owner("older chatbot"), None, [])
+        cursor.execute(
+            "SELECT "
+            + (
+                "(SELECT max(version) FROM chatbot_schema), "
+                if "chatbot_schema" in tables
+                else "NULL::integer, "
+            )
+            + (
+                "(SELECT max(v) FROM checkpoint_migrations), "
+                if "checkpoint_migrations" in tables
+                else "NULL::integer, "
+            )
+            + "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
+            "JOIN pg_class AS c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
+            "WHERE NOT i.indisvalid AND n.nspname = current_schema() "
+            "AND c.relname = ANY(%s))",
+            (list(_langgraph_index_builds()),),
+        )
+        row = cursor.fetchone()
+        assert row is not None
+        version, langgraph_version, invalid = row
+        invalid = list(invalid or ())
+        if "chatbot_schema" not in tables:
+            owner = unmarked_owner(
+                tables,
+                _LANGGRAPH_PG_TABLES,
+                lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
+            )
+            return _Schema(owner, langgraph_version, invalid)
+    return _Schema(Owner("chatbot", version=int(version or 0)), langgraph_version, invalid)
+
+
+def threads_in(conn: Connection[Any]) -> int:
+    row = conn.execute(COUNT_THREADS).fetchone()
+    return int(row["count"]) if row else 0
+
+
+@contextmanager
+def setup_lock(conn: Connection[Any], path: str, wait: float) -> Iterator[None]:
+    """Hold chatbot's set-up lock on ``conn``, polled for at most ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    pause = 0.02
+    while not _try_lock(conn):
+        if time.monotonic() >= deadline:
+            raise StoreError(
+                f"gave up after {wait:g} s waiting for another process to finish setting up "
+                f"the PostgreSQL database {path}{_lock_holder(conn)}: try again once it is done"
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+    try:
+        yield
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def _try_lock(conn: Connection[Any]) -> bool:
+    row = conn.execute("SELECT pg_try_advisory_lock(%s) AS got", (_LOCK_KEY,)).fetchone()
+    return bool(row and row["got"])
+
+
+def _lock_holder(conn: Connection[Any]) -> str:
+    """Who holds chatbot's set-up lock, for the message of a wait given up."""
+    row = conn.execute(
+        "SELECT a.pid, a.state, a.wait_event FROM pg_locks AS l "
+        "JOIN pg_stat_activity AS a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = %s "
+        "AND l.objsubid = 1 "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        (_LOCK_KEY,),
+    ).fetchone()
+    if row is None:
+        return ""
+    doing = row["state"] or "unknown state"
+    if row["wait_event"]:
+        doing += f", waiting on {row['wait_event']}"
+    return (
+        f" (its server process {row['pid']} holds the set-up lock, {doing}; "
+        f"SELECT pg_terminate_backend({row['pid']}) ends it)"
+    )
+
+
+def run_setup(conn: Connection[Any], path: str, wait: float) -> None:
+    """LangGraph's migrations (and its INVALID indexes built again), then chatbot's tables
+    and their version in one transaction, on ``conn`` under the set-up lock. A statement
+    waiting ``wait`` seconds for a lock gives up; the server cancels the set-up of a process
+    that died (``client_connection_check_interval``), freeing the lock."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    step = "LangGraph's tables and indexes"
+    conn.execute(f"SET lock_timeout = {int(wait * 1000)}")
+    conn.execute("SET client_connection_check_interval = 1000")
+    try:
+        PostgresSaver(conn).setup()
+        builds = _langgraph_index_builds()
+        for name in read_schema(conn).invalid_indexes:
+            step = f"LangGraph's index {name}"
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            conn.execute(builds[name])
+        step = "chatbot's tables"
+        with conn.transaction():
+            for statement in POSTGRESQL:
+                conn.execute(statement)
+            if conn.execute("SELECT 1 FROM chatbot_schema").fetchone() is None:
+                conn.execute("INSERT INTO chatbot_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+    except psycopg.errors.LockNotAvailable:
+        raise StoreError(
+            f"setting up the PostgreSQL database {path} waited more than {wait:g} s for other "
+            f"sessions (to make {step}): one holds a lock or a transaction open (look for "
+            "'idle in transaction' in pg_stat_activity); try again once it ends"
+        ) from None
+    finally:
+        if not conn.closed:
+            conn.execute("RESET lock_timeout")
+            conn.execute("RESET client_connection_check_interval")
+
+
+# --- the store -------------------------------------------------------------------------------
 
 
 def open_store(
@@ -122,10 +345,8 @@ def database_owner(
 
 
 def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
-    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character (SQLite's
-    can), which a message, a reply or a title may (a paste, a model's reply): it is stored,
-    and searched for, as U+FFFD, the character that stands for one that could not be kept.
-    (Thread ids never hold one: :mod:`chatbot.threadids` refuses control characters.)"""
+    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character, which a
+    message or a title may: it is stored, and searched for, as U+FFFD."""
     return tuple(
         value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
         for value in params
@@ -139,6 +360,8 @@ class PgStore(SqlStore):
     checkpoint_tables = LANGGRAPH_TABLES
     writes_table = "checkpoint_writes"
     writes_value = "blob"
+    octets = "octet_length(content)"
+    clock = "extract(epoch from clock_timestamp())"
     mark_pruned = (
         "UPDATE checkpoints SET metadata = metadata || jsonb_build_object(?::text, "
         "COALESCE((metadata ->> ?)::int, 0) + ?) "
@@ -217,16 +440,11 @@ class PgStore(SqlStore):
         ).close()
 
     def _set_up(self, *, read_only: bool, adopt: bool, wait: float) -> None:
-        """Check the database is chatbot's, then make what it lacks, on one connection.
-
-        A database that is set up is only read (no lock); an empty one opened to read is
-        left empty (:class:`chatbot.store.sqlite.EmptyDatabase`). Otherwise the set-up runs under an
-        advisory lock, all of it on the connection holding the lock: LangGraph's migrations
-        build indexes ``CONCURRENTLY``, which waits for every transaction in the database to
-        end, so the lock is waited for by polling ``pg_try_advisory_lock`` (a waiter holds no
-        transaction between tries); a waiter blocked in ``pg_advisory_lock`` while the
-        holder's other connection built an index hung both for ever. Every wait gives up
-        after ``wait`` seconds, saying what it waited for."""
+        """Check the database is chatbot's, then make what it lacks. A database set up is only
+        read; otherwise the set-up runs under an advisory lock, all of it on the connection
+        holding it: LangGraph's migrations build indexes ``CONCURRENTLY``, which waits for
+        every transaction to end, so the lock is polled for (a waiter holds no transaction
+        between tries). Every wait gives up after ``wait`` seconds, saying what it waited for."""
         with self.pool.connection() as conn:
             schema = read_schema(conn)
             if schema.owner.kind == "new":
@@ -277,94 +495,24 @@ class PgStore(SqlStore):
                 count = cursor.rowcount
         return count
 
-    # --- one turn at a time per thread -------------------------------------------------------
-
-    def lease_taken(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease and has not let it expire (by the server's clock)."""
-        rows = self.query(
-            "SELECT holder FROM chatbot_leases WHERE thread_id = ? "
-            "AND expires_at >= extract(epoch from clock_timestamp())",
-            (thread_id,),
-        )
-        return str(rows[0][0]) if rows else None
-
-    def try_lease(
-        self,
-        thread_id: str,
-        holder: str,
-        seconds: float = LEASE_SECONDS,
-        replacing: str | None = None,
-    ) -> bool:
-        """Take (or renew) the thread's lease (or one ``replacing`` held); the server's clock
-        decides expiry, so hosts whose clocks differ agree."""
-        now = "extract(epoch from clock_timestamp())"
-        acquired = self.write(
-            (
-                f"""
-                INSERT INTO chatbot_leases (thread_id, holder, expires_at)
-                VALUES (?, ?, {now} + ?)
-                ON CONFLICT (thread_id) DO UPDATE SET
-                    holder = excluded.holder, expires_at = excluded.expires_at
-                WHERE chatbot_leases.holder = excluded.holder
-                   OR chatbot_leases.expires_at < {now}
-                   OR chatbot_leases.holder = ?::text
-                """,
-                (thread_id, holder, seconds, replacing),
-            )
-        )
-        return acquired == 1
-
-    # --- size ------------------------------------------------------------------------------
-
-    def stats(self) -> StoreStats:
-        """Threads, checkpoints, pending writes and the tables' size on the server."""
-        ((threads, checkpoints),) = self.query(
-            "SELECT COUNT(DISTINCT thread_id), COUNT(*) FROM checkpoints"
-        )
-        ((writes,),) = self.query("SELECT COUNT(*) FROM checkpoint_writes")
-        sizes = self._sizes()
-        ((turns, text),) = self.query(
-            "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
-            "COALESCE(SUM(octet_length(content)), 0) FROM chatbot_messages"
-        )
-        return StoreStats(
-            location=self.path,
-            threads=threads,
-            checkpoints=checkpoints,
-            writes=writes,
-            bytes=sum(size for _, size in sizes),
-            free_bytes=0,
-            parts=sum_parts(sizes),
-            turns=int(turns),
-            text_bytes=int(text),
-        )
-
-    def _sizes(self) -> list[tuple[str, int]]:
-        """Each of the tables' bytes on the server, with its indexes and TOAST."""
-        tables = (
-            *LANGGRAPH_TABLES,
-            *_CHATBOT_TABLES,
-            "checkpoint_migrations",
-        )
+    def sizes(self) -> list[tuple[str, int]]:
+        """Each table's bytes on the server, with its indexes and TOAST."""
         rows = self.query(
             "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class AS c "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE n.nspname = current_schema() AND c.relname = ANY(?)",
-            (list(tables),),
+            ([*_TABLES, "checkpoint_migrations"],),
         )
         return [(str(name), int(size)) for name, size in rows]
 
-    def _bytes(self) -> int:
-        return sum(size for _, size in self._sizes())
-
     def vacuum(self) -> tuple[int, int]:
-        """``VACUUM`` chatbot's and LangGraph's tables (PostgreSQL reuses the space of deleted
-        rows; autovacuum does this too). Returns the tables' bytes before and after."""
-        before = self._bytes()
+        """``VACUUM (ANALYZE)`` chatbot's and LangGraph's tables (PostgreSQL reuses deleted
+        rows' space; autovacuum does this too); the tables' bytes before and after."""
+        before = self.bytes_on_disk()
         with self.pool.connection() as conn:
-            for table in (*LANGGRAPH_TABLES, *_CHATBOT_TABLES):
+            for table in _TABLES:
                 conn.execute(f"VACUUM (ANALYZE) {table}")
-        return before, self._bytes()
+        return before, self.bytes_on_disk()
 
 
 def _reason(error: BaseException) -> str:

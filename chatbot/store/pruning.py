@@ -1,18 +1,11 @@
 """A thread's side branches, and which are abandoned (``chatbot prune --abandoned-days``).
 
-A thread's line of history is its newest checkpoint and that one's ancestors: the state it
-holds now and every state it went through to get there. The other checkpoints are side
-branches: a turn an /undo rewound, a reply the REPL's /retry replaced (it goes back to before
-the reply and answers again), the old continuation of a fork made from an earlier checkpoint,
-the loser of two turns sent at once. A branch is everything that descends from a checkpoint
-hanging off the line (or from none: a branch that starts a history of its own), so it is removed
-whole or not at all: nothing left behind descends from what is removed, and every checkpoint of
-the line reads as before (its window and summary are rebuilt from its own ancestors).
-
-Which checkpoints form the branches is pure (ids and parents in, branches out:
-:func:`side_branches`, :func:`abandoned`, :func:`pruning_marks`); :func:`abandoned_branches`
-and :func:`prune_branches` read and write a store (with the SQL that differs between SQLite and
-PostgreSQL kept on it: ``writes_table``, ``mark_pruned``, ``after_pruning``).
+A thread's line of history is its newest checkpoint and that one's ancestors; the other
+checkpoints are side branches (a turn /undo rewound, a reply /retry replaced, a fork's old
+continuation, the loser of two turns sent at once). A branch is everything descending from a
+checkpoint hanging off the line (or from none), removed whole, so every checkpoint of the line
+reads as before. Finding them is pure (:func:`side_branches`, :func:`abandoned`,
+:func:`pruning_marks`); :func:`abandoned_branches` and :func:`prune_branches` use a store.
 """
 
 from __future__ import annotations
@@ -110,14 +103,12 @@ def pruning_marks(
     undos: Collection[str],
     parent_of: Mapping[str, str | None],
 ) -> dict[str, int]:
-    """The checkpoints left whose metadata says what was pruned after them, and how many
-    checkpoints (the history's ``PRUNED_KEY``): the line's checkpoint a branch hung from,
-    where the branch went on with its run (a ``loop`` checkpoint first: the reply a REPL
-    /retry replaced), so its run did not stop there; and an /undo that went back to where a
-    pruned branch hung from (the turn it rewound), so its history does not take the turn
-    before for it. ``sources``: the metadata source of each branch's first checkpoint;
-    ``undos``: the /undo checkpoints among the children of the checkpoints branches hung
-    from."""
+    """The checkpoints left whose metadata says how many checkpoints were pruned after them
+    (the history's ``PRUNED_KEY``): the line's checkpoint a branch hung from where the branch
+    went on with its run (a ``loop`` first: the reply a /retry replaced), and an /undo that
+    went back to where a pruned branch hung from (the turn it rewound). ``sources``: each
+    branch's first checkpoint's metadata source; ``undos``: the /undo checkpoints among the
+    children of those branches hung from."""
     under: dict[str, int] = {}
     marks: dict[str, int] = {}
     for branch in branches:
@@ -139,10 +130,9 @@ def pruning_marks(
 def abandoned_branches(
     store: SqlStore, thread_id: str, days: float, now: datetime | None = None
 ) -> list[Branch]:
-    """The thread's side branches last written to more than ``days`` ago (see
-    :mod:`chatbot.store.pruning`), oldest first, but those holding a turn's own steps
-    after its input checkpoint (a run resumed from that input went on elsewhere). Reads
-    ids, and the metadata of the branches' ends."""
+    """The thread's side branches last written to more than ``days`` ago, oldest first, but
+    those holding a turn's own steps after its input checkpoint (a run resumed from that
+    input went on elsewhere)."""
     from datetime import timedelta
 
     from chatbot.store.base import checkpoint_time
@@ -152,8 +142,7 @@ def abandoned_branches(
     except OverflowError:  # (more days than a date can go back: nothing is that old)
         return []
     found = abandoned(side_branches(store.checkpoint_parents(thread_id)), cutoff, checkpoint_time)
-    # A run resumed from a turn's input checkpoint leaves that turn's own steps on a side
-    # branch: kept, or its history would be an input checkpoint without its message.
+    # (kept, or the turn's history would be an input checkpoint without its message)
     ends = {b.first for b in found} | {b.parent for b in found if b.parent is not None}
     metadata = store.checkpoint_metadata(thread_id, sorted(ends))
     return [
@@ -167,13 +156,10 @@ def abandoned_branches(
 
 
 def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) -> int:
-    """Remove side branches of a thread, in one transaction: their checkpoints and pending
-    writes; the thread's search rows are then made again from the checkpoints left (a
-    message only the branches held is gone from search; one the line holds too is found at
-    its checkpoint there). The checkpoints left that history would misread without them are
-    marked
-    (:func:`chatbot.store.pruning.pruning_marks`). Take the thread's lease first. Returns
-    the checkpoints removed."""
+    """Remove side branches of a thread in one transaction, their checkpoints and pending
+    writes, marking those left that history would misread (:func:`pruning_marks`); the
+    thread's search rows are then made again from what is left. Take the thread's lease
+    first. Returns the checkpoints removed."""
     from chatbot.history.snapshots import ACTION_KEY, PRUNED_KEY
 
     ids = sorted({checkpoint for branch in branches for checkpoint in branch.checkpoints})
@@ -194,8 +180,7 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
     )
     from chatbot.store.search import index_statements, reindex
 
-    # (the thread's search rows go, and are read again from the checkpoints left: a message
-    # a pruned checkpoint brought in may be on the line too, found now at its checkpoint there)
+    # (a message a pruned checkpoint brought in may be on the line too, found there now)
     statements: list[tuple[str, Sequence[Any]]] = reindex(store, thread_id)
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]

@@ -1,12 +1,11 @@
 """LangGraph's savers as chatbot uses them: ``SqliteSaver`` and ``PostgresSaver`` as LangGraph
-ships them, given a serializer that compresses (:class:`ZstdSerializer`), and serving the
+ships them, given a serializer that compresses (:class:`ZstdSerializer`) and serving the
 graph's ``astream`` too (:class:`ServesAsync`).
-
-Imported only where checkpoints are read or written: opening a database does not need them.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -28,27 +27,22 @@ from chatbot.interrupts import decoding
 from chatbot.store.errors import reporting_damage
 
 SUFFIX = "+zstd"
-"""What a compressed value's type ends with (``msgpack+zstd``), after the convention of
-LangGraph's ``EncryptedSerializer`` (``msgpack+aes``)."""
+"""A compressed value's type ends with it (``msgpack+zstd``), as ``EncryptedSerializer``'s
+end with ``+aes``."""
 LEVEL = 3
 SMALLEST = 64
 """Values this many bytes or fewer are stored as they are: zstd's frame would eat the gain."""
 
-
 _CODECS = threading.local()
-"""Each thread's zstd compressor and decompressor: zstd's are not safe to share between
-threads, and making one costs more than compressing a checkpoint with it."""
+"""Each thread's zstd compressor and decompressor (zstd's are not safe to share)."""
 
 
 class ZstdSerializer(SerializerProtocol):
-    """LangGraph's serializer with zstd over each value it writes: checkpoints and writes hold
-    messages, which are text, and take a third of the space. A value written without it (by
-    another LangGraph program, or too small to gain) is read as it is. ``writing`` False
-    writes values as LangGraph's own serializer does (a database another LangGraph program
-    shares: ``chatbot db adopt``).
-
-    Decoding runs under :func:`chatbot.interrupts.decoding`: Ctrl-C while a checkpoint is
-    decoded is a KeyboardInterrupt, not ormsgpack's ``ext_hook failed``."""
+    """LangGraph's serializer with zstd over each value it writes; a value without the suffix
+    is read as it is. ``writing`` False writes as LangGraph's own serializer does (a database
+    another LangGraph program shares). Decoding runs under
+    :func:`chatbot.interrupts.decoding`: Ctrl-C then is a KeyboardInterrupt, not ormsgpack's
+    ``ext_hook failed``."""
 
     def __init__(self, serde: SerializerProtocol | None = None, *, writing: bool = True) -> None:
         self.serde = serde or JsonPlusSerializer()
@@ -84,9 +78,14 @@ class ZstdSerializer(SerializerProtocol):
 
 class ServesAsync(BaseCheckpointSaver[str]):
     """A saver whose async methods run its sync ones, as ``InMemorySaver``'s do: the graph's
-    ``astream`` (the terminal's turns, where Ctrl-C cancels the task and closes the model's
-    request) then uses the same connection, lock and transactions as everything else. A
-    checkpoint write takes milliseconds."""
+    ``astream`` then uses the same connection, lock and transactions as everything else."""
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """A channel's next version as LangGraph's savers number it (32 digits, so versions
+        sort alike whichever wrote them), with a random part of 48 bits rather than a float's
+        text: every checkpoint holds a dozen versions, and PostgreSQL a row for each value."""
+        number = int(current.split(".")[0]) if isinstance(current, str) else current or 0
+        return f"{number + 1:032}.{random.getrandbits(48):012x}"
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
@@ -130,11 +129,10 @@ class ServesAsync(BaseCheckpointSaver[str]):
 
 
 class ChatSqliteSaver(ServesAsync, SqliteSaver):
-    """LangGraph's ``SqliteSaver``, serving ``astream`` too; a damaged file found as it reads
-    is said in one line (:class:`chatbot.store.errors.DamagedDatabase`)."""
+    """LangGraph's ``SqliteSaver``, serving ``astream`` too; a damaged file is said in one line
+    (:class:`chatbot.store.errors.DamagedDatabase`, naming :attr:`path`)."""
 
     path = ""
-    """The database file, as errors name it."""
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         with reporting_damage(self.path):
@@ -184,8 +182,7 @@ def postgres_saver(pool: Any, serde: SerializerProtocol) -> BaseCheckpointSaver[
 
     class ChatPostgresSaver(ServesAsync, PostgresSaver):
         """LangGraph's ``PostgresSaver``, serving ``astream`` too; a text value holding a NUL
-        (which PostgreSQL's JSONB, where LangGraph keeps a checkpoint's plain values, cannot
-        hold) is stored with U+FFFD in its place."""
+        (which the JSONB of a checkpoint's plain values cannot hold) is stored with U+FFFD."""
 
         def put(
             self,

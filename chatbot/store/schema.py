@@ -1,21 +1,13 @@
-"""chatbot's own tables, for SQLite and PostgreSQL: one schema, made whole in a new database.
+"""chatbot's own tables, for SQLite and PostgreSQL, beside those LangGraph's savers make, and
+whose a database is.
 
-LangGraph's savers make their own tables (``setup()``); these sit beside them:
-
-- ``chatbot_threads``: what a thread listing needs (title, counts, origin), so that listing is
-  plain SQL and never deserialises a checkpoint;
-- ``chatbot_leases``: who is taking a turn on a thread, until when (:mod:`chatbot.store.leases`);
-- ``chatbot_messages``: every message ever written, once per thread, for search
-  (:mod:`chatbot.store.search`), with ``chatbot_indexed``, how far each thread's checkpoints
-  are indexed. SQLite indexes the text with FTS5's ``trigram`` tokenizer (substrings, and
-  Chinese and Japanese, written without spaces), kept by triggers; PostgreSQL with a
-  ``pg_trgm`` GIN index where the extension can be made (else search reads the table);
-- ``chatbot_marks``: named facts about the database (``adopted``).
-
-The schema carries a version (SQLite: ``PRAGMA user_version``; PostgreSQL: the
-``chatbot_schema`` table): a database of a newer version is only read
-(:func:`check_schema_version`), and a later version of chatbot that changes these tables
-upgrades a database of this one.
+``chatbot_threads`` holds what a listing shows (so listing never deserialises a checkpoint),
+``chatbot_leases`` who is taking a turn on a thread (:mod:`chatbot.store.leases`),
+``chatbot_messages`` every message once per thread for search, indexed by FTS5's ``trigram``
+tokenizer on SQLite and by ``pg_trgm`` on PostgreSQL, with ``chatbot_indexed`` how far each
+thread is indexed (:mod:`chatbot.store.search`), and ``chatbot_marks`` named facts
+(``adopted``). The schema's version is SQLite's ``user_version`` or PostgreSQL's
+``chatbot_schema`` row: a newer chatbot's database is only read (:func:`check_schema_version`).
 """
 
 from __future__ import annotations
@@ -26,11 +18,16 @@ from typing import NamedTuple
 from chatbot.store.errors import StoreError
 
 SCHEMA_VERSION = 1
-"""The version of the tables below."""
 
 APPLICATION_ID = 0x43686174  # "Chat": marks a SQLite file as a chatbot database
 
-_THREADS = """CREATE TABLE IF NOT EXISTS chatbot_threads (
+THREAD_TABLES = ("chatbot_threads", "chatbot_messages", "chatbot_indexed")
+"""chatbot's tables keyed by thread id."""
+TABLES = (*THREAD_TABLES, "chatbot_leases", "chatbot_marks")
+COUNT_THREADS = "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
+
+_TABLES = (
+    """CREATE TABLE IF NOT EXISTS chatbot_threads (
     thread_id TEXT PRIMARY KEY,
     title TEXT NOT NULL DEFAULT '',
     message_count INTEGER NOT NULL DEFAULT 0,
@@ -39,38 +36,36 @@ _THREADS = """CREATE TABLE IF NOT EXISTS chatbot_threads (
     updated_at TEXT NOT NULL,
     origin_thread TEXT,
     origin_checkpoint TEXT
-)"""
-
-_LEASES = """CREATE TABLE IF NOT EXISTS chatbot_leases (
+)""",
+    """CREATE TABLE IF NOT EXISTS chatbot_leases (
     thread_id TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
     expires_at DOUBLE PRECISION NOT NULL
-)"""
-
-_INDEXED = """CREATE TABLE IF NOT EXISTS chatbot_indexed (
+)""",
+    """CREATE TABLE IF NOT EXISTS chatbot_indexed (
     thread_id TEXT PRIMARY KEY,
     checkpoint_id TEXT NOT NULL
-)"""
-
-_MARKS = """CREATE TABLE IF NOT EXISTS chatbot_marks (
+)""",
+    """CREATE TABLE IF NOT EXISTS chatbot_marks (
     name TEXT PRIMARY KEY,
     done_at TEXT NOT NULL
-)"""
+)""",
+)
 
-SQLITE: tuple[str, ...] = (
-    _THREADS,
-    _LEASES,
-    _INDEXED,
-    _MARKS,
-    """CREATE TABLE IF NOT EXISTS chatbot_messages (
-    id INTEGER PRIMARY KEY,
+_MESSAGES = """CREATE TABLE IF NOT EXISTS chatbot_messages (
+    id {id} PRIMARY KEY,
     thread_id TEXT NOT NULL,
     message_id TEXT NOT NULL,
     checkpoint_id TEXT NOT NULL,
     role TEXT NOT NULL,
     content TEXT NOT NULL,
     UNIQUE (thread_id, message_id)
-)""",
+)"""
+
+SQLITE = (
+    *_TABLES,
+    _MESSAGES.format(id="INTEGER"),
+    # (which trigrams a message holds, not where: search checks the rows it finds)
     """CREATE VIRTUAL TABLE IF NOT EXISTS chatbot_messages_fts USING fts5(
     content, content='chatbot_messages', content_rowid='id', tokenize='trigram',
     detail='none', columnsize=0
@@ -84,32 +79,13 @@ BEGIN
     INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
     VALUES ('delete', old.id, old.content);
 END""",
-    """CREATE TRIGGER IF NOT EXISTS chatbot_messages_changed
-AFTER UPDATE OF content ON chatbot_messages
-BEGIN
-    INSERT INTO chatbot_messages_fts (chatbot_messages_fts, rowid, content)
-    VALUES ('delete', old.id, old.content);
-    INSERT INTO chatbot_messages_fts (rowid, content) VALUES (new.id, new.content);
-END""",
 )
-"""The SQLite schema, made in one transaction."""
+"""The SQLite schema, made in one transaction (rows are added and deleted, never changed)."""
 
-POSTGRESQL: tuple[str, ...] = (
-    _THREADS,
-    _LEASES,
-    _INDEXED,
-    _MARKS,
-    """CREATE TABLE IF NOT EXISTS chatbot_messages (
-    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    thread_id TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    checkpoint_id TEXT NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    UNIQUE (thread_id, message_id)
-)""",
-    # (GIN's fastupdate off: each message goes into the index at once, where a pending list
-    # of up to 4 MB would sit in every database)
+POSTGRESQL = (
+    *_TABLES,
+    _MESSAGES.format(id="BIGINT GENERATED ALWAYS AS IDENTITY"),
+    # (GIN's fastupdate off: each message goes into the index at once, not a pending list)
     """DO $$
 BEGIN
     CREATE EXTENSION IF NOT EXISTS pg_trgm;
@@ -121,33 +97,22 @@ END
 $$""",
     "CREATE TABLE IF NOT EXISTS chatbot_schema (version INTEGER NOT NULL)",
 )
-"""The PostgreSQL schema, made in one transaction (its version row is written with it)."""
-
-OWN_TABLES = frozenset(
-    {"chatbot_threads", "chatbot_leases", "chatbot_indexed", "chatbot_marks", "chatbot_schema"}
-    | {"chatbot_messages"}
-    | {f"chatbot_messages_fts{part}" for part in ("", "_data", "_idx", "_docsize", "_config")}
-)
-"""chatbot's tables, with FTS5's shadow tables."""
+"""The PostgreSQL schema, made in one transaction with its version row."""
 
 OLDER_TABLES = frozenset({"chatbot_migrations"})
 """What only a development build of chatbot from before 0.1.0 made."""
-
-
-# --- whose a database is ------------------------------------------------------------------
 
 
 class Owner(NamedTuple):
     """Whose a database is, read before anything is written to it."""
 
     kind: str
-    """``chatbot`` (this version's schema), ``older chatbot`` (a development build's, before
-    0.1.0), ``new`` (nothing in it yet), ``langgraph`` (another LangGraph program's) or
-    ``other``."""
+    """``chatbot``, ``older chatbot`` (a development build's, before 0.1.0), ``new`` (nothing
+    in it yet), ``langgraph`` (another LangGraph program's) or ``other``."""
     what: str = ""
     """For ``langgraph`` and ``other``: what was found (``tables users, orders``)."""
     version: int = 0
-    """For ``chatbot``: the schema version it records."""
+    """For ``chatbot``: its schema version."""
 
 
 def tables_named(tables: Sequence[str]) -> str:
@@ -155,14 +120,29 @@ def tables_named(tables: Sequence[str]) -> str:
     return f"{'table' if len(tables) == 1 else 'tables'} {shown}"
 
 
+def unmarked_owner(
+    tables: Sequence[str], langgraph: frozenset[str], has_checkpoints: Callable[[], bool]
+) -> Owner:
+    """Whose a database without chatbot's mark is: only LangGraph's tables (``langgraph``),
+    with checkpoints, are another LangGraph program's; none, or LangGraph's empty (a set-up
+    cut short before the mark), is new; anything else is another program's."""
+    if OLDER_TABLES & set(tables):
+        return Owner("older chatbot")
+    foreign = [name for name in tables if name not in langgraph]
+    if foreign:
+        return Owner("other", tables_named(foreign))
+    if "checkpoints" not in tables or not has_checkpoints():
+        return Owner("new")
+    return Owner("langgraph", tables_named(tables))
+
+
 class ForeignDatabase(StoreError):
     """Another program's database: refused, and left untouched."""
 
 
 class EmptyDatabase(StoreError):
-    """A database with nothing in it yet (an empty file, a PostgreSQL database without
-    tables), opened to read: nothing is made in it. A reading command reads it as it reads a
-    file that does not exist yet."""
+    """A database with nothing in it yet, opened to read: nothing is made in it, and a
+    reading command reads it as it reads a file that does not exist yet."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"the database {path!r} is empty: it has no threads to read yet")
@@ -178,8 +158,8 @@ class LangGraphDatabase(ForeignDatabase):
 
 
 class OlderDatabase(StoreError):
-    """A database a development build of chatbot wrote before 0.1.0: its checkpoints are in a
-    layout this version does not read."""
+    """A database a development build of chatbot wrote before 0.1.0, in a layout this
+    version does not read."""
 
     def __init__(self, path: str) -> None:
         super().__init__(
@@ -193,11 +173,10 @@ class OlderDatabase(StoreError):
 def refuse_foreign(
     owner: Owner, path: str, kind: str, threads: Callable[[], int], elsewhere: str = ""
 ) -> None:
-    """Raise unless ``owner`` says the database may be opened: :class:`ForeignDatabase` for
-    another program's, :class:`OlderDatabase` for a development build's. ``kind`` names the
-    database for people (``SQLite``, ``PostgreSQL``); ``threads`` counts a LangGraph
-    database's threads (asked only for one); ``elsewhere`` says where else chatbot's tables
-    could go (default: a new file, or a chatbot database)."""
+    """Raise unless ``owner`` may be opened: :class:`ForeignDatabase` for another program's,
+    :class:`OlderDatabase` for a development build's. ``kind`` names the database
+    (``SQLite``, ``PostgreSQL``), ``threads`` counts a LangGraph database's threads,
+    ``elsewhere`` says where else chatbot's tables could go."""
     if owner.kind == "older chatbot":
         raise OlderDatabase(path)
     if owner.kind == "other":
@@ -220,9 +199,8 @@ def refuse_foreign(
 
 
 def check_schema_version(version: int, path: str, read_only: bool) -> str | None:
-    """A database whose schema is newer than this chatbot's was written by a newer chatbot:
-    writing to it is refused (:class:`StoreError`); reading it is allowed, with the note
-    returned."""
+    """A newer chatbot's database: writing to it is refused (:class:`StoreError`), reading it
+    is allowed, with the note returned."""
     if version <= SCHEMA_VERSION:
         return None
     said = (

@@ -1,24 +1,14 @@
 """Search everything ever said: every message of every thread, folded into a summary or not.
 
-A summary removes the messages it folds from the state, so they live on only in older
-checkpoints. Each message is indexed once, into ``chatbot_messages`` (thread, message id, the
-first checkpoint holding it, role, text), from the checkpoints' own writes: a checkpoint's new
-messages are the writes to ``messages`` made at its parent. A turn indexes what its checkpoints
-added as it records the thread's listing row, after the checkpoints are saved
-(:func:`index_statements`); ``chatbot_indexed`` says how far each thread is indexed, so a
-turn killed between the two loses nothing: the next turn, or a search, reads the
-checkpoints the index lacks (:func:`unindexed_rows`, :func:`catch_up`).
-
-- **SQLite**: an FTS5 index with the ``trigram`` tokenizer, kept by triggers: any substring of
-  three characters or more, case-insensitively, which is what Chinese and Japanese need. It
-  keeps which trigrams a message holds, not where (a quarter of the bytes), so the messages it
-  finds are checked to hold the terms themselves. A word of one or two characters is matched
-  with ``LIKE``.
-- **PostgreSQL**: ``ILIKE`` per word, which a ``pg_trgm`` GIN index answers when the extension
-  could be made (else the table is read).
-
-A query is words, each of which must appear (``"a phrase"`` in double quotes stays one term,
-found with any whitespace between its words); hits come newest first.
+Each message is indexed once, into ``chatbot_messages`` (thread, message id, the first
+checkpoint holding it, role, text), from the checkpoints' own writes, in the transaction that
+records a turn (:func:`index_statements`); ``chatbot_indexed`` says how far each thread is
+indexed, so what a turn killed in between did not index is read from the checkpoints by the
+next turn or search (:func:`unindexed_rows`, :func:`catch_up`). SQLite finds the messages
+holding a word's trigrams with FTS5 (shorter words with ``LIKE``) and checks each in Python;
+PostgreSQL finds them with ``ILIKE``, which a ``pg_trgm`` index answers. A query is words that
+must all appear, or ``"a phrase"`` found with any whitespace between its words; hits come
+newest first.
 """
 
 from __future__ import annotations
@@ -45,15 +35,11 @@ MIN_TRIGRAM = 3
 MAX_TERMS = 64
 """More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
 MAX_LIMIT = 1_000_000
-"""The most hits a search returns, whatever ``limit`` asks (SQL integers are bounded)."""
 ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
 
 
 class SearchError(FriendlyError, ValueError):
     """A query that cannot be run; the message is one line for the user."""
-
-
-# --- what the index holds ------------------------------------------------------------------
 
 
 def message_role(message: Any) -> str:
@@ -63,21 +49,19 @@ def message_role(message: Any) -> str:
 
 
 def searchable(text: str) -> str:
-    """Text as the search index keeps it and a query looks for it: a NUL character (a paste,
-    a model's reply) as U+FFFD, the character for one that could not be kept. SQLite's
-    ``LIKE`` and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one."""
+    """Text as the index keeps it and a query looks for it: a NUL as U+FFFD (SQLite's ``LIKE``
+    and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one)."""
     return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def message_text(message: Any) -> str:
-    """The text of a message as it is searched: its readable text (an attached file's text,
-    and an image's name or link, are found too; its data is not text)."""
+    """A message's readable text, as it is searched (an attached file's text, an image's
+    name or link)."""
     return searchable(readable_text(getattr(message, "content", "")))
 
 
 def spaced(text: str) -> str:
-    """``text`` with every run of whitespace one space: a quoted phrase is found with any
-    whitespace between its words (a line break, a tab, two spaces)."""
+    """``text`` with every run of whitespace one space, as a phrase is matched."""
     return " ".join(text.split())
 
 
@@ -88,10 +72,8 @@ Row = tuple[str, str, str, str, str]
 def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], str | None]:
     """The rows of the messages a thread's checkpoints after ``mark`` added, and its newest
     checkpoint's id (``None``: nothing new). A checkpoint's new messages are the writes to
-    ``messages`` at its parent, unless it is a new branch's first (a fork's, an edit of a
-    past checkpoint's): LangGraph's ``DeltaChannel`` stores its messages whole, and its
-    metadata counts no updates of them since; a message is the first checkpoint's that
-    holds it."""
+    ``messages`` at its parent, unless it is a new branch's first (a fork's), which stores
+    them whole (its metadata counts no delta updates); a message is its first holder's."""
     fresh = store.query(
         "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
         "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id > ? ORDER BY checkpoint_id",
@@ -145,7 +127,6 @@ def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], 
 
 
 def _stored_messages(store: SqlStore, thread_id: str, checkpoint_id: str) -> list[Any]:
-    """The messages a checkpoint holds, read from it."""
     from chatbot.store.base import thread_config
     from chatbot.store.checkpoints import channel_values
 
@@ -167,9 +148,8 @@ _MARK = (
 
 
 def _mark_of(store: SqlStore, thread_id: str) -> tuple[str, bool]:
-    """How far a thread is indexed (``""``: not at all), and whether its rows are of another
-    history: the checkpoint it was indexed to is gone (the thread was deleted through
-    LangGraph's saver, and made again)."""
+    """How far a thread is indexed (``""``: not at all), and whether its rows are stale: the
+    checkpoint it was indexed to is gone (deleted through LangGraph's saver, made again)."""
     rows = store.query(
         "SELECT i.checkpoint_id, EXISTS (SELECT 1 FROM checkpoints AS c "
         "WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = '' "
@@ -183,9 +163,8 @@ def _mark_of(store: SqlStore, thread_id: str) -> tuple[str, bool]:
 
 
 def index_statements(store: SqlStore, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
-    """The statements that index what a thread's checkpoints added since it was last
-    indexed, and move its mark: run them in one transaction (a turn's, with its listing
-    row). A message a row holds already keeps its row."""
+    """The statements that index what a thread's checkpoints added since it was last indexed,
+    and move its mark, to run in one transaction (a turn's, with its listing row)."""
     mark, stale = _mark_of(store, thread_id)
     rows, newest = _rows_since(store, thread_id, mark)
     if newest is None:
@@ -213,17 +192,17 @@ def lagging_threads(store: SqlStore, thread_id: str | None = None) -> list[str]:
 
 
 def catch_up(store: SqlStore, progress: Callable[[int, int], None] = lambda done, of: None) -> int:
-    """Index every thread's checkpoints the index lacks (a turn killed before its thread was
-    indexed, a database adopted or copied in); ``progress`` is told after each thread how
-    many of how many are done. Safe while other processes write. Returns the rows added."""
+    """Index every thread's checkpoints the index lacks (a turn killed before indexing, a
+    database adopted or copied in), telling ``progress`` after each thread; safe while other
+    processes write. Returns the rows added."""
     store.write(  # (the rows of threads deleted through LangGraph's saver)
         *(
-            (f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            statement
             for (thread_id,) in store.query(
                 "SELECT thread_id FROM chatbot_indexed AS i WHERE NOT EXISTS (SELECT 1 FROM "
                 "checkpoints AS c WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = '')"
             )
-            for table in ("chatbot_messages", "chatbot_indexed")
+            for statement in reindex(store, thread_id)
         )
     )
     threads = lagging_threads(store)
@@ -233,18 +212,15 @@ def catch_up(store: SqlStore, progress: Callable[[int, int], None] = lambda done
         if statements:
             store.write(*statements)
             if not store.thread_exists(thread_id):  # (deleted meanwhile by another process)
-                store.write(
-                    ("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)),
-                    ("DELETE FROM chatbot_indexed WHERE thread_id = ?", (thread_id,)),
-                )
+                store.write(*reindex(store, thread_id))
             added += len(statements) - 1
         progress(done, len(threads))
     return added
 
 
 def reindex(store: SqlStore, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
-    """The statements that forget a thread's search rows, for :func:`catch_up` to read its
-    checkpoints again (after some of them were pruned)."""
+    """The statements that forget a thread's search rows (its checkpoints are then read
+    again: after pruning, or when they are gone)."""
     return [
         ("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)),
         ("DELETE FROM chatbot_indexed WHERE thread_id = ?", (thread_id,)),
@@ -252,8 +228,7 @@ def reindex(store: SqlStore, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
 
 
 def unindexed_rows(store: SqlStore, thread_id: str | None = None) -> list[Row]:
-    """The rows the index lacks (read from the checkpoints, written nowhere): what a search
-    that may not write finds beside the index."""
+    """The rows the index lacks, read from the checkpoints and written nowhere."""
     rows: list[Row] = []
     for lagging in lagging_threads(store, thread_id):
         mark, _ = _mark_of(store, lagging)
@@ -261,14 +236,12 @@ def unindexed_rows(store: SqlStore, thread_id: str | None = None) -> list[Row]:
     return rows
 
 
-# --- searching -------------------------------------------------------------------------------
-
 _TERM = re.compile(r'"([^"]*)(?:"|$)|(\S+)')
 
 
 def parse_query(text: str) -> list[str]:
     """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
-    end); each must appear in a hit."""
+    end)."""
     terms = [quoted or word for quoted, word in _TERM.findall(searchable(text))]
     terms = [" ".join(term.split()) for term in terms]  # (a phrase's spaces: any whitespace)
     terms = list(dict.fromkeys(term for term in terms if term))
@@ -284,7 +257,7 @@ def parse_query(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Snippet:
-    """A one-line excerpt of a message and where the terms are in it (character offsets)."""
+    """A one-line excerpt of a message, and where the terms are in it."""
 
     text: str
     spans: tuple[tuple[int, int], ...] = ()
@@ -312,8 +285,8 @@ class Hit:
 
 
 def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) -> Snippet:
-    """The text on one line, safe to print, cut to about ``width`` characters around the first
-    match, with every match inside marked."""
+    """The text on one line, safe to print, about ``width`` characters around the first
+    match, every match marked."""
     flat = spaced(sanitize(spaced(text)))  # (whitespace sanitize removes: a space still)
     pattern = re.compile(
         "|".join(re.escape(term) for term in sorted(terms, key=len, reverse=True)) or "(?!)",
@@ -339,9 +312,8 @@ def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) ->
 
 
 class _Folds(dict[int, str]):
-    """Each character's case fold where it is one character (``ſ`` is ``s``, ``Σ`` is ``σ``),
-    else its lower case where that is one (``ẞ`` is ``ß``), as the indexes fold case; else the
-    character itself."""
+    """Each character's case fold, else its lower case, where that is one character (``ſ`` is
+    ``s``, ``ẞ`` is ``ß``), as the indexes fold case; else the character itself."""
 
     def __missing__(self, code: int) -> str:
         char = chr(code)
@@ -370,9 +342,8 @@ def _fts_phrase(term: str) -> str:
 
 
 def _narrowing(store: SqlStore, terms: Sequence[str]) -> tuple[str, list[Any], list[str]]:
-    """SQL that finds every row that may hold the terms (a join, conditions, parameters):
-    each word of each term by the index where it can (:func:`_unsettled` says which terms
-    :func:`holds` must still check)."""
+    """SQL that finds every row that may hold the terms (a join, parameters, conditions), each
+    word by the index where it can; :func:`_unsettled` says what :func:`holds` checks."""
     words = list(dict.fromkeys(word for term in terms for word in term.split(" ")))
     where: list[str] = []
     params: list[Any] = []
@@ -401,17 +372,16 @@ def _narrowing(store: SqlStore, terms: Sequence[str]) -> tuple[str, list[Any], l
 
 
 def _unsettled(store: SqlStore, terms: Sequence[str]) -> list[str]:
-    """The terms the SQL of :func:`_narrowing` does not settle: on SQLite every one (its
-    index finds the messages holding a word's trigrams, anywhere in them; ``LIKE`` folds
-    ASCII's case only), on PostgreSQL a phrase (its words are found apart)."""
+    """The terms :func:`_narrowing` does not settle: on SQLite every one (its index finds a
+    word's trigrams anywhere; ``LIKE`` folds ASCII only), on PostgreSQL a phrase."""
     return [term for term in terms if store.dialect == "sqlite" or " " in term]
 
 
 def search(
     store: SqlStore, query: str, *, thread_id: str | None = None, limit: int = 20
 ) -> list[Hit]:
-    """The messages holding every term of ``query``, newest first (in one thread, or all):
-    those the index holds, and those of checkpoints it has not read yet."""
+    """The messages holding every term of ``query``, newest first (in one thread, or all),
+    indexed or not yet."""
     terms = parse_query(query)
     limit = min(max(1, limit), MAX_LIMIT)
     if thread_id is None:
@@ -448,9 +418,8 @@ def search(
 
 
 def _matching(store: SqlStore, terms: Sequence[str], rows: list[Row]) -> list[Row]:
-    """The ``rows`` (not in the index yet) holding every term, as the index would find them:
-    PostgreSQL's own ``ILIKE`` decides its words (its case folding is its collation's), and
-    :func:`holds` the rest."""
+    """The ``rows`` not indexed yet that hold every term, as the index would find them:
+    PostgreSQL's ``ILIKE`` decides its words (its collation folds case), :func:`holds` the rest."""
     if not rows:
         return []
     if store.dialect != "postgresql":
@@ -469,8 +438,8 @@ def _matching(store: SqlStore, terms: Sequence[str], rows: list[Row]) -> list[Ro
 
 
 def hit_record(hit: Hit) -> dict[str, Any]:
-    """A hit as JSON (``chatbot search --json``): the snippet, and where the terms are in it
-    as ``[start, end)`` character offsets."""
+    """A hit as JSON (``chatbot search --json``), its terms' places in the snippet as
+    ``[start, end)``."""
     snippet = hit.snippet()
     when = hit.time
     return {
@@ -484,15 +453,10 @@ def hit_record(hit: Hit) -> dict[str, Any]:
     }
 
 
-# --- the recall tool's search ----------------------------------------------------------------
-
-
 def recaller(store: SqlStore) -> Searcher:
-    """The recall tool's search (:mod:`chatbot.memory.recall`) over this store: a thread's
-    messages holding every word of the query, newest first, as ``/search`` finds them; when
-    none holds them all, those holding the most of its words
-    (:func:`~chatbot.memory.recall_search.best_matches`: a model's query is a guess at the
-    words)."""
+    """The recall tool's search (:mod:`chatbot.memory.recall`): a thread's messages holding
+    every word of the query, as ``/search`` finds them, else those holding the most of them
+    (:func:`~chatbot.memory.recall_search.best_matches`: a model's query is a guess)."""
 
     def recall(
         thread_id: str, query: str, limit: int, skip: Collection[str], at: str | None = None
@@ -540,9 +504,8 @@ SELECT id FROM line
 def line_of(
     store: SqlStore, thread_id: str, checkpoint_id: str, wait: float = 0.5
 ) -> set[str] | None:
-    """The ids of ``checkpoint_id`` and its ancestors: its line of history. ``None`` when
-    the checkpoint is not stored (yet: LangGraph may write a run's checkpoints in the
-    background, so it is waited for up to ``wait`` seconds)."""
+    """The ids of ``checkpoint_id`` and its ancestors; ``None`` when it is not stored (LangGraph
+    may write a run's checkpoints in the background: waited for up to ``wait`` seconds)."""
     deadline = time.monotonic() + wait
     while True:
         rows = store.query(_LINE, (thread_id, checkpoint_id, thread_id))

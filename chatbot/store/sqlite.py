@@ -1,11 +1,8 @@
 """The SQLite database: LangGraph's ``SqliteSaver`` and chatbot's tables in one file.
 
-A chatbot database carries a mark, ``PRAGMA application_id`` = :data:`APPLICATION_ID`, and
-its schema version in ``PRAGMA user_version``, both set as its schema is made. A file is
-only ever opened if it is missing, empty or marked: another program's database, a file that
-is not SQLite, a folder or a device is refused before anything is written to it, and so is a
-database a development build of chatbot wrote before 0.1.0 (its checkpoints are in a layout
-this version does not read).
+A file is only opened if it is missing, empty or marked as chatbot's (``PRAGMA
+application_id``, with the schema's version in ``user_version``): anything else is refused
+before anything is written to it.
 """
 
 from __future__ import annotations
@@ -21,24 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatbot.files import create_private_file
-from chatbot.store.base import (
-    LEASE_SECONDS,
-    SqlStore,
-    StoreStats,
-    sum_parts,
-)
+from chatbot.store.base import SqlStore
 from chatbot.store.errors import DamagedDatabase, StoreError, damage, reporting_damage
 from chatbot.store.schema import (
     APPLICATION_ID,
-    OLDER_TABLES,
-    OWN_TABLES,
+    COUNT_THREADS,
     SCHEMA_VERSION,
     SQLITE,
     EmptyDatabase,
     Owner,
     check_schema_version,
     refuse_foreign,
-    tables_named,
+    unmarked_owner,
 )
 
 if TYPE_CHECKING:
@@ -48,8 +39,6 @@ BUSY_TIMEOUT_SECONDS = 30.0
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 LANGGRAPH_SQLITE_TABLES = frozenset({"checkpoints", "writes"})
-"""What LangGraph's ``SqliteSaver`` makes: a database holding only these is another LangGraph
-program's."""
 
 
 def _kind_of_special_file(mode: int) -> str:
@@ -65,11 +54,9 @@ def _kind_of_special_file(mode: int) -> str:
 
 
 def _refuse_other_files(path: Path) -> None:
-    """Refuse, before SQLite opens it, a path that exists but cannot be a chatbot database.
-
-    A folder, a device (``/dev/null`` would get a ``-journal`` file next to it), a named pipe
-    or socket, and a non-empty file that is not SQLite at all. Only reads: nothing is written.
-    """
+    """Refuse, reading only, a path that exists but cannot be a chatbot database: a folder, a
+    device (``/dev/null`` would get a ``-journal`` beside it), a pipe, a socket, a non-empty
+    file that is not SQLite."""
     try:
         mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -89,14 +76,9 @@ def _refuse_other_files(path: Path) -> None:
 
 
 def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
-    """Whose the open SQLite database is (reads only).
-
-    Marked with :data:`APPLICATION_ID`: chatbot's, at the schema version ``user_version``
-    says (0: a development build's from before 0.1.0). Unmarked, with no other mark
-    (``user_version`` is what SQLite programs number their schema with): empty is new; a
-    development build's tables (``chatbot_threads`` made before the mark) are an older
-    chatbot's; only LangGraph's ``checkpoints`` and ``writes`` is another LangGraph
-    program's; anything else is another program's."""
+    """Whose the open SQLite database is (reads only). Marked with :data:`APPLICATION_ID`:
+    chatbot's, at the schema version ``user_version`` says (0, with tables: a development
+    build's from before 0.1.0, as is an unmarked one with ``chatbot_threads``)."""
     (application_id,) = conn.execute("PRAGMA application_id").fetchone()
     (user_version,) = conn.execute("PRAGMA user_version").fetchone()
     tables = sorted(
@@ -114,19 +96,13 @@ def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
         return Owner("other", f"application id {application_id}")
     if user_version != 0:
         return Owner("other", f"user version {user_version}")
-    if not tables:
-        return Owner("new")
-    if OLDER_TABLES & set(tables) or "chatbot_threads" in tables:
+    if "chatbot_threads" in tables:
         return Owner("older chatbot")
-    foreign = [name for name in tables if name not in OWN_TABLES | LANGGRAPH_SQLITE_TABLES]
-    if not foreign and set(tables) <= LANGGRAPH_SQLITE_TABLES:
-        if (
-            "checkpoints" not in tables
-            or not conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone()
-        ):
-            return Owner("new")  # (LangGraph's tables, empty: a set-up cut short before the mark)
-        return Owner("langgraph", tables_named(tables))
-    return Owner("other", tables_named(foreign or tables))
+    return unmarked_owner(
+        tables,
+        LANGGRAPH_SQLITE_TABLES,
+        lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
+    )
 
 
 def sqlite_owner(db: str) -> tuple[Owner, int]:
@@ -137,11 +113,7 @@ def sqlite_owner(db: str) -> tuple[Owner, int]:
     conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
     try:
         owner = _sqlite_owner(conn)
-        threads = 0
-        if owner.kind == "langgraph":
-            ((threads,),) = conn.execute(
-                "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
-            ).fetchall()
+        threads = conn.execute(COUNT_THREADS).fetchone()[0] if owner.kind == "langgraph" else 0
         return owner, int(threads)
     except sqlite3.Error as error:
         if _in_read_only_place(error, str(path)):  # (adopting writes: it cannot be adopted)
@@ -184,19 +156,16 @@ def _in_read_only_place(error: BaseException, path: str) -> bool:
 
 
 class Store(SqlStore):
-    """The app's SQLite database: LangGraph checkpoints keyed by ``thread_id`` plus chatbot's
-    tables.
-
-    One connection, shared with the ``SqliteSaver`` (both guard it with one lock), in WAL mode
-    with a busy timeout so that several processes can use the same file. Opening it imports
-    nothing of LangGraph: the saver is made on first use (and at once only for a new file,
-    whose checkpoint tables LangGraph creates).
-    """
+    """The app's SQLite database: one connection, shared with LangGraph's ``SqliteSaver``
+    (both guard it with one lock), in WAL mode with a busy timeout so that several processes
+    can use the file. Opening it imports nothing of LangGraph: the saver is made on first use."""
 
     dialect = "sqlite"
     checkpoint_tables = ("checkpoints", "writes")
     writes_table = "writes"
     writes_value = "value"
+    octets = "length(CAST(content AS BLOB))"
+    clock = "((julianday('now') - 2440587.5) * 86400.0)"
     mark_pruned = (
         "UPDATE checkpoints SET metadata = CAST(json_set(CAST(metadata AS TEXT), '$.' || ?, "
         "COALESCE(json_extract(CAST(metadata AS TEXT), '$.' || ?), 0) + ?) AS BLOB) "
@@ -211,11 +180,10 @@ class Store(SqlStore):
         ``adopt``: take over another LangGraph program's database (``chatbot db adopt``)."""
         self.path = str(db)
         self.lock = threading.RLock()
-        """One lock for the connection: LangGraph's reads and writes, ours, and every read of
-        ours too. A read running on another thread of this process holds a read transaction
-        open on the shared connection; a write begun meanwhile could not wait for another
-        process's commit (SQLite answers "database is locked" at once, as the snapshot it
-        reads is stale), and a turn would fail. Reentrant: a write may read."""
+        """One lock for the connection, LangGraph's reads and writes and ours: a read on
+        another thread would hold a read transaction open, and a write begun meanwhile could
+        not wait for another process's commit ("database is locked" at once). Reentrant: a
+        write may read."""
         self._saver: ChatSqliteSaver | None = None
         self.read_only = read_only and self.path != ":memory:"
         try:
@@ -256,30 +224,26 @@ class Store(SqlStore):
             target, uri = Path(self.path).absolute().as_uri() + "?mode=ro", True
         else:
             target, uri = self.path, False
-        self.conn = sqlite3.connect(
-            target, uri=uri, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS
-        )
-        try:
-            return self._set_up(read_only, adopt)
-        except sqlite3.OperationalError as error:
-            self.conn.close()
-            if not (read_only and self._unshareable(error)):
+        # In a read-only place no -shm file can be made for a WAL database's readers to
+        # share, so no writer can be either: the file is read as the unchanging file it is,
+        # as SQLite's documentation advises (immutable=1).
+        for self.immutable in (False, True):
+            self.conn = sqlite3.connect(
+                target + "&immutable=1" if self.immutable else target,
+                uri=uri or self.immutable,
+                check_same_thread=False,
+                timeout=0 if self.immutable else BUSY_TIMEOUT_SECONDS,
+            )
+            try:
+                return self._set_up(read_only, adopt)
+            except sqlite3.OperationalError as error:
+                self.conn.close()
+                if self.immutable or not (read_only and self._unshareable(error)):
+                    raise
+            except BaseException:
+                self.conn.close()
                 raise
-        except BaseException:
-            self.conn.close()
-            raise
-        # A read-only place: SQLite's readers of a WAL database share its -shm file, which
-        # cannot be made there, so no writer can be either. Read it as the unchanging file
-        # it is, as SQLite's documentation advises (immutable=1).
-        self.immutable = True
-        self.conn = sqlite3.connect(
-            target + "&immutable=1", uri=True, check_same_thread=False, timeout=0
-        )
-        try:
-            return self._set_up(read_only, adopt)
-        except BaseException:
-            self.conn.close()
-            raise
+        raise AssertionError("unreachable")
 
     immutable = False
     """Opened read-only with ``immutable=1``: the file is in a place no one can write."""
@@ -311,8 +275,7 @@ class Store(SqlStore):
         if self.path != ":memory:":
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
         # SQLite's advice for WAL: a commit reaches the log without waiting for the disk, so a
-        # crash of chatbot loses nothing and a power cut may lose the last turns, never the
-        # file (FULL waits for the disk at every checkpoint: most of a turn's system time).
+        # crash of chatbot loses nothing and a power cut may lose the last turns, never the file
         self.conn.execute("PRAGMA synchronous = NORMAL")
         if owner.kind != "chatbot" or owner.version < SCHEMA_VERSION:
             if owner.kind != "new":
@@ -343,10 +306,7 @@ class Store(SqlStore):
                 raise
 
     def _count_threads(self) -> int:
-        ((count,),) = self.conn.execute(
-            "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
-        ).fetchall()
-        return int(count)
+        return int(self.conn.execute(COUNT_THREADS).fetchone()[0])
 
     def _check_intact(self) -> None:
         """Before changing the schema of a database that holds threads: SQLite's quick check,
@@ -392,13 +352,9 @@ class Store(SqlStore):
                 self.conn.execute("ROLLBACK")
 
     def close(self, wait: float | None = None) -> None:
-        """Close the connection, once no other thread of this process is using it: the REPL
-        leaves while its loading thread may still be reading, and closing a SQLite
-        connection under a running statement crashes the process.
-
-        With ``wait``, give up after that many seconds and leave the connection to the end of
-        the process (leaving the REPL): SQLite needs nothing at close, committed turns are on
-        disk and a transaction cut short is rolled back when the file is next opened."""
+        """Close the connection once no other thread uses it (closing it under a running
+        statement crashes the process). With ``wait``, give up after that many seconds and
+        leave it to the end of the process: SQLite needs nothing at close."""
         if not self.lock.acquire(timeout=-1 if wait is None else wait):
             return
         try:
@@ -417,66 +373,22 @@ class Store(SqlStore):
                 count = self.conn.execute(sql, tuple(params)).rowcount
         return count
 
-    # --- one turn at a time per thread ------------------------------------------------------
+    # --- size ----------------------------------------------------------------------------
 
-    def try_lease(
-        self,
-        thread_id: str,
-        holder: str,
-        seconds: float = LEASE_SECONDS,
-        replacing: str | None = None,
-    ) -> bool:
-        """Take (or renew) the thread's lease for ``holder``; False while another holds an
-        unexpired one, unless that one is ``replacing``. Different threads never wait for each
-        other."""
-        now = time.time()
-        acquired = self.write(
-            (
-                """
-                INSERT INTO chatbot_leases (thread_id, holder, expires_at) VALUES (?, ?, ?)
-                ON CONFLICT(thread_id) DO UPDATE SET
-                    holder = excluded.holder, expires_at = excluded.expires_at
-                WHERE chatbot_leases.holder = excluded.holder
-                   OR chatbot_leases.expires_at < ?
-                   OR chatbot_leases.holder = ?
-                """,
-                (thread_id, holder, now + seconds, now, replacing),
-            )
-        )
-        return acquired == 1
+    def sizes(self) -> list[tuple[str, int]]:
+        try:  # (SQLite's dbstat table: in Python's builds, not in every SQLite)
+            return self.query("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        except sqlite3.OperationalError:
+            return []
 
-    # --- keeping the file small ----------------------------------------------------------
-
-    def stats(self) -> StoreStats:
-        """Threads, checkpoints, pending writes and bytes of the database (file and WAL)."""
-        ((threads,),) = self.query(
-            "SELECT COUNT(DISTINCT thread_id) FROM checkpoints WHERE checkpoint_ns = ''"
-        )
-        ((checkpoints,),) = self.query("SELECT COUNT(*) FROM checkpoints")
-        ((writes,),) = self.query("SELECT COUNT(*) FROM writes")
+    @property
+    def free_bytes(self) -> int:  # type: ignore[override]
         ((page_size,),) = self.query("PRAGMA page_size")
         ((free,),) = self.query("PRAGMA freelist_count")
-        try:  # (SQLite's dbstat table: in Python's builds, not in every SQLite)
-            sizes = self.query("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
-        except sqlite3.OperationalError:
-            sizes = []
-        ((turns, text),) = self.query(
-            "SELECT COALESCE(SUM(role = 'user'), 0), "
-            "COALESCE(SUM(length(CAST(content AS BLOB))), 0) FROM chatbot_messages"
-        )
-        return StoreStats(
-            location=self.path,
-            threads=threads,
-            checkpoints=checkpoints,
-            writes=writes,
-            bytes=self._bytes_on_disk(),
-            free_bytes=free * page_size,
-            parts=sum_parts(sizes),
-            turns=turns,
-            text_bytes=text,
-        )
+        return int(free * page_size)
 
-    def _bytes_on_disk(self) -> int:
+    def bytes_on_disk(self) -> int:
+        """The file, its write-ahead log and shared-memory file, as they are on disk."""
         if self.path == ":memory:":
             return 0
         total = 0
@@ -488,9 +400,9 @@ class Store(SqlStore):
     def vacuum(self) -> tuple[int, int]:
         """Give the space of deleted threads back to the file system (SQLite's ``VACUUM``,
         after folding the write-ahead log into the file). Returns bytes before and after."""
-        before = self._bytes_on_disk()
+        before = self.bytes_on_disk()
         with self.lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return before, self._bytes_on_disk()
+        return before, self.bytes_on_disk()
