@@ -54,7 +54,13 @@ def _given_ids(left: Sequence[BaseMessage], right: Sequence[BaseMessage]) -> Non
 
 
 def _messages(values: Sequence[Any]) -> list[Any]:
-    """Messages as the state keeps them: objects, not dicts (a server's state) or chunks."""
+    """Messages as the state keeps them: objects, not dicts (a server's state) or chunks; a
+    list that holds only such objects already is copied as it is."""
+    if all(
+        issubclass(kind, BaseMessage) and not issubclass(kind, BaseMessageChunk)
+        for kind in set(map(type, values))
+    ):
+        return list(values)
     return [message_chunk_to_message(m) for m in convert_to_messages(values)]
 
 

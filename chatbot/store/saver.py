@@ -5,7 +5,6 @@ graph's ``astream`` too (:class:`ServesAsync`).
 
 from __future__ import annotations
 
-import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -79,13 +78,6 @@ class ZstdSerializer(SerializerProtocol):
 class ServesAsync(BaseCheckpointSaver[str]):
     """A saver whose async methods run its sync ones, as ``InMemorySaver``'s do: the graph's
     ``astream`` then uses the same connection, lock and transactions as everything else."""
-
-    def get_next_version(self, current: str | None, channel: None) -> str:
-        """A channel's next version as LangGraph's savers number it (32 digits, so versions
-        sort alike whichever wrote them), with a random part of 48 bits rather than a float's
-        text: every checkpoint holds a dozen versions, and PostgreSQL a row for each value."""
-        number = int(current.split(".")[0]) if isinstance(current, str) else current or 0
-        return f"{number + 1:032}.{random.getrandbits(48):012x}"
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
