@@ -22,6 +22,8 @@ ends the process as it ends any Python program.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import signal
 import sys
@@ -151,3 +153,33 @@ def decoding() -> Iterator[None]:
     finally:
         if before is not _on_sigint:
             signal.signal(signal.SIGINT, before)
+
+
+_AT_EXIT: list[Callable[[], object]] = []
+"""chatbot's own exit handlers, newest last (:func:`at_exit`)."""
+
+
+def at_exit(handler: Callable[..., object], *args: object) -> None:
+    """Run ``handler(*args)`` when the process ends: at Python's normal exit (``atexit``), or
+    when the REPL leaves without the interpreter's teardown (:func:`run_exit_handlers`)."""
+    call = functools.partial(handler, *args)
+    atexit.register(call)
+    _AT_EXIT.append(call)
+
+
+def run_exit_handlers() -> None:
+    """Do what leaving needs before ``os._exit``: chatbot's exit handlers, newest first (the
+    turns' event loop closed, the call log settled), LangChain's tracers flushed if any ran,
+    and logging shut down."""
+    while _AT_EXIT:
+        call = _AT_EXIT.pop()
+        atexit.unregister(call)
+        with contextlib.suppress(Exception):  # (leaving goes on whatever one handler does)
+            call()
+    tracers = sys.modules.get("langchain_core.tracers.langchain")
+    if tracers is not None:
+        tracers.wait_for_all_tracers()
+    if "logging" in sys.modules:
+        import logging
+
+        logging.shutdown()

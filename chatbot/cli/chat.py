@@ -189,11 +189,12 @@ def leave_at_once(state: AppState, code: int) -> NoReturn:
     database is closed once a statement it is running ends, or left to the process's end if
     that takes more than a tenth of a second.
     """
-    import atexit
     import os
 
+    from chatbot.interrupts import run_exit_handlers
+
     state.close(wait=0.1)  # (the loading thread's statement, if any, is not waited for long)
-    atexit._run_exitfuncs()
+    run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     os._exit(code)

@@ -21,7 +21,6 @@ the process's exit. Lines that cannot be written (a full disk) are dropped, and 
 
 from __future__ import annotations
 
-import atexit
 import errno
 import json
 import os
@@ -39,6 +38,7 @@ from langchain_core.outputs import LLMResult
 
 from chatbot.config.sources import SettingsError
 from chatbot.errors import redact
+from chatbot.interrupts import at_exit
 from chatbot.logs import logger
 
 log = logger("calllog")
@@ -154,7 +154,7 @@ def log_file(path: str) -> LogFile:
             opened = LogFile(resolved)
             opened.open()
             if not _FILES:
-                atexit.register(settle, EXIT_WAIT_SECONDS)
+                at_exit(settle, EXIT_WAIT_SECONDS)
             _FILES[resolved] = opened
         return _FILES[resolved]
 

@@ -21,7 +21,6 @@ loop, the main thread's being the session's.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import signal
 import sys
@@ -70,7 +69,7 @@ def session_runner() -> TurnRunner:
     runner: TurnRunner | None = getattr(_sessions, "runner", None)
     if runner is None:
         runner = _sessions.runner = TurnRunner()
-        atexit.register(runner.close)
+        interrupts.at_exit(runner.close)
     return runner
 
 
