@@ -1,4 +1,4 @@
-"""Faults around what chatbot writes, and the smaller faults of issue 20 with them: the rows of
+"""Faults around what chatbot writes, and smaller faults with them: the rows of
 "Writing output" in docs/reliability.md.
 
 Output faults are real ones, in a child process: stdout on ``/dev/full`` (every write fails

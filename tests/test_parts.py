@@ -1,6 +1,6 @@
 """What a message holds, read one way everywhere: the summarizer, the search index, ``show``,
 the Markdown export, titles and ``history`` all read typed text, an attached text file, an
-image, an audio clip and a link alike (issue 21, item 3).
+image, an audio clip and a link alike.
 
 The reader is tested on one message with all five parts; then each place that reads it is
 checked from the outside: what the summary model was sent, what ``search`` finds, what

@@ -1,5 +1,4 @@
-"""What is shown and what is stored (docs/reliability.md, "What is shown and stored"; issue 20,
-items 7 and 9).
+"""What is shown and what is stored (docs/reliability.md, "What is shown and stored").
 
 - A password in ``OPENAI_BASE_URL`` is written nowhere: not in the cached model list, the call
   log, the exports or the database.

@@ -1,4 +1,4 @@
-"""What a turn costs (issue 21): what it keeps between the routers and nodes of a run, and that
+"""What a turn costs: what it keeps between the routers and nodes of a run, and that
 keeping it changes nothing a user sees. Behaviour only: no timings here (``benchmarks/turns.py``
 measures them)."""
 
