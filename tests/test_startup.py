@@ -15,7 +15,9 @@ from tests.helpers import chatbot_argv, offline_threads
 
 # The CLI run with an import hook that makes the named modules fail to import: a command that
 # made a chat model (langchain_openai, openai) or built the graph (langgraph.graph) fails.
-_NO_MODELS = "langchain_openai,openai,langgraph.graph"
+_NO_MODELS = "langchain_openai,openai,chatbot.engine.graph,chatbot.engine.models"
+"""What making a model or the graph imports (a folded thread's history imports LangGraph's
+``add_messages`` to replay its writes, not its graph)."""
 
 
 def _run(
