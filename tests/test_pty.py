@@ -640,6 +640,99 @@ def test_ctrl_d_during_a_reply_does_nothing_and_keys_typed_ahead_wait_in_the_inp
     assert texts(document, "human") == ["more", "pasted one\npasted two"]  # (6 were folded)
 
 
+LOADING_GATE = """
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import threading
+import time
+
+
+class HoldTheModels(importlib.abc.MetaPathFinder):
+    \"\"\"Loading's second stage waits as it imports the model's client until the test makes
+    the file named by CHATBOT_TEST_GATE; it says it waits with that name + '.waiting'. (It
+    waits in the module's own code: a finder runs under the lock every import takes.)\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        gate = os.environ.get("CHATBOT_TEST_GATE")
+        if not gate or name != "langchain_openai":
+            return None
+        if threading.current_thread().name != "chatbot-load":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = Held(spec.loader, gate)
+        return spec
+
+
+class Held(importlib.abc.Loader):
+    def __init__(self, loader, gate):
+        self.loader, self.gate = loader, gate
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        open(self.gate + ".waiting", "w").close()
+        while not os.path.exists(self.gate):
+            time.sleep(0.02)
+        self.loader.exec_module(module)
+
+
+sys.meta_path.insert(0, HoldTheModels())
+"""
+
+
+def test_ctrl_c_while_the_model_loads_stops_the_message_and_keeps_the_keys_typed_ahead(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    """Loading is held open at a gate (the import of the model's client, on the loading
+    thread), so every key below lands while the model loads."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(LOADING_GATE)
+    gate = tmp_path / "gate"
+    openai_server.responder = echo_or_summary
+    env = fake_model_env(openai_server, PYTHONPATH=str(hooks), CHATBOT_TEST_GATE=str(gate))
+    term = spawn("chat", "--thread", "main", **env)
+    term.expect_prompt("main")
+    wait_until(lambda: Path(f"{gate}.waiting").exists(), TIMEOUT, "loading at the gate")
+
+    # Enter, then Ctrl-C at once: it comes while the prompt still ends (the terminal takes
+    # it as a key there, not as a signal), and it still stops the message.
+    term.child.send("stopped at once\r\x03")
+    term.expect(r"interrupted.*still loading; nothing was done", timeout=10)
+    term.expect_prompt("main")
+
+    # Ctrl-C while the message waits with the spinner: what was typed ahead stays.
+    term.child.send("stopped waiting\r")
+    term.expect(r"loading the model… \ds")
+    term.child.send("draft")
+    term.child.sendintr()
+    term.expect(r"interrupted.*still loading; nothing was done")
+    term.expect_prompt("main")
+    term.expect("draft")  # the new prompt's input line, not sent
+    term.child.send("\x7f" * 5)
+
+    gate.touch()
+    term.expect(r"main · fake-model · 0/6 messages")
+    assert chat_requests(openai_server) == [], "no model call for a stopped message"
+
+    # Loaded: Enter, then Ctrl-C at once, still stops the turn before the model is asked.
+    term.child.send("stopped before the turn\r\x03")
+    term.expect(r"interrupted.*your message was not saved")
+    term.expect_prompt("main")
+    assert chat_requests(openai_server) == []
+    term.child.send("answered\r")
+    term.expect("echo: answered")
+    term.expect_prompt("main")
+    assert term.leave() == 0
+    assert_clean(term)
+    assert [r.last_user_text for r in chat_requests(openai_server)] == ["answered"]
+    document = cli_json(tmp_path / "chat.sqlite", "show", "main")
+    assert texts(document) == ["answered", "echo: answered"]
+
+
 def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
     spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
 ) -> None:
@@ -653,15 +746,17 @@ def test_ctrl_c_before_the_first_token_returns_at_once_and_saves_nothing_late(
     openai_server.script(Reply(text="late reply nobody waited for", delay=5))
     term.child.send("hello\r")
     wait_until(lambda: openai_server.requests, TIMEOUT, "the request")  # no token yet
+    term.child.send("nex")  # typed ahead: Ctrl-C does not throw it away
     interrupted_at = time.monotonic()
     term.child.sendintr()
     term.expect(r"interrupted.*your message is kept")
     waited = time.monotonic() - interrupted_at
     term.expect_prompt("slow")
     assert waited < 3, f"'interrupted' came {waited:.1f} s after Ctrl-C"
+    term.expect("nex")  # the new prompt's input line
 
     openai_server.script("the next reply")
-    term.child.send("next\r")
+    term.child.send("t\r")
     term.expect("the next reply", timeout=20)
     term.expect_prompt("slow")
     assert term.leave() == 0

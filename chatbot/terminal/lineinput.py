@@ -17,7 +17,7 @@ from prompt_toolkit.application.current import set_app
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion, PathCompleter
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
-from prompt_toolkit.input.typeahead import store_typeahead
+from prompt_toolkit.input.typeahead import get_typeahead, store_typeahead
 from prompt_toolkit.input.vt100_parser import Vt100Parser
 from prompt_toolkit.key_binding import KeyBindings, KeyPress, KeyPressEvent
 from prompt_toolkit.keys import Keys
@@ -220,13 +220,19 @@ class PromptToolkitReader:
         """While the REPL is busy (a reply streams): keys pressed are not echoed and wait for
         the next prompt, which takes them as if typed there, editable (Enter sends, as it
         would have); a paste stays text. Ctrl-D among them is dropped and reported in the
-        :class:`HeldKeys` given; Ctrl-C still interrupts.
+        :class:`HeldKeys` given; Ctrl-C still interrupts, and what was typed before it stays.
 
         The terminal reads keys as they come, not echoed (an echoed ``^C`` or typed text
         would move the cursor, so the live display could no longer erase itself), with
-        signals on (Ctrl-C), and with bracketed paste on. When the block ends, what was typed
-        is read and handed to prompt_toolkit's type-ahead. (A terminal that reads lines would
-        make Ctrl-D end the line typed so far, sent at the next prompt as a message.)
+        signals on (Ctrl-C), its input kept when Ctrl-C signals (``NOFLSH``: the terminal
+        would otherwise throw away what was typed), and with bracketed paste on. When the
+        block ends, what was typed is read and handed to prompt_toolkit's type-ahead. (A
+        terminal that reads lines would make Ctrl-D end the line typed so far, sent at the
+        next prompt as a message.)
+
+        Keys pressed after Enter while the prompt was still ending came while the terminal
+        took Ctrl-C as a key, not a signal: they are read as the block starts, and a Ctrl-C
+        among them raises ``KeyboardInterrupt`` there, as if it had come within the block.
         """
         held = HeldKeys()
         try:
@@ -240,9 +246,19 @@ class PromptToolkitReader:
         quiet = list(saved)
         quiet[0] &= ~(termios.ICRNL | termios.INLCR | termios.IGNCR | termios.IXON)
         quiet[3] &= ~(termios.ECHO | termios.ICANON | termios.IEXTEN)  # (ISIG stays: Ctrl-C)
+        quiet[3] |= termios.NOFLSH
         quiet[6] = list(saved[6])
         quiet[6][termios.VMIN], quiet[6][termios.VTIME] = 1, 0
         termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        try:
+            early = get_typeahead(self.session.app.input)  # (left by the prompt that ended)
+            ctrl_c, held.ctrl_d = self._type_ahead(_pending(fd), early, Keys.ControlC)
+        except BaseException:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            raise
+        if ctrl_c:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+            raise KeyboardInterrupt
         _write_terminal(_PASTE_ON)
         try:
             yield held
@@ -252,17 +268,21 @@ class PromptToolkitReader:
             finally:
                 _write_terminal(_PASTE_OFF)
                 termios.tcsetattr(fd, termios.TCSANOW, saved)
-            held.ctrl_d = self._type_ahead(typed.decode("utf-8", errors="replace"))
+            held.ctrl_d = self._type_ahead(typed)[1] or held.ctrl_d
 
-    def _type_ahead(self, typed: str) -> bool:
-        """Hand keys typed while no prompt was up to the next one, Ctrl-D left out; True when
-        there was a Ctrl-D."""
-        keys: list[KeyPress] = []
+    def _type_ahead(
+        self, typed: bytes, before: Iterable[KeyPress] = (), *dropped: Keys
+    ) -> tuple[bool, bool]:
+        """Hand keys typed while no prompt was up (``before``, then ``typed``) to the next
+        one, Ctrl-D and the ``dropped`` keys left out; whether there was one of the
+        ``dropped`` keys, and whether there was a Ctrl-D."""
+        keys: list[KeyPress] = list(before)
         parser = Vt100Parser(keys.append)
-        parser.feed_and_flush(typed)
-        kept = [key for key in keys if key.key != Keys.ControlD]
-        store_typeahead(self.session.app.input, kept)
-        return len(kept) < len(keys)
+        parser.feed_and_flush(typed.decode("utf-8", errors="replace"))
+        left_out = {Keys.ControlD, *dropped}
+        store_typeahead(self.session.app.input, [k for k in keys if k.key not in left_out])
+        found = {key.key for key in keys}
+        return bool(found & set(dropped)), Keys.ControlD in found
 
     def _pre_run(self) -> None:
         if self.shown is not None:  # pre_run comes before the first drawing; this after it

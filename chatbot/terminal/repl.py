@@ -29,7 +29,7 @@ from chatbot.logs import logger
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.threads.loading import LoadFailed, LoadingBackend
-from chatbot.threads.runner import TICK_SECONDS, TurnRunner, session_runner
+from chatbot.threads.runner import TICK_SECONDS, TurnOutcome, TurnRunner, session_runner
 
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
     from chatbot.config.settings import Settings
@@ -445,11 +445,19 @@ class Repl:
 
         view = ReplyView(self.console, live=self.console.is_terminal)
         view.start(waiting_for or THINKING)
-        with self._keys_held(view.live):
-            try:
-                outcome = self.runner.run(turn, view)
-            finally:
-                view.finish()
+        started = False
+        try:
+            with self._keys_held(view.live):
+                started = True
+                try:
+                    outcome = self.runner.run(turn, view)
+                finally:
+                    view.finish()
+        except KeyboardInterrupt:
+            if started:
+                raise
+            view.finish()  # Ctrl-C as the prompt ended (see _keys_held): the turn never began
+            outcome = TurnOutcome(interrupted=True)
         for warning in outcome.warnings:
             self.print(f"[yellow]warning:[/] {escape(sanitize(warning))}")
         kept = turn.kept() if outcome.interrupted or outcome.error is not None else None
@@ -470,7 +478,8 @@ class Repl:
     def _keys_held(self, live: bool) -> Iterator[None]:
         """While a live display is up (a reply streams, loading is waited for), keys pressed
         are not echoed into it and wait for the next prompt (:class:`HoldsKeys`); a Ctrl-D
-        among them is said there. Ctrl-C still interrupts."""
+        among them is said there. Ctrl-C still interrupts; one pressed after Enter while the
+        prompt was still ending raises ``KeyboardInterrupt`` as the block starts."""
         if not live or not isinstance(self.reader, HoldsKeys):
             yield
             return
