@@ -77,6 +77,8 @@ def test_api_key_is_secret_in_repr_and_dump(monkeypatch: pytest.MonkeyPatch) -> 
     [
         ("CHATBOT_TIMEOUT", "0", "CHATBOT_TIMEOUT='0' is not valid"),
         ("CHATBOT_MAX_RETRIES", "-1", "CHATBOT_MAX_RETRIES='-1' is not valid"),
+        ("CHATBOT_MAX_RETRIES", "11", "less than or equal to 10"),
+        ("CHATBOT_MAX_RETRIES", "99999999999999999999", "less than or equal to 10"),
         ("CHATBOT_KEEP_FIRST_MESSAGE", "maybe", "CHATBOT_KEEP_FIRST_MESSAGE='maybe' is not valid"),
         ("CHATBOT_URL", "localhost:2024", "use an http:// or https:// address"),
         ("CHATBOT_SUMMARY_TRIGGER", "tokens:0", "CHATBOT_SUMMARY_TRIGGER='tokens:0' is not valid"),
@@ -108,6 +110,36 @@ def test_model_names_must_be_names(monkeypatch: pytest.MonkeyPatch, name: str, v
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match="give a model name without spaces"):
         load_settings(None)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("CHATBOT_MODEL", "gpt\x7f4o", "U+007F"),
+        ("CHATBOT_MODEL", "gpt-4o\x1b[2J", "U+001B"),
+        ("CHATBOT_SUMMARY_MODEL", "\u200bgpt-4o", "U+200B"),
+    ],
+)
+def test_a_model_name_holding_a_control_character_is_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, code: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(None)
+    message = str(caught.value)
+    assert message.startswith(f"{name}=") and f"control character ({code})" in message
+    assert value not in message  # (shown escaped: a terminal never acts on it)
+
+
+def test_a_blank_summary_prompt_is_the_built_in_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatbot.memory.prompts import summary_request
+
+    monkeypatch.setenv("CHATBOT_SUMMARY_CREATE_PROMPT", " \t\n ")
+    monkeypatch.setenv("CHATBOT_SUMMARY_EXTEND_PROMPT", "   ")
+    settings = load_settings(None)
+    assert (settings.summary_create_prompt, settings.summary_extend_prompt) == (None, None)
+    request = summary_request([], "", language="en", create_prompt=settings.summary_create_prompt)
+    assert request[-1].text.endswith("Create a summary of the conversation above:")
 
 
 @pytest.mark.parametrize("url", ["http://", "http://[::1", "ftp://host", "localhost:2024"])
