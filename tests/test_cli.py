@@ -384,3 +384,43 @@ def test_an_option_of_the_main_command_given_after_a_command_says_where_it_goes(
 ) -> None:
     line = one_error(invoke(*args), 2)
     assert said in line, line
+
+
+@pytest.mark.parametrize("tail", ["", "/", "/?sslmode=disable"])
+def test_a_postgresql_url_naming_no_database_is_refused(
+    postgres_url: str, tail: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq would connect to its default database (the user's name): chatbot's tables would
+    land in a database nobody named."""
+    server = postgres_url.rsplit("/", 1)[0]  # postgresql://postgres@127.0.0.1:5432
+    monkeypatch.delenv("PGDATABASE", raising=False)
+    monkeypatch.delenv("PGSERVICE", raising=False)
+    for args in (["threads"], ["ask", "hi"]):
+        line = one_error(invoke(*args, env={"CHATBOT_DB": server + tail}), 2)
+        assert "it names no database" in line and "postgresql://user@host:5432/DBNAME" in line
+    named = postgres_url.rsplit("/", 1)[1]
+    listed = invoke("threads", env={"CHATBOT_DB": f"{server}/?dbname={named}"})
+    assert listed.exit_code == 0, listed.output  # (named in libpq's dbname= parameter)
+
+    from chatbot.store.errors import StoreError
+    from chatbot.store.postgres import open_store
+
+    with pytest.raises(StoreError, match="it names no database"):  # (db copy's arguments too)
+        open_store("postgresql://postgres:secret@127.0.0.1:5432")
+
+
+def test_a_postgresql_database_that_does_not_exist_is_refused_never_created(
+    postgres_url: str,
+) -> None:
+    import psycopg
+
+    from tests.conftest import POSTGRES_ADMIN_URL
+
+    missing = postgres_url + "_missing"
+    name = missing.rsplit("/", 1)[1]
+    for args in (["threads"], ["ask", "hi"]):
+        line = one_error(invoke(*args, env={"CHATBOT_DB": missing}), 2)
+        assert f'database "{name}" does not exist' in line, line
+    with psycopg.connect(POSTGRES_ADMIN_URL) as admin:
+        found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall()
+    assert found == []

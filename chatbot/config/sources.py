@@ -181,7 +181,7 @@ def check_db(value: str) -> str:
             f"it holds a control character (U+{ord(control):04X}): give the path or URL without it"
         )
     if text.lower().startswith(("postgresql://", "postgres://")):
-        return value
+        return check_postgres_database(value)
     sqlite_address = re.match(r"(?i)(sqlite:///?|file:(?://)?)([^?#]*)", text)
     if sqlite_address:
         kind = "a URL" if sqlite_address[1].lower().startswith("sqlite") else "a file: URI"
@@ -194,6 +194,32 @@ def check_db(value: str) -> str:
             "give a file's path or a postgresql:// URL"
         )
     return value
+
+
+NO_DATABASE_NAMED = (
+    "it names no database, and PostgreSQL would then use its default one (the user's name, or "
+    "postgres): add the database's name, postgresql://user@host:5432/DBNAME"
+)
+
+
+def check_postgres_database(url: str) -> str:
+    """A ``postgresql://`` URL that names its database: in its path (``…/DBNAME``), in
+    ``?dbname=`` or a ``?service=`` (libpq's), or through libpq's ``PGDATABASE`` or
+    ``PGSERVICE``. Otherwise libpq connects to a default database (the user's name, often
+    ``postgres``) and chatbot's tables would land in a database nobody chose: a ValueError
+    saying what to add. A URL too broken to read is left to libpq, which says why."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url
+    named = {key.lower() for key, value in parse_qsl(parts.query) if value.strip()}
+    if unquote(parts.path).strip("/ ") or named & {"dbname", "service"}:
+        return url
+    if any(os.environ.get(name, "").strip() for name in ("PGDATABASE", "PGSERVICE")):
+        return url
+    raise ValueError(NO_DATABASE_NAMED)
 
 
 def expanded_path(value: str) -> str:
