@@ -8,13 +8,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chatbot import __version__
 from chatbot.cli.commands import app
 from chatbot.store.sqlite import Store
-from tests.helpers import one_error, runner
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import Cli, echo_or_summary, one_error, runner, summarizing
 
 
 def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):
@@ -424,3 +426,22 @@ def test_a_postgresql_database_that_does_not_exist_is_refused_never_created(
     with psycopg.connect(POSTGRES_ADMIN_URL) as admin:
         found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall()
     assert found == []
+
+
+@pytest.mark.parametrize("code", [400, 404])
+def test_a_failing_summary_model_is_named_by_its_own_setting(
+    code: int, cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    def answer(body: dict[str, Any]) -> str | Reply:
+        if body.get("model") == "fake-summary-model":
+            return Reply(status=code, error_message="The model does not exist")
+        return echo_or_summary(body)
+
+    openai_server.responder = answer
+    env = summarizing(CHATBOT_SUMMARY_MODEL="fake-summary-model")
+    for text in ("one", "two", "three"):
+        result = cli.ask(text, **env)
+        assert result.exit_code == 0, result.output
+    said = result.stderr
+    assert f"HTTP {code}" in said and "check CHATBOT_SUMMARY_MODEL" in said, said
+    assert "CHATBOT_MODEL " not in said and "CHATBOT_MODEL," not in said, said
