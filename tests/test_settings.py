@@ -3,9 +3,11 @@ rules every read follows, the full settings' and the database's and server's rea
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -331,5 +333,44 @@ def test_a_settings_file_that_is_not_utf8_is_named_in_one_line(read: Callable[..
     with pytest.raises(SettingsError) as caught:
         read()
     assert str(caught.value) == (
-        f"env file {str(user_config_file())!r} is not UTF-8 text: save it as UTF-8"
+        f"config file {str(user_config_file())!r} is not UTF-8 text: save it as UTF-8"
+    )
+
+
+@contextmanager
+def as_another_user() -> Iterator[None]:
+    """Run as a user who owns nothing here: root reads a file whatever its mode says."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.seteuid(65534)  # nobody
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+@READERS
+def test_a_settings_file_that_cannot_be_read_is_named_in_one_line(
+    read: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="chatbot-unreadable-"))  # (a folder anyone may enter)
+    try:
+        home.chmod(0o755)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+        monkeypatch.chdir(home)
+        _files(config="CHATBOT_DB=/c.sqlite\n")
+        path = user_config_file()
+        path.parent.chmod(0o755)
+        read()  # (every module a read imports is imported before the user changes)
+        path.chmod(0)
+        with as_another_user(), pytest.raises(SettingsError) as caught:
+            read()
+    finally:
+        shutil.rmtree(home)
+    assert str(caught.value) == (
+        f"config file {str(path)!r} is not readable by you (permission denied): let yourself "
+        f"read it (chmod u+r {path}), or move it away"
     )
