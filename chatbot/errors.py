@@ -31,6 +31,23 @@ def redact(text: str) -> str:
     return _KEY_SHAPE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
 
 
+_LONG_WORD = 200
+_LONG_LINE = 1000
+
+
+def within_reach(line: str) -> str:
+    """An error line cut to a length people read: a value echoed in it (an argument, a path,
+    a command name, pasted by mistake at 130 KB) keeps its first 120 and last 40 characters
+    past 200 without a space, and a line longer than 1,000 characters keeps its start and
+    its end (where the hint is), with "…" where text was left out."""
+    line = re.sub(
+        rf"\S{{{_LONG_WORD + 1},}}", lambda word: f"{word[0][:120]}…{word[0][-40:]}", line
+    )
+    if len(line) > _LONG_LINE:
+        line = f"{line[:700]} … {line[-(_LONG_LINE - 703) :]}"
+    return line
+
+
 _HINTS = {
     "AuthenticationError": "the API key was refused: check OPENAI_API_KEY",
     "PermissionDeniedError": "the API key may not use this model: check OPENAI_API_KEY",

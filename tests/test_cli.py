@@ -445,3 +445,38 @@ def test_a_failing_summary_model_is_named_by_its_own_setting(
     said = result.stderr
     assert f"HTTP {code}" in said and "check CHATBOT_SUMMARY_MODEL" in said, said
     assert "CHATBOT_MODEL " not in said and "CHATBOT_MODEL," not in said, said
+
+
+@pytest.mark.parametrize("where", ["loop", "loop/c.sqlite", "to-loop"])
+def test_a_database_path_through_a_loop_of_symbolic_links_is_one_line_in_words(
+    tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "round")
+    (tmp_path / "round").symlink_to(tmp_path / "loop")
+    (tmp_path / "to-loop").symlink_to(tmp_path / "loop")
+    db = str(tmp_path / where)
+    for args in (["threads"], ["ask", "hi"], ["history", "t1"]):
+        line = one_error(invoke(*args, "--db", db), 2)
+        assert "symbolic links lead round in a loop" in line and "Errno" not in line, line
+
+    from chatbot.store.errors import StoreError
+    from chatbot.store.postgres import open_store
+
+    with pytest.raises(StoreError, match="lead round in a loop"):  # (db copy's DST too)
+        open_store(db)
+
+
+def test_a_long_value_is_cut_in_every_error_line(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.sqlite")
+    assert invoke("ask", "hi", "-t", "t1", "--db", db).exit_code == 0
+    value = "v" * 120_000
+    for args in (
+        ["threads", value],
+        [value],
+        ["export", "t1", "-f", value, "--db", db],
+        ["ask", "-f", value, "hi", "--db", db],
+        ["--db", str(tmp_path / value), "threads"],
+    ):
+        result = invoke(*args, env={"CHATBOT_MODEL": "offline"})
+        line = one_error(result, 2)
+        assert len(line) < 400 and "v" * 30 + "…" in line, (args[0], len(line), line[:300])

@@ -340,9 +340,8 @@ def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("entry", ["quick", "typer"])
 def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
-    entry: str, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     (tmp_path / ".env").write_text(
         f"OPENAI_API_KEY {SECRET}\nCHATBOT_MODEL=gpt-4o-mini\nCHATBOT_DB='/tmp/unclosed\n"
@@ -353,7 +352,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
         f"export CHATBOT_SUMMARY_KEEP messages:4\nOPENAI_API_KEY={SECRET}\n", mode=0o644
     )
     result = subprocess.run(
-        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite"), typer=entry == "typer"),
+        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite")),
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -193,6 +193,31 @@ def check_db(value: str) -> str:
             f"chatbot keeps threads in a SQLite file or in PostgreSQL, not in {scheme[1]}://: "
             "give a file's path or a postgresql:// URL"
         )
+    return check_db_path(value)
+
+
+def check_db_path(value: str) -> str:
+    """A database path no file can be at, as a ValueError in words: symbolic links that lead
+    round in a loop (on the way to it, or the file itself), a name longer than the system
+    takes. (A path that does not exist yet is fine: the first writing command makes it.)"""
+    import errno
+
+    if value == ":memory:":
+        return value
+    try:
+        os.stat(os.path.expanduser(value))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(
+                "its symbolic links lead round in a loop, to no file: point the link at a "
+                "file, or give another path"
+            ) from None
+        if error.errno == errno.ENAMETOOLONG:
+            raise ValueError(
+                "the path (or a name in it) is longer than the system allows: give a shorter one"
+            ) from None
+    except ValueError:  # (a NUL character: refused above as a control character)
+        pass
     return value
 
 

@@ -17,7 +17,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from chatbot.config.sources import check_postgres_database, url_passwords, without_password
+from chatbot.config.sources import (
+    check_db_path,
+    check_postgres_database,
+    url_passwords,
+    without_password,
+)
 from chatbot.errors import remember_secret
 from chatbot.store.base import SqlStore, is_postgres_url
 from chatbot.store.errors import StoreError
@@ -304,7 +309,8 @@ def open_store(
     """The database ``CHATBOT_DB`` names: a PostgreSQL URL (``connect_timeout`` seconds to
     connect), or a SQLite file. ``read_only`` for a command that only reads; ``adopt`` takes
     over another LangGraph program's database (see :class:`chatbot.store.sqlite.Store`).
-    A URL that names no database is refused (:func:`check_postgres_database`), whoever gave it
+    A URL that names no database, and a path no file can be at (a loop of symbolic links), are
+    refused (:func:`check_postgres_database`, :func:`check_db_path`), whoever gave them
     (``CHATBOT_DB``, ``db copy``'s arguments)."""
     if is_postgres_url(db):
         try:
@@ -320,6 +326,10 @@ def open_store(
             read_only=read_only,
             adopt=adopt,
         )
+    try:
+        check_db_path(db)
+    except ValueError as error:
+        raise StoreError(f"cannot open the database {db!r}: {error}") from None
     return Store(db, read_only=read_only, adopt=adopt)
 
 
