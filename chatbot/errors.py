@@ -31,25 +31,45 @@ def redact(text: str) -> str:
     return _KEY_SHAPE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
 
 
+_LONG_WORD = 200
+_LONG_LINE = 1000
+
+
+def within_reach(line: str) -> str:
+    """An error line cut to a length people read: a value echoed in it (an argument, a path,
+    a command name, pasted by mistake at 130 KB) keeps its first 120 and last 40 characters
+    past 200 without a space, and a line longer than 1,000 characters keeps its start and
+    its end (where the hint is), with "…" where text was left out."""
+    line = re.sub(
+        rf"\S{{{_LONG_WORD + 1},}}", lambda word: f"{word[0][:120]}…{word[0][-40:]}", line
+    )
+    if len(line) > _LONG_LINE:
+        line = f"{line[:700]} … {line[-(_LONG_LINE - 703) :]}"
+    return line
+
+
 _HINTS = {
     "AuthenticationError": "the API key was refused: check OPENAI_API_KEY",
     "PermissionDeniedError": "the API key may not use this model: check OPENAI_API_KEY",
-    "NotFoundError": "the server does not know this model: check CHATBOT_MODEL",
+    "NotFoundError": "the server does not know this model: check {model}",
     "RateLimitError": "rate limited or out of quota: wait, or check your plan",
     "APITimeoutError": "the model did not answer in time: raise CHATBOT_TIMEOUT",
     "APIConnectionError": "cannot reach the model server: check OPENAI_BASE_URL and the network",
 }
 _STATUS_HINTS = {
-    400: "the server refused the request: check CHATBOT_MODEL and the model settings",
+    400: "the server refused the request: check {model} and the model settings",
     401: _HINTS["AuthenticationError"],
     403: _HINTS["PermissionDeniedError"],
-    404: "the server does not know this model or path: check CHATBOT_MODEL, and that "
+    404: "the server does not know this model or path: check {model}, and that "
     "OPENAI_BASE_URL ends in /v1",
     408: "the server gave up waiting: try again (/retry)",
     413: "the request is too large for the server",
-    422: "the server could not process the request: check CHATBOT_MODEL and the model settings",
+    422: "the server could not process the request: check {model} and the model settings",
     429: _HINTS["RateLimitError"],
 }
+"""Hints for a failed model call; ``{model}`` is the setting naming the model that was called."""
+CHAT_MODEL_SETTING = "CHATBOT_MODEL"
+SUMMARY_MODEL_SETTING = "CHATBOT_SUMMARY_MODEL"
 _SERVER_FAILED = "the model server failed: try again in a moment with /retry"
 _NOT_AN_ANSWER = "a body that is not an answer"
 _NOT_AN_API = "check that OPENAI_BASE_URL is an OpenAI-compatible API (it usually ends in /v1)"
@@ -117,9 +137,9 @@ def is_disk_full(error: BaseException) -> bool:
     return False
 
 
-def _known_failure(error: BaseException) -> str | None:
+def _known_failure(error: BaseException, model_setting: str) -> str | None:
     """One line for the failures every user meets: a full disk, and the network and protocol
-    failures of a model server."""
+    failures of a model server (a hint about the model names ``model_setting``)."""
     if is_disk_full(error):
         return "the disk is full (free some space)"
     chain = _causes(error)
@@ -165,7 +185,9 @@ def _known_failure(error: BaseException) -> str | None:
         message = " ".join(_status_message(error).split())
         if len(message) > 240:
             message = message[:239] + "…"
-        hint = _STATUS_HINTS.get(status) or (_SERVER_FAILED if status >= 500 else "")
+        hint = _STATUS_HINTS.get(status, "").format(model=model_setting) or (
+            _SERVER_FAILED if status >= 500 else ""
+        )
         line = f"the model server answered HTTP {status}" + (f": {message}" if message else "")
         return f"{line} ({hint})" if hint else line
     return None
@@ -198,20 +220,23 @@ def _wrapped_friendly(error: BaseException) -> FriendlyError | None:
     return None
 
 
-def describe_error(error: BaseException) -> str:
-    """One line for an unexpected error (a model or network failure), with a hint if known.
-    An error raised ``from`` one of ours (a library classifying it: langchain-openai wraps a
-    connection error in its own) says ours."""
+def describe_error(error: BaseException, model_setting: str = CHAT_MODEL_SETTING) -> str:
+    """One line for an unexpected error (a model or network failure), with a hint if known;
+    a hint about the model names ``model_setting``, the setting of the model called
+    (:data:`SUMMARY_MODEL_SETTING` for a summary call). An error raised ``from`` one of ours
+    (a library classifying it: langchain-openai wraps a connection error in its own) says
+    ours."""
     friendly = _wrapped_friendly(error)
     if friendly is not None:
         return redact(" ".join(str(friendly).split()))
-    known = _known_failure(error)
+    known = _known_failure(error, model_setting)
     if known is not None:
         return redact(known)
     text = " ".join(str(error).split()) or type(error).__name__
     if len(text) > 300:
         text = text[:299] + "…"
     hint = next((_HINTS[c.__name__] for c in type(error).__mro__ if c.__name__ in _HINTS), "")
+    hint = hint.format(model=model_setting)
     line = f"{type(error).__name__}: {text}"
     return redact(f"{line} ({hint})" if hint else line)
 

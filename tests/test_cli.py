@@ -8,13 +8,15 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from chatbot import __version__
 from chatbot.cli.commands import app
 from chatbot.store.sqlite import Store
-from tests.helpers import one_error, runner
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.helpers import Cli, echo_or_summary, one_error, runner, summarizing
 
 
 def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):
@@ -384,3 +386,97 @@ def test_an_option_of_the_main_command_given_after_a_command_says_where_it_goes(
 ) -> None:
     line = one_error(invoke(*args), 2)
     assert said in line, line
+
+
+@pytest.mark.parametrize("tail", ["", "/", "/?sslmode=disable"])
+def test_a_postgresql_url_naming_no_database_is_refused(
+    postgres_url: str, tail: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """libpq would connect to its default database (the user's name): chatbot's tables would
+    land in a database nobody named."""
+    server = postgres_url.rsplit("/", 1)[0]  # postgresql://postgres@127.0.0.1:5432
+    monkeypatch.delenv("PGDATABASE", raising=False)
+    monkeypatch.delenv("PGSERVICE", raising=False)
+    for args in (["threads"], ["ask", "hi"]):
+        line = one_error(invoke(*args, env={"CHATBOT_DB": server + tail}), 2)
+        assert "it names no database" in line and "postgresql://user@host:5432/DBNAME" in line
+    named = postgres_url.rsplit("/", 1)[1]
+    listed = invoke("threads", env={"CHATBOT_DB": f"{server}/?dbname={named}"})
+    assert listed.exit_code == 0, listed.output  # (named in libpq's dbname= parameter)
+
+    from chatbot.store.errors import StoreError
+    from chatbot.store.postgres import open_store
+
+    with pytest.raises(StoreError, match="it names no database"):  # (db copy's arguments too)
+        open_store("postgresql://postgres:secret@127.0.0.1:5432")
+
+
+def test_a_postgresql_database_that_does_not_exist_is_refused_never_created(
+    postgres_url: str,
+) -> None:
+    import psycopg
+
+    from tests.conftest import POSTGRES_ADMIN_URL
+
+    missing = postgres_url + "_missing"
+    name = missing.rsplit("/", 1)[1]
+    for args in (["threads"], ["ask", "hi"]):
+        line = one_error(invoke(*args, env={"CHATBOT_DB": missing}), 2)
+        assert f'database "{name}" does not exist' in line, line
+    with psycopg.connect(POSTGRES_ADMIN_URL) as admin:
+        found = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchall()
+    assert found == []
+
+
+@pytest.mark.parametrize("code", [400, 404])
+def test_a_failing_summary_model_is_named_by_its_own_setting(
+    code: int, cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    def answer(body: dict[str, Any]) -> str | Reply:
+        if body.get("model") == "fake-summary-model":
+            return Reply(status=code, error_message="The model does not exist")
+        return echo_or_summary(body)
+
+    openai_server.responder = answer
+    env = summarizing(CHATBOT_SUMMARY_MODEL="fake-summary-model")
+    for text in ("one", "two", "three"):
+        result = cli.ask(text, **env)
+        assert result.exit_code == 0, result.output
+    said = result.stderr
+    assert f"HTTP {code}" in said and "check CHATBOT_SUMMARY_MODEL" in said, said
+    assert "CHATBOT_MODEL " not in said and "CHATBOT_MODEL," not in said, said
+
+
+@pytest.mark.parametrize("where", ["loop", "loop/c.sqlite", "to-loop"])
+def test_a_database_path_through_a_loop_of_symbolic_links_is_one_line_in_words(
+    tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "round")
+    (tmp_path / "round").symlink_to(tmp_path / "loop")
+    (tmp_path / "to-loop").symlink_to(tmp_path / "loop")
+    db = str(tmp_path / where)
+    for args in (["threads"], ["ask", "hi"], ["history", "t1"]):
+        line = one_error(invoke(*args, "--db", db), 2)
+        assert "symbolic links lead round in a loop" in line and "Errno" not in line, line
+
+    from chatbot.store.errors import StoreError
+    from chatbot.store.postgres import open_store
+
+    with pytest.raises(StoreError, match="lead round in a loop"):  # (db copy's DST too)
+        open_store(db)
+
+
+def test_a_long_value_is_cut_in_every_error_line(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.sqlite")
+    assert invoke("ask", "hi", "-t", "t1", "--db", db).exit_code == 0
+    value = "v" * 120_000
+    for args in (
+        ["threads", value],
+        [value],
+        ["export", "t1", "-f", value, "--db", db],
+        ["ask", "-f", value, "hi", "--db", db],
+        ["--db", str(tmp_path / value), "threads"],
+    ):
+        result = invoke(*args, env={"CHATBOT_MODEL": "offline"})
+        line = one_error(result, 2)
+        assert len(line) < 400 and "v" * 30 + "…" in line, (args[0], len(line), line[:300])

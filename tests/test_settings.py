@@ -3,9 +3,11 @@ rules every read follows, the full settings' and the database's and server's rea
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,8 @@ def test_api_key_is_secret_in_repr_and_dump(monkeypatch: pytest.MonkeyPatch) -> 
     [
         ("CHATBOT_TIMEOUT", "0", "CHATBOT_TIMEOUT='0' is not valid"),
         ("CHATBOT_MAX_RETRIES", "-1", "CHATBOT_MAX_RETRIES='-1' is not valid"),
+        ("CHATBOT_MAX_RETRIES", "11", "less than or equal to 10"),
+        ("CHATBOT_MAX_RETRIES", "99999999999999999999", "less than or equal to 10"),
         ("CHATBOT_KEEP_FIRST_MESSAGE", "maybe", "CHATBOT_KEEP_FIRST_MESSAGE='maybe' is not valid"),
         ("CHATBOT_URL", "localhost:2024", "use an http:// or https:// address"),
         ("CHATBOT_SUMMARY_TRIGGER", "tokens:0", "CHATBOT_SUMMARY_TRIGGER='tokens:0' is not valid"),
@@ -108,6 +112,36 @@ def test_model_names_must_be_names(monkeypatch: pytest.MonkeyPatch, name: str, v
     monkeypatch.setenv(name, value)
     with pytest.raises(SettingsError, match="give a model name without spaces"):
         load_settings(None)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("CHATBOT_MODEL", "gpt\x7f4o", "U+007F"),
+        ("CHATBOT_MODEL", "gpt-4o\x1b[2J", "U+001B"),
+        ("CHATBOT_SUMMARY_MODEL", "\u200bgpt-4o", "U+200B"),
+    ],
+)
+def test_a_model_name_holding_a_control_character_is_refused(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, code: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings(None)
+    message = str(caught.value)
+    assert message.startswith(f"{name}=") and f"control character ({code})" in message
+    assert value not in message  # (shown escaped: a terminal never acts on it)
+
+
+def test_a_blank_summary_prompt_is_the_built_in_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chatbot.memory.prompts import summary_request
+
+    monkeypatch.setenv("CHATBOT_SUMMARY_CREATE_PROMPT", " \t\n ")
+    monkeypatch.setenv("CHATBOT_SUMMARY_EXTEND_PROMPT", "   ")
+    settings = load_settings(None)
+    assert (settings.summary_create_prompt, settings.summary_extend_prompt) == (None, None)
+    request = summary_request([], "", language="en", create_prompt=settings.summary_create_prompt)
+    assert request[-1].text.endswith("Create a summary of the conversation above:")
 
 
 @pytest.mark.parametrize("url", ["http://", "http://[::1", "ftp://host", "localhost:2024"])
@@ -299,5 +333,44 @@ def test_a_settings_file_that_is_not_utf8_is_named_in_one_line(read: Callable[..
     with pytest.raises(SettingsError) as caught:
         read()
     assert str(caught.value) == (
-        f"env file {str(user_config_file())!r} is not UTF-8 text: save it as UTF-8"
+        f"config file {str(user_config_file())!r} is not UTF-8 text: save it as UTF-8"
+    )
+
+
+@contextmanager
+def as_another_user() -> Iterator[None]:
+    """Run as a user who owns nothing here: root reads a file whatever its mode says."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.seteuid(65534)  # nobody
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+
+
+@READERS
+def test_a_settings_file_that_cannot_be_read_is_named_in_one_line(
+    read: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="chatbot-unreadable-"))  # (a folder anyone may enter)
+    try:
+        home.chmod(0o755)
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+        monkeypatch.chdir(home)
+        _files(config="CHATBOT_DB=/c.sqlite\n")
+        path = user_config_file()
+        path.parent.chmod(0o755)
+        read()  # (every module a read imports is imported before the user changes)
+        path.chmod(0)
+        with as_another_user(), pytest.raises(SettingsError) as caught:
+            read()
+    finally:
+        shutil.rmtree(home)
+    assert str(caught.value) == (
+        f"config file {str(path)!r} is not readable by you (permission denied): let yourself "
+        f"read it (chmod u+r {path}), or move it away"
     )

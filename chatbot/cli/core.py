@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from chatbot.errors import describe_error, redact, remember_secret
+from chatbot.errors import describe_error, redact, remember_secret, within_reach
 from chatbot.sanitize import escape_json_controls, sanitize
 from chatbot.sanitize import valid_text as valid_unicode
 
@@ -291,7 +291,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def _error_line(message: str) -> None:
-    err.print(f"[red]error:[/] {escape(sanitize(redact(message)))}")
+    """Every error line the CLI prints: secrets removed, control characters made visible,
+    and a long value echoed in it cut to a readable length (:func:`within_reach`)."""
+    err.print(f"[red]error:[/] {escape(within_reach(sanitize(redact(message))))}")
 
 
 def print_json(data: Any) -> None:

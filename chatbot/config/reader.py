@@ -89,15 +89,27 @@ class PlaceSettings(BaseSettings):
 class SettingsFile(DotEnvSettingsSource):
     """A settings file (the env file or the config file), read as pydantic-settings reads
     ``.env``; a database path in it is expanded as a shell would (:func:`expanded_path`), and
-    a file that is not UTF-8 is a :class:`SettingsError` naming it."""
+    a file that is not UTF-8, or that cannot be read (its permissions, a folder of its path
+    that cannot be entered), is a :class:`SettingsError` naming it."""
 
-    def __init__(self, settings_cls: type[BaseSettings], path: str | Path | None) -> None:
+    def __init__(
+        self, settings_cls: type[BaseSettings], path: str | Path | None, what: str = "env file"
+    ) -> None:
         try:
             super().__init__(settings_cls, env_file=path)
         except UnicodeDecodeError:
             raise SettingsError(
-                f"env file {str(path)!r} is not UTF-8 text: save it as UTF-8"
+                f"{what} {str(path)!r} is not UTF-8 text: save it as UTF-8"
             ) from None
+        except OSError as error:
+            problem = (
+                "is not readable by you (permission denied): let yourself read it "
+                f"(chmod u+r {path}), or move it away"
+                if isinstance(error, PermissionError)
+                else f"cannot be read ({error.strerror or type(error).__name__}): fix it, or "
+                "move it away"
+            )
+            raise SettingsError(f"{what} {str(path)!r} {problem}") from None
 
     def __call__(self) -> dict[str, Any]:
         values = super().__call__()
@@ -153,7 +165,7 @@ class Sources(Generic[S]):
         self.readers = (
             Reader("environment", "", EnvSettingsSource(settings_cls)),
             Reader("env file", str(env_file), SettingsFile(settings_cls, env_file)),
-            Reader("config file", str(config), SettingsFile(settings_cls, config)),
+            Reader("config file", str(config), SettingsFile(settings_cls, config, "config file")),
         )
 
     def files(self) -> list[Reader]:

@@ -46,7 +46,9 @@ class Settings(PlaceSettings):
     timeout: float = Field(
         60.0, gt=0, le=86_400, allow_inf_nan=False, description="Seconds before a call gives up."
     )
-    max_retries: int = Field(2, ge=0, description="Retries on rate limits and transient errors.")
+    max_retries: int = Field(
+        2, ge=0, le=10, description="Retries on rate limits and transient errors (0-10)."
+    )
     system_prompt: str = Field("", description="System prompt sent before every conversation.")
 
     summary_trigger: str = Field("tokens:12000", description="When to summarize.")
@@ -99,13 +101,23 @@ class Settings(PlaceSettings):
     @field_validator("summary_create_prompt", "summary_extend_prompt", mode="before")
     @classmethod
     def _blank_prompt_is_unset(cls, value: Any) -> Any:
+        """A prompt of spaces and line breaks only is the built-in prompt (a summary asked
+        for with no words would come back as anything)."""
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("model", "summary_model")
     @classmethod
     def _model_name(cls, value: str | None) -> str | None:
+        """A name as a server's list shows it: no spaces, and no control character (a DEL,
+        an escape: a name no one can type, which a terminal would act on when shown)."""
         if value is not None and (not value.strip() or any(c.isspace() for c in value)):
             raise ValueError("give a model name without spaces, or 'offline'")
+        unseen = next((c for c in value or "" if not c.isprintable()), None)
+        if unseen is not None:
+            raise ValueError(
+                f"it holds a control character (U+{ord(unseen):04X}): give a model name "
+                "without it, or 'offline'"
+            )
         return value
 
     @field_validator("openai_api_key", mode="before")

@@ -181,7 +181,7 @@ def check_db(value: str) -> str:
             f"it holds a control character (U+{ord(control):04X}): give the path or URL without it"
         )
     if text.lower().startswith(("postgresql://", "postgres://")):
-        return value
+        return check_postgres_database(value)
     sqlite_address = re.match(r"(?i)(sqlite:///?|file:(?://)?)([^?#]*)", text)
     if sqlite_address:
         kind = "a URL" if sqlite_address[1].lower().startswith("sqlite") else "a file: URI"
@@ -193,7 +193,58 @@ def check_db(value: str) -> str:
             f"chatbot keeps threads in a SQLite file or in PostgreSQL, not in {scheme[1]}://: "
             "give a file's path or a postgresql:// URL"
         )
+    return check_db_path(value)
+
+
+def check_db_path(value: str) -> str:
+    """A database path no file can be at, as a ValueError in words: symbolic links that lead
+    round in a loop (on the way to it, or the file itself), a name longer than the system
+    takes. (A path that does not exist yet is fine: the first writing command makes it.)"""
+    import errno
+
+    if value == ":memory:":
+        return value
+    try:
+        os.stat(os.path.expanduser(value))
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise ValueError(
+                "its symbolic links lead round in a loop, to no file: point the link at a "
+                "file, or give another path"
+            ) from None
+        if error.errno == errno.ENAMETOOLONG:
+            raise ValueError(
+                "the path (or a name in it) is longer than the system allows: give a shorter one"
+            ) from None
+    except ValueError:  # (a NUL character: refused above as a control character)
+        pass
     return value
+
+
+NO_DATABASE_NAMED = (
+    "it names no database, and PostgreSQL would then use its default one (the user's name, or "
+    "postgres): add the database's name, postgresql://user@host:5432/DBNAME"
+)
+
+
+def check_postgres_database(url: str) -> str:
+    """A ``postgresql://`` URL that names its database: in its path (``…/DBNAME``), in
+    ``?dbname=`` or a ``?service=`` (libpq's), or through libpq's ``PGDATABASE`` or
+    ``PGSERVICE``. Otherwise libpq connects to a default database (the user's name, often
+    ``postgres``) and chatbot's tables would land in a database nobody chose: a ValueError
+    saying what to add. A URL too broken to read is left to libpq, which says why."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url
+    named = {key.lower() for key, value in parse_qsl(parts.query) if value.strip()}
+    if unquote(parts.path).strip("/ ") or named & {"dbname", "service"}:
+        return url
+    if any(os.environ.get(name, "").strip() for name in ("PGDATABASE", "PGSERVICE")):
+        return url
+    raise ValueError(NO_DATABASE_NAMED)
 
 
 def expanded_path(value: str) -> str:

@@ -31,7 +31,12 @@ from langgraph.constants import TAG_NOSTREAM
 from chatbot.engine import windows
 from chatbot.engine.runsettings import RunSettings
 from chatbot.engine.stream import SUMMARY_TAG
-from chatbot.errors import context_overflow, describe_error, empty_answer
+from chatbot.errors import (
+    SUMMARY_MODEL_SETTING,
+    context_overflow,
+    describe_error,
+    empty_answer,
+)
 from chatbot.history.snapshots import FOLDED_KEY
 from chatbot.history.summary import extend_fold_record
 from chatbot.memory import finish, policy, prompts, recall
@@ -374,7 +379,7 @@ async def summarize(
                 rest = [message for chunk in chunks[done:] for message in chunk]
                 chunks = chunks[:done] + policy.chunk_for_summary(rest, budget, counter)
                 continue
-            raise SummaryError(describe_error(error)) from error
+            raise SummaryError(describe_error(error, SUMMARY_MODEL_SETTING)) from error
         unstreamed = False
         calls += 1
         summary, condensing = await _kept_to_limit(summary_text(response), run, model, call)
@@ -433,7 +438,7 @@ async def _kept_to_limit(
         response = await call(model, request)
     except Exception as error:
         raise SummaryError(
-            f"{refusal}, and condensing it failed: {describe_error(error)}"
+            f"{refusal}, and condensing it failed: {describe_error(error, SUMMARY_MODEL_SETTING)}"
         ) from error
     condensed = summary_text(response)
     if counter.text(condensed) > limit:

@@ -17,7 +17,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from chatbot.config.sources import url_passwords, without_password
+from chatbot.config.sources import (
+    check_db_path,
+    check_postgres_database,
+    url_passwords,
+    without_password,
+)
 from chatbot.errors import remember_secret
 from chatbot.store.base import SqlStore, is_postgres_url
 from chatbot.store.errors import StoreError
@@ -303,8 +308,17 @@ def open_store(
 ) -> SqlStore:
     """The database ``CHATBOT_DB`` names: a PostgreSQL URL (``connect_timeout`` seconds to
     connect), or a SQLite file. ``read_only`` for a command that only reads; ``adopt`` takes
-    over another LangGraph program's database (see :class:`chatbot.store.sqlite.Store`)."""
+    over another LangGraph program's database (see :class:`chatbot.store.sqlite.Store`).
+    A URL that names no database, and a path no file can be at (a loop of symbolic links), are
+    refused (:func:`check_postgres_database`, :func:`check_db_path`), whoever gave them
+    (``CHATBOT_DB``, ``db copy``'s arguments)."""
     if is_postgres_url(db):
+        try:
+            check_postgres_database(db)
+        except ValueError as error:
+            raise StoreError(
+                f"cannot use the PostgreSQL database {without_password(db.strip())}: {error}"
+            ) from None
         return PgStore(
             db,
             prepare_threshold=prepare_threshold,
@@ -312,6 +326,10 @@ def open_store(
             read_only=read_only,
             adopt=adopt,
         )
+    try:
+        check_db_path(db)
+    except ValueError as error:
+        raise StoreError(f"cannot open the database {db!r}: {error}") from None
     return Store(db, read_only=read_only, adopt=adopt)
 
 
