@@ -30,7 +30,7 @@ from langchain_core.messages import (
 
 KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
 
-MESSAGES_SNAPSHOT_EVERY = 50
+MESSAGES_SNAPSHOT_EVERY = 60
 """Updates of ``messages`` between two checkpoints that store the whole window (a turn makes
 two or three): the checkpoints between store no messages, only the writes that made them,
 and reading one replays at most this many writes."""
