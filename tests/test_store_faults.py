@@ -555,6 +555,36 @@ def test_reading_a_damaged_database_is_one_line_and_writes_nothing(
     _damaged_line(cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
 
 
+def _cut_short(db: Path, octets: int) -> None:
+    """Cut the last ``octets`` off the file, its write-ahead log folded in first: a copy or a
+    disk that stopped short."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with db.open("r+b") as file:
+        file.truncate(db.stat().st_size - octets)
+
+
+def test_a_database_cut_short_is_read_as_far_as_it_goes_and_never_written(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    _cut_short(chatbot_db, 1000)
+    before = chatbot_db.read_bytes()
+    listed = cli.invoke("threads", "--json", "--db", str(chatbot_db))
+    assert listed.exit_code in (0, 2) and "Traceback" not in listed.output, listed.output
+    writing = (
+        ("ask", "hi", "--thread", "t1"),
+        ("fork", "t1", "--to", "t3"),
+        ("db", "vacuum"),
+        ("delete", "t2", "--yes"),
+    )
+    for command in writing:
+        line = _damaged_line(cli.invoke(*command, "--db", str(chatbot_db)), chatbot_db)
+        assert "are not a whole number of pages" in line, line
+        assert chatbot_db.read_bytes() == before, command
+    assert sorted(p.name for p in chatbot_db.parent.iterdir()) == ["chatbot.sqlite"]
+
+
 def test_reading_commands_never_write_to_a_database_whose_search_index_page_is_damaged(
     cli: Cli, chatbot_db: Path
 ) -> None:
