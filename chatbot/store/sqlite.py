@@ -145,8 +145,10 @@ def _read_only(path: str) -> StoreError:
 
 def _in_read_only_place(error: BaseException, path: str) -> bool:
     """True when SQLite could not open an existing database because its folder (where the
-    write-ahead log goes) or the file cannot be written."""
-    if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
+    write-ahead log goes) or the file cannot be written: SQLite says "unable to open", or, to
+    a user other than root, that the folder is read-only (``SQLITE_READONLY_DIRECTORY``)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY_DIRECTORY):
         return False
     if not os.path.isfile(path):
         return False
