@@ -13,9 +13,9 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from chatbot.files import create_private_file
 from chatbot.store.base import SqlStore
@@ -157,6 +157,18 @@ def _in_read_only_place(error: BaseException, path: str) -> bool:
     )
 
 
+class _Connection(sqlite3.Connection):
+    """A connection whose commits can be held: in :meth:`Store.transaction`, those of
+    LangGraph's saver (which commits after each statement it runs) and of the store's own
+    writes wait for the one commit at the block's end."""
+
+    holding = False
+
+    def commit(self) -> None:
+        if not self.holding:
+            super().commit()
+
+
 class Store(SqlStore):
     """The app's SQLite database: one connection, shared with LangGraph's ``SqliteSaver``
     (both guard it with one lock), in WAL mode with a busy timeout so that several processes
@@ -235,6 +247,7 @@ class Store(SqlStore):
                 uri=uri or self.immutable,
                 check_same_thread=False,
                 timeout=0 if self.immutable else BUSY_TIMEOUT_SECONDS,
+                factory=_Connection,
             )
             try:
                 return self._set_up(read_only, adopt)
@@ -388,15 +401,38 @@ class Store(SqlStore):
         finally:
             self.lock.release()
 
+    conn: _Connection
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """Under the write lock from the start (``BEGIN IMMEDIATE``), so that nothing it reads
+        changes before its commit."""
+        with self.lock, reporting_damage(self.path):
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.holding = True
+            try:
+                yield self
+            except BaseException:
+                self.conn.holding = False
+                self.conn.rollback()
+                raise
+            self.conn.holding = False
+            self.conn.commit()
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.lock, reporting_damage(self.path):
             return self.conn.execute(sql, tuple(params)).fetchall()
 
     def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
-        with self.lock, reporting_damage(self.path), self.conn:
-            for sql, params in statements:
-                count = self.conn.execute(sql, tuple(params)).rowcount
+        with self.lock, reporting_damage(self.path):
+            try:
+                for sql, params in statements:
+                    count = self.conn.execute(sql, tuple(params)).rowcount
+            except BaseException:
+                self.conn.rollback()
+                raise
+            self.conn.commit()  # (not the connection's context manager: it skips commit())
         return count
 
     # --- size ----------------------------------------------------------------------------
