@@ -412,12 +412,12 @@ class Store(SqlStore):
             self.conn.holding = True
             try:
                 yield self
+                self.conn.holding = False
+                self.conn.commit()
             except BaseException:
                 self.conn.holding = False
                 self.conn.rollback()
                 raise
-            self.conn.holding = False
-            self.conn.commit()
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.lock, reporting_damage(self.path):
@@ -426,13 +426,13 @@ class Store(SqlStore):
     def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
         with self.lock, reporting_damage(self.path):
-            try:
+            try:  # (not the connection's context manager, which skips commit())
                 for sql, params in statements:
                     count = self.conn.execute(sql, tuple(params)).rowcount
+                self.conn.commit()
             except BaseException:
                 self.conn.rollback()
                 raise
-            self.conn.commit()  # (not the connection's context manager: it skips commit())
         return count
 
     # --- size ----------------------------------------------------------------------------
