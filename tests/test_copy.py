@@ -116,6 +116,116 @@ def test_a_copy_cut_short_is_finished_by_the_next(tmp_path: Path) -> None:
     assert _views(target, "work") == _views(source, "work")
 
 
+def _refusing_writes_after(db: str, count: int) -> None:
+    """Make the chatbot database ``db`` refuse every pending write after its ``count``-th, as
+    a disk that fills up would: a trigger in the database itself."""
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(
+                "CREATE FUNCTION refuse_writes() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF (SELECT count(*) FROM checkpoint_writes) >= {count} THEN "
+                "RAISE EXCEPTION 'the disk is full'; END IF; RETURN NEW; END $$"
+            )
+            conn.execute(
+                "CREATE TRIGGER refuse_writes BEFORE INSERT ON checkpoint_writes "
+                "FOR EACH ROW EXECUTE FUNCTION refuse_writes()"
+            )
+        return
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TRIGGER refuse_writes BEFORE INSERT ON writes "
+            f"WHEN (SELECT count(*) FROM writes) >= {count} "
+            "BEGIN SELECT RAISE(ABORT, 'the disk is full'); END"
+        )
+    conn.close()
+
+
+def _accepting_writes(db: str) -> None:
+    if db.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("DROP TRIGGER refuse_writes ON checkpoint_writes")
+        return
+    import sqlite3
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP TRIGGER refuse_writes")
+    conn.close()
+
+
+def _listing(db: str) -> object:
+    return json.loads(invoke("threads", "--json", "--db", db).stdout)
+
+
+def _whole(db: str, thread: str) -> list[object]:
+    """Every checkpoint of a thread with its metadata and pending writes, and its views."""
+    with open_store(db) as store:
+        saved = [
+            (t.checkpoint["id"], t.metadata, sorted(map(str, t.pending_writes or [])))
+            for t in store.saver.list({"configurable": {"thread_id": thread}})
+        ]
+    return [saved, *_views(db, thread)]
+
+
+@pytest.mark.parametrize("refused_after", [3, 12])
+def test_a_copy_the_target_stops_mid_thread_is_made_whole_by_the_next(
+    any_db: str, tmp_path: Path, refused_after: int
+) -> None:
+    source = str(tmp_path / "source.sqlite")
+    _rich_thread(source)
+    for fork in ("work-fork2", "work-fork3"):
+        assert invoke("fork", "work", "--to", fork, "--db", source).exit_code == 0
+    with open_store(any_db):
+        pass  # (a chatbot database, for the trigger to go on)
+    _refusing_writes_after(any_db, refused_after)
+    stopped = invoke("db", "copy", source, any_db)
+    assert stopped.exit_code == 1 and "the disk is full" in stopped.stderr, stopped.output
+    assert "Traceback" not in stopped.output
+    threads = ("work", "work-fork1", "work-fork2", "work-fork3")
+    with open_store(any_db) as dst:
+        there = [thread for thread in threads if dst.thread_exists(thread)]
+        assert dst.query("SELECT thread_id FROM chatbot_threads ORDER BY 1") == [
+            (thread,) for thread in sorted(there)
+        ]
+    for thread in there:  # each thread is there whole or not at all
+        assert _whole(any_db, thread) == _whole(source, thread), thread
+    _accepting_writes(any_db)
+    again = invoke("db", "copy", source, any_db)
+    assert again.exit_code == 0, again.output
+    for thread in threads:
+        assert _whole(any_db, thread) == _whole(source, thread), thread
+    assert _listing(any_db) == _listing(source)
+    for thread in threads:
+        found = json.loads(invoke("search", "e1", "--json", "-t", thread, "--db", any_db).stdout)
+        expected = json.loads(invoke("search", "e1", "--json", "-t", thread, "--db", source).stdout)
+        assert found == expected, thread
+    same = invoke("db", "copy", source, any_db)
+    assert same.exit_code == 0 and "4 already there with the same history" in same.stderr
+
+
+def test_a_thread_there_without_its_writes_or_listing_row_is_not_the_same_history(
+    any_db: str, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source.sqlite")
+    _rich_thread(source)
+    assert invoke("db", "copy", source, any_db).exit_code == 0
+    with open_store(any_db) as dst:
+        dst.write(
+            (f"DELETE FROM {dst.writes_table} WHERE thread_id = ?", ("work",)),
+            ("DELETE FROM chatbot_threads WHERE thread_id = ?", ("work",)),
+        )
+    again = invoke("db", "copy", source, any_db)
+    assert again.exit_code == 0, again.output
+    assert "copied 1 thread" in again.stderr and "1 already there" in again.stderr
+    assert _whole(any_db, "work") == _whole(source, "work")
+    assert _listing(any_db) == _listing(source)
+
+
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:
     missing = invoke("db", "copy", str(tmp_path / "none.sqlite"), str(tmp_path / "t.sqlite"))
     assert missing.exit_code == 2 and "no database" in missing.stderr

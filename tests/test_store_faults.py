@@ -11,9 +11,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -555,6 +557,36 @@ def test_reading_a_damaged_database_is_one_line_and_writes_nothing(
     _damaged_line(cli.invoke("ask", "hi", "--thread", "t1", "--db", str(chatbot_db)), chatbot_db)
 
 
+def _cut_short(db: Path, octets: int) -> None:
+    """Cut the last ``octets`` off the file, its write-ahead log folded in first: a copy or a
+    disk that stopped short."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with db.open("r+b") as file:
+        file.truncate(db.stat().st_size - octets)
+
+
+def test_a_database_cut_short_is_read_as_far_as_it_goes_and_never_written(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    _cut_short(chatbot_db, 1000)
+    before = chatbot_db.read_bytes()
+    listed = cli.invoke("threads", "--json", "--db", str(chatbot_db))
+    assert listed.exit_code in (0, 2) and "Traceback" not in listed.output, listed.output
+    writing = (
+        ("ask", "hi", "--thread", "t1"),
+        ("fork", "t1", "--to", "t3"),
+        ("db", "vacuum"),
+        ("delete", "t2", "--yes"),
+    )
+    for command in writing:
+        line = _damaged_line(cli.invoke(*command, "--db", str(chatbot_db)), chatbot_db)
+        assert "are not a whole number of pages" in line, line
+        assert chatbot_db.read_bytes() == before, command
+    assert sorted(p.name for p in chatbot_db.parent.iterdir()) == ["chatbot.sqlite"]
+
+
 def test_reading_commands_never_write_to_a_database_whose_search_index_page_is_damaged(
     cli: Cli, chatbot_db: Path
 ) -> None:
@@ -633,6 +665,68 @@ def test_a_database_in_a_read_only_folder_is_read_and_writing_says_it_is_read_on
         subprocess.run(["chattr", "-i", str(folder)], capture_output=True, check=False)
         os.chmod(folder, 0o700)
     assert chatbot_db.read_bytes() == before
+
+
+def _as_nobody(cli: Cli, folder: Path, *args: str) -> tuple[int, str]:
+    """``chatbot ARGS`` run as the user ``nobody``, in a forked child of this process (its
+    interpreter lives under root's home, which nobody cannot enter, so a new process could
+    not start), with its settings and data folders in ``folder``. Its exit code and output."""
+    import pwd
+
+    user = pwd.getpwnam("nobody")
+    readable, writable = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: become nobody, run, report, and never return into pytest
+        os.close(readable)
+        try:
+            os.chdir(folder)
+            os.setgroups([])
+            os.setgid(user.pw_gid)
+            os.setuid(user.pw_uid)
+            places = {f"XDG_{kind}_HOME": str(folder) for kind in ("CONFIG", "DATA", "CACHE")}
+            result = cli.invoke(*args, **places)
+            os.write(writable, json.dumps([result.exit_code, result.output]).encode())
+        finally:
+            os._exit(0)
+    os.close(writable)
+    with os.fdopen(readable, "rb") as reported:
+        data = reported.read()
+    os.waitpid(pid, 0)
+    assert data, "the child run as nobody reported nothing"
+    code, output = json.loads(data)
+    return int(code), str(output)
+
+
+def test_a_database_in_a_read_only_folder_is_read_by_a_user_other_than_root(
+    cli: Cli, chatbot_db: Path
+) -> None:
+    """To a user who is not root, SQLite says a read-only folder is read-only (not that it
+    cannot open the file): that too is read as the unchanging file it is."""
+    if os.geteuid() != 0:
+        pytest.skip("runs the command as the user nobody, which only root can become")
+    # (a folder of its own: pytest's temporary folders are closed to other users)
+    folder = Path(tempfile.mkdtemp(prefix="chatbot-read-only-"))
+    try:
+        db = folder / "chatbot.sqlite"
+        shutil.copy(chatbot_db, db)
+        os.chmod(db, 0o644)
+        os.chmod(folder, 0o555)
+        code, output = _as_nobody(cli, folder, "threads", "--json", "--db", str(db))
+        assert code == 0, output
+        assert {row["thread_id"] for row in json.loads(output)} == {"t1", "t2"}
+        code, output = _as_nobody(cli, folder, "show", "t1", "--json", "--db", str(db))
+        assert code == 0, output
+        assert "first thread" in [m["content"] for m in json.loads(output)["messages"]]
+        code, output = _as_nobody(cli, folder, "ask", "hi", "--thread", "t1", "--db", str(db))
+        assert (code, output.strip()) == (
+            2,
+            f"error: the database {str(db)!r} is read-only: check its permissions, "
+            "or use --db for another file",
+        )
+        assert sorted(p.name for p in folder.iterdir()) == ["chatbot.sqlite"]
+    finally:
+        os.chmod(folder, 0o700)
+        shutil.rmtree(folder)
 
 
 # --- 13. settings that are no database, a newer or an older chatbot's database ----------------

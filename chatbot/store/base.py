@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Self, cast
 
@@ -168,6 +169,12 @@ class SqlStore:
 
     @property
     def saver(self) -> BaseCheckpointSaver[str]:
+        raise NotImplementedError
+
+    def transaction(self) -> AbstractContextManager[Self]:
+        """The store, with everything written through it and its saver in one transaction
+        until the block ends: committed then, rolled back if it raises (a thread copied whole
+        or not at all)."""
         raise NotImplementedError
 
     def close(self, wait: float | None = None) -> None:

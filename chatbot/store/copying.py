@@ -2,8 +2,11 @@
 
 A thread is copied through LangGraph's own savers, every checkpoint oldest first with its
 metadata and pending writes, then its listing row; its messages are then indexed for search.
-Copying is idempotent and resumable: a thread the target holds part of gets the rest, and one
-with a checkpoint the source does not have is refused before anything is written.
+Each thread is written in one transaction on the target: a copy cut short leaves the threads
+it finished whole and the next one absent. Copying is idempotent and resumable: a thread the
+target holds part of (checkpoints, their writes, its listing row or search rows) gets the
+rest, and one with a checkpoint the source does not have is refused before anything is
+written.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 from chatbot.errors import FriendlyError
 from chatbot.plural import counted
 from chatbot.store.base import SqlStore, thread_config
-from chatbot.store.search import index_statements
+from chatbot.store.search import index_statements, lagging_threads
 
 
 class CopyError(FriendlyError, ValueError):
@@ -28,9 +31,11 @@ class CopyPlan:
     """What a copy will do, thread by thread."""
 
     copy: dict[str, list[Any]] = field(default_factory=dict)
-    """Thread id -> the checkpoint tuples to write, oldest first."""
+    """Thread id -> the checkpoint tuples to write, oldest first (none: only its listing row
+    or search rows are missing)."""
     skipped: list[str] = field(default_factory=list)
-    """Threads already in the target with the same history."""
+    """Threads already in the target with the same history: every checkpoint with all its
+    pending writes, the listing row, and search rows for all of it."""
 
     @property
     def checkpoints(self) -> int:
@@ -64,12 +69,32 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
                 f"({counted(len(foreign), 'checkpoint')} the source does "
                 "not have): nothing was copied; rename or delete it there first"
             )
-        todo = [t for t in tuples if t.config["configurable"]["checkpoint_id"] not in have]
-        if todo:
-            plan.copy[thread] = todo
-        else:
+        written = _writes_per_checkpoint(target, thread) if have else {}
+        todo = [
+            t
+            for t in tuples
+            if t.config["configurable"]["checkpoint_id"] not in have
+            or written.get(t.config["configurable"]["checkpoint_id"], 0)
+            < len(t.pending_writes or [])
+        ]
+        whole = not todo and (
+            target.thread_row(thread) is not None or source.thread_row(thread) is None
+        )
+        if whole and not lagging_threads(target, thread):
             plan.skipped.append(thread)
+        else:
+            plan.copy[thread] = todo
     return plan
+
+
+def _writes_per_checkpoint(store: SqlStore, thread: str) -> dict[str, int]:
+    """How many pending writes the store holds for each of a thread's checkpoints."""
+    rows = store.query(
+        f"SELECT checkpoint_id, COUNT(*) FROM {store.writes_table} "
+        "WHERE thread_id = ? GROUP BY checkpoint_id",
+        (thread,),
+    )
+    return {row[0]: int(row[1]) for row in rows}
 
 
 def run_copy(
@@ -79,33 +104,45 @@ def run_copy(
     progress: Callable[[int], None] = lambda done: None,
 ) -> None:
     """Write what :func:`plan_copy` found missing; ``progress`` is told after each checkpoint."""
-    saver = target.saver
     for thread, tuples in plan.copy.items():
-        for saved in tuples:
-            configurable = saved.config["configurable"]
-            parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-            at: dict[str, Any] = {
-                "thread_id": thread,
-                "checkpoint_ns": configurable.get("checkpoint_ns", ""),
-            }
-            if parent:
-                at["checkpoint_id"] = parent
-            checkpoint = saved.checkpoint
-            written = saver.put(
-                {"configurable": at},
-                checkpoint,
-                saved.metadata,
-                dict(checkpoint["channel_versions"]),  # every channel's value is stored
-            )
-            by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-            for task_id, channel, value in saved.pending_writes or []:
-                by_task[task_id].append((channel, value))
-            for task_id, writes in by_task.items():
-                saver.put_writes(written, writes, task_id)
-            progress(1)
-        row = source.thread_row(thread)
-        if row is not None:
-            target.put_thread_row(row)
-        indexed = index_statements(target, thread)
-        if indexed:
-            target.write(*indexed)
+        with target.transaction() as writing:
+            _copy_thread(source, writing, thread, tuples, progress)
+
+
+def _copy_thread(
+    source: SqlStore,
+    target: SqlStore,
+    thread: str,
+    tuples: list[Any],
+    progress: Callable[[int], None],
+) -> None:
+    """One thread's checkpoints with their writes, listing row and search rows."""
+    saver = target.saver
+    for saved in tuples:
+        configurable = saved.config["configurable"]
+        parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        at: dict[str, Any] = {
+            "thread_id": thread,
+            "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+        }
+        if parent:
+            at["checkpoint_id"] = parent
+        checkpoint = saved.checkpoint
+        written = saver.put(
+            {"configurable": at},
+            checkpoint,
+            saved.metadata,
+            dict(checkpoint["channel_versions"]),  # every channel's value is stored
+        )
+        by_task: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+        for task_id, channel, value in saved.pending_writes or []:
+            by_task[task_id].append((channel, value))
+        for task_id, writes in by_task.items():
+            saver.put_writes(written, writes, task_id)
+        progress(1)
+    row = source.thread_row(thread)
+    if row is not None:
+        target.put_thread_row(row)
+    indexed = index_statements(target, thread)
+    if indexed:
+        target.write(*indexed)

@@ -11,11 +11,12 @@ URL is never shown: :attr:`PgStore.path` and every error carry ``***`` in its pl
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from chatbot.config.sources import (
     check_db_path,
@@ -498,16 +499,41 @@ class PgStore(SqlStore):
         on other threads."""
         self.pool.close(timeout=5.0 if wait is None else wait)
 
+    _bound: Connection[Any] | None = None
+    """The one connection a :meth:`transaction` runs on, or None (each use takes one from the
+    pool)."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """A copy of the store bound to one of the pool's connections, in one transaction,
+        with LangGraph's saver on that connection."""
+        from chatbot.store.saver import ZstdSerializer, postgres_saver
+
+        serde = ZstdSerializer(writing=not self.adopted)
+        with self.pool.connection() as conn, conn.transaction():
+            bound = copy.copy(self)
+            bound._bound = conn
+            bound._saver = postgres_saver(conn, serde)
+            yield bound
+
+    @contextmanager
+    def _connection(self) -> Iterator[Connection[Any]]:
+        if self._bound is not None:
+            yield self._bound
+        else:
+            with self.pool.connection() as conn:
+                yield conn
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         from psycopg.rows import tuple_row
 
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
+        with self._connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
             cursor.execute(sql.replace("?", "%s"), _storable(params))
             return cursor.fetchall()
 
     def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
-        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+        with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
             for sql, params in statements:
                 cursor.execute(sql.replace("?", "%s"), _storable(params))
                 count = cursor.rowcount

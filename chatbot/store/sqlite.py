@@ -13,9 +13,9 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from chatbot.files import create_private_file
 from chatbot.store.base import SqlStore
@@ -145,14 +145,28 @@ def _read_only(path: str) -> StoreError:
 
 def _in_read_only_place(error: BaseException, path: str) -> bool:
     """True when SQLite could not open an existing database because its folder (where the
-    write-ahead log goes) or the file cannot be written."""
-    if getattr(error, "sqlite_errorcode", None) != sqlite3.SQLITE_CANTOPEN:
+    write-ahead log goes) or the file cannot be written: SQLite says "unable to open", or, to
+    a user other than root, that the folder is read-only (``SQLITE_READONLY_DIRECTORY``)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY_DIRECTORY):
         return False
     if not os.path.isfile(path):
         return False
     return not os.access(os.path.dirname(os.path.abspath(path)), os.W_OK) or not os.access(
         path, os.W_OK
     )
+
+
+class _Connection(sqlite3.Connection):
+    """A connection whose commits can be held: in :meth:`Store.transaction`, those of
+    LangGraph's saver (which commits after each statement it runs) and of the store's own
+    writes wait for the one commit at the block's end."""
+
+    holding = False
+
+    def commit(self) -> None:
+        if not self.holding:
+            super().commit()
 
 
 class Store(SqlStore):
@@ -233,6 +247,7 @@ class Store(SqlStore):
                 uri=uri or self.immutable,
                 check_same_thread=False,
                 timeout=0 if self.immutable else BUSY_TIMEOUT_SECONDS,
+                factory=_Connection,
             )
             try:
                 return self._set_up(read_only, adopt)
@@ -277,6 +292,8 @@ class Store(SqlStore):
         # SQLite's advice for WAL: a commit reaches the log without waiting for the disk, so a
         # crash of chatbot loses nothing and a power cut may lose the last turns, never the file
         self.conn.execute("PRAGMA synchronous = NORMAL")
+        if owner.kind != "new":
+            self._check_whole()
         if owner.kind != "chatbot" or owner.version < SCHEMA_VERSION:
             if owner.kind != "new":
                 self._check_intact()
@@ -314,6 +331,28 @@ class Store(SqlStore):
         ((found,),) = self.conn.execute("PRAGMA quick_check(1)").fetchall()
         if found != "ok":
             raise DamagedDatabase(self.path, found.replace("*** in database main ***", ""))
+
+    def _check_whole(self) -> None:
+        """Before writing: the signs of a file cut short, read from its size and header (a
+        full quick check reads every page, at every start of a turn). SQLite writes whole
+        pages, so a file that is not a whole number of them is damaged. One shorter than the
+        page count in its header may also be one a checkpoint is growing this moment, so that
+        sign is confirmed by SQLite's quick check."""
+        if self.path == ":memory:":
+            return
+        ((page_size,),) = self.conn.execute("PRAGMA page_size").fetchall()
+        with open(self.path, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            header = file.read(100)
+        if size % page_size:
+            raise DamagedDatabase(
+                self.path,
+                f"its {size:,} bytes are not a whole number of pages of {page_size:,} bytes; "
+                "it was cut short",
+            )
+        counter, pages, valid_for = header[24:28], header[28:32], header[92:96]
+        if counter == valid_for and int.from_bytes(pages, "big") * page_size > size:
+            self._check_intact()
 
     @property
     def saver(self) -> ChatSqliteSaver:
@@ -362,15 +401,38 @@ class Store(SqlStore):
         finally:
             self.lock.release()
 
+    conn: _Connection
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """Under the write lock from the start (``BEGIN IMMEDIATE``), so that nothing it reads
+        changes before its commit."""
+        with self.lock, reporting_damage(self.path):
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.holding = True
+            try:
+                yield self
+                self.conn.holding = False
+                self.conn.commit()
+            except BaseException:
+                self.conn.holding = False
+                self.conn.rollback()
+                raise
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self.lock, reporting_damage(self.path):
             return self.conn.execute(sql, tuple(params)).fetchall()
 
     def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
-        with self.lock, reporting_damage(self.path), self.conn:
-            for sql, params in statements:
-                count = self.conn.execute(sql, tuple(params)).rowcount
+        with self.lock, reporting_damage(self.path):
+            try:  # (not the connection's context manager, which skips commit())
+                for sql, params in statements:
+                    count = self.conn.execute(sql, tuple(params)).rowcount
+                self.conn.commit()
+            except BaseException:
+                self.conn.rollback()
+                raise
         return count
 
     # --- size ----------------------------------------------------------------------------
