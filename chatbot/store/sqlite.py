@@ -333,26 +333,20 @@ class Store(SqlStore):
             raise DamagedDatabase(self.path, found.replace("*** in database main ***", ""))
 
     def _check_whole(self) -> None:
-        """Before writing: the signs of a file cut short, read from its size and header (a
-        full quick check reads every page, at every start of a turn). SQLite writes whole
-        pages, so a file that is not a whole number of them is damaged. One shorter than the
-        page count in its header may also be one a checkpoint is growing this moment, so that
-        sign is confirmed by SQLite's quick check."""
+        """Before writing: the sign of a file cut short. SQLite writes whole pages, so a file
+        that is not a whole number of them is damaged. (The size is read with ``stat``: opening
+        and closing the file here would drop the locks SQLite holds on it, as POSIX locks go
+        with any descriptor's close.)"""
         if self.path == ":memory:":
             return
         ((page_size,),) = self.conn.execute("PRAGMA page_size").fetchall()
-        with open(self.path, "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            header = file.read(100)
+        size = os.stat(self.path).st_size
         if size % page_size:
             raise DamagedDatabase(
                 self.path,
                 f"its {size:,} bytes are not a whole number of pages of {page_size:,} bytes; "
                 "it was cut short",
             )
-        counter, pages, valid_for = header[24:28], header[28:32], header[92:96]
-        if counter == valid_for and int.from_bytes(pages, "big") * page_size > size:
-            self._check_intact()
 
     @property
     def saver(self) -> ChatSqliteSaver:
