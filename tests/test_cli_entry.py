@@ -153,7 +153,7 @@ def test_the_common_forms_do_what_they_say(db: Path) -> None:
 def test_the_entry_point_prints_and_exits_as_the_app_does(db: Path, tmp_path: Path) -> None:
     for argv, code in (
         (["threads", "--json", "--db", str(db)], 0),
-        (["show", "t1", "--db", str(db)], 0),
+        (["show", "t1", "--json", "--db", str(db)], 0),
         (["show", "nope", "--db", str(db)], 1),
         (["--db", str(db), "-t", "bad id!"], 2),
         (["--db", str(db), "--thread", "t2"], 0),
