@@ -1,7 +1,8 @@
 """Campaign: what a trusted store survives, counted, on SQLite and on PostgreSQL.
 
     uv run --no-sync python benchmarks/campaign.py [--kills 40] [--starts 10] [--processes 8]
-        [--only sqlite|postgresql] [--pg-url URL] [--dir DIR] [--seed N] [--json PATH]
+        [--copies 15] [--copy-threads 500] [--only sqlite|postgresql] [--pg-url URL] [--dir DIR]
+        [--seed N] [--json PATH]
 
 Every round runs the installed ``chatbot`` as a user would, with the offline model (no network,
 no key: OPENAI_*, CHATBOT_* and LANGSMITH_* settings are removed from the environment; nothing
@@ -23,6 +24,12 @@ is summarised, so a thread's state holds every message), and checks the database
   own) on the new database was killed at a random moment of its start (a set-up cut short; on
   PostgreSQL it can leave an index half built). (Not ``chatbot threads``: reading commands
   make nothing in an empty database.)
+- **copy after kill -9**: ``chatbot db copy`` of a SQLite database of ``--copy-threads`` threads
+  (two turns each, made once, in-process, with the offline model) to a new database is killed
+  at a random moment between a tenth and nine tenths of an unkilled copy's time, then run
+  again. The second run must exit 0, and every thread must read the same on both sides: each
+  checkpoint's id, metadata and pending writes (``saver.list``), and ``chatbot threads --json``
+  (titles, counts, times).
 
 PostgreSQL runs on scratch databases made on the server ``--pg-url`` names (default: the local
 one) and dropped afterwards; without a server that answers, only SQLite runs (one line says
@@ -55,10 +62,14 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._machine import machine  # noqa: E402
 from benchmarks.concurrency import DEFAULT_PG_URL, postgres_problem, scratch_postgres  # noqa: E402
+from chatbot.config.settings import Settings  # noqa: E402
 from chatbot.config.sources import without_password  # noqa: E402
+from chatbot.engine.graph import build_graph  # noqa: E402
+from chatbot.engine.models import OfflineChatModel  # noqa: E402
 from chatbot.store.base import is_postgres_url, thread_config  # noqa: E402
 from chatbot.store.checkpoints import channel_values  # noqa: E402
 from chatbot.store.postgres import open_store  # noqa: E402
+from chatbot.threads.backend import LocalBackend  # noqa: E402
 
 LEAKY_PREFIXES = ("CHATBOT_", "OPENAI_", "LANGSMITH_", "LANGCHAIN_")
 START_DEADLINE = 180.0
@@ -308,6 +319,98 @@ def start_rounds(
     return [together, after_kill]
 
 
+def copy_source(folder: Path, threads: int) -> str:
+    """A SQLite database of ``threads`` threads of two turns each, made in-process."""
+    source = folder / f"copy-source-{threads}.sqlite"
+    if source.exists():
+        return str(source)
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    with open_store(str(source)) as store:
+        graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), settings,
+                            store.saver)  # fmt: skip
+        backend = LocalBackend(graph, store)
+        for n in range(threads):
+            for turn in range(2):
+                list(backend.send(f"c{n:04d}", f"thread {n} turn {turn}: pack the crate"))
+    return str(source)
+
+
+def copy_command(source: str, target: str) -> list[str]:
+    return [*chatbot_command(), "db", "copy", source, target]
+
+
+def threads_of(db: str, env: dict[str, str]) -> list[Any]:
+    done = subprocess.run(
+        [*chatbot_command(), "threads", "--json", "--db", db],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    return json.loads(done.stdout)
+
+
+def copy_difference(source: str, target: str, env: dict[str, str]) -> str | None:
+    """None if every thread of ``source`` reads the same on ``target``, else the first that
+    does not and how."""
+    with open_store(source, read_only=True) as a, open_store(target, read_only=True) as b:
+        for info in a.list_threads():
+            config = thread_config(info.thread_id)
+            left, right = list(a.saver.list(config)), list(b.saver.list(config))
+            if [t.checkpoint["id"] for t in left] != [t.checkpoint["id"] for t in right]:
+                return f"{info.thread_id}: checkpoints differ"
+            if [t.metadata for t in left] != [t.metadata for t in right]:
+                return f"{info.thread_id}: metadata differs"
+            if [sorted(map(str, t.pending_writes or [])) for t in left] != [
+                sorted(map(str, t.pending_writes or [])) for t in right
+            ]:
+                return f"{info.thread_id}: pending writes differ"
+    if threads_of(source, env) != threads_of(target, env):
+        return "the threads' listings differ"
+    return None
+
+
+def copy_rounds(
+    kind: str,
+    rounds: int,
+    threads: int,
+    folder: Path,
+    pg_url: str,
+    rng: random.Random,
+    env: dict[str, str],
+) -> Count:
+    """``rounds`` copies killed at a random moment, then run again, each checked."""
+    count = Count(f"db copy of {threads} threads killed with kill -9, then run again, {kind}")
+    source = copy_source(folder, threads)
+    with new_database(kind, folder, pg_url, "campaign_copy_timed") as target:
+        started = time.monotonic()
+        subprocess.run(copy_command(source, target), env=env, capture_output=True, check=True)
+        whole = time.monotonic() - started
+    for n in range(rounds):
+        with new_database(kind, folder, pg_url, f"campaign_copy{n}") as target:
+            process = subprocess.Popen(
+                copy_command(source, target), env=env, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+            deadline = time.monotonic() + rng.uniform(0.1, 0.9) * whole
+            while process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                count.note("killed mid-copy")
+            else:
+                count.note("finished before the kill")
+            process.wait()
+            again = subprocess.run(
+                copy_command(source, target), env=env, capture_output=True, text=True,
+                timeout=600, check=False,
+            )  # fmt: skip
+            if again.returncode != 0:
+                said = again.stderr.strip().splitlines() or [f"exit {again.returncode}"]
+                count.add(False, f"round {n}: the second copy failed: {said[-1][-200:]}")
+                continue
+            problem = integrity_problem(target) or copy_difference(source, target, env)
+            count.add(problem is None, f"round {n}: {problem}")
+    return count
+
+
 # --- the report ------------------------------------------------------------------------------
 
 
@@ -316,6 +419,8 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=40, help="kill -9 rounds per database")
     parser.add_argument("--starts", type=int, default=10, help="start rounds per database")
     parser.add_argument("--processes", type=int, default=8, help="processes starting together")
+    parser.add_argument("--copies", type=int, default=15, help="db copy rounds per database")
+    parser.add_argument("--copy-threads", type=int, default=500, help="threads a copy moves")
     parser.add_argument("--only", choices=("sqlite", "postgresql"), help="one database only")
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, help="PostgreSQL server (admin)")
     parser.add_argument("--dir", type=Path, help="where SQLite files go (kept)")
@@ -343,6 +448,12 @@ def main() -> int:
                 count = kill_rounds(db, kind, args.kills, rng, env)
             counts.append((count, "intact"))
             print(count.line("intact"), flush=True)
+            if args.copies:
+                count = copy_rounds(
+                    kind, args.copies, args.copy_threads, folder, args.pg_url, rng, env
+                )
+                counts.append((count, "read the same"))
+                print(count.line("read the same"), flush=True)
             if not args.starts:
                 continue
             for count in start_rounds(
