@@ -148,5 +148,7 @@ def test_maintenance_refuses_a_server_and_leaves_a_missing_file_alone(
     assert remote.exit_code == 2 and "works on local databases only" in remote.stderr
     missing = tmp_path / "none.sqlite"
     result = invoke(*args, "--db", str(missing))
-    assert result.exit_code == 0 and "does not exist yet" in result.stderr
+    assert result.exit_code == 1 and f"there is no database at '{missing}'" in result.stderr
     assert not missing.exists()
+    fresh = invoke(*args)  # the default database, not made yet: nothing to do
+    assert fresh.exit_code == 0 and "does not exist yet: nothing to do" in fresh.stderr

@@ -232,6 +232,30 @@ class AppState:
             self._empty = True
         return self._empty
 
+    def nothing_to_read(self) -> bool:
+        """:attr:`db_missing`, for a command that makes no database (it reads one, or changes
+        one that is there). The default database not made yet (a fresh install) or an empty
+        one has nothing in it yet; a path given with ``--db`` or ``CHATBOT_DB`` where there is
+        no file is a path mistyped, not an empty database: one line, exit 1."""
+        missing = self.db_missing
+        if missing and self._no_file() and self._named():
+            from chatbot.config.sources import default_db_path, without_password
+
+            option = "--db" if self.db is not None else "CHATBOT_DB"
+            fail(
+                f"there is no database at {without_password(self.places.db)!r}: check {option} "
+                f"(the default database is {default_db_path()}); 'chatbot chat' or 'chatbot "
+                "ask' makes a new one"
+            )
+        return missing
+
+    def _named(self) -> bool:
+        """True when the database is not the default one (``--db`` or ``CHATBOT_DB`` names
+        another)."""
+        from chatbot.config.sources import default_db_path
+
+        return Path(self.places.db).expanduser().absolute() != default_db_path()
+
     @property
     def missing_said(self) -> str:
         """Why :attr:`db_missing` holds, for a message: ``X does not exist yet``, ``X is
@@ -478,7 +502,7 @@ def thread_backend(
     """
     from chatbot.threadids import quoted
 
-    if state.db_missing:
+    if state.nothing_to_read():
         fail(f"no thread {quoted(thread_id)}: {state.missing_said}")
     backend = state.backend(runs)
     if local_only and backend.local_only_note:

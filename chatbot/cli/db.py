@@ -48,13 +48,14 @@ app.add_typer(db_app, rich_help_panel="Database")
 def _local_store(
     ctx: typer.Context, db: str | None, what: str, *, read_only: bool = False
 ) -> SqlStore | None:
-    """The local database for a maintenance command; ``None`` (said on stderr) if it does not
-    exist yet. On a server the command is refused."""
+    """The local database for a maintenance command; ``None`` (said on stderr) if there is
+    nothing in it yet (:meth:`~chatbot.cli.core.AppState.nothing_to_read`). On a server the
+    command is refused."""
     state = app_state(ctx, db)
     state.read_only = read_only
     if state.remote:
         fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
-    if state.db_missing:
+    if state.nothing_to_read():
         err.print(f"[dim]{escape(state.missing_said)}: nothing to do[/]")
         return None
     return state.store
