@@ -240,7 +240,7 @@ def test_a_config_file_with_a_key_that_others_can_read_is_warned_about(
     text: str, mode: int, warned: bool, tmp_path: Path
 ) -> None:
     path = write_config(text, mode)
-    result = invoke("threads", "--db", str(tmp_path / "none.sqlite"))
+    result = invoke("threads")  # (the default database, not made yet)
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     if warned:
@@ -336,7 +336,7 @@ def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None
         line
         == f"error: {user_config_file()} is a folder: remove it, then run 'chatbot config init'"
     )
-    assert invoke("threads", "--db", str(tmp_path / "none.sqlite")).exit_code == 0
+    assert invoke("threads").exit_code == 0  # (the default database, not made yet)
 
 
 @pytest.mark.slow
@@ -352,7 +352,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
         f"export CHATBOT_SUMMARY_KEEP messages:4\nOPENAI_API_KEY={SECRET}\n", mode=0o644
     )
     result = subprocess.run(
-        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite")),
+        chatbot_argv("threads"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -377,7 +377,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
 def test_thousands_of_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("not a setting\n" * 3000, encoding="utf-8")
     result = subprocess.run(
-        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite")),
+        chatbot_argv("threads"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
