@@ -83,7 +83,7 @@ CHAT_FAULTS = [
         "401 bad key",
         (status(401, f"Incorrect API key provided: {SECRET}", "invalid_api_key"),),
         line="answered HTTP 401: Incorrect API key provided: [redacted] (the API key was "
-        "refused: check OPENAI_API_KEY)",
+        "refused: check the environment variable OPENAI_API_KEY)",
     ),
     Fault(
         "404 unknown model",
