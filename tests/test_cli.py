@@ -520,3 +520,23 @@ def test_a_long_value_is_cut_in_every_error_line(tmp_path: Path) -> None:
         result = invoke(*args, env={"CHATBOT_MODEL": "offline"})
         line = one_error(result, 2)
         assert len(line) < 400 and "v" * 30 + "…" in line, (args[0], len(line), line[:300])
+
+
+def test_a_database_path_whose_folder_does_not_exist_is_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    db = missing / "x.sqlite"
+    said = (
+        f"error: the folder {str(missing)!r} does not exist: create it first, or choose another "
+        "--db (nothing was written)"
+    )
+    for named in ({"args": ["--db", str(db)]}, {"env": {"CHATBOT_DB": str(db)}}):
+        asked = invoke("ask", "hi", *named.get("args", []), env=named.get("env"))
+        assert one_error(asked, 2) == said
+        chat = invoke("chat", *named.get("args", []), env=named.get("env"), input="hi\n")
+        assert said in chat.stderr and chat.exit_code != 0, chat.output
+    assert not (tmp_path / "nonexistent").exists()
+    ours = tmp_path / "data" / "chatbot" / "work" / "x.sqlite"  # chatbot's own data folder
+    assert invoke("ask", "hi", "--db", str(ours)).exit_code == 0
+    assert ours.is_file()

@@ -258,6 +258,7 @@ def test_installed_as_a_tool_it_reads_the_config_file_from_any_folder(
 ) -> None:
     """`uv tool install .` then `chatbot` in a folder without .env: config.env is enough."""
     db = tmp_path / "data" / "tool.sqlite"
+    db.parent.mkdir()
     write_config(
         f"OPENAI_API_KEY={SECRET}\nOPENAI_BASE_URL={openai_server.base_url}\n"
         f"CHATBOT_MODEL=fake-from-config\nCHATBOT_DB={db}\nCHATBOT_MAX_RETRIES=0\n"
