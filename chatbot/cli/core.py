@@ -233,28 +233,19 @@ class AppState:
         return self._empty
 
     def nothing_to_read(self) -> bool:
-        """:attr:`db_missing`, for a command that makes no database (it reads one, or changes
-        one that is there). The default database not made yet (a fresh install) or an empty
-        one has nothing in it yet; a path given with ``--db`` or ``CHATBOT_DB`` where there is
-        no file is a path mistyped, not an empty database: one line, exit 1."""
-        missing = self.db_missing
-        if missing and self._no_file() and self._named():
-            from chatbot.config.sources import default_db_path, without_password
-
-            option = "--db" if self.db is not None else "CHATBOT_DB"
-            fail(
-                f"there is no database at {without_password(self.places.db)!r}: check {option} "
-                f"(the default database is {default_db_path()}); 'chatbot chat' or 'chatbot "
-                "ask' makes a new one"
-            )
-        return missing
-
-    def _named(self) -> bool:
-        """True when the database is not the default one (``--db`` or ``CHATBOT_DB`` names
-        another)."""
+        """:attr:`db_missing`, for a command that makes no database. The default one not made
+        yet (a fresh install) or an empty one has nothing in it yet; another path (``--db``,
+        ``CHATBOT_DB``) with no file there is a path mistyped: one line, exit 1."""
         from chatbot.config.sources import default_db_path
 
-        return Path(self.places.db).expanduser().absolute() != default_db_path()
+        missing, default = self.db_missing, default_db_path()
+        if missing and self._no_file() and Path(self.places.db).expanduser().absolute() != default:
+            option = "--db" if self.db is not None else "CHATBOT_DB"
+            fail(
+                f"there is no database at {self.places.db!r}: check {option} (the default "
+                f"database is {default}); 'chatbot chat' or 'chatbot ask' makes a new one"
+            )
+        return missing
 
     @property
     def missing_said(self) -> str:
