@@ -31,6 +31,17 @@ def redact(text: str) -> str:
     return _KEY_SHAPE.sub(lambda m: f"{m.group(1)}-[redacted]", text)
 
 
+_key_place = ""
+
+
+def remember_key_place(place: str) -> None:
+    """Where the API key was found, for the line of a key the model server refuses
+    (``OPENAI_API_KEY in .env``, ``the environment variable OPENAI_API_KEY``; ``""``: not
+    known). Set as the settings are read; never the key itself."""
+    global _key_place
+    _key_place = place
+
+
 _LONG_WORD = 200
 _LONG_LINE = 1000
 
@@ -49,8 +60,8 @@ def within_reach(line: str) -> str:
 
 
 _HINTS = {
-    "AuthenticationError": "the API key was refused: check OPENAI_API_KEY",
-    "PermissionDeniedError": "the API key may not use this model: check OPENAI_API_KEY",
+    "AuthenticationError": "the API key was refused: check {key}",
+    "PermissionDeniedError": "the API key may not use this model: check {key}",
     "NotFoundError": "the server does not know this model: check {model}",
     "RateLimitError": "rate limited or out of quota: wait, or check your plan",
     "APITimeoutError": "the model did not answer in time: raise CHATBOT_TIMEOUT",
@@ -67,12 +78,19 @@ _STATUS_HINTS = {
     422: "the server could not process the request: check {model} and the model settings",
     429: _HINTS["RateLimitError"],
 }
-"""Hints for a failed model call; ``{model}`` is the setting naming the model that was called."""
+"""Hints for a failed model call; ``{model}`` is the setting naming the model that was called,
+``{key}`` where the API key was found (:func:`remember_key_place`)."""
 CHAT_MODEL_SETTING = "CHATBOT_MODEL"
 SUMMARY_MODEL_SETTING = "CHATBOT_SUMMARY_MODEL"
 _SERVER_FAILED = "the model server failed: try again in a moment with /retry"
 _NOT_AN_ANSWER = "a body that is not an answer"
 _NOT_AN_API = "check that OPENAI_BASE_URL is an OpenAI-compatible API (it usually ends in /v1)"
+
+
+def _hint(hint: str, model_setting: str) -> str:
+    """A hint of :data:`_HINTS` or :data:`_STATUS_HINTS` naming the model's setting and where
+    the API key was found."""
+    return hint.format(model=model_setting, key=_key_place or "OPENAI_API_KEY")
 
 
 def _causes(error: BaseException) -> list[BaseException]:
@@ -185,7 +203,7 @@ def _known_failure(error: BaseException, model_setting: str) -> str | None:
         message = " ".join(_status_message(error).split())
         if len(message) > 240:
             message = message[:239] + "…"
-        hint = _STATUS_HINTS.get(status, "").format(model=model_setting) or (
+        hint = _hint(_STATUS_HINTS.get(status, ""), model_setting) or (
             _SERVER_FAILED if status >= 500 else ""
         )
         line = f"the model server answered HTTP {status}" + (f": {message}" if message else "")
@@ -236,7 +254,7 @@ def describe_error(error: BaseException, model_setting: str = CHAT_MODEL_SETTING
     if len(text) > 300:
         text = text[:299] + "…"
     hint = next((_HINTS[c.__name__] for c in type(error).__mro__ if c.__name__ in _HINTS), "")
-    hint = hint.format(model=model_setting)
+    hint = _hint(hint, model_setting)
     line = f"{type(error).__name__}: {text}"
     return redact(f"{line} ({hint})" if hint else line)
 

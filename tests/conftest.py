@@ -168,7 +168,9 @@ def refused_port() -> Iterator[int]:
 
 @pytest.fixture
 def cli(openai_server: FakeOpenAI, tmp_path: Path) -> Cli:
-    """The ``chatbot`` CLI, in-process, against the fake server with one temp database."""
+    """The ``chatbot`` CLI, in-process, against the fake server with one temp database (in a
+    folder that exists: chatbot makes no folder for a database outside its own)."""
+    (tmp_path / "data").mkdir(exist_ok=True)
     return Cli(openai_server, tmp_path / "data" / "chatbot.sqlite")
 
 

@@ -93,6 +93,7 @@ def test_show_renders_for_people(tmp_path: Path) -> None:
 
 
 def test_show_unknown_thread_fails_with_one_line(tmp_path: Path) -> None:
+    Store(tmp_path / "c.sqlite").close()
     result = invoke("show", "nope", "--db", str(tmp_path / "c.sqlite"))
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
@@ -144,14 +145,53 @@ def test_ask_refuses_a_thread_id_that_cannot_be_typed(tmp_path: Path) -> None:
     assert not (tmp_path / "c.sqlite").exists()
 
 
-def test_reading_commands_do_not_create_a_database(tmp_path: Path) -> None:
+READING = (
+    ["threads"],
+    ["threads", "--json"],
+    ["show", "x"],
+    ["history", "x"],
+    ["export", "x"],
+    ["search", "anything"],
+    ["delete", "x", "--yes"],
+    ["db", "stats"],
+    ["db", "vacuum"],
+    ["prune", "--inactive-days", "1"],
+)
+"""Commands that make no database: they read one, or change one that is there."""
+
+
+@pytest.mark.parametrize("command", READING, ids=" ".join)
+def test_a_named_path_with_no_database_is_said_to_be_one(
+    command: list[str], tmp_path: Path
+) -> None:
     db = tmp_path / "nested" / "never.sqlite"
-    listing = invoke("threads", "--db", str(db))
-    assert listing.exit_code == 0 and "no threads in" in listing.stderr
-    for command in (["show", "x"], ["history", "x"], ["export", "x"], ["delete", "x", "--yes"]):
-        result = invoke(*command, "--db", str(db))
-        assert result.exit_code == 1 and "does not exist yet" in result.stderr, command
-    assert not (tmp_path / "nested").exists()
+    default = tmp_path / "data" / "chatbot" / "chatbot.sqlite"
+    for named in ({"args": ["--db", str(db)]}, {"env": {"CHATBOT_DB": str(db)}}):
+        result = invoke(*command, *named.get("args", []), env=named.get("env"))
+        option = "--db" if "args" in named else "CHATBOT_DB"
+        assert one_error(result) == (
+            f"error: there is no database at {str(db)!r}: check {option} (the default database "
+            f"is {default}); 'chatbot chat' or 'chatbot ask' makes a new one"
+        ), command
+        assert result.stdout == ""
+    assert not (tmp_path / "nested").exists() and not default.parent.exists()
+
+
+def test_on_a_fresh_install_reading_commands_say_there_is_nothing_yet(tmp_path: Path) -> None:
+    default = tmp_path / "data" / "chatbot" / "chatbot.sqlite"
+    listing = invoke("threads")
+    assert listing.exit_code == 0 and listing.stderr.strip() == f"no threads in {default}"
+    assert invoke("threads", "--json").stdout.strip() == "[]"
+    found = invoke("search", "anything")
+    assert found.exit_code == 0 and "nothing found for 'anything'" in found.stderr
+    stats = invoke("db", "stats")
+    assert stats.exit_code == 0 and stats.stderr.strip() == (
+        f"{default} does not exist yet: nothing to do"
+    )
+    for command in (["show", "x"], ["history", "x"], ["export", "x"]):
+        line = one_error(invoke(*command))
+        assert line == f"error: no thread 'x': {default} does not exist yet", command
+    assert not default.parent.exists(), "reading makes no database"
 
 
 COMMANDS = ["chat", "ask", "threads", "history", "show", "export", "fork", "compact", "delete"]
@@ -480,3 +520,23 @@ def test_a_long_value_is_cut_in_every_error_line(tmp_path: Path) -> None:
         result = invoke(*args, env={"CHATBOT_MODEL": "offline"})
         line = one_error(result, 2)
         assert len(line) < 400 and "v" * 30 + "…" in line, (args[0], len(line), line[:300])
+
+
+def test_a_database_path_whose_folder_does_not_exist_is_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nonexistent" / "dir"
+    db = missing / "x.sqlite"
+    said = (
+        f"error: the folder {str(missing)!r} does not exist: create it first, or choose another "
+        "--db (nothing was written)"
+    )
+    for named in ({"args": ["--db", str(db)]}, {"env": {"CHATBOT_DB": str(db)}}):
+        asked = invoke("ask", "hi", *named.get("args", []), env=named.get("env"))
+        assert one_error(asked, 2) == said
+        chat = invoke("chat", *named.get("args", []), env=named.get("env"), input="hi\n")
+        assert said in chat.stderr and chat.exit_code != 0, chat.output
+    assert not (tmp_path / "nonexistent").exists()
+    ours = tmp_path / "data" / "chatbot" / "work" / "x.sqlite"  # chatbot's own data folder
+    assert invoke("ask", "hi", "--db", str(ours)).exit_code == 0
+    assert ours.is_file()

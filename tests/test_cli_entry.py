@@ -59,7 +59,8 @@ def checkpoint(db: Path) -> str:
 
 COMMON_FORMS: list[tuple[str, int | None]] = [
     # (``chatbot FORM``, its exit code): {db} a database of two threads (t1, t2), {missing} a
-    # file that does not exist, {env_file} a .env naming {db}, {checkpoint} one of t1's
+    # file that does not exist, {env_file} a .env naming {db}, {checkpoint} one of t1's; no
+    # --db: the default database, not made yet
     ("threads --db {db}", 0),
     ("threads --json --db {db}", 0),
     ("--db {db} threads --json", 0),
@@ -67,8 +68,9 @@ COMMON_FORMS: list[tuple[str, int | None]] = [
     ("--db {missing} threads --db={db} --json", 0),
     ("--env-file {env_file} threads --json", 0),
     ("-m offline --db {db} threads", 0),
-    ("threads --db {missing}", 0),
-    ("threads --json --db {missing}", 0),
+    ("threads --db {missing}", 1),
+    ("threads --json --db {missing}", 1),
+    ("threads", 0),
     ("show t1 --db {db}", 0),
     ("show t1 --json --db {db}", 0),
     ("show --db {db} t2", 0),
@@ -92,7 +94,8 @@ COMMON_FORMS: list[tuple[str, int | None]] = [
     ("search nothing-like-it --db {db}", 0),
     ("search '\"unclosed' --json --db {db}", 0),
     ("search '' --db {db}", 2),
-    ("search two --db {missing}", 0),
+    ("search two --db {missing}", 1),
+    ("search two", 0),
     ("search two --url http://127.0.0.1:9", 2),
     ("--db {db}", 0),
     ("--db {db} --thread t2", 0),

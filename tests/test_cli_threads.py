@@ -252,6 +252,7 @@ def test_threads_json_has_one_record_per_thread(summarized: Path) -> None:
 
 
 def test_threads_on_an_empty_database_says_so(db: Path) -> None:
+    Store(db).close()  # chatbot's tables, no thread
     result = cli("threads", "--db", str(db))
     assert result.exit_code == 0 and result.stdout == ""
     assert result.stderr.strip() == f"no threads in {db}"

@@ -240,7 +240,7 @@ def test_a_config_file_with_a_key_that_others_can_read_is_warned_about(
     text: str, mode: int, warned: bool, tmp_path: Path
 ) -> None:
     path = write_config(text, mode)
-    result = invoke("threads", "--db", str(tmp_path / "none.sqlite"))
+    result = invoke("threads")  # (the default database, not made yet)
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
     if warned:
@@ -258,6 +258,7 @@ def test_installed_as_a_tool_it_reads_the_config_file_from_any_folder(
 ) -> None:
     """`uv tool install .` then `chatbot` in a folder without .env: config.env is enough."""
     db = tmp_path / "data" / "tool.sqlite"
+    db.parent.mkdir()
     write_config(
         f"OPENAI_API_KEY={SECRET}\nOPENAI_BASE_URL={openai_server.base_url}\n"
         f"CHATBOT_MODEL=fake-from-config\nCHATBOT_DB={db}\nCHATBOT_MAX_RETRIES=0\n"
@@ -336,7 +337,7 @@ def test_a_folder_where_config_env_goes_is_named_as_such(tmp_path: Path) -> None
         line
         == f"error: {user_config_file()} is a folder: remove it, then run 'chatbot config init'"
     )
-    assert invoke("threads", "--db", str(tmp_path / "none.sqlite")).exit_code == 0
+    assert invoke("threads").exit_code == 0  # (the default database, not made yet)
 
 
 @pytest.mark.slow
@@ -352,7 +353,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
         f"export CHATBOT_SUMMARY_KEEP messages:4\nOPENAI_API_KEY={SECRET}\n", mode=0o644
     )
     result = subprocess.run(
-        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite")),
+        chatbot_argv("threads"),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -377,7 +378,7 @@ def test_lines_a_settings_file_cannot_hold_are_named_once_never_their_values(
 def test_thousands_of_bad_lines_are_counted_not_listed(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("not a setting\n" * 3000, encoding="utf-8")
     result = subprocess.run(
-        chatbot_argv("threads", "--db", str(tmp_path / "none.sqlite")),
+        chatbot_argv("threads"),
         cwd=tmp_path,
         capture_output=True,
         text=True,

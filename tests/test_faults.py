@@ -83,7 +83,7 @@ CHAT_FAULTS = [
         "401 bad key",
         (status(401, f"Incorrect API key provided: {SECRET}", "invalid_api_key"),),
         line="answered HTTP 401: Incorrect API key provided: [redacted] (the API key was "
-        "refused: check OPENAI_API_KEY)",
+        "refused: check the environment variable OPENAI_API_KEY)",
     ),
     Fault(
         "404 unknown model",
@@ -763,3 +763,37 @@ def test_a_busy_or_failing_server_is_still_asked_again(
     assert result.exit_code == 0, result.output
     assert "at last" in result.stdout
     assert len(openai_server.requests) == 2
+
+
+KEPT_IN_E4 = "your message is kept in thread 'e4': 'chatbot chat -t e4' then /retry asks again"
+
+
+def test_a_context_refusal_says_once_that_the_message_is_kept(cli: Cli) -> None:
+    def last_line(result: Any) -> str:  # (a fold's own line comes before it)
+        assert result.exit_code == 1, result.output
+        line: str = result.stderr.strip().splitlines()[-1]
+        assert line.startswith("error: ") and line.count("kept") == 1, line
+        return line
+
+    refused = context_length_exceeded(300, 450)
+    cli.server.script(refused)
+    alone = last_line(cli.ask("hello " * 50, thread="e4"))  # one message: nothing to fold
+    assert alone.startswith("error: your message is about ") and alone.endswith(KEPT_IN_E4)
+    assert "stays in the thread" not in alone
+    assert [m["content"] for m in cli.show("e4")["messages"]] == ["hello " * 50]
+
+    def answer(body: dict[str, Any]) -> Reply | str:
+        return "SUMMARY of it" if is_summary_request(body) else refused
+
+    cli.server.script("one answer", "two answer")
+    for text in ("one", "two"):
+        assert cli.ask(text, thread="e5", CHATBOT_SUMMARY_TRIGGER="off").exit_code == 0
+    cli.server.responder = answer  # folded, then refused again
+    again = last_line(cli.ask("three", thread="e5", CHATBOT_SUMMARY_KEEP="messages:1"))
+    assert "too long again after folding" in again
+    assert again.endswith(KEPT_IN_E4.replace("e4", "e5"))
+
+    cli.server.responder = lambda body: refused  # the fold's own call refused as well
+    failed = last_line(cli.ask("four", thread="e5", CHATBOT_SUMMARY_KEEP="messages:1"))
+    assert "folding the history failed" in failed
+    assert failed.endswith(KEPT_IN_E4.replace("e4", "e5"))

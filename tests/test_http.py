@@ -28,6 +28,7 @@ from tests.helpers import (
     echo_or_summary,
     is_summary_request,
     ok,
+    stored_bytes,
     summarizing,
     summary_requests,
 )
@@ -359,3 +360,34 @@ def test_http_401_on_the_chat_call_exits_nonzero_with_one_redacted_error_line(
     assert len(cli.server.requests) == 1, "a 401 must not be retried"
     assert b"SECRET-123456" not in cli.db_bytes(), "the failed task's stored error is redacted"
     assert b"Incorrect API key provided" in cli.db_bytes(), "the error itself is kept"
+
+
+@pytest.mark.parametrize("source", ["env file", "config file", "environment"])
+def test_a_refused_key_names_where_it_was_found_and_never_the_key(
+    source: str, openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    from chatbot.cli.commands import app
+    from chatbot.config.sources import user_config_file
+    from tests.helpers import one_error, runner
+
+    wrong = "sk-wrong-7f3a9c1e5b"
+    openai_server.script(Reply(status=401, error_message="Incorrect API key provided"))
+    env = {"OPENAI_BASE_URL": openai_server.base_url, "CHATBOT_MODEL": CHAT_MODEL}
+    if source == "env file":
+        (tmp_path / ".env").write_text(f"OPENAI_API_KEY={wrong}\n")
+        said = "check OPENAI_API_KEY in .env"
+    elif source == "config file":
+        user_config_file().parent.mkdir(parents=True)
+        user_config_file().write_text(f"OPENAI_API_KEY={wrong}\n")
+        user_config_file().chmod(0o600)  # (else a warning says others can read it)
+        said = f"check OPENAI_API_KEY in {user_config_file()}"
+    else:
+        env["OPENAI_API_KEY"] = wrong
+        said = "check the environment variable OPENAI_API_KEY"
+    db = tmp_path / "c.sqlite"
+    result = runner.invoke(app, ["ask", "hi", "--db", str(db)], env=env)
+    line = one_error(result)
+    assert line.startswith("error: the model server answered HTTP 401"), line
+    assert f"(the API key was refused: {said})" in line
+    assert openai_server.requests[-1].authorization == f"Bearer {wrong}", "that key was sent"
+    assert wrong not in result.output and wrong.encode() not in stored_bytes(db)

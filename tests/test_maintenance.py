@@ -96,7 +96,7 @@ def test_stats_and_vacuum_report_and_give_back_the_space(tmp_path: Path) -> None
 
 
 def test_stats_say_what_each_part_takes_and_the_bytes_a_turn(any_db: str) -> None:
-    _fill(any_db, {"a": 3, "b": 2})
+    _fill(any_db, {"a": 6, "b": 4})
     stats = json.loads(invoke("db", "stats", "--json", "--db", any_db).stdout)
     parts = stats["parts"]
     assert list(parts) == ["checkpoints", "pending writes", "search index", "other"]
@@ -104,12 +104,25 @@ def test_stats_say_what_each_part_takes_and_the_bytes_a_turn(any_db: str) -> Non
     assert sum(parts.values()) <= stats["bytes"]
     with open_store(any_db) as store:
         said = [m for thread in ("a", "b") for m in read_checkpoint(store, thread).state.messages]
-    assert stats["turns"] == sum(m.type == "human" for m in said) == 5
+    assert stats["turns"] == sum(m.type == "human" for m in said) == 10
     assert stats["text_bytes"] == sum(len(m.text.encode()) for m in said)
-    assert stats["bytes_per_turn"] == round(stats["bytes"] / 5)
+    assert stats["bytes_per_turn"] == round(stats["bytes"] / 10)
     text = invoke("db", "stats", "--db", any_db).stdout
     assert "checkpoints " in text and " · search index " in text
-    assert "5 turns, " in text and " a turn (" in text and "× the text)" in text
+    assert "10 turns, " in text and " a turn (" in text and "× the text)" in text
+
+
+def test_below_ten_turns_stats_give_no_figures_a_turn(any_db: str) -> None:
+    # A database's tables and indexes take pages of their own before the first turn: over a
+    # few turns the bytes a turn are mostly those, hundreds of times the text.
+    with open_store(any_db):
+        pass  # made, no turn yet
+    _fill(any_db, {"a": 3})
+    stats = json.loads(invoke("db", "stats", "--json", "--db", any_db).stdout)
+    assert stats["turns"] == 3 and stats["bytes_per_turn"] is None
+    text = invoke("db", "stats", "--db", any_db).stdout
+    assert text.splitlines()[-1].endswith(" of text: per-turn figures need at least 10 turns"), text
+    assert "3 turns, " in text and " a turn" not in text and "× the text" not in text
 
 
 def test_stats_and_vacuum_on_postgresql(postgres_url: str) -> None:
@@ -148,5 +161,7 @@ def test_maintenance_refuses_a_server_and_leaves_a_missing_file_alone(
     assert remote.exit_code == 2 and "works on local databases only" in remote.stderr
     missing = tmp_path / "none.sqlite"
     result = invoke(*args, "--db", str(missing))
-    assert result.exit_code == 0 and "does not exist yet" in result.stderr
+    assert result.exit_code == 1 and f"there is no database at '{missing}'" in result.stderr
     assert not missing.exists()
+    fresh = invoke(*args)  # the default database, not made yet: nothing to do
+    assert fresh.exit_code == 0 and "does not exist yet: nothing to do" in fresh.stderr

@@ -67,7 +67,7 @@ def test_the_offline_model_lists_offline_without_asking_anyone(openai_server: Fa
 def test_a_refused_key_is_one_line(cli: Cli) -> None:
     cli.server.models_status = 401
     line = one_error(cli.invoke("models"), 1)
-    assert "API key was refused" in line and "check OPENAI_API_KEY" in line
+    assert "API key was refused" in line and "check the environment variable OPENAI_API_KEY" in line
     assert SECRET not in line
     assert not cache_path().exists()
 
@@ -101,7 +101,7 @@ def test_slash_models_offline_and_a_failure_in_the_repl(cli: Cli) -> None:
     failed = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/models\nstill here\n"))
     shown = " ".join(failed.stdout.split())
     assert "error: the model server answered HTTP 401" in shown
-    assert "the API key was refused: check OPENAI_API_KEY" in shown
+    assert "the API key was refused: check the environment variable OPENAI_API_KEY" in shown
     assert "yes, still here" in shown  # the REPL carried on
     offline = ok(
         cli.invoke(

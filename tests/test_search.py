@@ -401,10 +401,13 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(
 def test_search_of_a_database_not_made_yet_finds_nothing_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
-    db = tmp_path / "none.sqlite"
-    result = invoke("search", "anything", "--json", "--db", str(db))
+    db = tmp_path / "data" / "chatbot" / "chatbot.sqlite"  # the default database
+    result = invoke("search", "anything", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout) == []
-    assert not db.exists()
+    assert not db.parent.exists()
+    named = invoke("search", "anything", "--json", "--db", str(tmp_path / "none.sqlite"))
+    assert named.exit_code == 1 and "there is no database at" in named.stderr
+    assert not (tmp_path / "none.sqlite").exists()
 
 
 # --- the REPL --------------------------------------------------------------------------------

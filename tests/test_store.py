@@ -16,6 +16,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from chatbot.config.settings import Settings
+from chatbot.config.sources import data_dir
 from chatbot.engine.graph import build_graph
 from chatbot.store.base import checkpoint_time, thread_config
 from chatbot.store.errors import StoreError
@@ -157,7 +158,7 @@ def test_delete_thread_removes_it_and_only_it(any_db: str) -> None:
 
 
 def test_database_is_private_and_in_wal_mode(tmp_path: Path) -> None:
-    db = tmp_path / "nested" / "dir" / "chat.sqlite"
+    db = data_dir() / "nested" / "dir" / "chat.sqlite"  # (chatbot makes its own folders)
     settings = offline_settings(db)
     with Store(db) as store:
         graph = build_graph(ScriptedChatModel(), settings=settings, checkpointer=store.saver)
@@ -266,9 +267,23 @@ def test_a_file_in_the_way_of_the_database_folder_is_one_clear_error(tmp_path: P
 
 
 def test_every_folder_created_for_the_database_is_private(tmp_path: Path) -> None:
-    Store(tmp_path / "a" / "b" / "c" / "chat.sqlite").close()
-    for folder in ("a", "a/b", "a/b/c"):
-        assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == 0o700, folder
+    Store(data_dir() / "a" / "b" / "c" / "chat.sqlite").close()
+    for folder in (data_dir(), *(data_dir() / name for name in ("a", "a/b", "a/b/c"))):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_new_database_outside_chatbots_folder_needs_its_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "dir"
+    with pytest.raises(StoreError) as refused:
+        Store(missing / "chat.sqlite")
+    assert str(refused.value) == (
+        f"the folder {str(missing)!r} does not exist: create it first, or choose another --db "
+        "(nothing was written)"
+    )
+    assert not (tmp_path / "nowhere").exists()
+    missing.mkdir(parents=True)
+    Store(missing / "chat.sqlite").close()
+    assert (missing / "chat.sqlite").is_file()
 
 
 def _fingerprint(path: Path) -> tuple[bytes, int, list[str]]:

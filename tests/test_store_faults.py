@@ -931,8 +931,9 @@ def empty_db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database that holds nothing: an empty SQLite file, a PostgreSQL database just made
     (``CREATE DATABASE``, no table), its URL with a password (trust auth ignores it)."""
     if request.param == "sqlite":
-        (tmp_path / "empty.sqlite").touch()
-        return str(tmp_path / "empty.sqlite")
+        (tmp_path / "empty").mkdir()  # (a folder of its own: nothing may be made beside it)
+        (tmp_path / "empty" / "empty.sqlite").touch()
+        return str(tmp_path / "empty" / "empty.sqlite")
     url: str = request.getfixturevalue("postgres_url")
     return url.replace("postgres@", "postgres:hunter2@")
 

@@ -126,8 +126,7 @@ def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
 def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> LineReader:
     """prompt_toolkit's line editing, completing commands and ids (never waiting for them:
     before threads can be read there is nothing to complete but thread ids)."""
-    from platformdirs import user_data_path
-
+    from chatbot.config.sources import data_dir
     from chatbot.terminal.lineinput import PromptToolkitReader, SlashCompleter
 
     def commands() -> list[str]:
@@ -165,7 +164,7 @@ def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Line
         fetch_models()
 
     reader = PromptToolkitReader(
-        user_data_path("chatbot", appauthor=False) / "input_history",
+        data_dir() / "input_history",
         SlashCompleter(
             commands=commands,
             thread_ids=lambda: [t.thread_id for t in repl.backend.threads()],

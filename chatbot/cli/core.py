@@ -232,6 +232,21 @@ class AppState:
             self._empty = True
         return self._empty
 
+    def nothing_to_read(self) -> bool:
+        """:attr:`db_missing`, for a command that makes no database. The default one not made
+        yet (a fresh install) or an empty one has nothing in it yet; another path (``--db``,
+        ``CHATBOT_DB``) with no file there is a path mistyped: one line, exit 1."""
+        from chatbot.config.sources import default_db_path
+
+        missing, default = self.db_missing, default_db_path()
+        if missing and self._no_file() and Path(self.places.db).expanduser().absolute() != default:
+            option = "--db" if self.db is not None else "CHATBOT_DB"
+            fail(
+                f"there is no database at {self.places.db!r}: check {option} (the default "
+                f"database is {default}); 'chatbot chat' or 'chatbot ask' makes a new one"
+            )
+        return missing
+
     @property
     def missing_said(self) -> str:
         """Why :attr:`db_missing` holds, for a message: ``X does not exist yet``, ``X is
@@ -478,7 +493,7 @@ def thread_backend(
     """
     from chatbot.threadids import quoted
 
-    if state.db_missing:
+    if state.nothing_to_read():
         fail(f"no thread {quoted(thread_id)}: {state.missing_said}")
     backend = state.backend(runs)
     if local_only and backend.local_only_note:

@@ -48,13 +48,14 @@ app.add_typer(db_app, rich_help_panel="Database")
 def _local_store(
     ctx: typer.Context, db: str | None, what: str, *, read_only: bool = False
 ) -> SqlStore | None:
-    """The local database for a maintenance command; ``None`` (said on stderr) if it does not
-    exist yet. On a server the command is refused."""
+    """The local database for a maintenance command; ``None`` (said on stderr) if there is
+    nothing in it yet (:meth:`~chatbot.cli.core.AppState.nothing_to_read`). On a server the
+    command is refused."""
     state = app_state(ctx, db)
     state.read_only = read_only
     if state.remote:
         fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
-    if state.db_missing:
+    if state.nothing_to_read():
         err.print(f"[dim]{escape(state.missing_said)}: nothing to do[/]")
         return None
     return state.store
@@ -97,6 +98,8 @@ def _progress(doing: str, things: str, total: int) -> Iterator[Callable[[int], N
 @guarded
 def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Threads, checkpoints and bytes on disk of the database, by part and a turn."""
+    from chatbot.store.base import PER_TURN_FROM
+
     store = _local_store(ctx, db, "db stats", read_only=True)
     if store is None:
         return
@@ -117,12 +120,13 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
     )
     if any(size for _, size in stats.parts):
         out.print("  " + " · ".join(f"{part} {_size(size)}" for part, size in stats.parts))
-    if stats.per_turn is not None:
+    if stats.turns:
+        turns = f"  {counted(stats.turns, 'turn', spec=',')}, {_size(stats.text_bytes)} of text: "
+        if stats.per_turn is None:
+            out.print(f"{turns}per-turn figures need at least {PER_TURN_FROM} turns")
+            return
         times = f" ({stats.bytes / stats.text_bytes:,.0f}× the text)" if stats.text_bytes else ""
-        out.print(
-            f"  {counted(stats.turns, 'turn', spec=',')}, {_size(stats.text_bytes)} of text: "
-            f"{_size(round(stats.per_turn))} a turn{times}"
-        )
+        out.print(f"{turns}{_size(round(stats.per_turn))} a turn{times}")
 
 
 @db_app.command("vacuum", cls=Command)

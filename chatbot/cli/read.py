@@ -44,7 +44,7 @@ def threads(
 
     state.read_only = True
     # (locally plain SQL: nothing of LangGraph is imported)
-    listing = [] if state.db_missing else state.reader().threads()
+    listing = [] if state.nothing_to_read() else state.reader().threads()
     if as_json:
         from chatbot.store.base import thread_record
 
@@ -192,7 +192,7 @@ def search(
             f"(this session uses the LangGraph server at {state.places.url})",
             2,
         )
-    if state.db_missing:
+    if state.nothing_to_read():
         hits = []
     else:
         reader = state.local_reader()

@@ -126,6 +126,9 @@ class Origin(NamedTuple):
     """``option``, ``environment``, ``env file`` or ``config file``."""
     where: str
     """The option, the variable's name, or the file's path."""
+    name: str = ""
+    """The variable's name as found (``OPENAI_API_KEY``, ``CHATBOT_DB``); for an option, the
+    option."""
 
     @property
     def place(self) -> str:
@@ -134,6 +137,14 @@ class Origin(NamedTuple):
         if self.source == "environment":
             return f"the environment variable {self.where}"
         return self.where
+
+    @property
+    def named(self) -> str:
+        """Where, naming the variable in a file too: ``OPENAI_API_KEY in .env``, ``the
+        environment variable OPENAI_API_KEY``, or the option."""
+        if self.source in ("environment", "option"):
+            return self.place
+        return f"{self.name} in {self.where}"
 
 
 class Reader(NamedTuple):
@@ -177,13 +188,14 @@ class Sources(Generic[S]):
         names, ``OPENAI_API_KEY`` before ``CHATBOT_OPENAI_API_KEY``, the first it has); None
         for the default."""
         if field in self.options:
-            return Origin(str(self.options[field]), "option", "--" + field.replace("_", "-"))
+            option = "--" + field.replace("_", "-")
+            return Origin(str(self.options[field]), "option", option, option)
         info = self.settings_cls.model_fields[field]
         for source, where, read in self.readers:
             value, key, _ = read.get_field_value(info, field)
             if value is not None:
                 name = (read.env_prefix + key if key == field else key).upper()
-                return Origin(value, source, name if source == "environment" else where)
+                return Origin(value, source, name if source == "environment" else where, name)
         return None
 
     def read(self) -> S:

@@ -23,6 +23,7 @@ from chatbot.config.sources import (
     default_db_path,
     url_passwords,
 )
+from chatbot.errors import remember_key_place
 
 if TYPE_CHECKING:  # (the summary policy is imported when a setting of it is checked)
     from chatbot.memory.policy import SummaryPolicy
@@ -212,11 +213,15 @@ def load_settings(
 
 
 def settings_from(sources: Sources[Settings]) -> Settings:
-    """The settings ``sources`` hold; a refused API key's line says where the key was found."""
+    """The settings ``sources`` hold; a key that cannot be one is refused saying where it was
+    found, and where a good one was found is remembered for the line of a key the model
+    server refuses (:func:`~chatbot.errors.remember_key_place`)."""
+    found = sources.origin("openai_api_key")
     try:
-        return sources.read()
+        settings = sources.read()
     except SettingsError as error:
-        found = sources.origin("openai_api_key")
         if str(error).endswith(CHECK_THE_KEY) and found and found.source != "option":
             raise SettingsError(f"{error} in {found.place}") from None
         raise
+    remember_key_place(found.named if found and found.source != "option" else "")
+    return settings

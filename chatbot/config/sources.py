@@ -15,11 +15,34 @@ class SettingsError(ValueError):
     """A setting that cannot be used; the message is one line meant for the user."""
 
 
-def default_db_path() -> Path:
-    """``chatbot.sqlite`` in the user's data directory (e.g. ``~/.local/share/chatbot``)."""
+def data_dir() -> Path:
+    """chatbot's own data folder (e.g. ``~/.local/share/chatbot``; ``$XDG_DATA_HOME`` moves
+    it), made when first used: the default database and the REPL's input history."""
     from platformdirs import user_data_path
 
-    return user_data_path("chatbot", appauthor=False) / "chatbot.sqlite"
+    return user_data_path("chatbot", appauthor=False)
+
+
+def default_db_path() -> Path:
+    """``chatbot.sqlite`` in the user's data folder (:func:`data_dir`)."""
+    return data_dir() / "chatbot.sqlite"
+
+
+def missing_db_folder(path: str) -> Path | None:
+    """The folder a new SQLite file at ``path`` is missing, when it is not chatbot's to make:
+    it does not exist, and lies outside chatbot's data folder (:func:`data_dir`, which
+    chatbot makes, with any folder in it). ``--db /nonexistent/dir/x.sqlite`` is a path
+    mistyped more often than folders meant. None when there is nothing to make, when chatbot
+    makes it, or when a file stands where a folder of the path should be (making the file
+    says that)."""
+    folder = Path(os.path.abspath(os.path.expanduser(path))).parent
+    if folder.is_relative_to(os.path.abspath(data_dir())):
+        return None
+    try:
+        there = next(place for place in [folder, *folder.parents] if place.exists())
+        return folder if there != folder and there.is_dir() else None
+    except OSError:  # (a folder that cannot be looked into: making the file says so)
+        return None
 
 
 def config_dir() -> Path:

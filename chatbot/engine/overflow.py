@@ -17,7 +17,9 @@
    it enough, each end the turn with one line instead of a retry that would be refused again.
 
 The graph (:mod:`chatbot.engine.graph`) calls these where the turn meets them; which messages
-fold is :mod:`chatbot.engine.folding`'s business. Every error keeps the message.
+fold is :mod:`chatbot.engine.folding`'s business. Every error keeps the message, and none says
+so: the line a failed turn ends with (in ``ask`` and the REPL) says what the thread holds of
+the turn, and how to ask again.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
     limit_text = f" but the model takes at most {limit:,}" if limit else ""
     return ContextTooLong(
         f"{what} is about {tokens:,} tokens{limit_text}: shorten it or split it "
-        "(it stays in the thread; the next message folds it into the summary)"
+        "(the next message folds it into the summary)"
     )
 
 
@@ -209,7 +211,7 @@ def refusal_update(
         raise ContextTooLong(
             f"the model refused the request as too long again after folding the "
             f"history (about {counted:,} tokens now): /compact, or lower "
-            "CHATBOT_SUMMARY_KEEP; your message is kept"
+            "CHATBOT_SUMMARY_KEEP"
         )
     log.info("context too long (%s tokens by our count): folding", counted)
     return {
@@ -237,8 +239,7 @@ def check_fold_can_help(
 def fold_failed(error: folding.SummaryError) -> ContextTooLong:
     """An overflow's fold whose summary failed: the turn ends (a retry would be refused)."""
     return ContextTooLong(
-        f"the request is too long for the model and folding the history failed: "
-        f"{error}; your message is kept, /retry tries again"
+        f"the request is too long for the model and folding the history failed: {error}"
     )
 
 
@@ -250,5 +251,5 @@ def check_shrunk(state: Mapping[str, Any], run: RunSettings, after: int) -> None
         raise ContextTooLong(
             f"the request is too long for the model and folding the history only brings "
             f"it from {refused:,} to {after:,} tokens: shorten your message, or lower "
-            "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS; your message is kept"
+            "CHATBOT_SUMMARY_KEEP or CHATBOT_MAX_SUMMARY_TOKENS"
         )

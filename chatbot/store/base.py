@@ -61,6 +61,10 @@ def thread_record(info: ThreadInfo) -> dict[str, Any]:
     }
 
 
+PER_TURN_FROM = 10
+"""The fewest turns whose bytes a turn ``db stats`` tells."""
+
+
 class StoreStats(NamedTuple):
     """What a database holds and what it takes on disk."""
 
@@ -80,8 +84,9 @@ class StoreStats(NamedTuple):
 
     @property
     def per_turn(self) -> float | None:
-        """Bytes a turn (``None`` before the first turn)."""
-        return self.bytes / self.turns if self.turns else None
+        """Bytes a turn; ``None`` below :data:`PER_TURN_FROM` turns, where the tables' and
+        indexes' own pages would pass for the turns' (hundreds of times their text)."""
+        return self.bytes / self.turns if self.turns >= PER_TURN_FROM else None
 
     def record(self) -> dict[str, Any]:
         """As JSON (``chatbot db stats --json``)."""

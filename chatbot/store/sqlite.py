@@ -75,6 +75,19 @@ def _refuse_other_files(path: Path) -> None:
         )
 
 
+def _refuse_a_missing_folder(path: str) -> None:
+    """Refuse a new file whose folder does not exist outside chatbot's data folder (see
+    :func:`~chatbot.config.sources.missing_db_folder`), before anything is made."""
+    from chatbot.config.sources import missing_db_folder
+
+    folder = missing_db_folder(path)
+    if folder is not None:
+        raise StoreError(
+            f"the folder {str(folder)!r} does not exist: create it first, or choose another "
+            "--db (nothing was written)"
+        )
+
+
 def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
     """Whose the open SQLite database is (reads only). Marked with :data:`APPLICATION_ID`:
     chatbot's, at the schema version ``user_version`` says (0, with tables: a development
@@ -215,6 +228,7 @@ class Store(SqlStore):
                 self.read_only = False  # (not a write-ahead-log database yet: set up once)
             if not self.read_only:
                 if self.path != ":memory:":
+                    _refuse_a_missing_folder(self.path)
                     create_private_file(Path(self.path))
                 self._open(read_only=False, adopt=adopt)
         except (NotADirectoryError, FileExistsError):
