@@ -61,6 +61,8 @@ class Reply:
     document: Any = None
     """An error's whole JSON body, sent with ``status``, instead of OpenAI's error shape (the
     way another server words its errors)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    """Headers sent with an error response (``Retry-After``, ``x-should-retry``)."""
 
 
 @dataclass(frozen=True)
@@ -334,10 +336,13 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 return
             if reply.status != 200 and reply.document is not None:
-                self._send_json(reply.status, reply.document)
+                self._send_json(reply.status, reply.document, reply.headers)
             elif reply.status != 200:
                 self._send_error(
-                    reply.status, reply.error_message or f"HTTP {reply.status}", reply.error_code
+                    reply.status,
+                    reply.error_message or f"HTTP {reply.status}",
+                    reply.error_code,
+                    reply.headers,
                 )
             elif reply.raw is not None:
                 self._send_raw(reply.raw, reply.content_type)
@@ -346,15 +351,25 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send_completion(body, reply.text, reply.finish_reason)
 
-        def _send_json(self, status: int, document: Any) -> None:
+        def _send_json(
+            self, status: int, document: Any, headers: tuple[tuple[str, str], ...] = ()
+        ) -> None:
             data = json.dumps(document).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for name, value in headers:
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_error(self, status: int, message: str, code: str | None = None) -> None:
+        def _send_error(
+            self,
+            status: int,
+            message: str,
+            code: str | None = None,
+            headers: tuple[tuple[str, str], ...] = (),
+        ) -> None:
             self._send_json(
                 status,
                 {
@@ -365,6 +380,7 @@ def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                         "code": code,
                     }
                 },
+                headers,
             )
 
         def _usage(self, body: dict[str, Any], text: str) -> dict[str, int]:

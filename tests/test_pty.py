@@ -809,6 +809,65 @@ def test_ctrl_c_stops_ask_at_once_and_keeps_the_message(
     assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["are you there?"]
 
 
+RATE_LIMITED = Reply(
+    status=429, error_message="Rate limit reached for requests", headers=(("Retry-After", "3"),)
+)
+
+
+def test_a_rate_limit_wait_counts_down_and_ctrl_c_stops_it_keeping_the_message(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    """The wait a 429 asks for is counted down where the spinner is, and Ctrl-C stops it as
+    it stops a reply: at once, the message kept, nothing asked again."""
+    env = fake_model_env(openai_server, CHATBOT_MAX_RETRIES="2")
+    term = spawn("chat", "--thread", "limited", **env)
+    term.started("limited", "fake-model")
+    openai_server.script(RATE_LIMITED)
+    term.child.send("hello\r")
+    term.expect(
+        r"rate limited by the server, retrying the reply in 3 s \(retry 1 of 2; Ctrl-C stops\)"
+    )
+    term.expect(r"retrying the reply in 2 s")  # counted down
+    interrupted_at = time.monotonic()
+    term.child.sendintr()
+    term.expect(r"interrupted.*your message is kept; /retry regenerates the reply")
+    waited = time.monotonic() - interrupted_at
+    term.expect_prompt("limited")
+    assert waited < 2, f"'interrupted' came {waited:.1f} s after Ctrl-C"
+    openai_server.script("the next reply")
+    term.child.send("next\r")
+    term.expect("the next reply")
+    term.expect_prompt("limited")
+    assert term.leave() == 0
+    assert_clean(term)
+    assert len(chat_requests(openai_server)) == 2, "the stopped wait asked nothing again"
+    document = cli_json(tmp_path / "chat.sqlite", "show", "limited")
+    assert texts(document) == ["hello", "next", "the next reply"]
+
+
+def test_ctrl_c_during_a_rate_limit_wait_stops_ask_and_keeps_the_message(
+    spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.script(RATE_LIMITED)
+    env = fake_model_env(openai_server, CHATBOT_MAX_RETRIES="1")
+    term = spawn("ask", "are you there?", "--thread", "asked", **env)
+    term.expect(
+        r"rate limited by the server, retrying the reply in 3 s \(retry 1 of 1; Ctrl-C stops\)"
+    )
+    term.expect(r"retrying the reply in 2 s")  # ask's spinner counts down too
+    interrupted_at = time.monotonic()
+    term.child.sendintr()
+    term.expect(r"interrupted: your message stays in thread 'asked' without a reply")
+    term.child.expect(pexpect.EOF, timeout=10)
+    waited = time.monotonic() - interrupted_at
+    term.child.close()
+    assert term.child.exitstatus == 130
+    assert waited < 2, f"ask took {waited:.1f} s to stop after Ctrl-C"
+    assert "Traceback" not in term.tail()
+    assert len(chat_requests(openai_server)) == 1, "nothing was asked again"
+    assert texts(cli_json(tmp_path / "chat.sqlite", "show", "asked")) == ["are you there?"]
+
+
 def test_leaving_right_after_stopping_a_slow_reply_does_not_wait(
     spawn: Any, tmp_path: Path, openai_server: FakeOpenAI
 ) -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from chatbot.engine.stream import (
     Folding,
     NothingToFold,
+    Retrying,
     Summarized,
     SummaryFailed,
     as_payload,
@@ -34,6 +35,19 @@ records = st.one_of(
     ),
     st.builds(NothingToFold, context=counts, reason=reasons),
     st.builds(SummaryFailed, error=st.text(min_size=1), reason=reasons),
+    st.integers(min_value=1, max_value=10).flatmap(
+        lambda retries: st.builds(
+            Retrying,
+            seconds=st.floats(min_value=0, max_value=120),
+            reason=st.sampled_from(
+                ["rate_limited", "server_failed", "status", "timeout", "connection"]
+            ),
+            status=st.sampled_from([0, 408, 409, 429, 500, 503]),
+            retry=st.integers(min_value=1, max_value=retries),
+            retries=st.just(retries),
+            call=st.sampled_from(["reply", "summary"]),
+        )
+    ),
 )
 
 
@@ -41,7 +55,13 @@ records = st.one_of(
 def test_every_fold_event_crosses_the_wire_as_json_and_reads_back_as_itself(record: object) -> None:
     payload = as_payload(record)  # type: ignore[arg-type]
     wire = json.loads(json.dumps(payload))  # (a server sends it as JSON)
-    assert wire["event"] in ("folding", "summarized", "nothing_to_fold", "summary_failed")
+    assert wire["event"] in (
+        "folding",
+        "summarized",
+        "nothing_to_fold",
+        "summary_failed",
+        "retrying",
+    )
     assert from_payload(wire) == record
 
 

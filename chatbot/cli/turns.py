@@ -248,16 +248,22 @@ def compact(
 
 
 class _CompactView:
-    """``chatbot compact``: what the fold did, on stdout."""
+    """``chatbot compact``: what the fold did, on stdout; a wait before a summary call is
+    asked again, on stderr."""
 
     def __init__(self) -> None:
         self.failure = ""
 
     def show(self, event: Event) -> None:
+        from chatbot.terminal.display import retry_note
         from chatbot.terminal.render import describe_nothing_to_fold, describe_summary
-        from chatbot.threads.events import NothingToFold, Summarized, SummaryFailed
+        from chatbot.threads.events import NothingToFold, Retrying, Summarized, SummaryFailed
 
-        if isinstance(event, Summarized):
+        if isinstance(event, Retrying):
+            note = retry_note(event)
+            if note is not None:
+                err.print(note)
+        elif isinstance(event, Summarized):
             out.print(describe_summary(event), markup=False)
         elif isinstance(event, NothingToFold):
             out.print(describe_nothing_to_fold(event), markup=False)

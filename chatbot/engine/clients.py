@@ -1,12 +1,12 @@
 """The HTTP clients of the calls to the model server: chat, summary and the model list.
 
-The ``openai`` client retries a failed connection with a backoff, as it retries a rate limit or
-a server error (``CHATBOT_MAX_RETRIES`` times): with nothing listening at the address, the
-user would wait through every backoff to be told so. A refused connection and a host name that
-does not resolve are not a busy server, and asking again does not help: these clients raise them as
-:class:`ServerUnreachable`, an ``openai.APIConnectionError``, which the ``openai`` client passes
-on at once; its line names the address (without its password). Every other failure keeps the
-client's retries.
+A failed connection is asked again with a backoff, as a rate limit or a server error is
+(``CHATBOT_MAX_RETRIES`` times: :mod:`chatbot.engine.retries`): with nothing listening at the
+address, the user would wait through every backoff to be told so. A refused connection and a
+host name that does not resolve are not a busy server, and asking again does not help: these
+clients raise them as :class:`ServerUnreachable`, an ``openai.APIConnectionError`` that is
+never asked again, and its line names the address (without its password). Every other failure
+keeps its retries.
 
 Every client of a process shares one TLS context (:func:`tls_context`): the HTTP library would
 make one per client, loading the system's certificates each time, and the models of a turn make
@@ -29,7 +29,8 @@ from chatbot.errors import FriendlyError
 
 class ServerUnreachable(openai.APIConnectionError, FriendlyError):
     """Nothing answers at the model server's address, or its host name does not resolve: one
-    line for people, and no retry by the ``openai`` client (it passes its own errors on)."""
+    line for people, and no retry (:func:`chatbot.engine.retries.wait_before_retry`; the
+    ``openai`` client passes its own errors on too)."""
 
     def __init__(self, line: str, request: Any) -> None:
         super().__init__(message=line, request=request)

@@ -19,6 +19,7 @@ the limit even after asking once to condense it, is a failed summary.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,11 +27,14 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
+from langchain_core.runnables.config import ensure_config, merge_configs
+from langgraph.config import get_stream_writer
 from langgraph.constants import TAG_NOSTREAM
 
 from chatbot.engine import windows
+from chatbot.engine.retries import ReplyBegan, wait_before_retry
 from chatbot.engine.runsettings import RunSettings
-from chatbot.engine.stream import SUMMARY_TAG
+from chatbot.engine.stream import SUMMARY_TAG, Retrying, as_payload
 from chatbot.errors import (
     SUMMARY_MODEL_SETTING,
     context_overflow,
@@ -54,10 +58,34 @@ Ask = Callable[[Runnable[Any, Any], list[BaseMessage]], Awaitable[AIMessage]]
 a function that calls it and notes the reply (what a fold's calls cost)."""
 
 
-async def ask(model: Runnable[Any, Any], request: list[BaseMessage]) -> AIMessage:
+async def ask(
+    model: Runnable[Any, Any],
+    request: list[BaseMessage],
+    *,
+    retries: int = 0,
+    call: Literal["reply", "summary"] = "reply",
+) -> AIMessage:
     """The model's reply to ``request``, awaited (cancelling the task closes the HTTP
-    request), with its text made valid (:func:`valid_reply`)."""
-    return valid_reply(await model.ainvoke(request))
+    request), with its text made valid (:func:`valid_reply`).
+
+    A failure that may pass (a rate limit, a server error, a timeout: the rules of
+    :mod:`chatbot.engine.retries`) is asked again up to ``retries`` times. Each wait is told
+    to the run's custom stream as it starts (a :class:`~chatbot.engine.stream.Retrying`
+    naming the ``call``), and is a sleep that cancelling the task (Ctrl-C) ends at once."""
+    taken = 0
+    while True:
+        began = ReplyBegan()
+        config = merge_configs(ensure_config(), {"callbacks": [began]}) if retries else None
+        try:
+            return valid_reply(await model.ainvoke(request, config))
+        except Exception as error:
+            wait = None if began.began or taken >= retries else wait_before_retry(error, taken)
+            if wait is None:
+                raise
+            taken += 1
+            told = Retrying(wait.seconds, wait.reason, wait.status, taken, retries, call)
+            get_stream_writer()(as_payload(told))
+        await asyncio.sleep(wait.seconds)
 
 
 def valid_reply(reply: AIMessage) -> AIMessage:

@@ -125,7 +125,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     response: AIMessage
     while True:
         try:
-            response = await folding.ask(model, recalling.answered(sent))
+            response = await folding.ask(model, recalling.answered(sent), retries=run.max_retries)
             break
         except Exception as error:
             if offer and recall.refuses_tools(error):
@@ -216,7 +216,7 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
         writer(stream.as_payload(folding_now))
 
     async def paid(model: Any, request: list[Any]) -> AIMessage:  # (every answered call counts)
-        reply = await folding.ask(model, request)
+        reply = await folding.ask(model, request, retries=run.max_retries, call="summary")
         replies.append(reply)
         return reply
 

@@ -338,7 +338,7 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
         base_url=settings.openai_base_url,
         temperature=0 if role == "summary" else settings.temperature,
         timeout=settings.timeout,
-        max_retries=settings.max_retries,  # (not for a server that is not there: engine.clients)
+        max_retries=0,  # (asked again in engine.folding.ask, each wait told: engine.retries)
         http_client=http_client(settings.openai_base_url),
         http_async_client=async_http_client(settings.openai_base_url),
         stream_usage=True,

@@ -57,6 +57,9 @@ class RunSettings:
     """What every chat call is bound with (``max_tokens``)."""
     summary_call: Mapping[str, Any] = field(default_factory=dict)
     """What every summary call is bound with (``max_tokens``)."""
+    max_retries: int = 0
+    """How many times a model call that failed in a way that may pass is asked again
+    (``CHATBOT_MAX_RETRIES``: :func:`chatbot.engine.folding.ask`)."""
     endpoint: str = ""
     """The model server's endpoint (what learned windows are kept by)."""
     settings: Settings | None = None
@@ -175,6 +178,7 @@ def resolve_run(
         reply_tokens=reply,
         chat_call=reply_limit(reply, settings),
         summary_call=reply_limit(summary_reply, settings),
+        max_retries=settings.max_retries,
         endpoint=endpoint,
         settings=settings,
     )

@@ -1,5 +1,5 @@
-"""What the graph streams about folding (and recalling), as small typed records, and their
-form on the wire.
+"""What the graph streams about folding (and recalling, and waiting to ask a model again), as
+small typed records, and their form on the wire.
 
 The summarize node writes each record to LangGraph's ``stream_mode="custom"`` as a plain dict
 (:meth:`as_payload`: ``{"event": "summarized", ...}``), which is what a LangGraph server,
@@ -95,7 +95,25 @@ class RecallOff:
     error: str = ""
 
 
-FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed | Recalling | RecallOff
+@dataclass(frozen=True)
+class Retrying:
+    """A model call failed in a way that may pass (:mod:`chatbot.engine.retries`): it is asked
+    again after ``seconds``, retry ``retry`` of ``retries``.
+
+    ``reason``: ``rate_limited`` (429), ``server_failed`` (5xx), ``status`` (another status the
+    server says to retry), ``timeout`` or ``connection`` (no answer came); ``status``: the
+    HTTP status (0 for none); ``call``: ``reply`` (the chat call) or ``summary``."""
+
+    event: ClassVar[str] = "retrying"
+    seconds: float
+    reason: str
+    status: int = 0
+    retry: int = 1
+    retries: int = 1
+    call: str = "reply"
+
+
+FoldEvent = Folding | Summarized | NothingToFold | SummaryFailed | Recalling | RecallOff | Retrying
 
 
 def as_payload(record: FoldEvent) -> dict[str, Any]:
@@ -141,6 +159,16 @@ def from_payload(payload: Any) -> FoldEvent | None:
     if kind == Recalling.event:
         query = str(payload.get("query") or "")
         return Recalling(query=query, found=_number(payload.get("found")))
+    if kind == Retrying.event:
+        retries = max(1, _number(payload.get("retries") or 1))
+        return Retrying(
+            seconds=max(0.0, float(payload.get("seconds") or 0)),
+            reason=reason or "connection",
+            status=_number(payload.get("status")),
+            retry=min(retries, max(1, _number(payload.get("retry") or 1))),
+            retries=retries,
+            call=str(payload.get("call") or "reply"),
+        )
     if kind == RecallOff.event:
         return RecallOff(
             model=str(payload.get("model") or ""), error=str(payload.get("error") or "")

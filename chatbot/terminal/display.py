@@ -15,6 +15,7 @@ spinner while the models are still loading, and must not import them at the same
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ if TYPE_CHECKING:  # imported when a turn runs: the spinner alone needs only Ric
         NothingToFold,
         Recalling,
         RecallOff,
+        Retrying,
         Summarized,
         SummaryFailed,
     )
@@ -64,6 +66,55 @@ def seconds_text(elapsed: float) -> str:
     """A wait's length as the spinner says it: ``12s``, ``1m 12s``."""
     seconds = int(elapsed)
     return f"{seconds}s" if seconds < 60 else f"{seconds // 60}m {seconds % 60:02d}s"
+
+
+RETRY_TOLD_FROM = 2.0
+"""A wait before a model call is asked again is told from this many seconds on; a shorter
+one (the first backoffs, half a second and one) passes under the spinner's words."""
+
+_WHY = {
+    "rate_limited": "rate limited by the server",
+    "timeout": "the server did not answer in time",
+    "connection": "cannot reach the server",
+}
+
+
+def retry_words(event: Retrying, seconds: int) -> str:
+    """What a wait before a retry says, ``seconds`` before it ends: ``rate limited by the
+    server, retrying the reply in 58 s (retry 1 of 2; Ctrl-C stops)``."""
+    if event.reason == "server_failed":
+        why = f"the server failed with {event.status}"
+    elif event.reason == "status":
+        why = f"the server answered {event.status}"
+    else:
+        why = _WHY.get(event.reason, "the call failed")
+    what = "the summary" if event.call == "summary" else "the reply"
+    return (
+        f"{why}, retrying {what} in {seconds} s "
+        f"(retry {event.retry} of {event.retries}; Ctrl-C stops)"
+    )
+
+
+def retry_note(event: Retrying) -> str | None:
+    """The line printed for a wait before a retry where nothing counts it down (Rich
+    markup); None for a wait too short to tell."""
+    if event.seconds < RETRY_TOLD_FROM:
+        return None
+    return f"[dim]{escape(retry_words(event, math.ceil(event.seconds)))}[/]"
+
+
+@dataclass(frozen=True)
+class Countdown:
+    """A wait before a retry, counted down to ``until`` (``time.monotonic()``'s clock)."""
+
+    event: Retrying
+    until: float
+
+    def words(self, now: float) -> str:
+        return retry_words(self.event, max(1, math.ceil(self.until - now)))
+
+    def over(self, now: float) -> bool:
+        return now >= self.until
 
 
 _FENCES = ("```", "~~~")
@@ -109,7 +160,11 @@ class ReplyView:
     every note at once, on ``notes_to``, and a turn that waits for another window or follows
     one left unanswered says so there. ``spinner`` (``ask`` on a terminal): a
     :class:`WaitSpinner` already running, which says what the turn waits for instead of a live
-    area of the view's own, and is stopped as the reply starts."""
+    area of the view's own, and is stopped as the reply starts.
+
+    A wait before a model call is asked again (:data:`RETRY_TOLD_FROM` seconds or more) is
+    counted down where the spinner is, then the spinner's words come back; with no spinner
+    (a pipe, a test) it is one line, printed as the wait starts."""
 
     console: Console
     live: bool
@@ -126,6 +181,8 @@ class ReplyView:
     """Why a ``plain`` reply that came whole could not be printed (a closed or full stdout):
     the turn goes on, so that the reply is saved, and the caller says so after it."""
     _status_since: float = 0.0
+    _countdown: Countdown | None = None
+    """A wait before a retry, said instead of :attr:`status` until it is over."""
     _printed: int = 0
     """How much of ``text`` has been printed (as finished blocks, or as plain text)."""
     _live: Live | None = None
@@ -149,6 +206,7 @@ class ReplyView:
             Recalling,
             RecallOff,
             Reply,
+            Retrying,
             Summarized,
             SummaryFailed,
             Token,
@@ -183,6 +241,8 @@ class ReplyView:
                 self._print_note(f"[yellow]note:[/] {escape(event.words)}")
         elif isinstance(event, Folding):  # (the seconds count from the fold's first part)
             self._set_status(event.words, restart=event.part == 1)
+        elif isinstance(event, Retrying):
+            self._retrying(event)
         elif isinstance(event, Recalling | RecallOff):
             self._print_note(recall_note(event))  # (before the reply it leads to)
             self._set_status(THINKING)
@@ -198,12 +258,16 @@ class ReplyView:
             self._set_status(THINKING if replying else "")
 
     def tick(self) -> None:
+        now = time.monotonic()
+        if self._countdown is not None and self._countdown.over(now):
+            self._set_status(self.status or THINKING)  # (asked again: its words, from 0 s)
         if self._live is None:
             return
         self._print_finished_blocks()
         rest = self.text[self._printed :]
-        elapsed = time.monotonic() - self._status_since
-        frame = int(elapsed * 10) if self.status else 0
+        elapsed = now - self._status_since
+        waiting = bool(self.status) or self._countdown is not None
+        frame = int(elapsed * 10) if waiting else 0
         drawn = (len(self.text), self._printed, self.status, frame)
         if drawn == self._drawn:
             return  # nothing new: no redraw (a redraw is where the time goes)
@@ -213,8 +277,11 @@ class ReplyView:
         if rest:
             from chatbot.terminal.render import Markdown
 
-            parts.append(Tail(Markdown(rest), height - (1 if self.status else 0)))
-        if self.status:
+            parts.append(Tail(Markdown(rest), height - (1 if waiting else 0)))
+        if self._countdown is not None:
+            words = Text(self._countdown.words(now), style="dim")
+            parts.append(Spinner("dots", text=words, style="dim"))
+        elif self.status:
             words = Text(f"{self.status} {seconds_text(elapsed)}", style="dim")
             parts.append(Spinner("dots", text=words, style="dim"))
         self._live.update(Group(*parts), refresh=True)
@@ -298,10 +365,23 @@ class ReplyView:
 
     def _set_status(self, status: str, restart: bool = True) -> None:
         self.status = status
+        self._countdown = None
         if restart:
             self._status_since = time.monotonic()
         if self.spinner is not None and status:
             self.spinner.say(status, restart)
+
+    def _retrying(self, event: Retrying) -> None:
+        """A wait before a retry: counted down where a spinner is drawn, else one line."""
+        note = retry_note(event)
+        if note is None:
+            return
+        if self._live is None and self.spinner is None:
+            self._print_note(note)
+            return
+        self._countdown = Countdown(event, time.monotonic() + event.seconds)
+        if self.spinner is not None:
+            self.spinner.count_down(self._countdown)
 
 
 LOADING = "loading the model…"
@@ -317,17 +397,26 @@ class WaitSpinner:
         self.console = console
         self._spinner = Spinner("dots", style="dim")
         self.words, self._since = words, time.monotonic()
+        self._countdown: Countdown | None = None
         self._live: Live | None = None
 
     def say(self, words: str, restart: bool = True) -> None:
         """Say ``words`` from now on (the seconds count from now, unless not ``restart``)."""
-        self.words = words
+        self.words, self._countdown = words, None
         if restart:
             self._since = time.monotonic()
 
+    def count_down(self, countdown: Countdown) -> None:
+        """Say a wait before a retry, counted down, until :meth:`say` says something else."""
+        self._countdown = countdown
+
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        seconds = seconds_text(time.monotonic() - self._since)
-        self._spinner.update(text=Text(f"{self.words} {seconds}", style="dim"))
+        now = time.monotonic()
+        if self._countdown is not None:
+            line = self._countdown.words(now)
+        else:
+            line = f"{self.words} {seconds_text(now - self._since)}"
+        self._spinner.update(text=Text(line, style="dim"))
         yield self._spinner
 
     def start(self) -> None:

@@ -18,6 +18,7 @@ from chatbot.engine.stream import (
     NothingToFold,
     Recalling,
     RecallOff,
+    Retrying,
     Summarized,
     SummaryFailed,
     from_payload,
@@ -81,6 +82,7 @@ Event = (
     | NothingToFold
     | Recalling
     | RecallOff
+    | Retrying
     | Waiting
     | Unanswered
 )
@@ -205,7 +207,8 @@ def is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
 
 
 def custom_event(payload: Any) -> Event | None:
-    """The event a ``stream_mode="custom"`` payload of the summarize node stands for."""
+    """The event a ``stream_mode="custom"`` payload of a node stands for (a fold's progress,
+    a recall, a wait before a model call is asked again)."""
     return from_payload(payload)
 
 
