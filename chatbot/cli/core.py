@@ -394,6 +394,13 @@ class ValidTextReader:
             return self.reader.hold_keys()
         return contextlib.nullcontext(HeldKeys())
 
+    def echo(self, prompt: str, text: str) -> None:
+        """The reader's own (see :class:`chatbot.terminal.repl.EchoesLines`), if it has one."""
+        from chatbot.terminal.repl import EchoesLines
+
+        if isinstance(self.reader, EchoesLines):
+            self.reader.echo(prompt, text)
+
 
 def read_text(text: str | None) -> str:
     """The message ``ask`` sends: TEXT, what is piped in, or both. Both is the piped input,
