@@ -264,6 +264,9 @@ class AppState:
         if runs and not self.places.url:
             _ = self.models
         if self.places.url:
+            from chatbot.threads.reaching import check_connects
+
+            check_connects(self.places.url)  # (before a second of importing the client)
             from chatbot.threads.remote import RemoteBackend
 
             return RemoteBackend(self.places.url)

@@ -40,6 +40,7 @@ from chatbot.threads.events import (
     make_title,
 )
 from chatbot.threads.operations import BackendError, ThreadOperations
+from chatbot.threads.reaching import unreachable_line
 
 if TYPE_CHECKING:
     from chatbot.store.search import Hit
@@ -123,28 +124,6 @@ def _probe_answer(part: Any) -> tuple[bool, NothingToFold | None]:
     return event is not None, None  # a fold announced, made or failed: there is something
 
 
-DEV_SERVER_PORT = 2024
-"""The port ``langgraph dev`` serves on unless told another."""
-
-
-def start_hint(url: str) -> str:
-    """What to do when the server at ``url`` does not answer: on this machine, the command that
-    starts one (langgraph-cli is in the dev group: ``uv run langgraph dev`` alone fails on a
-    fresh clone), with the port ``url`` asks for."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "is it running, at that address?"
-    if parts.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
-        return "is it running, at that address?"
-    wanted = port or (443 if parts.scheme == "https" else 80)
-    option = "" if wanted == DEV_SERVER_PORT else f" --port {wanted}"
-    return f"is it running? Start it: uv run --group dev langgraph dev{option}"
-
-
 class RemoteBackend(ThreadOperations):
     """Threads on a LangGraph server, driven through langgraph-sdk."""
 
@@ -188,10 +167,7 @@ class RemoteBackend(ThreadOperations):
             raise self._refused(error) from None
 
     def _unreachable(self, error: Exception) -> BackendError:
-        return BackendError(
-            f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
-            f"{start_hint(self.url)}"
-        )
+        return BackendError(unreachable_line(self.url, error))
 
     def _refused(self, error: Exception) -> BackendError:
         return BackendError(f"the LangGraph server at {self.location} refused: {error}")
