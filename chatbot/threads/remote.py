@@ -38,6 +38,7 @@ from chatbot.threads.events import (
     Unanswered,
     custom_event,
     make_title,
+    thread_title,
 )
 from chatbot.threads.operations import BackendError, ThreadOperations
 from chatbot.threads.reaching import unreachable_line
@@ -83,6 +84,13 @@ def snapshot_from_state(state: dict[str, Any]) -> Snapshot | None:
         next_nodes=state.get("next") or (),
         created_at=state.get("created_at"),
     )
+
+
+def _title_of(values: dict[str, Any]) -> str:
+    """The title of a thread that was given none (made in Studio, or by the SDK): as a local
+    thread's, its first user message (only the messages up to it are converted)."""
+    raw = values.get("messages") or []
+    return thread_title(convert_to_messages([m])[0] for m in raw if isinstance(m, dict))
 
 
 def events_from_parts(parts: Any) -> Iterator[Event]:
@@ -300,14 +308,15 @@ class RemoteBackend(ThreadOperations):
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None
     ) -> TurnStream:
         """Run one turn on the server, streaming the reply (``content``: text or blocks)."""
-        title = make_title(content)
         server_id = self._find(thread_id)
         first: tuple[Event, ...] = ()
         if server_id is None:
-            server_id = self._create(thread_id, {"title": title})
+            server_id = self._create(thread_id, {"title": make_title(content)})
         else:
-            self._title(server_id, title)
             now = self.current(thread_id)
+            held = now.messages if now is not None else ()
+            # (a thread made elsewhere, Studio's, is titled by its own first message)
+            self._title(server_id, thread_title(held, "" if held else content))
             if now is not None and now.awaiting_reply:
                 first = (Unanswered(thread_id),)
         message_id = str(uuid.uuid4())
@@ -322,12 +331,19 @@ class RemoteBackend(ThreadOperations):
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Run on from a checkpoint (default: the latest), as LangGraph time travel does."""
+        """Run on from a checkpoint (default: the latest), as LangGraph time travel does. What
+        the thread has spent, read from its latest state, goes with the run as its floor (in
+        its metadata: a server takes no ``configurable`` beside a context), so that the calls
+        after the checkpoint still count (:mod:`chatbot.memory.pricing`)."""
+        from chatbot.memory.pricing import spent_metadata
+
+        server_id = self._require(thread_id)
         return self._run(
-            self._require(thread_id),
+            server_id,
             input=None,
             context=context or None,
             checkpoint_id=checkpoint_id,
+            metadata=spent_metadata(self.current(thread_id)) or None,
         )
 
     def compact(
@@ -442,7 +458,9 @@ class RemoteBackend(ThreadOperations):
         listing = []
         for thread in found:
             metadata = thread.get("metadata") or {}
-            values = thread.get("values") if isinstance(thread.get("values"), dict) else {}
+            values = thread.get("values")
+            if not isinstance(values, dict):  # (a copy made on the server: its state is
+                values = self._values(str(thread["thread_id"]))  # copied, not its listing)
             name = metadata.get(NAME_KEY) or thread["thread_id"]
             if name not in self._ids:
                 self._remember(name, thread)
@@ -452,7 +470,7 @@ class RemoteBackend(ThreadOperations):
                     thread_id=name,
                     checkpoints=None,
                     last_active=_when(thread.get("updated_at")),
-                    title=str(metadata.get("title") or ""),
+                    title=str(metadata.get("title") or "") or _title_of(values),
                     message_count=len(values.get("messages") or []) if values else 0,
                     has_summary=bool(values.get("summary")) if values else False,
                     origin_thread=origin.partition("@")[0] or None,
@@ -460,6 +478,12 @@ class RemoteBackend(ThreadOperations):
                 )
             )
         return listing
+
+    def _values(self, server_id: str) -> dict[str, Any]:
+        """A thread's latest values, read from its state (``{}`` for a thread with none)."""
+        state = self._call(lambda: self.client.threads.get_state(server_id))
+        values = state.get("values") if isinstance(state, dict) else None
+        return values if isinstance(values, dict) else {}
 
     def search(
         self,
