@@ -20,7 +20,7 @@ from chatbot.engine.graph import build_graph
 from chatbot.store.base import checkpoint_time, thread_config
 from chatbot.store.errors import StoreError
 from chatbot.store.postgres import open_store
-from chatbot.store.sqlite import APPLICATION_ID, Store, check_creatable
+from chatbot.store.sqlite import APPLICATION_ID, Store, check_new_file
 from chatbot.threads.backend import LocalBackend
 from chatbot.threads.events import Reply, Summarized
 from chatbot.threads.runner import blocking
@@ -275,7 +275,7 @@ def test_a_database_that_cannot_be_made_is_refused_first_with_the_line_opening_i
     with pytest.raises(StoreError) as opening:
         Store(db)
     with pytest.raises(StoreError) as checking:
-        check_creatable(db)
+        check_new_file(db)
     assert str(checking.value) == str(opening.value)
     assert str(checking.value).startswith(f"cannot open the database {db!r}: ")
 
@@ -283,8 +283,8 @@ def test_a_database_that_cannot_be_made_is_refused_first_with_the_line_opening_i
 def test_a_database_that_can_be_made_passes_the_check_and_nothing_is_made(
     tmp_path: Path,
 ) -> None:
-    check_creatable(str(tmp_path / "a" / "b" / "chat.sqlite"))
-    check_creatable(str(tmp_path / "chat.sqlite"))
+    check_new_file(str(tmp_path / "a" / "b" / "chat.sqlite"))
+    check_new_file(str(tmp_path / "chat.sqlite"))
     assert list(tmp_path.iterdir()) == []
 
 

@@ -71,10 +71,12 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
     from chatbot.terminal.repl import Repl, ScriptedReader
     from chatbot.threads.loading import Loaded, LoadingBackend, Opened
 
-    if state.db_missing:  # a new file waits for valid settings, but one that could not be
-        from chatbot.store.sqlite import check_creatable  # made ends the REPL before it starts
+    if state.db_missing:
+        # A new file waits for valid settings; one that could not be made at all ends the
+        # REPL here, before its prompt.
+        from chatbot.store.sqlite import check_new_file
 
-        check_creatable(state.places.db)
+        check_new_file(state.places.db)
     store = None if state.db_missing else state.store
     thread_id = _first_thread(thread, new, store.newest_thread if store else lambda: None)
 

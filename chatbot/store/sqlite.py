@@ -17,8 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from chatbot.files import check_creatable as check_creatable_path
-from chatbot.files import create_private_file
+from chatbot.files import check_creatable, create_private_file
 from chatbot.store.base import SqlStore
 from chatbot.store.errors import DamagedDatabase, StoreError, damage, reporting_damage
 from chatbot.store.schema import (
@@ -172,14 +171,14 @@ def _refusal(error: sqlite3.Error | OSError, path: str) -> StoreError:
     return StoreError(f"cannot open the database {path!r}: {error}")
 
 
-def check_creatable(db: str) -> None:
+def check_new_file(db: str) -> None:
     """Refuse a database file that does not exist and could not be made (a read-only place,
     a folder that cannot be created), with the line opening it would end with, and make
     nothing: for a start that opens the file later (the REPL, behind its prompt) but must
     not begin when that would fail."""
     path = Path(db).expanduser()
     try:
-        check_creatable_path(path)
+        check_creatable(path)
     except OSError as error:
         raise _refusal(error, str(path)) from None
 

@@ -60,10 +60,9 @@ def check_connects(url: str, timeout: float = CONNECT_SECONDS) -> None:
         host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         return  # (said by the client, which reads the URL too)
-    if not host or (
-        parts.scheme.lower() in urllib.request.getproxies()
-        and not urllib.request.proxy_bypass(host)
-    ):
+    proxies = urllib.request.getproxies()
+    proxied = parts.scheme.lower() in proxies or "all" in proxies
+    if not host or (proxied and not urllib.request.proxy_bypass(host)):
         return
     try:
         socket.create_connection((host, port), timeout=timeout).close()
