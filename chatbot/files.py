@@ -21,6 +21,29 @@ def make_private_dirs(folder: Path) -> None:
         raise NotADirectoryError(f"{folder} is not a folder")
 
 
+def check_creatable(path: Path) -> None:
+    """Raise the error creating ``path`` and its missing folders would meet, making nothing
+    that stays: a temporary file is made and removed in the nearest folder there is. The
+    error names what creating would have failed on (the first missing folder, or ``path``);
+    a file where a folder of the path should be is :class:`NotADirectoryError`."""
+    import tempfile
+
+    first, there = path, Path(".")
+    for folder in path.parents:
+        if folder.exists():
+            there = folder
+            break
+        first = folder
+    if not there.is_dir():
+        raise NotADirectoryError(f"{there} is not a folder")
+    try:
+        fd, name = tempfile.mkstemp(dir=there, prefix=".chatbot-")
+    except OSError as error:
+        raise OSError(error.errno, error.strerror, str(first)) from None
+    os.close(fd)
+    os.unlink(name)
+
+
 def create_private_file(path: Path) -> None:
     """Create an empty file 0600 (and its missing folders 0700) unless it exists: before
     SQLite opens a new database, or prompt_toolkit appends the REPL's input history."""

@@ -89,6 +89,42 @@ def test_slash_models_in_the_repl(cli: Cli) -> None:
     assert "/models  list the models the endpoint serves" in help_text
 
 
+def test_a_model_the_known_list_lacks_is_taken_with_a_warning_naming_the_closest(
+    cli: Cli,
+) -> None:
+    cli.server.models = ["gpt-4o-mini", "gpt-4o", "model-a"]
+    ok(cli.invoke("chat", "--db", str(cli.db), stdin="/models\n"))  # (the list is now known)
+
+    script = "/model gpt-4o-mimi\n/model nonexistent-model-x\n/model model-a\n/model\n"
+    result = ok(cli.invoke("chat", "--db", str(cli.db), stdin=script))
+
+    lines = result.stdout.splitlines()
+    endpoint = cli.server.base_url
+    assert (
+        lines.count(
+            f"warning: gpt-4o-mimi is not in the model list of {endpoint} (/models): "
+            "used anyway, as a list may be partial; did you mean gpt-4o-mini or gpt-4o?"
+        )
+        == 1
+    ), result.stdout
+    assert (
+        f"warning: nonexistent-model-x is not in the model list of {endpoint} (/models): "
+        "used anyway, as a list may be partial"
+    ) in lines
+    assert "chat model is now gpt-4o-mimi for this session" in lines
+    assert "chat model is now nonexistent-model-x for this session" in lines
+    assert "chat model is now model-a for this session" in lines
+    assert sum("warning:" in line for line in lines) == 2  # (model-a is listed)
+    assert "chat model: model-a" in lines
+
+
+def test_a_model_is_taken_without_a_word_while_no_list_is_known(cli: Cli) -> None:
+    result = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/model nonexistent-model-x\n"))
+
+    assert "warning" not in result.stdout
+    assert "chat model is now nonexistent-model-x for this session" in result.stdout
+
+
 def test_slash_models_of_one_model_says_one_model(cli: Cli) -> None:
     cli.server.models = ["only-model"]
     result = ok(cli.invoke("chat", "--db", str(cli.db), stdin="/models\n"))

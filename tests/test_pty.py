@@ -39,6 +39,7 @@ from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import (
     SUMMARY_TEXT,
     chat_requests,
+    closed_port,
     echo_or_summary,
     is_summary_request,
     wait_until,
@@ -80,9 +81,15 @@ class Terminal:
     """A ``chatbot`` process in a pseudo-terminal, driven like a person at a keyboard."""
 
     def __init__(
-        self, args: list[str], env: dict[str, str], cwd: Path, columns: int = COLUMNS
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        columns: int = COLUMNS,
+        program: list[str] | None = None,
     ) -> None:
-        command, *rest = [*console_script(), *args]
+        """Run ``chatbot ARGS...`` (or ``program ARGS...``)."""
+        command, *rest = [*(program or console_script()), *args]
         self.transcript = io.StringIO()
         self.child = pexpect.spawn(
             command,
@@ -393,6 +400,52 @@ def test_a_bad_setting_found_behind_the_prompt_ends_the_repl_with_one_line_and_c
     assert line.startswith("error: CHATBOT_SUMMARY_KEEP='lots' is not valid: use messages:N")
     assert "Traceback" not in screen
     assert not (tmp_path / "chat.sqlite").exists(), "nothing is created before settings are valid"
+
+
+PROMPT_SESSION = "\x1b[?2004h"
+"""What prompt_toolkit writes first when a prompt session starts (bracketed paste on)."""
+
+
+def test_a_repl_whose_server_does_not_answer_ends_in_one_line_before_any_prompt_and_drops_keys(
+    tmp_path: Path,
+) -> None:
+    """Keys typed while the REPL starts are the REPL's: when it cannot start, they are dropped,
+    not left to the shell that started it (a shell here reads what is left when it ends)."""
+    with closed_port() as port:
+        chatbot = " ".join(shlex.quote(word) for word in console_script())
+        script = (
+            f"echo started; sleep 1; {chatbot} chat --url http://127.0.0.1:{port}; "
+            'echo "exit=$?"; IFS= read -r -t 3 left; echo "the shell read [$left]"'
+        )
+        term = Terminal(["-c", script], terminal_env(tmp_path), tmp_path, program=["bash"])
+        try:
+            term.expect("started")
+            term.child.send("typed ahead\r")  # (the terminal holds it while chatbot starts)
+            shown = term.expect(r"the shell read \[.*\]")
+        finally:
+            term.kill()
+    assert "exit=1" in shown, shown
+    assert "the shell read []" in shown, "what was typed was left to the shell"
+    raw = term.transcript.getvalue()
+    assert PROMPT_SESSION not in raw, "a prompt was drawn"
+    (line,) = [line for line in plain(raw).splitlines() if "error" in line]
+    assert line.startswith(f"error: cannot reach the LangGraph server at http://127.0.0.1:{port}")
+    assert line.endswith(f"is it running? Start it: uv run --group dev langgraph dev --port {port}")
+
+
+def test_a_repl_whose_database_cannot_be_made_ends_in_one_line_before_any_prompt(
+    spawn: Any,
+) -> None:
+    """Nothing can be made in /proc, not even by root: the file's folder cannot be created."""
+    term = spawn("chat", "--thread", "main", "--db", "/proc/chatbot-test/chat.sqlite")
+    term.child.expect(pexpect.EOF, timeout=TIMEOUT)
+    term.child.close()
+    assert term.child.exitstatus == 2, term.tail()
+    raw = term.transcript.getvalue()
+    assert PROMPT_SESSION not in raw, "a prompt was drawn"
+    (line,) = [line for line in plain(raw).splitlines() if line.strip()]
+    assert line.startswith("error: cannot open the database '/proc/chatbot-test/chat.sqlite': ")
+    assert line.endswith(": '/proc/chatbot-test'"), line  # (the folder it could not make)
 
 
 @pytest.mark.parametrize("leave", ["ctrl-d", "/exit"])

@@ -83,6 +83,33 @@ def test_edit_starts_from_its_text_and_sends_what_was_saved(spawn: Any, tmp_path
     assert stored_messages(tmp_path, "ed") == ["edited: a long message"]
 
 
+def appending_editor(folder: Path) -> str:
+    """Writes ' -- appended' after what the file held."""
+    return editor_script(
+        folder, 'printf "%s -- appended\\n" "$(cat "$1")" > "$1.new" && mv "$1.new" "$1"'
+    )
+
+
+@pytest.mark.parametrize("how", ["/edit", "Ctrl-X Ctrl-E"])
+def test_the_message_an_editor_changed_is_shown_once_as_sent_above_its_reply(
+    spawn: Any, tmp_path: Path, how: str
+) -> None:
+    term: Terminal = spawn("chat", "--thread", "ed", EDITOR=appending_editor(tmp_path), VISUAL="")
+    term.started("ed")
+
+    if how == "/edit":
+        term.child.send("/edit my draft\r")
+    else:
+        term.child.send("my draft" + CTRL_X_CTRL_E)
+    shown = term.expect(re.escape('You said: "my draft -- appended"'))
+    term.expect_prompt("ed")
+
+    # on one row of the screen, as the prompt draws a line sent (it may draw it again in place)
+    rows = [row for row in shown.split("\n") if "ed> my draft -- appended" in row]
+    assert len(rows) == 1, shown
+    assert stored_messages(tmp_path, "ed") == ["my draft -- appended"]
+
+
 def test_edit_saved_empty_sends_nothing(spawn: Any, tmp_path: Path) -> None:
     emptying = editor_script(tmp_path, ': > "$1"')
     term: Terminal = spawn("chat", "--thread", "ed", EDITOR=emptying, VISUAL="")

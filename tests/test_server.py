@@ -231,6 +231,46 @@ def test_remote_compact_and_retry_after_it(dev_server: DevServer) -> None:
 
 
 @pytest.mark.slow
+def test_threads_made_by_the_sdk_or_copied_on_the_server_are_listed_by_their_first_message(
+    dev_server: DevServer, client: Any
+) -> None:
+    runner = CliRunner()
+    made = client.threads.create()  # (as Studio makes one: no metadata of chatbot's)
+    run_turn(client, made["thread_id"], "hello from Studio")
+    copied = client.threads.copy(made["thread_id"])
+    empty = client.threads.create()
+    asked = runner.invoke(
+        app, ["ask", "later words", "--url", dev_server.url, "-t", made["thread_id"]]
+    )
+    assert asked.exit_code == 0, asked.output
+
+    listing = runner.invoke(app, ["threads", "--url", dev_server.url, "--json"])
+    assert listing.exit_code == 0, listing.output
+    rows = {row["thread_id"]: row for row in json.loads(listing.stdout)}
+    assert (rows[made["thread_id"]]["title"], rows[made["thread_id"]]["messages"]) == (
+        "hello from Studio",
+        4,
+    )
+    assert (rows[copied["thread_id"]]["title"], rows[copied["thread_id"]]["messages"]) == (
+        "hello from Studio",
+        2,
+    )
+    assert (rows[empty["thread_id"]]["title"], rows[empty["thread_id"]]["messages"]) == ("", 0)
+
+
+@pytest.mark.slow
+def test_a_remote_retry_counts_the_chat_call_it_makes(dev_server: DevServer) -> None:
+    result = CliRunner().invoke(
+        app,
+        ["chat", "--url", dev_server.url, "--thread", "remote-retry-cost"],
+        input="one\n/retry\n/tokens\n/exit\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count('You said: "one"') == 2
+    assert "2 chat calls and 0 summary calls" in " ".join(result.stdout.split())
+
+
+@pytest.mark.slow
 def test_studio_input_form_takes_what_a_user_gives_and_output_is_the_whole_state(
     client: Any,
 ) -> None:

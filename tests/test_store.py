@@ -21,7 +21,7 @@ from chatbot.engine.graph import build_graph
 from chatbot.store.base import checkpoint_time, thread_config
 from chatbot.store.errors import StoreError
 from chatbot.store.postgres import open_store
-from chatbot.store.sqlite import APPLICATION_ID, Store
+from chatbot.store.sqlite import APPLICATION_ID, Store, check_new_file
 from chatbot.threads.backend import LocalBackend
 from chatbot.threads.events import Reply, Summarized
 from chatbot.threads.runner import blocking
@@ -264,6 +264,29 @@ def test_a_file_in_the_way_of_the_database_folder_is_one_clear_error(tmp_path: P
     (tmp_path / "afile").write_text("x")
     with pytest.raises(StoreError, match="a file stands where a folder of its path should be"):
         Store(tmp_path / "afile" / "deeper" / "c.sqlite")
+
+
+@pytest.mark.parametrize("where", ["/proc/chatbot-test/chat.sqlite", "afile/deeper/c.sqlite"])
+def test_a_database_that_cannot_be_made_is_refused_first_with_the_line_opening_it_ends_with(
+    tmp_path: Path, where: str
+) -> None:
+    """/proc takes no new file, even from root; a file stands in the way of the other's folder."""
+    (tmp_path / "afile").write_text("x")
+    db = str(tmp_path / where)
+    with pytest.raises(StoreError) as opening:
+        Store(db)
+    with pytest.raises(StoreError) as checking:
+        check_new_file(db)
+    assert str(checking.value) == str(opening.value)
+    assert str(checking.value).startswith(f"cannot open the database {db!r}: ")
+
+
+def test_a_database_that_can_be_made_passes_the_check_and_nothing_is_made(
+    tmp_path: Path,
+) -> None:
+    check_new_file(str(tmp_path / "a" / "b" / "chat.sqlite"))
+    check_new_file(str(tmp_path / "chat.sqlite"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_every_folder_created_for_the_database_is_private(tmp_path: Path) -> None:

@@ -71,7 +71,13 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
     from chatbot.terminal.repl import Repl, ScriptedReader
     from chatbot.threads.loading import Loaded, LoadingBackend, Opened
 
-    store = None if state.db_missing else state.store  # a new file waits for valid settings
+    if state.db_missing:
+        # A new file waits for valid settings; one that could not be made at all ends the
+        # REPL here, before its prompt.
+        from chatbot.store.sqlite import check_new_file
+
+        check_new_file(state.places.db)
+    store = None if state.db_missing else state.store
     thread_id = _first_thread(thread, new, store.newest_thread if store else lambda: None)
 
     def open_backend() -> Opened:
@@ -212,16 +218,33 @@ def run_chat(state: AppState, thread: str | None, new: bool) -> int:
         except ValueError as error:
             fail(str(error), 2)
     terminal = sys.stdin.isatty() and out.is_terminal
-    if terminal and loads_behind_the_prompt(state):
-        repl = repl_loading_behind_the_prompt(state, thread, new)
-    else:
-        from chatbot.cli.core import started
+    try:
+        if terminal and loads_behind_the_prompt(state):
+            repl = repl_loading_behind_the_prompt(state, thread, new)
+        else:
+            from chatbot.cli.core import started
 
-        repl = repl_loaded(state, thread, new)
-        started()
+            repl = repl_loaded(state, thread, new)
+            started()
+            if terminal:
+                repl.reader = terminal_reader(repl)
+        code = repl.run()
+    except BaseException:
         if terminal:
-            repl.reader = terminal_reader(repl)
-    code = repl.run()
+            drop_typed_keys()
+        raise
     if terminal:
         leave_at_once(state, code)
     return code
+
+
+def drop_typed_keys() -> None:
+    """Throw away the keys typed but not read yet: a REPL that cannot start (or ends with an
+    error found behind its prompt) leaves them to no one, where the shell would read them
+    as its next command."""
+    import contextlib
+
+    with contextlib.suppress(Exception):  # (not POSIX, or no terminal after all: nothing to drop)
+        import termios
+
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)

@@ -279,6 +279,9 @@ class AppState:
         if runs and not self.places.url:
             _ = self.models
         if self.places.url:
+            from chatbot.threads.reaching import check_connects
+
+            check_connects(self.places.url)  # (before a second of importing the client)
             from chatbot.threads.remote import RemoteBackend
 
             return RemoteBackend(self.places.url)
@@ -408,6 +411,13 @@ class ValidTextReader:
         if isinstance(self.reader, HoldsKeys):
             return self.reader.hold_keys()
         return contextlib.nullcontext(HeldKeys())
+
+    def echo(self, prompt: str, text: str) -> None:
+        """The reader's own (see :class:`chatbot.terminal.repl.EchoesLines`), if it has one."""
+        from chatbot.terminal.repl import EchoesLines
+
+        if isinstance(self.reader, EchoesLines):
+            self.reader.echo(prompt, text)
 
 
 def read_text(text: str | None) -> str:

@@ -92,7 +92,7 @@ def _paid(
     to the thread's record, never below the run's floor (see :mod:`chatbot.memory.pricing`)."""
     if not replies:
         return {}
-    floor = (get_config().get("configurable") or {}).get(pricing.SPENT_KEY)
+    floor = pricing.run_floor(get_config())
     asked = model_name(model)
     record = pricing.with_calls(
         (state.get(pricing.USAGE_KEY), floor),

@@ -126,6 +126,19 @@ def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
+def unlisted(name: str, endpoint: str, path: Path | None = None) -> list[str] | None:
+    """Whether the endpoint's last listing lacks ``name``: ``None`` when it lists it, or no
+    listing of ``endpoint`` is known (only the cache is read: nothing is asked); else the
+    listed names closest to it, best first (none may be close). The offline model is
+    chatbot's own, never listed."""
+    names = cached_names(endpoint, path)
+    if not names or name in names or name.strip().lower() == OFFLINE:
+        return None
+    import difflib
+
+    return difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+
+
 def completion_names(endpoint: str, configured: str = "") -> list[str]:
     """What completes a model name: the configured model, the endpoint's last listing and
     the offline model, each once."""

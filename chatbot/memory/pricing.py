@@ -336,6 +336,15 @@ def spent_left(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     return merged(left)
 
 
+def run_floor(config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The record a run's own never falls below (:data:`SPENT_KEY`): in its ``configurable``
+    from the local backend; in its metadata from a server's client, as JSON text, since a
+    server takes no ``configurable`` beside a context (its checkpoints keep it then, as an
+    /undo's does)."""
+    configurable = config.get("configurable") or {}
+    return merged(configurable.get(SPENT_KEY), spent_left(config.get("metadata") or {}))
+
+
 def spent(snapshot: Any) -> dict[str, Any] | None:
     """What a thread had spent at a checkpoint (a :class:`~chatbot.history.snapshots.Snapshot` or
     ``None``): its state's record, or the newer one an /undo left in its metadata."""

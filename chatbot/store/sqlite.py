@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from chatbot.files import create_private_file
+from chatbot.files import check_creatable, create_private_file
 from chatbot.store.base import SqlStore
 from chatbot.store.errors import DamagedDatabase, StoreError, damage, reporting_damage
 from chatbot.store.schema import (
@@ -170,6 +170,32 @@ def _in_read_only_place(error: BaseException, path: str) -> bool:
     )
 
 
+def _refusal(error: sqlite3.Error | OSError, path: str) -> StoreError:
+    """The one line for a database file that could not be opened or created."""
+    if isinstance(error, NotADirectoryError | FileExistsError):
+        return StoreError(
+            f"cannot open the database {path!r}: a file stands where a folder of its "
+            "path should be; choose another --db"
+        )
+    if isinstance(error, sqlite3.Error) and (damaged := damage(error, path)):
+        return damaged
+    if "readonly" in str(error) or _in_read_only_place(error, path):
+        return _read_only(path)
+    return StoreError(f"cannot open the database {path!r}: {error}")
+
+
+def check_new_file(db: str) -> None:
+    """Refuse a database file that does not exist and could not be made (a read-only place,
+    a folder that cannot be created), with the line opening it would end with, and make
+    nothing: for a start that opens the file later (the REPL, behind its prompt) but must
+    not begin when that would fail."""
+    path = Path(db).expanduser()
+    try:
+        check_creatable(path)
+    except OSError as error:
+        raise _refusal(error, str(path)) from None
+
+
 class _Connection(sqlite3.Connection):
     """A connection whose commits can be held: in :meth:`Store.transaction`, those of
     LangGraph's saver (which commits after each statement it runs) and of the store's own
@@ -231,17 +257,8 @@ class Store(SqlStore):
                     _refuse_a_missing_folder(self.path)
                     create_private_file(Path(self.path))
                 self._open(read_only=False, adopt=adopt)
-        except (NotADirectoryError, FileExistsError):
-            raise StoreError(
-                f"cannot open the database {self.path!r}: a file stands where a folder of its "
-                "path should be; choose another --db"
-            ) from None
         except (sqlite3.Error, OSError) as error:
-            if isinstance(error, sqlite3.Error) and (damaged := damage(error, self.path)):
-                raise damaged from None
-            if "readonly" in str(error) or _in_read_only_place(error, self.path):
-                raise _read_only(self.path) from None
-            raise StoreError(f"cannot open the database {self.path!r}: {error}") from None
+            raise _refusal(error, self.path) from None
 
     def _open(self, *, read_only: bool, adopt: bool) -> bool:
         """Connect and set up; with ``read_only``, False (connection open) when the database

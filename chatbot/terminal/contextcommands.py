@@ -13,6 +13,7 @@ from chatbot.history.summary import compact_refusal, summary_savings
 from chatbot.memory.policy import TRIGGER_OFF, SummaryPolicy
 from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
+from chatbot.sanitize import sanitize
 from chatbot.terminal import render
 from chatbot.terminal.registry import CommandError, Outcome, command, no_argument
 
@@ -111,6 +112,29 @@ def check_model(repl: Repl, name: str) -> None:
         raise CommandError(str(error)) from None
     except SettingsError as error:
         raise CommandError(f"cannot use {name!r}: {error}") from None
+    _warn_unlisted(repl, name)
+
+
+def _warn_unlisted(repl: Repl, name: str) -> None:
+    """Say when the endpoint's model list, if it is known already (cached: nothing is
+    asked), lacks ``name``, with the closest names; the model is used all the same (a list
+    can be partial: a proxy's, a server's aliases). A server's models are its own."""
+    repl.ready()  # (loaded already: the run's settings were asked for)
+    if repl.remote or repl.settings is None:
+        return
+    from chatbot.config.sources import endpoint_of, without_password
+    from chatbot.engine.modellist import unlisted
+
+    endpoint = endpoint_of(repl.settings.openai_base_url)
+    closest = unlisted(name, endpoint)
+    if closest is None:
+        return
+    meant = f"; did you mean {' or '.join(closest)}?" if closest else ""
+    repl.print(
+        f"[yellow]warning:[/] {escape(sanitize(name))} is not in the model list of "
+        f"{escape(without_password(endpoint))} (/models): used anyway, as a list may be "
+        f"partial{escape(meant)}"
+    )
 
 
 @command("model", "/model [NAME]", "show or switch the chat model until you leave")

@@ -212,6 +212,12 @@ class PromptToolkitReader:
         fitted = None if toolbar is None else lambda: fit_line(toolbar(), self._columns())
         return self.session.prompt(prompt, bottom_toolbar=fitted, pre_run=self._pre_run)
 
+    def echo(self, prompt: str, text: str) -> None:
+        """Show ``text`` as a line sent at ``prompt``: the prompt draws it and takes it at once,
+        as it draws and takes the text Ctrl-X Ctrl-E brings back from the editor (kept in the
+        input history, as that text is)."""
+        self.session.prompt(prompt, default=text, accept_default=True)
+
     def _columns(self) -> int:
         return self.session.app.output.get_size().columns
 

@@ -84,6 +84,7 @@ def _edit(repl: Repl, arg: str) -> Outcome:
     if not text.strip():
         repl.say("nothing sent: the editor left the message empty", "dim")
         return None
+    repl.echo(text)  # (the scrollback shows "/edit ...": the message sent follows it)
     repl.chat(text)
     return None
 

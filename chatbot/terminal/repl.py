@@ -71,6 +71,14 @@ class HoldsKeys(Protocol):
     def hold_keys(self) -> contextlib.AbstractContextManager[HeldKeys]: ...
 
 
+@runtime_checkable
+class EchoesLines(Protocol):
+    """A terminal's reader: it can show a line as its prompt shows one sent, for a message a
+    command sends in place of the line typed (what ``/edit`` brought back from the editor)."""
+
+    def echo(self, prompt: str, text: str) -> None: ...
+
+
 CTRL_D_IGNORED = "Ctrl-D does nothing while a reply streams: at an empty prompt it leaves"
 
 
@@ -165,6 +173,14 @@ class Repl:
         reaches the terminal as control codes)."""
         text = escape(sanitize(text))
         self.print(f"[{style}]{text}[/]" if style else text)
+
+    def echo(self, text: str) -> None:
+        """Show a message about to be sent that is not the line typed (``/edit``'s, from the
+        editor) as the prompt shows a line sent, so the scrollback holds what the model was
+        sent: drawn by a terminal's reader, as Ctrl-X Ctrl-E's text is. Other readers show
+        no prompt, and draw nothing."""
+        if isinstance(self.reader, EchoesLines):
+            self.reader.echo(self.prompt(), text)
 
     def problem(self, text: str) -> None:
         """One line saying what is wrong and how to fix it."""

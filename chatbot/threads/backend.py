@@ -336,15 +336,14 @@ class LocalBackend(LocalReader, ThreadOperations):
         """The thread's listing row and its new messages indexed, in one transaction, from
         ``state`` (its latest checkpoint; read now when not given)."""
         from chatbot.store.search import index_statements
-        from chatbot.threads.events import make_title
+        from chatbot.threads.events import thread_title
 
         state = state or self.current(thread_id)
         if state is None:
             return
-        first = next((m for m in state.messages if isinstance(m, HumanMessage)), None)
         self.store.record_turn(
             thread_id,
-            title=make_title(title_hint or (first.content if first else "")),
+            title=thread_title(state.messages, title_hint),
             message_count=len(state.messages),
             has_summary=bool(state.summary),
             origin=origin,

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from langchain_core.messages import AIMessage, AIMessageChunk
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 
 from chatbot.engine.stream import (
     SUMMARY_TAG,
@@ -195,6 +195,16 @@ def make_title(text: Any) -> str:
 
     line = " ".join(describe(text).replace("\x00", "\ufffd").split())  # (NUL: see searchable)
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
+def thread_title(messages: Iterable[BaseMessage], hint: Any = "") -> str:
+    """The title a thread is listed with, by one rule wherever it lives: ``hint`` when given
+    (the message a thread's first turn sends, a fork's origin's title), else its first user
+    message among ``messages`` (read only as far as that one); ``""`` for neither."""
+    if not hint:
+        first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        hint = first.content if first is not None else ""
+    return make_title(hint)
 
 
 def is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:

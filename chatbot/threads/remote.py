@@ -38,8 +38,10 @@ from chatbot.threads.events import (
     Unanswered,
     custom_event,
     make_title,
+    thread_title,
 )
 from chatbot.threads.operations import BackendError, ThreadOperations
+from chatbot.threads.reaching import unreachable_line
 
 if TYPE_CHECKING:
     from chatbot.store.search import Hit
@@ -84,6 +86,13 @@ def snapshot_from_state(state: dict[str, Any]) -> Snapshot | None:
     )
 
 
+def _title_of(values: dict[str, Any]) -> str:
+    """The title of a thread that was given none (made in Studio, or by the SDK): as a local
+    thread's, its first user message (only the messages up to it are converted)."""
+    raw = values.get("messages") or []
+    return thread_title(convert_to_messages([m])[0] for m in raw if isinstance(m, dict))
+
+
 def events_from_parts(parts: Any) -> Iterator[Event]:
     """Translate a server stream (``messages-tuple``, ``custom``, ``updates``) into events."""
     for part in parts:
@@ -121,28 +130,6 @@ def _probe_answer(part: Any) -> tuple[bool, NothingToFold | None]:
     if isinstance(event, NothingToFold):
         return True, event
     return event is not None, None  # a fold announced, made or failed: there is something
-
-
-DEV_SERVER_PORT = 2024
-"""The port ``langgraph dev`` serves on unless told another."""
-
-
-def start_hint(url: str) -> str:
-    """What to do when the server at ``url`` does not answer: on this machine, the command that
-    starts one (langgraph-cli is in the dev group: ``uv run langgraph dev`` alone fails on a
-    fresh clone), with the port ``url`` asks for."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "is it running, at that address?"
-    if parts.hostname not in ("127.0.0.1", "localhost", "::1", "0.0.0.0"):
-        return "is it running, at that address?"
-    wanted = port or (443 if parts.scheme == "https" else 80)
-    option = "" if wanted == DEV_SERVER_PORT else f" --port {wanted}"
-    return f"is it running? Start it: uv run --group dev langgraph dev{option}"
 
 
 class RemoteBackend(ThreadOperations):
@@ -188,10 +175,7 @@ class RemoteBackend(ThreadOperations):
             raise self._refused(error) from None
 
     def _unreachable(self, error: Exception) -> BackendError:
-        return BackendError(
-            f"cannot reach the LangGraph server at {self.location} ({type(error).__name__}): "
-            f"{start_hint(self.url)}"
-        )
+        return BackendError(unreachable_line(self.url, error))
 
     def _refused(self, error: Exception) -> BackendError:
         return BackendError(f"the LangGraph server at {self.location} refused: {error}")
@@ -324,14 +308,15 @@ class RemoteBackend(ThreadOperations):
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None
     ) -> TurnStream:
         """Run one turn on the server, streaming the reply (``content``: text or blocks)."""
-        title = make_title(content)
         server_id = self._find(thread_id)
         first: tuple[Event, ...] = ()
         if server_id is None:
-            server_id = self._create(thread_id, {"title": title})
+            server_id = self._create(thread_id, {"title": make_title(content)})
         else:
-            self._title(server_id, title)
             now = self.current(thread_id)
+            held = now.messages if now is not None else ()
+            # (a thread made elsewhere, Studio's, is titled by its own first message)
+            self._title(server_id, thread_title(held, "" if held else content))
             if now is not None and now.awaiting_reply:
                 first = (Unanswered(thread_id),)
         message_id = str(uuid.uuid4())
@@ -346,12 +331,19 @@ class RemoteBackend(ThreadOperations):
     def resume(
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Run on from a checkpoint (default: the latest), as LangGraph time travel does."""
+        """Run on from a checkpoint (default: the latest), as LangGraph time travel does. What
+        the thread has spent, read from its latest state, goes with the run as its floor (in
+        its metadata: a server takes no ``configurable`` beside a context), so that the calls
+        after the checkpoint still count (:mod:`chatbot.memory.pricing`)."""
+        from chatbot.memory.pricing import spent_metadata
+
+        server_id = self._require(thread_id)
         return self._run(
-            self._require(thread_id),
+            server_id,
             input=None,
             context=context or None,
             checkpoint_id=checkpoint_id,
+            metadata=spent_metadata(self.current(thread_id)) or None,
         )
 
     def compact(
@@ -466,7 +458,9 @@ class RemoteBackend(ThreadOperations):
         listing = []
         for thread in found:
             metadata = thread.get("metadata") or {}
-            values = thread.get("values") if isinstance(thread.get("values"), dict) else {}
+            values = thread.get("values")
+            if not isinstance(values, dict):  # (a copy made on the server: its state is
+                values = self._values(str(thread["thread_id"]))  # copied, not its listing)
             name = metadata.get(NAME_KEY) or thread["thread_id"]
             if name not in self._ids:
                 self._remember(name, thread)
@@ -476,7 +470,7 @@ class RemoteBackend(ThreadOperations):
                     thread_id=name,
                     checkpoints=None,
                     last_active=_when(thread.get("updated_at")),
-                    title=str(metadata.get("title") or ""),
+                    title=str(metadata.get("title") or "") or _title_of(values),
                     message_count=len(values.get("messages") or []) if values else 0,
                     has_summary=bool(values.get("summary")) if values else False,
                     origin_thread=origin.partition("@")[0] or None,
@@ -484,6 +478,12 @@ class RemoteBackend(ThreadOperations):
                 )
             )
         return listing
+
+    def _values(self, server_id: str) -> dict[str, Any]:
+        """A thread's latest values, read from its state (``{}`` for a thread with none)."""
+        state = self._call(lambda: self.client.threads.get_state(server_id))
+        values = state.get("values") if isinstance(state, dict) else None
+        return values if isinstance(values, dict) else {}
 
     def search(
         self,
