@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 from typing import NamedTuple
 
 
@@ -93,14 +94,33 @@ def _hint(hint: str, model_setting: str) -> str:
     return hint.format(model=model_setting, key=_key_place or "OPENAI_API_KEY")
 
 
-def _causes(error: BaseException) -> list[BaseException]:
-    """The error and what caused it, outermost first."""
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and current not in chain and len(chain) < 8:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
+def causes(error: BaseException) -> list[BaseException]:
+    """The error, what caused it, and what an exception group holds (anyio reports each
+    address it tried), outermost first."""
+    found: list[BaseException] = []
+    waiting = [error]
+    while waiting and len(found) < 32:
+        current = waiting.pop(0)
+        if current in found:
+            continue
+        found.append(current)
+        if isinstance(current, BaseExceptionGroup):
+            waiting.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                waiting.append(linked)
+    return found
+
+
+def unreachable_cause(error: BaseException) -> str | None:
+    """Why a connection was never made, in words: nothing listens at the address, or its host
+    name does not resolve. None for any other failure."""
+    found = causes(error)
+    if any(isinstance(cause, socket.gaierror) for cause in found):
+        return "its host name does not resolve"
+    if any(isinstance(cause, ConnectionRefusedError) for cause in found):
+        return "the connection was refused"
+    return None
 
 
 def _named(chain: list[BaseException], *names: str) -> BaseException | None:
@@ -143,7 +163,7 @@ _NO_SPACE = (28, 122)  # ENOSPC, EDQUOT
 def is_disk_full(error: BaseException) -> bool:
     """True when ``error`` (or what caused it) says the disk is full: SQLite's "database or
     disk is full", PostgreSQL's ``disk_full``, or an OS write without space or quota left."""
-    for link in _causes(error):
+    for link in causes(error):
         if getattr(link, "sqlite_errorcode", None) == _SQLITE_FULL:
             return True
         if getattr(link, "sqlstate", None) == _PG_DISK_FULL:
@@ -160,7 +180,7 @@ def _known_failure(error: BaseException, model_setting: str) -> str | None:
     failures of a model server (a hint about the model names ``model_setting``)."""
     if is_disk_full(error):
         return "the disk is full (free some space)"
-    chain = _causes(error)
+    chain = causes(error)
     if _named(chain, "JSONDecodeError"):
         return f"the model server sent data that is not valid JSON: {_NOT_AN_API}"
     if empty_answer(error) == _NOT_AN_ANSWER:
@@ -215,7 +235,7 @@ def empty_answer(error: BaseException) -> str | None:
     """What came back, when a model call failed because the server's answer held no reply at
     all: a stream that ended with nothing in it, an empty body, a body with no choices or not
     shaped as an answer (an HTML page). ``None`` for any other failure."""
-    chain = _causes(error)
+    chain = causes(error)
     if any("No generations found" in str(link) for link in chain):
         return "a stream holding none"
     decoding = _named(chain, "JSONDecodeError")

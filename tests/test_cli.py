@@ -254,6 +254,7 @@ def test_url_after_the_command_works_as_before_it(command: str, refused_port: in
     line = one_error(after)
     assert line == one_error(before)
     assert line.startswith(f"error: cannot reach the LangGraph server at {url}")
+    assert f"{url} (the connection was refused): " in line, "why, in words, not an error's class"
 
 
 @pytest.mark.parametrize("port", [None, 2024])
@@ -276,6 +277,7 @@ def test_a_server_that_is_down_is_met_with_the_command_that_starts_one(
 def test_a_remote_server_that_is_down_is_not_met_with_a_local_command() -> None:
     line = one_error(invoke("threads", "--url", "http://chatbot-test.invalid:2024"))
     assert line.startswith("error: cannot reach the LangGraph server at http://chatbot-test.inv")
+    assert "(its host name does not resolve)" in line and "gaierror" not in line
     assert "langgraph dev" not in line and line.endswith("is it running, at that address?")
 
 

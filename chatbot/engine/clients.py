@@ -17,14 +17,13 @@ model).
 from __future__ import annotations
 
 import functools
-import socket
 import ssl
 from typing import Any
 
 import openai
 
 from chatbot.config.sources import endpoint_of, without_password
-from chatbot.errors import FriendlyError
+from chatbot.errors import FriendlyError, unreachable_cause
 
 
 class ServerUnreachable(openai.APIConnectionError, FriendlyError):
@@ -36,36 +35,18 @@ class ServerUnreachable(openai.APIConnectionError, FriendlyError):
         super().__init__(message=line, request=request)
 
 
-def _causes(error: BaseException) -> list[BaseException]:
-    """The error, what caused it, and what an exception group holds (anyio reports each
-    address it tried)."""
-    found: list[BaseException] = []
-    waiting = [error]
-    while waiting and len(found) < 32:
-        current = waiting.pop(0)
-        if current in found:
-            continue
-        found.append(current)
-        if isinstance(current, BaseExceptionGroup):
-            waiting.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                waiting.append(linked)
-    return found
-
-
 def unreachable_line(error: BaseException, shown: str) -> str | None:
     """The line for a connection to ``shown`` that failed because nothing listens there or its
     host name does not resolve; None for any other failure (those are retried)."""
-    causes = _causes(error)
-    if any(isinstance(cause, socket.gaierror) for cause in causes):
+    cause = unreachable_cause(error)
+    if cause == "its host name does not resolve":
         return (
             f"cannot find the model server at {shown}: its host name does not resolve (check "
             "OPENAI_BASE_URL, and the network)"
         )
-    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+    if cause is not None:
         return (
-            f"cannot reach the model server at {shown} (the connection was refused): check "
+            f"cannot reach the model server at {shown} ({cause}): check "
             "OPENAI_BASE_URL and that the server is running"
         )
     return None

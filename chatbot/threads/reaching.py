@@ -11,7 +11,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from chatbot.config.sources import without_password
-from chatbot.errors import FriendlyError
+from chatbot.errors import FriendlyError, causes, redact, unreachable_cause
 
 DEV_SERVER_PORT = 2024
 """The port ``langgraph dev`` serves on unless told another."""
@@ -42,9 +42,13 @@ def start_hint(url: str) -> str:
 
 def unreachable_line(url: str, error: BaseException) -> str:
     """The line for a server at ``url`` that could not be reached (its password never shown)."""
+    if any(isinstance(c, TimeoutError) or "Timeout" in type(c).__name__ for c in causes(error)):
+        why = "no answer in time"
+    else:
+        why = unreachable_cause(error) or redact(str(error)) or type(error).__name__
     return (
         f"cannot reach the LangGraph server at {without_password(url.rstrip('/'))} "
-        f"({type(error).__name__}): {start_hint(url)}"
+        f"({why}): {start_hint(url)}"
     )
 
 
