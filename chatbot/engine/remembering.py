@@ -15,16 +15,18 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
 from langgraph.store.base import BaseStore
 
-from chatbot.engine.runsettings import RunSettings
 from chatbot.logs import logger
 from chatbot.memory import facts, finish, prompts
+
+if TYPE_CHECKING:  # (the commands reach the store through here: no models imported)
+    from chatbot.engine.runsettings import RunSettings
 
 log = logger("memory")
 
@@ -33,15 +35,15 @@ NAMESPACE = ("memories", "local")
 THREADS = ("memory_threads", "local")
 """Each thread's memory record, keyed by thread id: ``memory`` (``off``: the thread neither
 reads nor writes memories) and ``noted`` (the last message read for facts)."""
-MOST = 10_000
+MOST = 1_000
 """The most memories read at once."""
 RECENT = 4
 """The latest messages a request's memories are chosen by."""
 
 
 def now() -> str:
-    """The time a memory is noted: ISO 8601, UTC, to the second."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """The time a memory is noted: ISO 8601, UTC."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 async def read_all(store: BaseStore) -> list[facts.Memory]:

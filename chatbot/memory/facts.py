@@ -23,6 +23,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from chatbot.errors import redact
@@ -81,6 +82,11 @@ class Memory:
         found = asdict(self)
         del found["id"]
         return found
+
+    def record(self) -> dict[str, Any]:
+        """The memory as JSON: its id, then the rest (``chatbot memory export``, a thread's
+        export)."""
+        return asdict(self)
 
     @classmethod
     def from_value(cls, key: str, value: dict[str, Any]) -> Memory:
@@ -237,19 +243,39 @@ def note(
             continue
         source = message_id(fact.text) if callable(message_id) else message_id
         memory = Memory(
-            id=make_id(),
+            id=_unused(make_id, by_id),
             text=fact.text,
             thread_id=thread_id,
             message_id=source,
-            created_at=now,
+            created_at=_later(now, len(added)),
             origin=origin,
         )
+        by_id[memory.id] = memory
         if old is not None and old.active and old.id not in superseded:
             memory = replace(memory, replaces=old.id)
             superseded[old.id] = replace(old, superseded_by=memory.id, superseded_at=now)
         known.add(fact.text.lower())
         added.append(memory)
     return Changes(added, list(superseded.values()))
+
+
+def _unused(make_id: Callable[[], str], taken: dict[str, Memory]) -> str:
+    """A new id that no memory has."""
+    while (made := make_id()) in taken:
+        pass
+    return made
+
+
+def _later(now: str, steps: int) -> str:
+    """``now`` (ISO 8601) ``steps`` microseconds later: the facts noted at once keep their
+    order (memories are listed by when they were noted)."""
+    if not steps:
+        return now
+    try:
+        moment = datetime.fromisoformat(now)
+    except ValueError:
+        return now
+    return (moment + timedelta(microseconds=steps)).isoformat()
 
 
 def source_of(fact: str, messages: Sequence[tuple[str, str]]) -> str:
