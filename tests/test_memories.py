@@ -17,8 +17,8 @@ from tests.helpers import (
     chat_requests,
     is_summary_request,
     ok,
-    summary_requests,
     summarizing,
+    summary_requests,
 )
 
 HEADING = "What you remember about the user"

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from chatbot.terminal.repl import Repl
 
 USAGE = "/memory [forget ID|TEXT | add TEXT | edit ID [TEXT] | off | on | all]"
+"""Everything /memory takes (its errors say it)."""
 
 
 def source(memory: Memory) -> str:
@@ -50,7 +51,9 @@ def memories_table(memories: Sequence[Memory]) -> RenderableType:
 
 
 @command(
-    "memory", USAGE, "what is remembered about you across threads: list, forget, add, edit, off"
+    "memory",
+    "/memory [ACTION]",
+    "what is remembered about you: forget ID|TEXT, add TEXT, edit ID, off, on, all",
 )
 def _memory(repl: Repl, arg: str) -> Outcome:
     word, _, rest = arg.strip().partition(" ")

@@ -410,9 +410,8 @@ class LocalBackend(LocalReader, ThreadOperations):
             return 0
         run = self.run_settings(context, state.system_prompt)
         assert run is not None
-        return blocking(
-            note_on_leaving(run, self.store.memory_store, thread_id, state.messages, state.summary)
-        )
+        store = self.graph.store  # (the graph's own: a graph without one has no memories)
+        return blocking(note_on_leaving(run, store, thread_id, state.messages, state.summary))
 
     # --- changing ----------------------------------------------------------------------
 
