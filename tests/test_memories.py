@@ -231,3 +231,85 @@ def test_deleting_a_thread_offers_to_forget_what_came_from_it(
     said = repl(cli, "q", "/delete p", "y", "y")
     assert "forgotten 1 memory from p" in said
     assert [m["text"] for m in listed(cli)] == LANCE
+
+
+def test_a_thread_that_never_folded_is_read_once_for_facts_when_left(
+    cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = answering(facts_reply("Is vegan"))
+    said = repl(cli, "x", "I'm vegan, by the way", "/thread y")
+    assert "remembered 1 fact about you from x" in said
+    (left,) = summary_requests(openai_server)  # one call, for what thread x said
+    assert "I&#x27;m vegan" in left.last_user_text or "I'm vegan" in left.last_user_text
+    (memory,) = listed(cli)
+    assert (memory["text"], memory["origin"], memory["thread_id"]) == ("Is vegan", "leave", "x")
+    assert memory["message_id"]  # (the message it came from)
+    # Nothing new in x: leaving it again asks nothing; a thread not spoken in is not read.
+    repl(cli, "x", "/thread y", "/thread x")
+    assert len(summary_requests(openai_server)) == 1
+    assert len(listed(cli)) == 1
+
+
+def test_the_graph_reads_the_store_it_runs_with(tmp_path: Path) -> None:
+    """``langgraph dev`` gives a graph compiled without a store the server's: the graph reads
+    and writes whatever store its runs have (here one given at compile)."""
+    import asyncio
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import DURABILITY, build_graph
+    from chatbot.engine.remembering import NAMESPACE
+    from chatbot.memory.facts import Memory
+    from tests.scripted import ScriptedChatModel
+
+    store = InMemoryStore()
+    store.put(NAMESPACE, "m000001", Memory("m000001", "Writes Rust", "elsewhere").value())
+    chat = ScriptedChatModel()
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    graph = build_graph(chat, ScriptedChatModel(), settings, InMemorySaver(), store=store)
+    config = {"configurable": {"thread_id": "t"}}
+    ask = graph.ainvoke(
+        {"messages": [HumanMessage("remember that I live in Porto")]}, config, durability=DURABILITY
+    )
+    asyncio.run(ask)
+    (sent,) = chat.calls
+    assert sent[0].text.startswith(HEADING) and "Writes Rust" in sent[0].text
+    assert "I live in Porto" in sent[0].text  # (asked to remember: carried at once)
+    texts = [item.value["text"] for item in store.search(NAMESPACE)]
+    assert sorted(texts) == ["I live in Porto", "Writes Rust"]
+    assert "memories" not in graph.get_state(config).values  # (never in a checkpoint)
+
+    import graphs.chatbot
+
+    assert graphs.chatbot.graph.store is None  # (the server brings its own)
+
+
+def test_each_database_keeps_the_memories_in_langgraphs_store(any_db: str) -> None:
+    from chatbot.store.postgres import open_store
+    from chatbot.threads.reading import LocalReader
+
+    store = open_store(any_db)
+    try:
+        book = LocalReader(store).memory_book()
+        kept = book.add("Writes Rust", "t")
+        book.add("Allergic to peanuts", "u")
+        assert [m.text for m in book.all()] == ["Writes Rust", "Allergic to peanuts"]
+        book.set_thread("t", on=False)
+        assert not book.thread_on("t") and book.thread_on("u")
+    finally:
+        store.close()
+    again = open_store(any_db)  # (set up once: opened again, nothing is made twice)
+    try:
+        book = LocalReader(again).memory_book()
+        assert [m.id for m in book.forget(kept.id)] == [kept.id]
+        assert [m.text for m in book.in_force()] == ["Allergic to peanuts"]
+    finally:
+        again.close()
+    reading = open_store(any_db, read_only=True)
+    try:
+        assert [m.text for m in LocalReader(reading).memory_book().all()] == ["Allergic to peanuts"]
+    finally:
+        reading.close()
