@@ -204,7 +204,10 @@ async def note_on_leaving(
     in what it said since the last such call; returns how many memories it added. Nothing is
     asked when memory is off, the thread has a summary (its folds note facts), or no user
     message is new. A failed call is logged and changes nothing."""
+    from langgraph.constants import TAG_NOSTREAM
+
     from chatbot.engine.folding import ask
+    from chatbot.engine.stream import SUMMARY_TAG
 
     if not run.memory or store is None or summary or not thread_id:
         return 0
@@ -215,7 +218,8 @@ async def note_on_leaving(
     if not any(isinstance(message, HumanMessage) for message in new):
         return 0
     mind = Mind(store, thread_id, await read_all(store))
-    model = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
+    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
+    model = bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="remember")
     try:
         reply = await ask(model, leaving_request(new, mind.memories, run.language))
     except Exception as error:  # (a thread left must never fail for it)
