@@ -334,6 +334,8 @@ def test_the_servers_graph_remembers_in_the_servers_store(dev_server: DevServer)
     assert listed.exit_code == 0, listed.output
     (memory,) = [m for m in json.loads(listed.stdout) if m["text"] == "I write Go"]
     assert memory["origin"] == "request" and memory["thread_id"]  # (the server's thread id)
+    exported = runner.invoke(app, ["export", "mem-a", "-f", "json", "--url", url])
+    assert [m["text"] for m in json.loads(exported.stdout)["memories"]] == ["I write Go"]
     gone = runner.invoke(app, ["memory", "forget", memory["id"], "--url", url])
     assert gone.exit_code == 0, gone.output
     again = runner.invoke(app, ["memory", "list", "--json", "--url", url])

@@ -7,7 +7,7 @@ listed and forgotten alike. The store is read and written by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -33,8 +33,11 @@ class MemoryBook:
     """The user's memories in ``store``: listed, added, edited, forgotten; and each thread's
     own switch (``/memory off`` for one thread)."""
 
-    def __init__(self, store: BaseStore) -> None:
+    def __init__(self, store: BaseStore, thread_key: Callable[[str], str] = str) -> None:
+        """``thread_key``: the id the graph knows a thread by, from the name the user gives
+        (a server's threads have ids of their own)."""
         self.store = store
+        self.thread_key = thread_key
 
     def all(self) -> list[facts.Memory]:
         """Every memory, superseded ones too, oldest first."""
@@ -48,7 +51,11 @@ class MemoryBook:
         """Remember ``text`` (``/memory add``): a new memory from ``thread_id``."""
         fact = _checked(text)
         memory = facts.Memory(
-            facts.new_id(), fact, thread_id, created_at=remembering.now(), origin="added"
+            facts.new_id(),
+            fact,
+            self.thread_key(thread_id) if thread_id else "",
+            created_at=remembering.now(),
+            origin="added",
         )
         blocking(remembering.write(self.store, facts.Changes([memory], [])))
         return memory
@@ -88,20 +95,22 @@ class MemoryBook:
 
     def from_thread(self, thread_id: str) -> list[facts.Memory]:
         """The memories noted in ``thread_id``."""
-        return facts.from_thread(self.all(), thread_id)
+        return facts.from_thread(self.all(), self.thread_key(thread_id))
 
     def thread_on(self, thread_id: str) -> bool:
         """False when the thread has its memories turned off (``/memory off``)."""
-        record = blocking(remembering.thread_record(self.store, thread_id))
+        record = blocking(remembering.thread_record(self.store, self.thread_key(thread_id)))
         return record.get("memory") != "off"
 
     def set_thread(self, thread_id: str, on: bool) -> None:
         """Turn the thread's memories on or off (off: it neither reads nor notes any)."""
-        blocking(remembering.update_thread(self.store, thread_id, memory=None if on else "off"))
+        key, off = self.thread_key(thread_id), None if on else "off"
+        blocking(remembering.update_thread(self.store, key, memory=off))
 
     def forget_thread(self, thread_id: str) -> None:
         """Drop the thread's own record (the thread is deleted)."""
-        blocking(remembering.update_thread(self.store, thread_id, memory=None, noted=None))
+        key = self.thread_key(thread_id)
+        blocking(remembering.update_thread(self.store, key, memory=None, noted=None))
 
 
 def _checked(text: str) -> str:

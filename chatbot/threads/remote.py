@@ -571,7 +571,9 @@ class RemoteBackend(ThreadOperations):
         """The user's memories: the server's store, which its graph reads and writes."""
         from chatbot.threads.memorybook import MemoryBook, ServerStore
 
-        return MemoryBook(ServerStore(self.client))
+        return MemoryBook(
+            ServerStore(self.client), thread_key=lambda name: self._find(name) or name
+        )
 
     def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int:
         """A server's threads are read for facts when they fold, on the server: nothing here."""
