@@ -7,13 +7,16 @@
 
 One script of user turns plants facts (names, numbers, codes), later corrects some of them
 ("the newest value wins"), buries everything under filler turns, then asks each fact back.
-Four arms run the same script with the same chat model:
+Five arms run the same script with the same chat model:
 
 - full context: every message is sent every turn (the ceiling, when it fits the model);
 - last-N: the newest messages that fit the same token budget chatbot works in (the floor);
 - chatbot: the real graph, folding older messages into its running summary (recall off);
 - chatbot + recall: the same on chatbot's own store, the model offered the recall tool once
-  there is a summary (docs/memory.md#recall).
+  there is a summary (docs/memory.md#recall);
+- chatbot, another thread: the facts told in one thread, each asked in a new thread, which
+  knows only the user's memories (docs/memory.md#memories-across-threads;
+  ``benchmarks/retention_threads.py``).
 
 The judge is fixed and exact: an answer is right when it contains the newest value and not
 the outdated one (normalised: case, spaces and punctuation ignored). Next to it, "in context"
@@ -62,6 +65,9 @@ from chatbot.store.search import index_statements, recaller
 from chatbot.store.sqlite import Store
 from chatbot.threads.events import make_title
 from chatbot.threads.runner import blocking
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.retention_threads import ARM, run_cross_thread
 
 
 @dataclass(frozen=True)
@@ -512,6 +518,37 @@ def _converse(
     _score(arm, recorder, facts, asked)
 
 
+def run_other_thread(
+    chat: BaseChatModel,
+    summary: BaseChatModel,
+    counter: TokenCounter,
+    turns: list[str],
+    facts: list[Fact],
+    settings: Settings,
+    offline: bool,
+) -> ArmResult:
+    """The cross-thread arm (:mod:`benchmarks.retention_threads`), judged as the others are:
+    "in context" is the newest value in what the asking thread's request carried."""
+    arm = ArmResult(ARM)
+    recorder = Recorder(counter)
+    questions = [_question(fact, settings.language) for fact in facts]
+    starts: list[int] = []
+
+    class Marking(BaseCallbackHandler):  # (where each question's calls start)
+        def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            if kwargs.get("parent_run_id") is None and isinstance(inputs, dict):
+                sent = inputs.get("messages") or []
+                if sent and getattr(sent[-1], "text", "") in questions:
+                    starts.append(len(recorder.calls))
+
+    arm.answers, arm.seconds = run_cross_thread(
+        chat, summary, turns, questions, settings, [recorder, Marking()], offline
+    )
+    ends = [*starts[1:], len(recorder.calls)]
+    _score(arm, recorder, facts, list(zip(starts, ends, strict=True)))
+    return arm
+
+
 def retention(ceiling: float, floor: float, summary: float) -> float | None:
     """(summary - floor) / (ceiling - floor), or None when the ceiling is no better."""
     if ceiling <= floor:
@@ -535,8 +572,9 @@ def run(settings: Settings, filler: int, long: bool = False) -> dict[str, Any]:
         run_plain("last-N", models.chat, counter, turns, facts, settings, budget),
         run_chatbot(models.chat, models.summary, counter, turns, facts, settings),
         run_chatbot(models.chat, models.summary, counter, turns, facts, settings, recall=True),
+        run_other_thread(models.chat, models.summary, counter, turns, facts, settings, offline),
     ]
-    ceiling, floor, ours, recalled = arms
+    ceiling, floor, ours, recalled, _ = arms
     report: dict[str, Any] = {
         "model": models.chat_name,
         "summary_model": models.summary_name,

@@ -293,7 +293,7 @@ def test_help_lists_flags_as_flags(command: str) -> None:
 
 HELP_PANELS = {
     "Chat": ["chat", "ask"],
-    "Threads": ["threads", "history", "show", "fork", "compact", "delete"],
+    "Threads": ["threads", "history", "show", "fork", "compact", "delete", "memory"],
     "Search and export": ["search", "export", "import"],
     "Settings": ["config", "models", "roles"],
     "Database": ["db", "prune"],

@@ -35,6 +35,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chatbot.cli.commands import app
+from chatbot.memory.facts import LEAVING
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.helpers import (
     SUMMARY_TEXT,
@@ -631,7 +632,11 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
     assert texts(main) == ["tell me a long story", "the retried reply"]
     # The retried turn made the thread long enough to fold again: everything before it went
     # into the second summary call, the interrupted attempt's words did not.
-    folded = [r.last_user_text for r in openai_server.requests if is_summary_request(r)]
+    summary_calls = [r for r in openai_server.requests if is_summary_request(r)]
+    leaving = [r for r in summary_calls if r.messages[0]["content"] == LEAVING["en"]]
+    assert len(leaving) == 1, "thread other, which never folded, is read for memories once"
+    assert "in other" in leaving[0].last_user_text
+    folded = [r.last_user_text for r in summary_calls if r not in leaving]
     assert len(folded) == 2
     for text in ["turn 4", "spell it", "foxtrot golf", "typed ahead", "echo: typed ahead"]:
         assert text in folded[1]

@@ -71,9 +71,18 @@ def test_offline_smoke_run_as_the_readme_says(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "pipeline, not a model" in done.stdout
     report = json.loads(report_path.read_text())
-    ceiling, floor, ours, recalled = report["arms"]
+    ceiling, floor, ours, recalled, elsewhere = report["arms"]
     names = [a["arm"] for a in report["arms"]]
-    assert names == ["full context", "last-N", "chatbot", "chatbot + recall"]
+    assert names == [
+        "full context",
+        "last-N",
+        "chatbot",
+        "chatbot + recall",
+        "chatbot, another thread",
+    ]
+    # Told in one thread, asked in others: the facts reach the other threads' requests.
+    assert elsewhere["in_context"] >= 0.8 > floor["in_context"]
+    assert elsewhere["correct"] == 0, "the offline model only echoes"
     assert report["offline"] and report["facts"] == 10 and report["corrected_facts"] == 3
     assert all(a["correct"] == 0 for a in report["arms"][:3]), "the offline model only echoes"
     # With recall, every fact is within reach, for at most 10 % more input tokens a turn.
@@ -154,8 +163,9 @@ def test_against_an_openai_compatible_server(
     report = bench.run(settings, 2)
 
     assert not report["offline"] and report["tokenizer"] == "o200k_base"
-    ceiling, floor, ours, recalled = report["arms"]
+    ceiling, floor, ours, recalled, elsewhere = report["arms"]
     assert ceiling["accuracy"] == 1.0
+    assert elsewhere["accuracy"] == elsewhere["in_context"]
     for arm in report["arms"][:3]:
         assert arm["accuracy"] == arm["in_context"], arm["arm"]
     assert recalled["accuracy"] == recalled["reachable"] > ours["accuracy"]

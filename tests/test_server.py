@@ -361,3 +361,22 @@ def test_the_server_graph_recalls_folded_messages_from_its_checkpoints(
     shown = json.loads(runner.invoke(app, ["show", "remote-recall", *base[:2], "--json"]).stdout)
     kinds = [m["type"] for m in shown["messages"]]
     assert "tool" in kinds or "B-42" not in shown["summary"], kinds
+
+
+def test_the_servers_graph_remembers_in_the_servers_store(dev_server: DevServer) -> None:
+    """The graph ``langgraph dev`` serves is compiled without a store: it reads and writes the
+    server's, which ``--url`` lists and forgets through langgraph-sdk's client.store."""
+    runner = CliRunner()
+    url = dev_server.url
+    asked = runner.invoke(app, ["ask", "remember that I write Go", "--url", url, "-t", "mem-a"])
+    assert asked.exit_code == 0, asked.output
+    listed = runner.invoke(app, ["memory", "list", "--json", "--url", url])
+    assert listed.exit_code == 0, listed.output
+    (memory,) = [m for m in json.loads(listed.stdout) if m["text"] == "I write Go"]
+    assert memory["origin"] == "request" and memory["thread_id"]  # (the server's thread id)
+    exported = runner.invoke(app, ["export", "mem-a", "-f", "json", "--url", url])
+    assert [m["text"] for m in json.loads(exported.stdout)["memories"]] == ["I write Go"]
+    gone = runner.invoke(app, ["memory", "forget", memory["id"], "--url", url])
+    assert gone.exit_code == 0, gone.output
+    again = runner.invoke(app, ["memory", "list", "--json", "--url", url])
+    assert all(m["id"] != memory["id"] for m in json.loads(again.stdout))

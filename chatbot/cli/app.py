@@ -51,7 +51,7 @@ def _flags_take_no_value(params: Sequence[Any]) -> None:
 
 HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Chat": ("chat", "ask"),
-    "Threads": ("threads", "history", "show", "fork", "compact", "delete"),
+    "Threads": ("threads", "history", "show", "fork", "compact", "delete", "memory"),
     "Search and export": ("search", "export", "import"),
     "Settings": ("config", "models", "roles"),
     "Database": ("db", "prune"),

@@ -33,6 +33,7 @@ from chatbot.cli.app import (
 )
 from chatbot.cli.config import config_app, models  # noqa: F401  (`chatbot config`, `models`)
 from chatbot.cli.db import db_app, prune  # noqa: F401  (`chatbot db`, `prune`)
+from chatbot.cli.memory import memory_app  # noqa: F401  (`chatbot memory`)
 from chatbot.cli.read import history, search, show, threads  # noqa: F401  (reading)
 from chatbot.cli.transfer import export, import_  # noqa: F401  (`chatbot export`, `import`)
 from chatbot.cli.turns import ask, compact, roles  # noqa: F401  (`chatbot ask`, `compact`, `roles`)
@@ -176,6 +177,10 @@ def delete(
     ctx: typer.Context,
     thread_id: ThreadArgument,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    forget_memories: Annotated[
+        bool,
+        typer.Option("--forget-memories", help="Forget the memories that came from it too."),
+    ] = False,
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
@@ -189,3 +194,17 @@ def delete(
             raise typer.Exit(1)
     backend.delete(thread_id)
     err.print(f"deleted {escape(sanitize(thread_id))}")
+    book = backend.memory_book()
+    noted = book.from_thread(thread_id)
+    if noted:
+        from chatbot.plural import counted
+
+        many = counted(len(noted), "memory", "memories")
+        if forget_memories or (
+            not yes and typer.confirm(f"Forget the {many} that came from it too?", default=False)
+        ):
+            book.forget_all(noted)
+            err.print(f"forgotten {many} from {escape(sanitize(thread_id))}")
+        else:
+            err.print(f"kept {many} from it: 'chatbot memory list' shows them")
+    book.forget_thread(thread_id)

@@ -183,7 +183,12 @@ class AppState:
 
             models, store = self.models, self.store
             self._graph = build_graph(
-                models.chat, models.summary, self.settings, store.saver, recaller(store)
+                models.chat,
+                models.summary,
+                self.settings,
+                store.saver,
+                recaller(store),
+                store=store.memory_store,
             )
         return self._graph
 

@@ -59,7 +59,8 @@ def export(
         chosen = export_format(output, fmt)
     except ExportError as error:
         fail(str(error) + ("" if fmt else " (or give --format md|json)"), 2)
-    text = render(export_document(thread_id, backend.history(thread_id)), chosen)
+    memories = [m.record() for m in backend.memory_book().from_thread(thread_id)]
+    text = render(export_document(thread_id, backend.history(thread_id), memories), chosen)
     if output is None:
         sys.stdout.write(text)
         return

@@ -70,6 +70,12 @@ class Settings(PlaceSettings):
     recall: Literal["auto", "off"] = Field(
         "auto", description="auto: the model may recall folded messages once there is a summary."
     )
+    memory: Literal["on", "off"] = Field(
+        "on", description="on: what the user says of themselves is remembered across threads."
+    )
+    memory_tokens: int = Field(
+        400, gt=0, le=100_000, description="Most tokens the user's memories take in a request."
+    )
     tokenizer: Literal["auto", "o200k_base", "cl100k_base", "estimate"] = Field(
         "auto", description="How tokens are counted: the model family's tokenizer, or one named."
     )

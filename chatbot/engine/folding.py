@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
@@ -43,7 +43,7 @@ from chatbot.errors import (
 )
 from chatbot.history.snapshots import FOLDED_KEY
 from chatbot.history.summary import extend_fold_record
-from chatbot.memory import finish, policy, prompts, recall
+from chatbot.memory import facts, finish, policy, prompts, recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, model_name, tokenizer_for
 from chatbot.sanitize import valid_data
 
@@ -115,10 +115,11 @@ def pending_reply(messages: Sequence[BaseMessage]) -> bool:
 
 
 def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
-    """Tokens the chat model would be sent: system prompt, summary and messages (and, when
+    """Tokens the chat model would be sent: system prompt, the user's memories, summary and
+    messages (and, when
     the call would offer the recall tool, its definition and note)."""
     sent = prompts.conversation_input(
-        messages, summary, run.system_prompt, run.language, run.recall
+        messages, summary, run.system_prompt, run.language, run.recall, run.memories
     )
     return run.counter.messages(sent) + recall.offered_tokens(run.counter, summary, run.recall)
 
@@ -204,7 +205,9 @@ def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason
 
 def _fixed_head(summary: str, run: RunSettings) -> int:
     """Tokens besides the kept messages once folded: system prompt and a grown summary."""
-    system = prompts.conversation_input([], "", run.system_prompt, run.language)
+    system = prompts.conversation_input(
+        [], "", run.system_prompt, run.language, memories=run.memories
+    )
     if summary_oversized(summary, run):  # the fold condenses it: only the new one's room counts
         summary = ""
     summary_message = prompts.conversation_input([], summary or "x", "", run.language)
@@ -280,6 +283,16 @@ class Fold:
     folded: list[BaseMessage]
     folded_tokens: int
     calls: int
+    noted: list[facts.Noted] = field(default_factory=list)
+    """The facts about the user the summary calls noted (when asked: ``known`` given)."""
+
+
+class Summary(NamedTuple):
+    """What :func:`summarize` made: the summary, its calls, and the facts noted."""
+
+    text: str
+    calls: int
+    noted: list[facts.Noted]
 
 
 Progress = Callable[[int, int], None]
@@ -294,22 +307,31 @@ async def fold(
     plan: policy.SummaryPlan,
     progress: Progress | None = None,
     call: Ask = ask,
+    known: Sequence[facts.Memory] | None = None,
 ) -> Fold:
     """Fold the planned messages into the summary, making the summary calls it needs with
-    ``call``; raises :class:`SummaryError`."""
+    ``call`` (asking for the user's facts too when ``known`` is given); raises
+    :class:`SummaryError`."""
     messages = state["messages"]
     counts = run.counter.per_message(messages)
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
-    summary, calls = await summarize(
-        folded, state.get("summary", ""), run, focus=focus, progress=progress, call=call
+    made = await summarize(
+        folded,
+        state.get("summary", ""),
+        run,
+        focus=focus,
+        progress=progress,
+        call=call,
+        known=known,
     )
     return Fold(
         reason=reason,
-        summary=summary,
+        summary=made.text,
         folded=folded,
         folded_tokens=sum(counts[i] for i in plan.fold),
-        calls=calls,
+        calls=made.calls,
+        noted=made.noted,
     )
 
 
@@ -340,25 +362,32 @@ async def summarize(
     focus: str = "",
     progress: Progress | None = None,
     call: Ask = ask,
-) -> tuple[str, int]:
+    known: Sequence[facts.Memory] | None = None,
+) -> Summary:
     """Fold messages into the summary with the summary model, chunk by chunk.
 
-    Returns the new summary and the number of summary calls. Each chunk extends the running
-    summary, so an input bigger than the model's budget is folded whole, never truncated; if
-    the summary model itself says a chunk is too long, the rest is chunked at half the size
-    (up to three times), and a window the refusal states is learned for the model. A call
-    answered with nothing (a server past its window may end its stream so) is asked once
-    more without streaming, which such servers answer with their error. A summary too big to
-    keep (:func:`summary_oversized`) is folded in as the oldest message, into a new one.
-    ``progress`` is told each call's part before it is made, and ``call`` makes it. Raises
-    :class:`SummaryError` if a call fails or its reply is no usable summary
+    Returns the new summary, the number of summary calls and, when ``known`` is given (the
+    user's memories: on), the facts about the user each call noted in its ``<memories>``
+    section (:func:`chatbot.memory.facts.split_facts`: never part of the summary).
+
+    Each chunk extends the running summary, so an input bigger than the model's budget is
+    folded whole, never truncated; if the summary model itself says a chunk is too long, the
+    rest is chunked at half the size (up to three times), and a window the refusal states is
+    learned for the model. A call answered with nothing (a server past its window may end its
+    stream so) is asked once more without streaming, which such servers answer with their
+    error. A summary too big to keep (:func:`summary_oversized`) is folded in as the oldest
+    message, into a new one. ``progress`` is told each call's part before it is made, and
+    ``call`` makes it. Raises :class:`SummaryError` if a call fails or its reply is no usable
+    summary
     (:func:`summary_text`, :func:`_kept_to_limit`).
     """
     counter = run.summary_counter
     if summary_oversized(summary, run):
         folded = [prompts.summary_context_message(summary, run.language), *folded]
         summary = ""
-    overhead = _instructions_tokens(counter, run.language, focus) + 200
+    asked = "" if known is None else facts.facts_request(known, run.language)
+    noted: list[facts.Noted] = []
+    overhead = _instructions_tokens(counter, run.language, focus, asked) + 200
     summary_room = max(counter.text(summary), run.max_summary_tokens)
     budget = max(
         MIN_CHUNK_TOKENS,
@@ -381,6 +410,7 @@ async def summarize(
             create_prompt=run.create_prompt,
             extend_prompt=run.extend_prompt,
             focus=focus,
+            facts=asked,
         )
         try:
             response = await call(model.bind(stream=False) if unstreamed else model, request)
@@ -410,16 +440,25 @@ async def summarize(
             raise SummaryError(describe_error(error, SUMMARY_MODEL_SETTING)) from error
         unstreamed = False
         calls += 1
-        summary, condensing = await _kept_to_limit(summary_text(response), run, model, call)
+        text = summary_text(response)
+        if asked:
+            text, found = facts.split_facts(text)
+            noted += found
+            if not text:
+                raise SummaryError("the summary came back with no summary in it, only facts")
+        summary, condensing = await _kept_to_limit(text, run, model, call)
         calls += condensing
         done += 1
-    return summary, calls
+    return Summary(summary, calls, noted)
 
 
 @functools.lru_cache(maxsize=32)
-def _instructions_tokens(counter: TokenCounter, language: prompts.Language, focus: str) -> int:
+def _instructions_tokens(
+    counter: TokenCounter, language: prompts.Language, focus: str, asked: str = ""
+) -> int:
     """Tokens of a summary request with no messages and no summary: what every chunk carries."""
-    return counter.raw(prompts.summary_request([], "", language=language, focus=focus))
+    request = prompts.summary_request([], "", language=language, focus=focus, facts=asked)
+    return counter.raw(request)
 
 
 def summary_text(response: AIMessage) -> str:

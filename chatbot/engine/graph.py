@@ -41,10 +41,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime, get_runtime
+from langgraph.store.base import BaseStore
 from langgraph.types import Durability
 
 from chatbot.config.settings import Settings
-from chatbot.engine import folding, overflow, recalling, stream
+from chatbot.engine import folding, overflow, recalling, remembering, stream
 from chatbot.engine.runsettings import RunResolver, RunSettings
 from chatbot.errors import (
     ModelCallFailed,
@@ -111,15 +112,20 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     turn; a reply that calls it goes to the ``recall`` node and back here. A model that
     refuses tools is asked once more without them (and not offered them again)."""
     messages, summary = state["messages"], state.get("summary", "")
+    run, _ = await remembering.recalled(messages, run, requests=True)
     offer = recalling.offers_recall(state, run)
-    sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language, offer)
+    sent = prompts.conversation_input(
+        messages, summary, run.system_prompt, run.language, offer, run.memories
+    )
     raw = run.counter.raw(sent)  # (for the usage record, and an overflow's note)
     overflow.check_message_fits(messages, summary, run, raw)
     model: Any = recalling.with_tools(run.chat_model) if offer else run.chat_model
     if model is None:  # (the model cannot take tools at all)
         get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, "")))
         offer, model = False, run.chat_model
-        sent = prompts.conversation_input(messages, summary, run.system_prompt, run.language)
+        sent = prompts.conversation_input(
+            messages, summary, run.system_prompt, run.language, memories=run.memories
+        )
     model = model.bind(**run.chat_call) if run.chat_call else model  # (max_tokens)
     empty: BaseException | None = None
     response: AIMessage
@@ -133,7 +139,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
                 offer = False
                 model = run.chat_model.bind(**run.chat_call) if run.chat_call else run.chat_model
                 sent = prompts.conversation_input(
-                    messages, summary, run.system_prompt, run.language
+                    messages, summary, run.system_prompt, run.language, memories=run.memories
                 )
                 continue
             pending = folding.pending_reply(messages)
@@ -172,7 +178,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
             response = finish.with_length_note(response)
     set_aside = overflow.after_reply(run, response, sent, raw)
     response.response_metadata[USAGE_KEY] = run.counter.record(sent, raw, set_aside)
-    update: dict[str, Any] = {"messages": [response]}
+    update: dict[str, Any] = {"messages": [response], "memories": run.memories}
     update.update(_paid(state, "chat", run.chat_model, [response]))
     if state.get("context_overflow"):
         update["context_overflow"] = {}
@@ -195,6 +201,7 @@ async def summarize_conversation(state: RunState, run: RunSettings) -> dict[str,
 async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
     writer = get_stream_writer()
     messages, summary = state["messages"], state.get("summary", "")
+    run, mind = await remembering.recalled(messages, run)
     reason = folding.fold_reason(state, run, compact=run.compact)
     if reason is None:
         return {}
@@ -221,7 +228,8 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
         return reply
 
     try:
-        done = await folding.fold(state, run, reason, plan, progress, paid)
+        known = mind.memories if mind.on else None
+        done = await folding.fold(state, run, reason, plan, progress, paid, known)
     except folding.SummaryError as error:
         if reason == "overflow":
             raise overflow.fold_failed(error) from None
@@ -244,9 +252,11 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
         context_after=after,
     )
     writer(stream.as_payload(summarized))
+    await remembering.noted_in_fold(mind, done.noted, done.folded)
     update: dict[str, Any] = {
         "summary": done.summary,
         "messages": [RemoveMessage(id=str(message.id)) for message in done.folded],
+        "memories": run.memories,
     }
     record = folding.fold_record(state, done.folded, run.counter)
     if record is not None:
@@ -308,7 +318,9 @@ def _run_context() -> Any:
 
 
 def _settings(resolver: RunResolver, state: RunState) -> RunSettings:
-    return resolver(_run_context(), state.get("system_prompt", ""))
+    run = resolver(_run_context(), state.get("system_prompt", ""))
+    memories = state.get("memories")  # (read by a node of this run: counted as it sends them)
+    return dataclasses.replace(run, memories=memories) if memories else run
 
 
 def _router(
@@ -354,6 +366,7 @@ def build_graph(
     settings: Settings | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     recall_search: Searcher | AsyncSearcher | None = None,
+    store: BaseStore | None = None,
 ) -> ChatGraph:
     """Build and compile the summarizing chat graph.
 
@@ -362,7 +375,9 @@ def build_graph(
     what ``langgraph dev`` wants: it brings its own). ``recall_search`` searches a thread's
     messages for the recall tool (``chatbot.store.search.recaller``, or a server's async
     :func:`~chatbot.engine.recalling.history_search`); without it the model is never
-    offered the tool.
+    offered the tool. ``store`` keeps the user's memories across threads
+    (:mod:`chatbot.engine.remembering`); without one the graph uses the store a LangGraph
+    server gives its runs, and with neither it has no memories.
 
     Runs of a graph with a checkpointer are meant to pass ``durability=``:data:`DURABILITY`.
     """
@@ -393,6 +408,6 @@ def build_graph(
         ["summarize_conversation", "recall", END],
     )
     builder.add_conditional_edges("summarize_conversation", after_summary, ["conversation", END])
-    graph = builder.compile(checkpointer=checkpointer, name="chatbot")
+    graph = builder.compile(checkpointer=checkpointer, store=store, name="chatbot")
     _RESOLVERS[graph] = resolver
     return graph

@@ -64,6 +64,13 @@ class RunSettings:
     """The model server's endpoint (what learned windows are kept by)."""
     settings: Settings | None = None
     """The settings the run was resolved from (to ask the server again about its window)."""
+    memory: bool = False
+    """The user's memories are given to the model and noted (``CHATBOT_MEMORY``, the run's
+    ``memory``); a thread can turn them off for itself (:mod:`chatbot.engine.remembering`)."""
+    memory_tokens: int = 0
+    """The most tokens the memories block may take in a request."""
+    memories: str = ""
+    """The memories block this run's requests carry (set once read from the store)."""
 
 
 class ModelCache:
@@ -181,7 +188,25 @@ def resolve_run(
         max_retries=settings.max_retries,
         endpoint=endpoint,
         settings=settings,
+        memory=_memory(settings, context),
+        memory_tokens=memory_budget(settings.memory_tokens, limit),
     )
+
+
+MEMORY_SHARE = 8
+"""The memories take at most one part in this many of what a request may hold."""
+
+
+def memory_budget(setting: int, limit: int | None) -> int:
+    """The memories block's budget: ``CHATBOT_MEMORY_TOKENS``, within a small window's share."""
+    return setting if limit is None else max(1, min(setting, limit // MEMORY_SHARE))
+
+
+def _memory(settings: Settings, context: Any) -> bool:
+    value = context_value(context, "memory").lower() or settings.memory
+    if value not in ("on", "off"):
+        raise SettingsError(f"memory={value!r} is not valid: use on or off")
+    return value == "on"
 
 
 def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None, int | None]:
@@ -215,6 +240,7 @@ CONTEXT_FIELDS = (
     "compact_focus",
     "language",
     "recall",
+    "memory",
 )
 """The fields of a run's context that :func:`resolve_run` reads."""
 

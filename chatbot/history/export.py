@@ -51,8 +51,11 @@ def default_path(thread_id: str, fmt: Format, now: datetime | None = None) -> Pa
     return Path(f"chatbot-{safe}-{stamp}.{fmt}")
 
 
-def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, Any]:
-    """Everything about a thread's current lineage as a JSON-ready document."""
+def export_document(
+    thread_id: str, history: Sequence[Snapshot], memories: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """Everything about a thread's current lineage as a JSON-ready document, with the user's
+    memories noted in this thread (``memories``: their records; no other thread's)."""
     chain = lineage(history)
     head = chain[-1] if chain else None
     changes, folded = summary_story(history)  # one pass over the lineage's checkpoints
@@ -79,6 +82,8 @@ def export_document(thread_id: str, history: Sequence[Snapshot]) -> dict[str, An
     }
     if unanswered:
         document["unanswered"] = [message_record(m) for m in unanswered]
+    if memories:
+        document["memories"] = list(memories)
     return document
 
 

@@ -96,21 +96,26 @@ def conversation_input(
     system_prompt: str = "",
     language: Language = "en",
     recall: bool = False,
+    memories: str = "",
 ) -> list[BaseMessage]:
-    """What the chat model sees: system prompt, then the summary, then the messages. With
+    """What the chat model sees: system prompt, then the user's memories (the block
+    :func:`chatbot.memory.facts.render` writes), then the summary, then the messages. With
     ``recall`` (the model is offered the recall tool) the summary's message says that older
     messages can be read again (:data:`chatbot.memory.recall.NOTE`)."""
-    return [*_head(summary, system_prompt, language, recall and bool(summary)), *messages]
+    head = _head(summary, system_prompt, language, recall and bool(summary), memories)
+    return [*head, *messages]
 
 
 @functools.lru_cache(maxsize=8)
 def _head(
-    summary: str, system_prompt: str, language: Language, recall: bool = False
+    summary: str, system_prompt: str, language: Language, recall: bool = False, memories: str = ""
 ) -> tuple[BaseMessage, ...]:
-    # The same two messages are asked for by every router and node of a turn: made once.
+    # The same messages are asked for by every router and node of a turn: made once.
     head: list[BaseMessage] = []
     if system_prompt.strip():
         head.append(SystemMessage(content=system_prompt))
+    if memories:
+        head.append(SystemMessage(content=memories))
     if summary:
         message = summary_context_message(summary, language)
         if recall:
@@ -190,12 +195,14 @@ def summary_request(
     create_prompt: str | None = None,
     extend_prompt: str | None = None,
     focus: str = "",
+    facts: str = "",
 ) -> list[BaseMessage]:
     """The summary model's input: instructions, the messages being folded, then the prompt.
 
     Only the messages being folded go in (not the ones that stay), plus the previous summary
     through the extend prompt. Past ``max_summary_tokens`` the prompt asks for condensing;
-    ``focus`` (from ``/compact FOCUS``) is added for this summary only.
+    ``focus`` (from ``/compact FOCUS``) is added for this summary only; ``facts`` (the user's
+    memories are on: :func:`chatbot.memory.facts.facts_request`) ends the instructions.
     """
     texts = PROMPTS[language]
     instructions = texts.instructions
@@ -210,5 +217,6 @@ def summary_request(
         prompt += "\n\n" + texts.focus.format(focus=" ".join(focus.split()))
     if max_summary_tokens:
         instructions += texts.limit.format(limit=max_summary_tokens)
+    instructions += facts
     body = f"<conversation>\n{transcript(messages)}\n</conversation>\n\n{prompt}"
     return [SystemMessage(content=instructions), HumanMessage(content=body)]

@@ -109,6 +109,11 @@ class RunState(State):
     """
 
     fold_tried: NotRequired[Annotated[bool, UntrackedValue]]
+    memories: NotRequired[Annotated[str, UntrackedValue]]
+    """The user's memories as this run's requests carry them (the block
+    :func:`chatbot.memory.facts.render` writes), read from the store by the first node that
+    needs them; untracked: never in a checkpoint, so no thread's history or export holds
+    another thread's memories."""
 
 
 @dataclass(kw_only=True)
@@ -169,6 +174,14 @@ class Context:
         default="",
         metadata={
             "description": "Language of the summary prompts: en or zh. Empty: CHATBOT_LANGUAGE."
+        },
+    )
+    memory: Literal["", "on", "off"] = field(
+        default="",
+        metadata={
+            "description": "on: the user's memories (facts told in any thread) are given to "
+            "the model and new ones noted when the conversation is folded; off: neither. "
+            "Empty: CHATBOT_MEMORY."
         },
     )
     recall: Literal["", "auto", "off"] = field(

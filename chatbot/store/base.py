@@ -17,6 +17,7 @@ from chatbot.store.schema import THREAD_TABLES
 if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or written
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
 
 LEASE_SECONDS = 30.0
 """How long a turn's lease on its thread lasts unless renewed: a process killed mid-turn
@@ -174,6 +175,11 @@ class SqlStore:
 
     @property
     def saver(self) -> BaseCheckpointSaver[str]:
+        raise NotImplementedError
+
+    @property
+    def memory_store(self) -> BaseStore:
+        """LangGraph's long-term store in this database: the user's memories."""
         raise NotImplementedError
 
     def transaction(self) -> AbstractContextManager[Self]:

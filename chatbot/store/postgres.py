@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
@@ -43,6 +43,7 @@ from chatbot.store.sqlite import Store, sqlite_owner
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.store.base import BaseStore
     from psycopg import Connection
     from psycopg_pool import ConnectionPool
 
@@ -419,6 +420,9 @@ class PgStore(SqlStore):
         for password in url_passwords(self.url):
             remember_secret(password)
         self._saver: BaseCheckpointSaver[str] | None = None
+        self._memory_store: BaseStore | None = None
+        self.setup_wait = setup_wait
+        self.memory_read_only = read_only
         self.pool: ConnectionPool[Any] = ConnectionPool(
             self.url,
             min_size=1,
@@ -493,6 +497,22 @@ class PgStore(SqlStore):
 
             self._saver = postgres_saver(self.pool, ZstdSerializer(writing=not self.adopted))
         return self._saver
+
+    @property
+    def memory_store(self) -> BaseStore:
+        """LangGraph's ``PostgresStore`` on the pool (the user's memories), set up on first
+        use under the set-up lock (:mod:`chatbot.store.userstore`)."""
+        if self._memory_store is None:
+            from chatbot.store.userstore import postgres_store
+
+            def setting_up(conn: Connection[Any], setup: Callable[[], None]) -> None:
+                with setup_lock(conn, self.path, self.setup_wait):
+                    setup()
+
+            self._memory_store = postgres_store(
+                self.pool, read_only=self.memory_read_only, setting_up=setting_up
+            )
+        return self._memory_store
 
     def close(self, wait: float | None = None) -> None:
         """Close the pool's connections, waiting ``wait`` seconds (default 5) for those in use

@@ -33,6 +33,8 @@ from chatbot.store.schema import (
 )
 
 if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
     from chatbot.store.saver import ChatSqliteSaver
 
 BUSY_TIMEOUT_SECONDS = 30.0
@@ -238,6 +240,7 @@ class Store(SqlStore):
         not wait for another process's commit ("database is locked" at once). Reentrant: a
         write may read."""
         self._saver: ChatSqliteSaver | None = None
+        self._memory_store: BaseStore | None = None
         self.read_only = read_only and self.path != ":memory:"
         try:
             if self.path != ":memory:":
@@ -392,6 +395,17 @@ class Store(SqlStore):
             saver.is_setup = True  # (its tables are made before the schema's mark)
             self._saver = saver
         return self._saver
+
+    @property
+    def memory_store(self) -> BaseStore:
+        """LangGraph's store on this connection (the user's memories), made on first use
+        (:mod:`chatbot.store.userstore`)."""
+        if self._memory_store is None:
+            from chatbot.store.userstore import sqlite_store
+
+            with reporting_damage(self.path):
+                self._memory_store = sqlite_store(self.conn, self.lock, read_only=self.read_only)
+        return self._memory_store
 
     def _check_writable(self) -> None:
         """Fail now, not after a reply, when turns could not be saved."""

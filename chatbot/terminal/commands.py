@@ -17,6 +17,7 @@ from chatbot.terminal import (
     contextcommands,
     historycommands,
     lookupcommands,
+    memorycommands,
     messagecommands,
     promptcommands,
     registry,
@@ -42,6 +43,7 @@ HELP_ORDER = (
     messagecommands,
     promptcommands,
     lookupcommands,
+    memorycommands,
 )
 """The command modules, in the order /help lists their commands (a module's in the order it
 defines them): not the order they happen to be imported in, which their imports of each other

@@ -154,6 +154,8 @@ class Repl:
     """Files attached (``/file``) to the next message."""
     _ctrl_d_ignored: bool = False
     """Ctrl-D was pressed while the REPL was busy: said above the next prompt."""
+    _spoken: set[str] = field(default_factory=set)
+    """The threads this session sent a message in: read for facts about the user when left."""
 
     def __post_init__(self) -> None:
         loading = self._loading()
@@ -211,12 +213,14 @@ class Repl:
                 continue  # Ctrl-C at the prompt clears the line
             except EOFError:
                 self.console.print()
+                self.leave_thread()
                 return
             if not line.strip():
                 continue
             try:
                 if line.startswith("/"):  # (a command, or a message starting with "/")
                     if self.dispatch(self, line) == "exit":
+                        self.leave_thread()
                         return
                 else:
                     self.chat(line)
@@ -400,8 +404,29 @@ class Repl:
             self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
         self.open_thread(self.thread_id)
 
+    def leave_thread(self) -> None:
+        """The current thread is left: one that this session spoke in, and that never folded,
+        is read once for facts about the user (``LocalBackend.leave``); Ctrl-C skips it."""
+        if self.thread_id not in self._spoken:
+            return
+        self._spoken.discard(self.thread_id)
+        try:
+            added = self.backend.leave(self.thread_id, self.context)
+        except KeyboardInterrupt:
+            return
+        except Exception as error:  # (leaving never fails for it: said, and gone on)
+            from chatbot.errors import describe_error
+
+            self.problem(f"the thread was not read for memories: {describe_error(error)}")
+            return
+        if added:
+            noun = "fact" if added == 1 else "facts"
+            self.say(f"remembered {added} {noun} about you from {self.thread_id} (/memory)", "dim")
+
     def open_thread(self, thread_id: str) -> None:
         """Make a thread current and say what is in it."""
+        if thread_id != self.thread_id:
+            self.leave_thread()
         self.thread_id = thread_id
         self._untold = None
         snapshot = self.backend.current(thread_id)
@@ -448,6 +473,7 @@ class Repl:
         self.ready()
         content = message_content(text, self.attachments)
         self.attachments = []  # sent: the message (kept however the turn ends) holds them
+        self._spoken.add(self.thread_id)
         self.stream(self.backend.send(self.thread_id, content, self.context))
 
     def stream(self, turn: TurnStream, waiting_for: str | None = None) -> None:

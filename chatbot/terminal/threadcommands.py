@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from chatbot.store.base import ThreadInfo
 from chatbot.terminal import listings
+from chatbot.terminal.memorycommands import offer_to_forget
 from chatbot.terminal.registry import (
     CommandError,
     Outcome,
@@ -91,6 +92,7 @@ def _delete(repl: Repl, arg: str) -> Outcome:
         return None
     repl.backend.delete(thread_id)
     repl.say(f"deleted {thread_id}")
+    offer_to_forget(repl, thread_id)
     if thread_id == repl.thread_id:
         repl.open_thread(new_thread_id())
     return None

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: re
     from chatbot.store.search import Hit
     from chatbot.threads.attachments import Content
     from chatbot.threads.events import Event
+    from chatbot.threads.memorybook import MemoryBook
 
 
 class Backend(Protocol):
@@ -71,6 +72,8 @@ class Backend(Protocol):
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
     def rename(self, thread_id: str, new_id: str) -> None: ...
     def delete(self, thread_id: str) -> bool: ...
+    def memory_book(self) -> MemoryBook: ...
+    def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int: ...
     def answering_elsewhere(self, thread_id: str) -> bool: ...
     def undo(self, thread_id: str) -> Undone: ...
     def context_tokens(
@@ -393,6 +396,21 @@ class LocalBackend(LocalReader, ThreadOperations):
         from chatbot.engine.graph import run_resolver
 
         return run_resolver(self.graph)(context, thread_prompt)  # (the graph is built for this)
+
+    def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int:
+        """The thread is being left (another is opened, or the session ends): a thread that
+        never folded is read once for facts about the user, what is new since the last time
+        (:func:`chatbot.engine.remembering.note_on_leaving`). How many memories it added."""
+        from chatbot.engine.remembering import note_on_leaving
+        from chatbot.threads.runner import blocking
+
+        state = self.current(thread_id)
+        if state is None:
+            return 0
+        run = self.run_settings(context, state.system_prompt)
+        assert run is not None
+        store = self.graph.store  # (the graph's own: a graph without one has no memories)
+        return blocking(note_on_leaving(run, store, thread_id, state.messages, state.summary))
 
     # --- changing ----------------------------------------------------------------------
 

@@ -52,12 +52,12 @@ class LoadFailed(BaseException):
 
 READS = frozenset(
     {"current", "history", "recent_checkpoint_ids", "threads", "thread_exists", "rename", "delete"}
-    | {"search", "answering_elsewhere"}
+    | {"search", "answering_elsewhere", "memory_book"}
 )
 """Backend operations that need only the backend open (loading's first stage)."""
 RUNS = frozenset(
     {"send", "resume", "compact", "regenerate", "run_settings", "fork", "restore"}
-    | {"set_system_prompt", "undo", "retry", "context_tokens", "context_window"}
+    | {"set_system_prompt", "undo", "retry", "context_tokens", "context_window", "leave"}
 )
 """Backend operations that need the graph (loading's second stage)."""
 

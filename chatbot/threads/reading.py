@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from chatbot.store.base import SqlStore, ThreadInfo
     from chatbot.store.search import Hit
+    from chatbot.threads.memorybook import MemoryBook
 
 
 class LocalReader:
@@ -36,6 +37,12 @@ class LocalReader:
     def thread_exists(self, thread_id: str) -> bool:
         """True if the thread has checkpoints."""
         return self.store.thread_exists(thread_id)
+
+    def memory_book(self) -> MemoryBook:
+        """The user's memories, in the database's LangGraph store."""
+        from chatbot.threads.memorybook import MemoryBook
+
+        return MemoryBook(self.store.memory_store)
 
     def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
         """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing

@@ -45,6 +45,7 @@ from chatbot.threads.reaching import unreachable_line
 
 if TYPE_CHECKING:
     from chatbot.store.search import Hit
+    from chatbot.threads.memorybook import MemoryBook
 
 NAME_KEY = "chatbot_name"
 ASSISTANT = "chatbot"
@@ -565,6 +566,18 @@ class RemoteBackend(ThreadOperations):
 
     def delete(self, thread_id: str) -> bool:
         raise self._local_only("delete")
+
+    def memory_book(self) -> MemoryBook:
+        """The user's memories: the server's store, which its graph reads and writes."""
+        from chatbot.threads.memorybook import MemoryBook, ServerStore
+
+        return MemoryBook(
+            ServerStore(self.client), thread_key=lambda name: self._find(name) or name
+        )
+
+    def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int:
+        """A server's threads are read for facts when they fold, on the server: nothing here."""
+        return 0
 
     def answering_elsewhere(self, thread_id: str) -> bool:
         return False  # (the server runs one run a thread at a time itself)

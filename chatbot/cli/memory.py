@@ -1,0 +1,122 @@
+"""``chatbot memory list|forget|export``: the user's memories across threads (what the model is
+told about the user in every thread), outside the REPL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from chatbot.cli.app import (
+    DbOption,
+    JsonOption,
+    OneLineErrors,
+    UrlOption,
+    app,
+    app_state,
+    err,
+    escape,
+    fail,
+    guarded,
+    out,
+    print_json,
+)
+from chatbot.plural import counted
+from chatbot.sanitize import sanitize
+
+if TYPE_CHECKING:
+    from chatbot.threads.memorybook import MemoryBook
+
+memory_app = typer.Typer(
+    name="memory",
+    cls=OneLineErrors,
+    help="What is remembered about you across threads: list, forget, export.",
+    add_completion=False,
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+)
+app.add_typer(memory_app, rich_help_panel="Threads")
+
+
+def _book(
+    ctx: typer.Context, db: str | None, url: str | None, *, reading: bool
+) -> MemoryBook | None:
+    """The memories of the database or server; None when the database does not exist yet."""
+    state = app_state(ctx, db, url)
+    state.read_only = reading
+    if state.db_missing:
+        return None
+    return state.reader().memory_book()
+
+
+@memory_app.command("list")
+@guarded
+def list_(
+    ctx: typer.Context,
+    as_json: JsonOption = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Superseded memories too (replaced by newer ones).")
+    ] = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """List the memories: id, text, the thread they came from."""
+    book = _book(ctx, db, url, reading=True)
+    memories = [] if book is None else book.all() if everything else book.in_force()
+    if as_json:
+        print_json([memory.record() for memory in memories])
+    elif memories:
+        from chatbot.terminal.memorycommands import memories_table
+
+        out.print(memories_table(memories))
+    else:
+        err.print("[dim]nothing is remembered yet[/]")
+
+
+@memory_app.command()
+@guarded
+def forget(
+    ctx: typer.Context,
+    what: Annotated[str, typer.Argument(metavar="ID|TEXT", help="A memory's id, or its text.")],
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Forget a memory: removed from the store and from every request after."""
+    book = _book(ctx, db, url, reading=False)
+    if book is None:
+        fail("nothing is remembered yet: there is no database", 1)
+    for memory in book.forget(what):
+        err.print(f"forgotten {escape(memory.id)}: {escape(sanitize(memory.text))}")
+
+
+@memory_app.command()
+@guarded
+def export(
+    ctx: typer.Context,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the --output file if it exists.")
+    ] = False,
+    db: DbOption = None,
+    url: UrlOption = None,
+) -> None:
+    """Export every memory, superseded ones too, as JSON."""
+    import json
+
+    from chatbot.history.export import FileExists, write_private
+
+    book = _book(ctx, db, url, reading=True)
+    records = [memory.record() for memory in ([] if book is None else book.all())]
+    if output is None:
+        print_json(records)
+        return
+    try:
+        text = json.dumps(records, ensure_ascii=False, indent=2) + "\n"
+        written = write_private(output, text, replace=force)
+    except FileExists as error:
+        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
+    shown = escape(sanitize(str(written)))
+    err.print(f"exported {counted(len(records), 'memory', 'memories')} to {shown}")
