@@ -182,6 +182,28 @@ def test_rate_limits_and_other_errors_are_not_overflows() -> None:
     assert context_overflow(RuntimeError("Invalid API key")) is None
 
 
+def test_compact_from_the_shell_that_would_not_make_the_context_smaller_folds_nothing(
+    cli: Cli,
+) -> None:
+    """A first summary brings its message and the recall tool to every call: folding one short
+    exchange would add more than it takes away, so it is not made, and that is no failure."""
+    cli.server.responder = echo_or_summary
+    env = {"CHATBOT_SUMMARY_TRIGGER": "off", "CHATBOT_SUMMARY_KEEP": "messages:2"}
+    for text in ("hi", "thanks"):
+        ok(cli.ask(text, **env))
+    before = cli.show()
+    history = ok(cli.invoke("history", "t1", "--json", "--db", str(cli.db))).stdout
+
+    result = ok(cli.invoke("compact", "t1", "--db", str(cli.db), **env))
+
+    assert result.stdout.strip() == (
+        "nothing to fold: folding 2 messages would not make the context smaller"
+    )
+    assert summary_requests(cli.server) == [], "no summary was asked for"
+    assert cli.show()["messages"] == before["messages"] and not cli.show()["summary"]
+    assert ok(cli.invoke("history", "t1", "--json", "--db", str(cli.db))).stdout == history
+
+
 def test_compact_from_the_shell_folds_now_with_a_focus_and_prints_before_and_after(
     cli: Cli,
 ) -> None:

@@ -56,7 +56,8 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         trigger = describe_trigger(run.policy) if run else "the server's trigger"
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
-    tokens = repl.counter().text(snapshot.summary)
+    tokenizer = repl.settings.tokenizer if repl.settings else "auto"
+    tokens = repl.backend.context_window(snapshot, repl.context, tokenizer).summary  # (as /context)
     repl.console.print(render.summary_view(snapshot.summary, tokens))
     return None
 
