@@ -19,6 +19,7 @@ from tests.helpers import (
     is_summary_request,
     ok,
     summary_requests,
+    worth_folding,
 )
 
 ZH_TURNS = [
@@ -269,7 +270,7 @@ def test_a_failed_compaction_exits_nonzero_and_changes_nothing(cli: Cli) -> None
     cli.server.responder = responder
     env = {"CHATBOT_SUMMARY_TRIGGER": "off", "CHATBOT_SUMMARY_KEEP": "messages:1"}
     for i in range(3):
-        ok(cli.ask(f"turn {i}", **env))
+        ok(cli.ask(worth_folding(f"turn {i}"), **env))
     before = cli.show()
     broken["on"] = True
 
