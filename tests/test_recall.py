@@ -461,7 +461,8 @@ def test_the_tools_tokens_count_once_there_is_a_summary(tmp_path: Path) -> None:
         assert later is not None and later.summary
         extra = backend.context_tokens(later) - backend.context_tokens(later, off)
         assert 40 <= extra <= 80, extra
-        window, without = backend.context_window(later), backend.context_window(later, off)
+        window = backend.context_window(later).sent
+        without = backend.context_window(later, off).sent
         assert window.summary == without.summary, "the summary's text is the same"
         assert window.recall_tool == recall.definition_tokens(counter_for("scripted"))
         assert window.summary_message - without.summary_message == extra - window.recall_tool

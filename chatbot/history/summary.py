@@ -172,8 +172,8 @@ def summary_folds(history: Sequence[Snapshot], head: Snapshot | None = None) -> 
 
 
 class Savings(NamedTuple):
-    """What the summary holds: what it saves on every call, less what it costs there (its
-    text, its message and the recall tool: :attr:`chatbot.memory.sent.Sent.summary_cost`)."""
+    """What the summary holds. What it saves on every call is ``folded`` less what it costs
+    there: its text, its message and the recall tool (``Sent.summary_cost``)."""
 
     folded: int
     """The folded messages' tokens, usage-scaled as the live messages are: what they would

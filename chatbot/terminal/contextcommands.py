@@ -42,12 +42,11 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     tokens = repl.measure(snapshot)
     counter = repl.counter()
     tokenizer = repl.settings.tokenizer if repl.settings else "auto"
-    sent = repl.backend.context_window(snapshot, repl.context, tokenizer)  # (as /context)
+    sent = repl.backend.context_window(snapshot, repl.context, tokenizer).sent  # (as /context)
     # From the summary's own record; the history is read only for a thread summarized before
     # records existed.
     held = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
-    cost = sent.summary + sent.summary_message + sent.recall_tool  # (on every call)
-    saved = max(0, held.folded - cost) if held.messages else 0
+    saved = max(0, held.folded - sent.summary_cost) if held.messages else 0
     run = repl.run_settings()  # what the graph resolves for this session's next run
     run_policy = run.policy if run else None
     trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"

@@ -57,7 +57,8 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
     tokenizer = repl.settings.tokenizer if repl.settings else "auto"
-    tokens = repl.backend.context_window(snapshot, repl.context, tokenizer).summary  # (as /context)
+    window = repl.backend.context_window(snapshot, repl.context, tokenizer)  # (as /context)
+    tokens = window.sent.summary
     repl.console.print(render.summary_view(snapshot.summary, tokens))
     return None
 

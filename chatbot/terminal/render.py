@@ -290,13 +290,8 @@ def context_bar(window: ContextWindow, width: int) -> Text:
 
 def _parts(window: ContextWindow) -> tuple[int, ...]:
     """The figures of :data:`CONTEXT_PARTS`, in order."""
-    return (
-        window.system,
-        window.summary,
-        window.summary_message,
-        window.recall_tool,
-        window.messages,
-    )
+    sent = window.sent
+    return (sent.system, sent.summary, sent.summary_message, sent.recall_tool, sent.messages)
 
 
 class _ContextBar:
@@ -355,7 +350,7 @@ def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
         if name == "summary" and not tokens:
             note = "no summary yet"
         elif name == "summary message":
-            note = "its heading and the recall note" if window.recall_tool else "its heading"
+            note = "its heading and the recall note" if window.sent.recall_tool else "its heading"
         elif name == "recall tool":
             note = "its definition, offered once there is a summary"
         elif name == "messages":

@@ -47,12 +47,9 @@ class ContextWindow:
     what the status line counts; the words are :mod:`chatbot.memory.sent`'s), against the
     limits of the run's settings."""
 
-    system: int
-    """Tokens of the system prompt the next run sends."""
-    summary: int
-    """Tokens of the summary's text."""
-    messages: int
-    """Tokens of the messages kept verbatim."""
+    sent: Sent
+    """What the next run sends, part by part: system prompt, summary (its text), summary
+    message, recall tool, messages."""
     message_count: int
     counted_with: str
     """The tokenizer's name."""
@@ -83,14 +80,10 @@ class ContextWindow:
     """Where that room comes from (the setting, a quarter of the window)."""
     scaled_from: str = ""
     """The trigger and keep as set, when they were scaled down to fit the window."""
-    summary_message: int = 0
-    """Tokens the summary's message adds to its text (heading, recall note, overhead)."""
-    recall_tool: int = 0
-    """Tokens of the recall tool's definition, when the next call offers it."""
 
     @property
     def total(self) -> int:
-        return self.system + self.summary + self.summary_message + self.recall_tool + self.messages
+        return self.sent.total
 
 
 class ThreadOperations:
@@ -168,11 +161,7 @@ class ThreadOperations:
         messages = list(snapshot.messages) if snapshot else []
         summary = snapshot.summary if snapshot else ""
         measured = ContextWindow(
-            system=sent.system,
-            summary=sent.summary,
-            summary_message=sent.summary_message,
-            recall_tool=sent.recall_tool,
-            messages=sent.messages,
+            sent=sent,
             message_count=len(messages),
             counted_with=counter.name,
             estimated=run is None,
