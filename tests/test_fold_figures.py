@@ -211,18 +211,20 @@ def test_a_fold_is_made_only_when_the_request_it_leaves_is_smaller() -> None:
     folded = counter.raw(older)
     for on in (False, True):
         now = sent_tokens(counter, messages, "", "Be brief.", "en", on)
-        after = after_fold(counter, latest, "", "Be brief.", "en", on)
+        after = after_fold(counter, messages, latest, "", "Be brief.", "en", on)
         assert after.summary == 1 and after.summary_message > 0
         assert after.recall_tool == (recall.definition_tokens(counter) if on else 0)
         assert now.total - after.total == folded - after.summary_cost
         assert policy.fold_shrinks(now, after) == (folded > after.summary_cost)
-    assert policy.fold_shrinks(sent_tokens(counter, messages), after_fold(counter, latest, ""))
+    assert policy.fold_shrinks(
+        sent_tokens(counter, messages), after_fold(counter, messages, latest, "")
+    )
     now = sent_tokens(counter, messages, "", "", "en", True)
-    assert not policy.fold_shrinks(now, after_fold(counter, latest, "", "", "en", True))
+    assert not policy.fold_shrinks(now, after_fold(counter, messages, latest, "", "", "en", True))
     # An extension keeps the summary and its tool: what it costs is the summary's growth.
     summary = "The user keeps a spare key in a drawer."
     now = sent_tokens(counter, messages, summary, "", "en", True)
-    after = after_fold(counter, latest, summary, "", "en", True)
+    after = after_fold(counter, messages, latest, summary, "", "en", True)
     assert now.total - after.total == folded
     assert policy.fold_shrinks(now, after)
     assert not policy.fold_shrinks(now, after, least=0.99)

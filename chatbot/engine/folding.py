@@ -175,8 +175,8 @@ def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason
     limit = run.policy.max_input_tokens
     if reason == "fit" and limit and context_tokens(messages[-1:], summary, run) > limit:
         return False  # (the message cannot fit whatever is folded: the call says so)
-    kept = plan.kept(messages)
-    after = after_fold(run.counter, kept, summary, run.system_prompt, run.language, run.recall)
+    shape = (run.system_prompt, run.language, run.recall)
+    after = after_fold(run.counter, messages, plan.kept(messages), summary, *shape)
     least = policy.MIN_SHRINK if reason == "fit" else 0.0
     return policy.fold_shrinks(request_tokens(messages, summary, run), after, least)
 
@@ -198,7 +198,7 @@ def _fixed_head(summary: str, run: RunSettings) -> int:
     message, and the recall tool."""
     if summary_oversized(summary, run):  # the fold condenses it: only the new one's room counts
         summary = ""
-    head = after_fold(run.counter, [], summary, run.system_prompt, run.language, run.recall)
+    head = after_fold(run.counter, [], [], summary, run.system_prompt, run.language, run.recall)
     allowance = max(head.summary + head.summary_message, run.max_summary_tokens)
     return head.system + allowance + head.recall_tool
 

@@ -61,10 +61,12 @@ def sent_tokens(
     system_prompt: str = "",
     language: prompts.Language = "en",
     recall_on: bool = False,
+    scaled_by: Sequence[BaseMessage] | None = None,
 ) -> Sent:
     """The request :func:`chatbot.memory.prompts.conversation_input` makes of these, in tokens:
     with ``recall_on`` and a summary, the call offers the recall tool (its note in the summary's
-    message, its definition beside the messages)."""
+    message, its definition beside the messages). Scaled by the newest reply's usage among
+    ``scaled_by`` (default: the messages)."""
     offered = recall_on and bool(summary)
     raw_system = counter.raw(prompts.conversation_input([], "", system_prompt, language))
     raw_summary = counter.text(summary)
@@ -73,7 +75,7 @@ def sent_tokens(
     raw_tool = recall.definition_tokens(counter) if offered else 0
     raw_messages = counter.raw(messages)
     raw = raw_system + raw_summary + raw_carrier + raw_tool + raw_messages
-    factor = counter.scale(messages)
+    factor = counter.scale(messages if scaled_by is None else scaled_by)
     system, text, carried, tool = (
         int(part * factor) for part in (raw_system, raw_summary, raw_carrier, raw_tool)
     )
@@ -87,14 +89,18 @@ FIRST_SUMMARY = "…"
 
 def after_fold(
     counter: TokenCounter,
+    messages: Sequence[BaseMessage],
     kept: Sequence[BaseMessage],
     summary: str,
     system_prompt: str = "",
     language: prompts.Language = "en",
     recall_on: bool = False,
 ) -> Sent:
-    """The request a fold would leave, counted before its summary is made: the kept messages,
-    and the summary in its message with the recall tool it brings. The new summary's text is
-    not known yet, so it is counted at its least: the summary now (an extension keeps what it
-    held) or, for a first summary, one token (:data:`FIRST_SUMMARY`)."""
-    return sent_tokens(counter, kept, summary or FIRST_SUMMARY, system_prompt, language, recall_on)
+    """The request a fold of ``messages`` would leave, counted before its summary is made: the
+    ``kept`` messages, and the summary in its message with the recall tool it brings, scaled
+    as the request of ``messages`` is (so the two compare, though the reply whose usage scales
+    it may be folded). The new summary's text is not known yet, so it is counted at its least:
+    the summary now (an extension keeps what it held) or, for a first summary, one token
+    (:data:`FIRST_SUMMARY`)."""
+    head = summary or FIRST_SUMMARY
+    return sent_tokens(counter, kept, head, system_prompt, language, recall_on, messages)
