@@ -175,6 +175,13 @@ def stored_bytes(db: Path) -> bytes:
     return b"".join([raw, *inside])
 
 
+def worth_folding(text: str) -> str:
+    """``text`` with words enough after it that folding it into a first summary makes the
+    context smaller: a fold is made only then, and a first summary brings its message and the
+    recall tool's definition to every call (some 60 tokens)."""
+    return f"{text}, " + "and a few more words about it " * 10
+
+
 def summarizing(**extra: str) -> dict[str, str]:
     """Summarize once a thread has more than 2 messages, keeping only the newest one."""
     return {"CHATBOT_SUMMARY_TRIGGER": "messages:2", "CHATBOT_SUMMARY_KEEP": "messages:1", **extra}

@@ -133,7 +133,9 @@ def test_resuming_where_the_message_arrived_answers_it_again_on_a_branch(
 def test_compact_folds_now_and_regenerate_answers_from_the_compacted_state(
     backend: Backend, thread: str
 ) -> None:
-    for text in ("one", "two"):
+    # (a first message long enough that folding it, with the recall tool a first summary
+    # brings, makes the context smaller)
+    for text in ("one " + "more words " * 20, "two"):
         list(backend.send(thread, text))
     (folded,) = [
         e for e in backend.compact(thread, "keep the numbers") if isinstance(e, Summarized)

@@ -16,7 +16,7 @@ from chatbot import __version__
 from chatbot.cli.commands import app
 from chatbot.store.sqlite import Store
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import Cli, echo_or_summary, one_error, runner, summarizing
+from tests.helpers import Cli, echo_or_summary, one_error, runner, summarizing, worth_folding
 
 
 def invoke(*args: str, input: str | None = None, env: dict[str, str] | None = None):
@@ -75,7 +75,7 @@ def test_empty_message_is_refused_with_one_line(tmp_path: Path) -> None:
 def test_show_json_has_summary_and_messages(tmp_path: Path) -> None:
     db = str(tmp_path / "c.sqlite")
     env = {"CHATBOT_SUMMARY_TRIGGER": "messages:2", "CHATBOT_SUMMARY_KEEP": "messages:2"}
-    for text in ["my name is Ada", "I like tea"]:
+    for text in [worth_folding("my name is Ada"), "I like tea"]:  # (the first: worth folding)
         assert invoke("ask", text, "-t", "ada", "--db", db, env=env).exit_code == 0
     result = invoke("show", "ada", "--json", "--db", db)
     document = json.loads(result.stdout)
@@ -481,7 +481,7 @@ def test_a_failing_summary_model_is_named_by_its_own_setting(
 
     openai_server.responder = answer
     env = summarizing(CHATBOT_SUMMARY_MODEL="fake-summary-model")
-    for text in ("one", "two", "three"):
+    for text in (worth_folding("one"), "two", "three"):
         result = cli.ask(text, **env)
         assert result.exit_code == 0, result.output
     said = result.stderr

@@ -33,6 +33,7 @@ from tests.helpers import (
     is_summary_request,
     one_error,
     wait_until,
+    worth_folding,
 )
 
 ESCAPES = (
@@ -300,7 +301,7 @@ def run_row(cli: Cli, server: FakeOpenAI, target: str, fault: Fault) -> dict[str
     }
     # The healthy turns around the faulted one keep the Cli's 10-second timeout: with 1 s, a
     # busy machine (parallel workers) made them time out too.
-    for text in ("one", "two"):
+    for text in (worth_folding("one"), "two"):
         assert cli.ask(text, **env).exit_code == 0
     before = cli.show()
     assert before["summary"].startswith("SUMMARY 1") and len(before["messages"]) == 2
@@ -420,7 +421,7 @@ def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
         "CHATBOT_SUMMARY_KEEP": "messages:2",
     }
     chatbot = [sys.executable, "-m", "chatbot"]
-    for text in ("one", "two"):
+    for text in (worth_folding("one"), "two"):
         done = subprocess.run(
             [*chatbot, "ask", text],
             stdin=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import build_graph
 from chatbot.threads.runner import blocking, blocking_iter
+from tests.helpers import worth_folding
 from tests.scripted import ScriptedChatModel, chat_calls, summary_calls
 
 TUTORIAL_TURNS = [
@@ -307,9 +308,8 @@ def test_per_run_context_overrides_the_trigger(
     chat: ScriptedChatModel, summarizer: ScriptedChatModel
 ) -> None:
     graph = build_graph(chat, summarizer, settings(), InMemorySaver())
-    state = say(
-        graph, "hello", context={"summary_trigger": "messages:1", "summary_keep": "messages:1"}
-    )
+    tight = {"summary_trigger": "messages:1", "summary_keep": "messages:1"}
+    state = say(graph, worth_folding("hello"), context=tight)
     assert state["summary"] == "Lance likes the 49ers and Nick Bosa."
     assert [m.text for m in state["messages"]] == ["reply 1"]
 
@@ -337,7 +337,10 @@ def test_failed_summary_never_logs_or_streams_the_api_key(
     with caplog.at_level("WARNING", logger="chatbot"):
         parts = list(
             blocking_iter(
-                graph.astream({"messages": [HumanMessage("hi")]}, stream_mode=["custom", "values"])
+                graph.astream(
+                    {"messages": [HumanMessage(worth_folding("hi"))]},
+                    stream_mode=["custom", "values"],
+                )
             )
         )
     (failure,) = [p for mode, p in parts if mode == "custom" and p["event"] != "folding"]

@@ -31,6 +31,7 @@ from tests.helpers import (
     stored_bytes,
     summarizing,
     summary_requests,
+    worth_folding,
 )
 
 
@@ -189,7 +190,7 @@ def test_other_threads_do_not_see_each_others_turns(cli: Cli) -> None:
 
 def test_api_key_never_appears_in_cli_output_or_in_the_database(cli: Cli) -> None:
     cli.server.responder = echo_or_summary
-    outputs = [ok(cli.ask(f"turn {n}", **summarizing())).output for n in range(3)]
+    outputs = [ok(cli.ask(worth_folding(f"turn {n}"), **summarizing())).output for n in range(3)]
     shown = cli.invoke("show", "t1", "--json", "--db", str(cli.db))
     outputs.append(ok(shown).output)
     assert summary_requests(cli.server), "the summary path should have been exercised too"
@@ -223,7 +224,7 @@ def test_summary_request_reaches_the_server_and_show_has_the_summary_and_fewer_m
 ) -> None:
     cli.server.responder = echo_or_summary
 
-    first = ok(cli.ask("I'm Ada and I like green tea.", **summarizing()))
+    first = ok(cli.ask(worth_folding("I'm Ada and I like green tea."), **summarizing()))
     assert summary_requests(cli.server) == []
     assert "summarized" not in first.stderr
     second = ok(cli.ask("What do I like?", **summarizing()))
@@ -248,7 +249,7 @@ def test_after_a_summary_the_chat_call_carries_it_and_the_next_summary_extends_i
     cli: Cli,
 ) -> None:
     cli.server.responder = echo_or_summary
-    for text in ("I'm Ada.", "I like green tea.", "And oolong."):
+    for text in (worth_folding("I'm Ada."), "I like green tea.", "And oolong."):
         ok(cli.ask(text, **summarizing()))
 
     first_chat, *_, third_chat = chat_requests(cli.server)
@@ -298,7 +299,8 @@ def test_failed_summary_call_keeps_every_message_and_a_later_turn_summarizes(
 
     cli.server.responder = responder
     cli.env = summarizing()
-    ok(cli.ask("I'm Ada."))
+    ada = worth_folding("I'm Ada.")
+    ok(cli.ask(ada))
 
     # (the failure's own settings for the failing turn alone: a healthy turn on a busy machine
     # may take longer than the 1 s timeout)
@@ -312,8 +314,8 @@ def test_failed_summary_call_keeps_every_message_and_a_later_turn_summarizes(
     state = cli.show()
     assert state["summary"] == ""
     assert [m["content"] for m in state["messages"]] == [
-        "I'm Ada.",
-        "echo: I'm Ada.",
+        ada,
+        f"echo: {ada}",
         "I like green tea.",
         "echo: I like green tea.",
     ]

@@ -19,6 +19,7 @@ from tests.helpers import (
     is_summary_request,
     ok,
     summary_requests,
+    worth_folding,
 )
 
 ZH_TURNS = [
@@ -182,6 +183,28 @@ def test_rate_limits_and_other_errors_are_not_overflows() -> None:
     assert context_overflow(RuntimeError("Invalid API key")) is None
 
 
+def test_compact_from_the_shell_that_would_not_make_the_context_smaller_folds_nothing(
+    cli: Cli,
+) -> None:
+    """A first summary brings its message and the recall tool to every call: folding one short
+    exchange would add more than it takes away, so it is not made, and that is no failure."""
+    cli.server.responder = echo_or_summary
+    env = {"CHATBOT_SUMMARY_TRIGGER": "off", "CHATBOT_SUMMARY_KEEP": "messages:2"}
+    for text in ("hi", "thanks"):
+        ok(cli.ask(text, **env))
+    before = cli.show()
+    history = ok(cli.invoke("history", "t1", "--json", "--db", str(cli.db))).stdout
+
+    result = ok(cli.invoke("compact", "t1", "--db", str(cli.db), **env))
+
+    assert result.stdout.strip() == (
+        "nothing to fold: folding 2 messages would not make the context smaller"
+    )
+    assert summary_requests(cli.server) == [], "no summary was asked for"
+    assert cli.show()["messages"] == before["messages"] and not cli.show()["summary"]
+    assert ok(cli.invoke("history", "t1", "--json", "--db", str(cli.db))).stdout == history
+
+
 def test_compact_from_the_shell_folds_now_with_a_focus_and_prints_before_and_after(
     cli: Cli,
 ) -> None:
@@ -224,12 +247,12 @@ def test_compact_from_the_shell_folds_now_with_a_focus_and_prints_before_and_aft
 
 
 def test_compact_refuses_a_missing_thread_and_a_turn_without_a_reply(cli: Cli) -> None:
-    missing = cli.invoke("compact", "nope", "--db", str(cli.db))
-    assert missing.exit_code == 1 and "no thread 'nope'" in missing.stderr
-
     cli.server.script(Reply(status=500, error_message="boom"))
     failed = cli.ask("hello")
     assert failed.exit_code == 1
+    missing = cli.invoke("compact", "nope", "--db", str(cli.db))
+    assert missing.exit_code == 1 and "no thread 'nope'" in missing.stderr
+
     refused = cli.invoke("compact", "t1", "--db", str(cli.db))
     assert refused.exit_code == 1
     assert "the last turn has no reply yet" in refused.stderr
@@ -247,7 +270,7 @@ def test_a_failed_compaction_exits_nonzero_and_changes_nothing(cli: Cli) -> None
     cli.server.responder = responder
     env = {"CHATBOT_SUMMARY_TRIGGER": "off", "CHATBOT_SUMMARY_KEEP": "messages:1"}
     for i in range(3):
-        ok(cli.ask(f"turn {i}", **env))
+        ok(cli.ask(worth_folding(f"turn {i}"), **env))
     before = cli.show()
     broken["on"] = True
 

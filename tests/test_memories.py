@@ -19,6 +19,7 @@ from tests.helpers import (
     ok,
     summarizing,
     summary_requests,
+    worth_folding,
 )
 
 HEADING = "What you remember about the user"
@@ -69,7 +70,7 @@ def learn_lance(cli: Cli, openai_server: FakeOpenAI) -> None:
     """Thread a: three messages, a fold whose summary call notes the three facts."""
     openai_server.responder = answering(facts_reply(*LANCE))
     for text in ("I'm Lance", "I'm allergic to peanuts", "I live in Lisbon"):
-        ok(cli.ask(text, thread="a", **summarizing()))
+        ok(cli.ask(worth_folding(text), thread="a", **summarizing()))
 
 
 def test_facts_told_in_one_thread_reach_the_next_forgotten_ones_do_not_corrections_win(
@@ -111,7 +112,7 @@ def test_facts_told_in_one_thread_reach_the_next_forgotten_ones_do_not_correctio
 
     openai_server.responder = answering(correcting)
     for text in ("I moved to Porto last month", "The flat is near the river", "It is sunny"):
-        ok(cli.ask(text, thread="d", **summarizing()))
+        ok(cli.ask(worth_folding(text), thread="d", **summarizing()))
     in_force = {m["text"]: m for m in listed(cli)}
     assert "Lives in Porto" in in_force and "Lives in Lisbon" not in in_force
     (old,) = [m for m in listed(cli, "--all") if m["id"] == lisbon]
@@ -192,7 +193,7 @@ def test_a_threads_export_holds_its_own_memories_and_no_other_threads(
     learn_lance(cli, openai_server)
     openai_server.responder = answering(facts_reply("Plays the cello"))
     for text in ("I play the cello", "in an orchestra", "on Sundays"):
-        ok(cli.ask(text, thread="other", **summarizing()))
+        ok(cli.ask(worth_folding(text), thread="other", **summarizing()))
     mine = json.loads(ok(cli.invoke("export", "a", "-f", "json", "--db", str(cli.db))).stdout)
     assert [m["text"] for m in mine["memories"]] == LANCE
     theirs = ok(cli.invoke("export", "other", "-f", "json", "--db", str(cli.db))).stdout
@@ -210,7 +211,7 @@ def test_the_api_key_and_url_passwords_never_become_memories(
         facts_reply(f"API key is {SECRET}", "Proxy password hunter2pass", "Likes tea")
     )
     for text in ("my key is in the config", "and the proxy too", "I like tea"):
-        ok(cli.ask(text, thread="a", OPENAI_BASE_URL=base, **summarizing()))
+        ok(cli.ask(worth_folding(text), thread="a", OPENAI_BASE_URL=base, **summarizing()))
     assert [m["text"] for m in listed(cli)] == ["Likes tea"]
     said = repl(cli, "a", f"/memory add my key is {SECRET}", OPENAI_BASE_URL=base)
     assert "never remembered" in said and SECRET not in said
@@ -227,7 +228,7 @@ def test_deleting_a_thread_offers_to_forget_what_came_from_it(
     assert len(listed(cli)) == 3
     openai_server.responder = answering(facts_reply("Speaks Portuguese"))
     for text in ("Falo português", "desde pequeno", "em casa"):
-        ok(cli.ask(text, thread="p", **summarizing()))
+        ok(cli.ask(worth_folding(text), thread="p", **summarizing()))
     said = repl(cli, "q", "/delete p", "y", "y")
     assert "forgotten 1 memory from p" in said
     assert [m["text"] for m in listed(cli)] == LANCE

@@ -44,6 +44,7 @@ from tests.helpers import (
     echo_or_summary,
     is_summary_request,
     wait_until,
+    worth_folding,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -560,8 +561,9 @@ def test_ctrl_c_stops_a_slow_reply_and_retry_after_reopening_finishes_the_turn(
     term = spawn("chat", "--thread", "main", **model_env)
     term.expect_prompt("main")
     term.expect(r"main · fake-model · 0/6 messages")
-    for number in range(1, 5):
-        term.child.send(f"turn {number}\r")
+    for number in range(1, 5):  # (the first worth folding: a summary is made)
+        text = worth_folding("turn 1") if number == 1 else f"turn {number}"
+        term.child.send(f"{text}\r")
         term.expect(f"echo: turn {number}")
         term.expect_prompt("main")
     term.expect(r"main · fake-model · 2/6 messages")  # the fourth turn made a summary
@@ -656,7 +658,8 @@ def test_ctrl_d_during_a_reply_does_nothing_and_keys_typed_ahead_wait_in_the_inp
 
     # Typed ahead, Ctrl-D, typed ahead again: nothing is sent, nothing is lost.
     openai_server.script(Reply(text="alpha bravo charlie delta foxtrot golf", chunk_delay=0.3))
-    term.child.send("spell it\r")
+    spell = worth_folding("spell it")  # (the summary the fourth turn makes folds it)
+    term.child.send(f"{spell}\r")
     term.expect(r"alpha\b")
     term.child.send("ahead")
     term.child.sendcontrol("d")
@@ -693,7 +696,7 @@ def test_ctrl_d_during_a_reply_does_nothing_and_keys_typed_ahead_wait_in_the_inp
     assert term.leave() == 0
     assert_clean(term)
     sent = [request.last_user_text for request in chat_requests(openai_server)]
-    assert sent == ["spell it", "aheadless", "again", "more", "pasted one\npasted two"]
+    assert sent == [spell, "aheadless", "again", "more", "pasted one\npasted two"]
     document = cli_json(tmp_path / "chat.sqlite", "show", "main")
     assert texts(document, "human") == ["more", "pasted one\npasted two"]  # (6 were folded)
 
@@ -1012,7 +1015,8 @@ def test_a_spinner_with_words_while_thinking_and_while_folding(
         Reply(text="here at last", delay=2.5),  # the reply: seconds before the first token
         Reply(text="SUMMARY: hi", delay=30),  # the summary after it: never comes
     )
-    term.child.send("hello\r")
+    hello = worth_folding("hello")  # (folding it makes the context smaller)
+    term.child.send(f"{hello}\r")
     shown = term.expect(r"thinking… 2s")
     assert "thinking… 0s" in shown or "thinking… 1s" in shown, "the seconds count up"
     term.expect("here at last")
@@ -1021,14 +1025,16 @@ def test_a_spinner_with_words_while_thinking_and_while_folding(
     term.expect(r"interrupted.*the reply is saved; the summary is made next turn")
     term.expect_prompt("spin")
     listed = plain(term.say("/history", "spin"))
-    assert "hello (summary left for the next turn)" in listed, listed
+    # (the note wraps in the table's column, the other columns between its lines)
+    note = re.search(r"hello, and a few .*\(summary left for the\s.*next turn\)", listed, re.S)
+    assert note, listed
     assert "unfinished" not in listed, "a turn whose reply was saved is finished"
     assert term.leave() == 0
     screen = term.transcript.getvalue()
     after = plain(screen[screen.rindex("here at last") :])
     assert "thinking…" not in after.split("interrupted")[-1], "the spinner is cleared"
     document = cli_json(tmp_path / "chat.sqlite", "show", "spin")
-    assert texts(document) == ["hello", "here at last"] and not document["summary"]
+    assert texts(document) == [hello, "here at last"] and not document["summary"]
 
 
 def test_ask_on_a_terminal_shows_the_spinner_until_the_reply_comes(

@@ -19,12 +19,14 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import DURABILITY, build_graph
 from chatbot.engine.recalling import history_search
+from chatbot.memory import recall
 from chatbot.memory.recall import NOTE, TOOL_NAME
+from chatbot.memory.tokens import counter_for
 from chatbot.store.postgres import open_store
 from chatbot.store.search import recaller
 from chatbot.threads.runner import blocking
 from tests.fake_openai import Reply, completion
-from tests.helpers import Cli, chat_requests, is_summary_request, ok
+from tests.helpers import Cli, chat_requests, is_summary_request, ok, worth_folding
 from tests.scripted import ScriptedChatModel, chat_calls
 
 FACT = "My parking spot is B-42 on level 3, next to the blue pillar."
@@ -326,7 +328,7 @@ def refuse_tools(body: dict[str, Any]) -> Reply:
 def test_a_provider_refusing_tools_gets_the_turn_again_without_them(cli: Cli) -> None:
     cli.server.responder = refuse_tools
     env = {"CHATBOT_SUMMARY_TRIGGER": "messages:2", "CHATBOT_SUMMARY_KEEP": "messages:1"}
-    ok(cli.ask("first", **env))
+    ok(cli.ask(worth_folding("first"), **env))
     ok(cli.ask("second", **env))
     result = ok(cli.ask("third", **env))
     assert result.stdout.strip() == "a plain answer"
@@ -367,7 +369,7 @@ def test_kill_9_during_a_tool_round_loses_no_completed_message(cli: Cli, tmp_pat
 
     cli.server.responder = respond
     env = {"CHATBOT_SUMMARY_TRIGGER": "messages:2", "CHATBOT_SUMMARY_KEEP": "messages:1"}
-    ok(cli.ask("My parking is on level 3.", **env))
+    ok(cli.ask(worth_folding("My parking is on level 3."), **env))
     ok(cli.ask("hello", **env))
     full_env = {
         **os.environ,
@@ -459,5 +461,9 @@ def test_the_tools_tokens_count_once_there_is_a_summary(tmp_path: Path) -> None:
         assert later is not None and later.summary
         extra = backend.context_tokens(later) - backend.context_tokens(later, off)
         assert 40 <= extra <= 80, extra
-        window = backend.context_window(later)
-        assert window.summary - backend.context_window(later, off).summary == extra
+        window = backend.context_window(later).sent
+        without = backend.context_window(later, off).sent
+        assert window.summary == without.summary, "the summary's text is the same"
+        assert window.recall_tool == recall.definition_tokens(counter_for("scripted"))
+        assert window.summary_message - without.summary_message == extra - window.recall_tool
+        assert without.recall_tool == 0

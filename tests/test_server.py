@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from chatbot.cli.commands import app
-from tests.helpers import DevServer
+from tests.helpers import DevServer, worth_folding
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +88,7 @@ def test_a_per_run_context_overrides_the_trigger(client: Any) -> None:
     run_turn(
         client,
         thread["thread_id"],
-        "summarize me at once",
+        worth_folding("summarize me at once"),  # (folding it makes the context smaller)
         context={"summary_trigger": "messages:1", "summary_keep": "messages:1"},
     )
     values = client.threads.get_state(thread["thread_id"])["values"]
@@ -200,7 +200,7 @@ def test_delete_with_a_server_url_refuses_and_keeps_the_local_thread(
 @pytest.mark.slow
 def test_remote_compact_and_retry_after_it(dev_server: DevServer) -> None:
     runner = CliRunner()
-    for text in ["first fact: the cat is Tom", "second fact: the dog is Rex"]:
+    for text in [worth_folding("first fact: the cat is Tom"), "second fact: the dog is Rex"]:
         asked = runner.invoke(app, ["ask", text, "--url", dev_server.url, "-t", "remote-compact"])
         assert asked.exit_code == 0, asked.output
 

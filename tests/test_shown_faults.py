@@ -44,6 +44,7 @@ from tests.helpers import (
     ok,
     stored_bytes,
     summarizing,
+    worth_folding,
 )
 from tests.scripted import ScriptedChatModel
 
@@ -247,7 +248,7 @@ def test_ask_show_threads_and_export_neutralise_bidi_and_keep_it_stored(
     first = ok(cli.ask("title \u202eevil\u202c here"))  # the user's message names the thread
     assert_nothing_hidden(first.stdout)
     assert TRICKY_SHOWN in first.stdout
-    ok(cli.ask("second"))
+    ok(cli.ask(worth_folding("second")))  # (folded with the first: a summary is made)
 
     shown = ok(cli.invoke("show", "t1", *db)).stdout
     assert_nothing_hidden(shown)

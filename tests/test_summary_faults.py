@@ -33,6 +33,7 @@ from tests.helpers import (
     ok,
     summarizing,
     summary_requests,
+    worth_folding,
 )
 from tests.scripted import ScriptedChatModel, chat_calls
 
@@ -106,7 +107,7 @@ def test_a_failing_summarizer_is_tried_once_a_turn(cli: Cli) -> None:
     made = []
     for n in range(1, 6):
         before = len(summary_requests(cli.server))
-        result = ok(cli.ask(f"turn {n}", **summarizing()))
+        result = ok(cli.ask(worth_folding(f"turn {n}"), **summarizing()))
         made.append(len(summary_requests(cli.server)) - before)
         assert f"echo: turn {n}" in result.stdout
         assert len(failed_lines(result.stderr)) == (1 if n > 1 else 0), result.stderr
@@ -125,7 +126,7 @@ def test_a_trigger_that_stays_over_its_limit_makes_one_summary_call_a_turn(cli: 
     made = []
     for n in range(1, 6):
         before = len(summary_requests(cli.server))
-        ok(cli.ask(f"turn {n}", **env))
+        ok(cli.ask(worth_folding(f"turn {n}"), **env))
         made.append(len(summary_requests(cli.server)) - before)
     assert made == [0, 1, 1, 1, 1], "the system prompt alone passes 500 tokens: one fold a turn"
     assert cli.show()["summary"] == GOOD
@@ -142,7 +143,7 @@ def test_a_summary_reply_without_text_changes_nothing_and_says_so(
     reply, reason = NO_TEXT[fault]
     cli.server.responder = summaries(reply)
     env = summarizing(CHATBOT_LANGUAGE=language)
-    ok(cli.ask("one", **env))
+    ok(cli.ask(worth_folding("one"), **env))
     before = cli.show()
 
     result = ok(cli.ask("two", **env))
@@ -219,7 +220,7 @@ def test_a_condensing_summary_reply_without_text_keeps_the_old_summary(cli: Cli)
     old = "SUMMARY: " + "the user likes tea and biscuits; " * 12 + "and cake."  # ~100 tokens
     cli.server.responder = summaries(old, Reply(text="   "))
     env = summarizing(CHATBOT_MAX_SUMMARY_TOKENS="60")
-    ok(cli.ask("one", **env))
+    ok(cli.ask(worth_folding("one"), **env))
     ok(cli.ask("two", **env))
     before = cli.show()
     assert before["summary"] == old
@@ -241,7 +242,7 @@ def test_a_five_megabyte_summary_is_refused_and_the_thread_goes_on(cli: Cli) -> 
     huge = "word " * 1_000_000  # 5 MB, finish_reason stop (sent in one piece)
     cli.server.responder = summaries(completion({"content": huge}))
     env = summarizing(CHATBOT_MAX_INPUT_TOKENS="8000")
-    ok(cli.ask("one", **env))
+    ok(cli.ask(worth_folding("one"), **env))
     before = cli.show()
 
     result = ok(cli.ask("two", **env))
@@ -264,7 +265,7 @@ def test_a_summary_a_few_times_too_long_is_condensed_once(cli: Cli) -> None:
     long = "SUMMARY: " + "the user likes green tea in the morning. " * 40  # ~330 tokens
     cli.server.responder = summaries(long, "SUMMARY: likes green tea.")
     env = summarizing(CHATBOT_MAX_SUMMARY_TOKENS="100")
-    ok(cli.ask("one", **env))
+    ok(cli.ask(worth_folding("one"), **env))
     result = ok(cli.ask("two", **env))
 
     assert not failed_lines(result.stderr)

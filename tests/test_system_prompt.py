@@ -36,6 +36,7 @@ from tests.helpers import (
     one_error,
     summarizing,
     summary_requests,
+    worth_folding,
 )
 from tests.scripted import ScriptedChatModel, chat_calls
 
@@ -119,7 +120,7 @@ def test_the_prompt_is_never_folded_and_is_still_sent_after_a_fold(
     openai_server.responder = echo_or_summary
     prompt = "ZEBRA-RULES: always answer about zebras."
     env = summarizing()
-    ok(ask(cli, "--system", prompt, "-t", "t1", "one", **env))
+    ok(ask(cli, "--system", prompt, "-t", "t1", worth_folding("one"), **env))
     for text in ("two", "three"):
         ok(cli.ask(text, **env))
     assert summary_requests(openai_server), "a summary was made"

@@ -39,7 +39,7 @@ from chatbot.store.checkpoints import read_checkpoint
 from chatbot.store.leases import Lease
 from chatbot.store.sqlite import Store
 from chatbot.threads.runner import blocking
-from tests.helpers import ROOT, wait_until
+from tests.helpers import ROOT, wait_until, worth_folding
 from tests.scripted import ScriptedChatModel
 
 
@@ -143,7 +143,8 @@ def test_a_run_folds_by_its_own_context_and_the_next_by_its_own() -> None:
     graph = build_graph(chat, summarizer, settings(), InMemorySaver())
     thread = {"configurable": {"thread_id": "t"}}
     tight = {"summary_trigger": "messages:1", "summary_keep": "messages:1"}
-    state = blocking(graph.ainvoke({"messages": [HumanMessage("one")]}, thread, context=tight))
+    said = {"messages": [HumanMessage(worth_folding("one"))]}
+    state = blocking(graph.ainvoke(said, thread, context=tight))
     assert state["summary"] == "the summary"
     summaries = len(summarizer.calls)
     for text in ("two", "three"):  # the default trigger (6 messages) holds again

@@ -34,7 +34,7 @@ from langgraph.constants import TAG_NOSTREAM
 from chatbot.engine import windows
 from chatbot.engine.retries import ReplyBegan, wait_before_retry
 from chatbot.engine.runsettings import RunSettings
-from chatbot.engine.stream import SUMMARY_TAG, Retrying, as_payload
+from chatbot.engine.stream import SUMMARY_TAG, NothingToFold, Retrying, as_payload
 from chatbot.errors import (
     SUMMARY_MODEL_SETTING,
     context_overflow,
@@ -43,7 +43,8 @@ from chatbot.errors import (
 )
 from chatbot.history.snapshots import FOLDED_KEY
 from chatbot.history.summary import extend_fold_record
-from chatbot.memory import facts, finish, policy, prompts, recall
+from chatbot.memory import facts, finish, policy, prompts
+from chatbot.memory.sent import Sent, after_fold, sent_tokens
 from chatbot.memory.tokens import ESTIMATE, TokenCounter, model_name, tokenizer_for
 from chatbot.sanitize import valid_data
 
@@ -114,14 +115,28 @@ def pending_reply(messages: Sequence[BaseMessage]) -> bool:
     return bool(messages) and not isinstance(messages[-1], AIMessage)
 
 
-def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
-    """Tokens the chat model would be sent: system prompt, the user's memories, summary and
-    messages (and, when
-    the call would offer the recall tool, its definition and note)."""
-    sent = prompts.conversation_input(
-        messages, summary, run.system_prompt, run.language, run.recall, run.memories
+def request_tokens(
+    messages: Sequence[BaseMessage], summary: str, run: RunSettings, offered: bool | None = None
+) -> Sent:
+    """What the chat model would be sent, part by part (:mod:`chatbot.memory.sent`): system
+    prompt, the user's memories, summary in its message, the recall tool when the call offers
+    it (``offered``; by default when recall is on for the run and there is a summary), and the
+    messages."""
+    on = run.recall if offered is None else offered
+    return sent_tokens(
+        run.counter,
+        messages,
+        summary,
+        run.system_prompt,
+        run.language,
+        on,
+        memories=run.memories,
     )
-    return run.counter.messages(sent) + recall.offered_tokens(run.counter, summary, run.recall)
+
+
+def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
+    """Tokens the chat model would be sent: the whole of :func:`request_tokens`."""
+    return request_tokens(messages, summary, run).total
 
 
 def overflow_of(state: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -182,37 +197,50 @@ def summary_oversized(summary: str, run: RunSettings) -> bool:
 
 
 def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> bool:
-    """True when a fold for ``reason`` would change something: there are messages safe to
-    fold, or the summary is too big to keep. A fold to make the request fit must also fold
-    at least :data:`~chatbot.memory.policy.MIN_SHRINK` of the request (beyond the recall tool
-    a first summary brings): folding two short messages beside a long system prompt only adds
-    a summary to what is sent, and is not made."""
+    """True when a fold for ``reason`` would leave a smaller request: the summary is too big
+    to keep (condensed, it shrinks), or there are messages safe to fold and the request
+    without them, with the summary's message and the recall tool the fold brings, is smaller
+    (:func:`~chatbot.memory.policy.fold_shrinks`). A fold to make the request fit must shrink
+    it by :data:`~chatbot.memory.policy.MIN_SHRINK` at least."""
     summary = state.get("summary", "")
     if summary_oversized(summary, run):
         return True
     plan = plan_fold(state, run, reason)
-    if not plan or reason != "fit":
-        return bool(plan)
+    if not plan:
+        return False
     messages = state["messages"]
     limit = run.policy.max_input_tokens
-    if limit and context_tokens(messages[-1:], summary, run) > limit:
+    if reason == "fit" and limit and context_tokens(messages[-1:], summary, run) > limit:
         return False  # (the message cannot fit whatever is folded: the call says so)
-    counts = run.counter.per_message(messages)
-    folded = sum(counts[i] for i in plan.fold)
-    brought = 0 if summary else recall.offered_tokens(run.counter, "x", run.recall)
-    return folded - brought >= context_tokens(messages, summary, run) * policy.MIN_SHRINK
+    shape = (run.system_prompt, run.language, run.recall)
+    after = after_fold(
+        run.counter, messages, plan.kept(messages), summary, *shape, memories=run.memories
+    )
+    least = policy.MIN_SHRINK if reason == "fit" else 0.0
+    return policy.fold_shrinks(request_tokens(messages, summary, run), after, least)
+
+
+def nothing_to_fold(
+    state: Mapping[str, Any], run: RunSettings, reason: FoldReason
+) -> NothingToFold | None:
+    """Why a fold for ``reason`` is not made (:func:`worth_folding`): nothing safe to fold,
+    or folding would not make the context smaller; None when it is made."""
+    if worth_folding(state, run, reason):
+        return None
+    plan = plan_fold(state, run, reason)
+    context = context_tokens(state["messages"], state.get("summary", ""), run)
+    return NothingToFold(context=context, reason=reason, messages=len(plan.fold))
 
 
 def _fixed_head(summary: str, run: RunSettings) -> int:
-    """Tokens besides the kept messages once folded: system prompt and a grown summary."""
-    system = prompts.conversation_input(
-        [], "", run.system_prompt, run.language, memories=run.memories
-    )
+    """Tokens besides the kept messages once folded: system prompt, the user's memories, a
+    grown summary in its message, and the recall tool."""
     if summary_oversized(summary, run):  # the fold condenses it: only the new one's room counts
         summary = ""
-    summary_message = prompts.conversation_input([], summary or "x", "", run.language)
-    allowance = max(run.counter.messages(summary_message), run.max_summary_tokens)
-    return run.counter.messages(system) + allowance
+    shape = (run.system_prompt, run.language, run.recall)
+    head = after_fold(run.counter, [], [], summary, *shape, memories=run.memories)
+    allowance = max(head.summary + head.summary_message, run.max_summary_tokens)
+    return head.system + head.memories + allowance + head.recall_tool
 
 
 def plan_fold(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> policy.SummaryPlan:
@@ -313,7 +341,6 @@ async def fold(
     ``call`` (asking for the user's facts too when ``known`` is given); raises
     :class:`SummaryError`."""
     messages = state["messages"]
-    counts = run.counter.per_message(messages)
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
     made = await summarize(
@@ -329,7 +356,7 @@ async def fold(
         reason=reason,
         summary=made.text,
         folded=folded,
-        folded_tokens=sum(counts[i] for i in plan.fold),
+        folded_tokens=run.counter.part(folded, messages),
         calls=made.calls,
         noted=made.noted,
     )

@@ -117,7 +117,8 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     sent = prompts.conversation_input(
         messages, summary, run.system_prompt, run.language, offer, run.memories
     )
-    raw = run.counter.raw(sent)  # (for the usage record, and an overflow's note)
+    # (the whole request, the tool's definition too: for the usage record, and an overflow's note)
+    raw = folding.request_tokens(messages, summary, run, offer).raw
     overflow.check_message_fits(messages, summary, run, raw)
     model: Any = recalling.with_tools(run.chat_model) if offer else run.chat_model
     if model is None:  # (the model cannot take tools at all)
@@ -126,6 +127,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
         sent = prompts.conversation_input(
             messages, summary, run.system_prompt, run.language, memories=run.memories
         )
+        raw = folding.request_tokens(messages, summary, run, offered=False).raw
     model = model.bind(**run.chat_call) if run.chat_call else model  # (max_tokens)
     empty: BaseException | None = None
     response: AIMessage
@@ -141,6 +143,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
                 sent = prompts.conversation_input(
                     messages, summary, run.system_prompt, run.language, memories=run.memories
                 )
+                raw = folding.request_tokens(messages, summary, run, offered=False).raw
                 continue
             pending = folding.pending_reply(messages)
             counted = run.counter.scaled(raw, sent)
@@ -209,13 +212,13 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
         run = dataclasses.replace(run, recall=False)
         if folding.fits_now(state, run):
             return {}  # (the reply's room did not fit: asked again with the room it said)
+    elif (refusal := folding.nothing_to_fold(state, run, reason)) is not None:
+        writer(stream.as_payload(refusal))  # (nothing safe to fold, or it would not shrink)
+        return {}
     before = folding.context_tokens(messages, summary, run)
     plan = folding.plan_fold(state, run, reason)
-    if reason == "overflow":
+    if reason == "overflow":  # (it cannot help: the turn ends saying so)
         overflow.check_fold_can_help(state, run, plan)
-    if not plan and not folding.summary_oversized(summary, run):
-        writer(stream.as_payload(stream.NothingToFold(context=before, reason=reason)))
-        return {}
     replies: list[AIMessage] = []
 
     def progress(part: int, parts: int) -> None:  # (a long fold says how far it is)
@@ -236,20 +239,18 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
         log.warning("summary failed, nothing was removed: %s", error)
         writer(stream.as_payload(stream.SummaryFailed(error=str(error), reason=reason)))
         return _paid(state, "summary", run.summary_model, replies)  # the calls were made
-    folded_at = set(plan.fold)
-    kept = [m for i, m in enumerate(messages) if i not in folded_at]
-    after = folding.context_tokens(kept, done.summary, run)
+    after = folding.request_tokens(plan.kept(messages), done.summary, run)
     if reason == "overflow":
-        overflow.check_shrunk(state, run, after)
+        overflow.check_shrunk(state, run, after.total)
     summarized = stream.Summarized(
         messages=len(done.folded),
         tokens_in=done.folded_tokens,
-        tokens_out=run.counter.text(done.summary),
+        tokens_out=after.summary,
         calls=done.calls,
         extended=bool(summary),
         reason=reason,
         context_before=before,
-        context_after=after,
+        context_after=after.total,
     )
     writer(stream.as_payload(summarized))
     await remembering.noted_in_fold(mind, done.noted, done.folded)

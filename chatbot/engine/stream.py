@@ -60,11 +60,13 @@ class Summarized:
 
 @dataclass(frozen=True)
 class NothingToFold:
-    """A compaction found nothing safe to fold (the kept window holds everything)."""
+    """A fold was not made: nothing was safe to fold (the kept window holds everything), or
+    folding ``messages`` of them would not make the context (``context`` tokens) smaller."""
 
     event: ClassVar[str] = "nothing_to_fold"
     context: int
     reason: str = "compact"
+    messages: int = 0
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,11 @@ def from_payload(payload: Any) -> FoldEvent | None:
             parts=parts,
         )
     if kind == NothingToFold.event:
-        return NothingToFold(context=_number(payload.get("context")), reason=reason or "compact")
+        return NothingToFold(
+            context=_number(payload.get("context")),
+            reason=reason or "compact",
+            messages=_number(payload.get("messages")),
+        )
     if kind == SummaryFailed.event:
         return SummaryFailed(error=str(payload["error"]), reason=reason or "trigger")
     if kind == Recalling.event:

@@ -1,6 +1,6 @@
-"""What a thread's summary holds and saves, read from its checkpoints: how it changed (for
-/summary history and export), the messages folded into it, the record a fold leaves in the
-state, the tokens it saves on every call, and whether the thread can be compacted now.
+"""What a thread's summary holds, read from its checkpoints: how it changed (for /summary
+history and export), the messages folded into it, the record a fold leaves in the state, the
+tokens those messages would cost on every call, and whether the thread can be compacted now.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class SummaryChange(NamedTuple):
     created_at: datetime | None
     folded: int
     folded_tokens: int
+    """The folded messages' tokens, as the request before the fold counted them (what the
+    fold's own line says: :meth:`~chatbot.memory.tokens.TokenCounter.part`)."""
     summary: str
 
 
@@ -73,7 +75,7 @@ def summary_story(
                     step=snapshot.step,
                     created_at=state.created_at,
                     folded=len(left),
-                    folded_tokens=sum(counter.per_message(left)) if left else 0,
+                    folded_tokens=counter.part(left, previous.messages),
                     summary=state.summary,
                 )
             )
@@ -170,11 +172,12 @@ def summary_folds(history: Sequence[Snapshot], head: Snapshot | None = None) -> 
 
 
 class Savings(NamedTuple):
-    """What the summary saves on every call."""
+    """What the summary holds. What it saves on every call is ``folded`` less what it costs
+    there: its text, its message and the recall tool (``Sent.summary_cost``)."""
 
-    tokens: int
-    """The folded messages' tokens (usage-scaled as the live messages are) minus the
-    summary's."""
+    folded: int
+    """The folded messages' tokens, usage-scaled as the live messages are: what they would
+    cost on every call."""
     messages: int
     """How many messages the summary holds."""
 
@@ -186,7 +189,7 @@ def summary_savings(
     *,
     use_record: bool = True,
 ) -> Savings:
-    """Tokens the summary at ``head`` saves on every call, and how many messages it holds.
+    """The tokens of the messages the summary at ``head`` holds, and how many they are.
 
     From the state's record of its folds (:func:`extend_fold_record`) when it has one counted
     with ``counter``'s tokenizer: nothing else is read. Otherwise (a thread summarized before
@@ -205,8 +208,7 @@ def summary_savings(
         raw, count = counter.raw(folded), len(folded)
     if not count:
         return Savings(0, 0)
-    tokens = math.ceil(raw * counter.scale(head.messages))
-    return Savings(max(0, tokens - counter.text(head.summary)), count)
+    return Savings(math.ceil(raw * counter.scale(head.messages)), count)
 
 
 def compact_refusal(snapshot: Snapshot | None) -> str | None:

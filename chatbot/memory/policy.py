@@ -16,6 +16,9 @@ Vocabulary:
   graph folds before a call that would pass it.
 - *fit*: a fold that, beyond keep, leaves at most a given number of tokens in the kept window
   (never folding the latest message), so the next request fits the input budget.
+- *shrinks*: a fold is made only when the request it leaves is smaller than the one sent now
+  (:func:`fold_shrinks`); what it costs is the summary's text, its message and the recall tool
+  it brings (:mod:`chatbot.memory.sent`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from chatbot.memory.prompts import text_only
+from chatbot.memory.sent import Sent
 from chatbot.memory.tokens import TokenCounter
 from chatbot.parts import text_and_media as content_text_and_media
 
@@ -330,6 +334,22 @@ class SummaryPlan:
 
     def __bool__(self) -> bool:
         return bool(self.fold)
+
+    def kept(self, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The messages that stay once the plan is folded (the pinned one among them)."""
+        folded = set(self.fold)
+        return [message for i, message in enumerate(messages) if i not in folded]
+
+
+def fold_shrinks(now: Sent, after: Sent, least: float = 0.0) -> bool:
+    """The rule every fold meets (``/compact``, the trigger, a fold to fit the model): it is
+    made only when the request it leaves (``after``: the kept messages, the summary in its
+    message and the recall tool it brings; :func:`chatbot.memory.sent.after_fold`) is smaller
+    than the one sent now, by at least ``least`` of it. Folding a few short messages into a
+    first summary adds the summary's message and, with recall on, the tool's definition to
+    every request: more than it takes away, so it is not made."""
+    saved = now.total - after.total
+    return saved > 0 and saved >= now.total * least
 
 
 def first_human_index(messages: Sequence[BaseMessage]) -> int | None:

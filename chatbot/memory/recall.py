@@ -48,15 +48,10 @@ NOTE = {
 """What the summary's system message adds when recall is offered."""
 
 
-def offered_tokens(counter: Any, summary: str, on: bool) -> int:
-    """Tokens the tool's definition adds to a request that offers it (none without a summary
-    or with recall off), counted by ``counter`` (a :class:`~chatbot.memory.tokens.TokenCounter`)
-    on the definition as OpenAI's models are shown it."""
-    return definition_tokens(counter) if on and summary else 0
-
-
 def definition_tokens(counter: Any) -> int:
-    """Tokens of the tool's definition, counted by ``counter``."""
+    """Tokens the tool's definition adds to a request that offers it, counted by ``counter``
+    (a :class:`~chatbot.memory.tokens.TokenCounter`) on the definition as OpenAI's models are
+    shown it (:mod:`chatbot.memory.sent` counts it in a request)."""
     return int(counter.text(_SPEC_TEXT))
 
 

@@ -1,7 +1,8 @@
 """Token counts: the model family's real tokenizer where one ships offline, else an estimate.
 
 One counter serves every decision and display: the trigger, the keep budget, the chunker, the
-guard that folds before a call, ``/tokens`` and the status line.
+guard that folds before a call, ``/tokens``, ``/context`` and the status line; a request is
+counted part by part with it in :mod:`chatbot.memory.sent`.
 
 Vocabulary:
 - *tokenizer*: counts the tokens of a text. ``o200k_base`` (GPT-4o, GPT-4.1, GPT-5, o-series)
@@ -391,6 +392,11 @@ class TokenCounter:
     def scaled(self, raw: int, messages: Sequence[BaseMessage]) -> int:
         """:meth:`messages` of messages whose :meth:`raw` count is ``raw``."""
         return math.ceil(raw * self.scale(messages)) if messages else 0
+
+    def part(self, part: Sequence[BaseMessage], messages: Sequence[BaseMessage]) -> int:
+        """Tokens of ``part``, some of ``messages``, as a request of ``messages`` counts them
+        (usage-scaled as it is): what a fold takes out of it, and what was folded."""
+        return self.scaled(self.raw(part), messages) if part else 0
 
     def per_message(self, messages: Sequence[BaseMessage]) -> list[int]:
         """Each message's tokens, usage-scaled like :meth:`messages`."""

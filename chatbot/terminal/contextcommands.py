@@ -42,9 +42,12 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     snapshot = repl.backend.current(repl.thread_id)
     tokens = repl.measure(snapshot)
     counter = repl.counter()
+    tokenizer = repl.settings.tokenizer if repl.settings else "auto"
+    sent = repl.backend.context_window(snapshot, repl.context, tokenizer).sent  # (as /context)
     # From the summary's own record; the history is read only for a thread summarized before
     # records existed.
-    saved = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
+    held = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
+    saved = max(0, held.folded - sent.summary_cost) if held.messages else 0
     run = repl.run_settings()  # what the graph resolves for this session's next run
     run_policy = run.policy if run else None
     trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"
@@ -63,8 +66,8 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     rows += [
         ("trigger", trigger + (f" ({threshold:,} tokens)" if threshold else "")),
         ("keep", keep),
-        ("summary", f"{counter.text(snapshot.summary) if snapshot else 0:,} tokens"),
-        ("saved", f"{saved.tokens:,} tokens per call ({saved.messages} messages folded)"),
+        ("summary", f"{sent.summary:,} tokens"),
+        ("saved", f"{saved:,} tokens per call ({held.messages} messages folded)"),
     ]
     # (the cost, from the state's usage record)
     rows += [(name, escape(value)) for name, value in cost_rows(snapshot_cost(snapshot))]

@@ -56,7 +56,9 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         trigger = describe_trigger(run.policy) if run else "the server's trigger"
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
         return None
-    tokens = repl.counter().text(snapshot.summary)
+    tokenizer = repl.settings.tokenizer if repl.settings else "auto"
+    window = repl.backend.context_window(snapshot, repl.context, tokenizer)  # (as /context)
+    tokens = window.sent.summary
     repl.console.print(render.summary_view(snapshot.summary, tokens))
     return None
 

@@ -127,7 +127,11 @@ def describe_summary(event: Summarized) -> str:
 
 
 def describe_nothing_to_fold(event: NothingToFold) -> str:
-    """The line shown when a compaction finds nothing safe to fold."""
+    """The line shown when a fold is not made: nothing safe to fold, or folding would not
+    make the context smaller."""
+    if event.messages:
+        folding = counted(event.messages, "message")
+        return f"nothing to fold: folding {folding} would not make the context smaller"
     return (
         f"nothing to fold: the kept window holds the whole conversation "
         f"({event.context:,} tokens); CHATBOT_SUMMARY_KEEP sets its size"
@@ -260,6 +264,8 @@ CONTEXT_BAR_WIDTH = 64
 CONTEXT_PARTS = (
     ("█", "magenta", "system prompt"),
     ("▓", "yellow", "summary"),
+    ("▞", "yellow", "summary message"),
+    ("░", "green", "recall tool"),
     ("▒", "cyan", "messages"),
 )
 """The bar's glyph and colour for each part of the context (the glyph tells them apart
@@ -273,15 +279,19 @@ def context_bar(window: ContextWindow, width: int) -> Text:
     marked where it fires."""
     span = max(window.window or window.trigger_tokens or 0, window.total, 1)
     cells: list[tuple[str, str]] = []
-    for (glyph, style, _), tokens in zip(
-        CONTEXT_PARTS, (window.system, window.summary, window.messages), strict=True
-    ):
+    for (glyph, style, _), tokens in zip(CONTEXT_PARTS, _parts(window), strict=True):
         count = round(tokens / span * width)
         cells += [(glyph, style)] * (max(1, count) if tokens else 0)
     cells = cells[:width] + [FREE] * (width - len(cells))
     if window.trigger_tokens and window.trigger_tokens <= span:  # (past it: no place to mark)
         cells[min(width - 1, round(window.trigger_tokens / span * width))] = TRIGGER_MARK
     return Text.assemble(*cells)
+
+
+def _parts(window: ContextWindow) -> tuple[int, ...]:
+    """The figures of :data:`CONTEXT_PARTS`, in order."""
+    sent = window.sent
+    return (sent.system, sent.summary, sent.summary_message, sent.recall_tool, sent.messages)
 
 
 class _ContextBar:
@@ -333,11 +343,16 @@ def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
         part = tokens / window.window
         return "<1%" if 0 < part < 0.005 else f"{part:.0%}"
 
-    parts = (window.system, window.summary, window.messages)
-    for (glyph, style, name), tokens in zip(CONTEXT_PARTS, parts, strict=True):
+    for (glyph, style, name), tokens in zip(CONTEXT_PARTS, _parts(window), strict=True):
         note = ""
+        if name in ("summary message", "recall tool") and not tokens:
+            continue  # (no summary, or recall off: nothing of them is sent)
         if name == "summary" and not tokens:
             note = "no summary yet"
+        elif name == "summary message":
+            note = "its heading and the recall note" if window.sent.recall_tool else "its heading"
+        elif name == "recall tool":
+            note = "its definition, offered once there is a summary"
         elif name == "messages":
             note = f"in {counted(window.message_count, 'message')}"
         label = Text.assemble((glyph, style), f" {name}")

@@ -279,8 +279,9 @@ class LocalBackend(LocalReader, ThreadOperations):
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
     ) -> TurnStream:
         """Fold the older messages into the summary now (a run with no message, not a turn).
-        With nothing to fold, nothing is run: a run would leave a checkpoint that changes
-        nothing, a row in the thread's history at every try."""
+        With nothing to fold, or a fold that would not make the context smaller, nothing is
+        run: a run would leave a checkpoint that changes nothing, a row in the thread's history
+        at every try."""
         run_context = {**(context or {}), "compact": True, "compact_focus": focus}
         unchanged = self._nothing_to_compact(thread_id, run_context)
         if unchanged is not None:
@@ -289,10 +290,11 @@ class LocalBackend(LocalReader, ThreadOperations):
         return Turn(self, thread_id, {"messages": []}, config, run_context)
 
     def _nothing_to_compact(self, thread_id: str, context: dict[str, Any]) -> TurnStream | None:
-        """The events of a compaction that has nothing to fold (the graph's own rule), or None
-        when it has something (or its last message waits for a reply: the graph says so)."""
+        """The events of a compaction that has nothing to fold, or whose fold would not make
+        the context smaller (the graph's own rule), or None when it folds (or its last message
+        waits for a reply: the graph says so)."""
         from chatbot.engine import folding
-        from chatbot.threads.events import NothingToFold, just
+        from chatbot.threads.events import just
 
         now = self.current(thread_id)
         if now is None or now.awaiting_reply:
@@ -300,10 +302,9 @@ class LocalBackend(LocalReader, ThreadOperations):
         run = self.run_settings(context, now.state.system_prompt)
         if run is None:
             return None
-        messages, summary = now.state.messages, now.state.summary
-        if folding.worth_folding({"messages": messages, "summary": summary}, run, "compact"):
-            return None
-        return just(NothingToFold(context=folding.context_tokens(messages, summary, run)))
+        state = {"messages": now.state.messages, "summary": now.state.summary}
+        refusal = folding.nothing_to_fold(state, run, "compact")
+        return None if refusal is None else just(refusal)
 
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included).

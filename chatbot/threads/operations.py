@@ -14,7 +14,6 @@ backend do them alike and the REPL's commands only parse, call and render.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -24,6 +23,8 @@ from chatbot.history.snapshots import Snapshot
 
 if TYPE_CHECKING:
     from chatbot.engine.runsettings import RunSettings
+    from chatbot.memory.sent import Sent
+    from chatbot.memory.tokens import TokenCounter
     from chatbot.threads.events import TurnStream
 
 
@@ -43,14 +44,12 @@ class Undone(NamedTuple):
 @dataclass(frozen=True)
 class ContextWindow:
     """What the chat model would be sent for a thread now, part by part (the figures sum to
-    what the status line counts), against the limits of the run's settings."""
+    what the status line counts; the words are :mod:`chatbot.memory.sent`'s), against the
+    limits of the run's settings."""
 
-    system: int
-    """Tokens of the system prompt the next run sends."""
-    summary: int
-    """Tokens of the summary, as it is sent (a system message)."""
-    messages: int
-    """Tokens of the messages kept verbatim."""
+    sent: Sent
+    """What the next run sends, part by part: system prompt, summary (its text), summary
+    message, recall tool, messages."""
     message_count: int
     counted_with: str
     """The tokenizer's name."""
@@ -84,7 +83,7 @@ class ContextWindow:
 
     @property
     def total(self) -> int:
-        return self.system + self.summary + self.messages
+        return self.sent.total
 
 
 class ThreadOperations:
@@ -113,31 +112,40 @@ class ThreadOperations:
     ) -> RunSettings | None:
         raise NotImplementedError
 
+    def _sent(
+        self, snapshot: Snapshot | None, context: dict[str, Any] | None, tokenizer: str
+    ) -> tuple[RunSettings | None, TokenCounter, Sent]:
+        """The settings a run with ``context`` has here (None on a server, or when the context
+        does not resolve), their counter, and what the run would send for ``snapshot``: the
+        graph's own count (:func:`chatbot.engine.folding.request_tokens`); else an estimate
+        with the thread's own system prompt and ``tokenizer``."""
+        from chatbot.config.sources import SettingsError
+        from chatbot.memory.sent import sent_tokens
+        from chatbot.memory.tokens import counter_for
+
+        messages = list(snapshot.messages) if snapshot else []
+        summary = snapshot.summary if snapshot else ""
+        own_prompt = snapshot.system_prompt if snapshot else ""
+        try:
+            run = self.run_settings(context, own_prompt)
+        except SettingsError:
+            run = None
+        if run is not None:
+            from chatbot.engine import folding
+
+            return run, run.counter, folding.request_tokens(messages, summary, run)
+        counter = counter_for("", tokenizer)
+        return None, counter, sent_tokens(counter, messages, summary, own_prompt)
+
     def context_tokens(
         self, snapshot: Snapshot, context: dict[str, Any] | None = None, tokenizer: str = "auto"
     ) -> int:
         """Tokens the chat model would be sent for ``snapshot`` by a run with ``context``: its
-        system prompt, summary and messages, counted as the graph counts them. On a server,
-        which resolves runs with its own settings (or when the context does not resolve): an
-        estimate with the thread's own system prompt and ``tokenizer``."""
-        from chatbot.config.sources import SettingsError
-        from chatbot.memory import prompts, recall
-        from chatbot.memory.tokens import counter_for
-
-        try:
-            run = self.run_settings(context, snapshot.system_prompt)
-        except SettingsError:
-            run = None
-        on = bool(run and run.recall)
-        sent = prompts.conversation_input(
-            list(snapshot.messages),
-            snapshot.summary,
-            run.system_prompt if run else snapshot.system_prompt,
-            run.language if run else "en",
-            on,
-        )
-        counter = run.counter if run else counter_for("", tokenizer)
-        return counter.messages(sent) + recall.offered_tokens(counter, snapshot.summary, on)
+        system prompt, summary in its message, the recall tool and messages, counted as the
+        graph counts them. On a server, which resolves runs with its own settings (or when the
+        context does not resolve): an estimate with the thread's own system prompt and
+        ``tokenizer``."""
+        return self._sent(snapshot, context, tokenizer)[2].total
 
     def context_window(
         self,
@@ -149,36 +157,11 @@ class ThreadOperations:
         ``context`` has and what its next fold would take (the graph's own plan: the messages
         a ``/compact`` now, or the trigger once passed, folds). On a server: an estimate
         (see :attr:`ContextWindow.estimated`)."""
-        from chatbot.config.sources import SettingsError
-        from chatbot.memory import prompts, recall
-        from chatbot.memory.tokens import counter_for
-
+        run, counter, sent = self._sent(snapshot, context, tokenizer)
         messages = list(snapshot.messages) if snapshot else []
         summary = snapshot.summary if snapshot else ""
-        own_prompt = snapshot.system_prompt if snapshot else ""
-        try:
-            run = self.run_settings(context, own_prompt)
-        except SettingsError:
-            run = None
-        system_prompt, language = (run.system_prompt, run.language) if run else (own_prompt, "en")
-        counter = run.counter if run else counter_for("", tokenizer)
-        on = bool(run and run.recall)  # (the recall tool's note and definition: the summary's)
-        sent = prompts.conversation_input(messages, summary, system_prompt, language, on)
-        factor = counter.scale(sent)  # (the provider's usage, as the status line scales it)
-
-        def scaled(part: list[Any]) -> int:
-            return math.ceil(counter.raw(part) * factor) if part else 0
-
-        system = scaled(prompts.conversation_input([], "", system_prompt, language))
-        summary_tokens = scaled(prompts.conversation_input([], summary, "", language, on))
-        summary_tokens += recall.offered_tokens(counter, summary, on)
         measured = ContextWindow(
-            system=system,
-            summary=summary_tokens,
-            messages=counter.messages(sent)
-            - system
-            - summary_tokens
-            + recall.offered_tokens(counter, summary, on),
+            sent=sent,
             message_count=len(messages),
             counted_with=counter.name,
             estimated=run is None,
@@ -189,7 +172,6 @@ class ThreadOperations:
         from chatbot.memory.policy import TRIGGER_OFF
 
         plan = folding.plan_fold({"messages": messages, "summary": summary}, run, "compact")
-        counts = counter.per_message(messages)
         limits = run.policy.trigger
         known = run.window
         age = known.age() if known else ""
@@ -210,7 +192,7 @@ class ThreadOperations:
             ),
             keep=str(run.policy.keep),
             fold_messages=len(plan.fold),
-            fold_tokens=sum(counts[i] for i in plan.fold),
+            fold_tokens=counter.part([messages[i] for i in plan.fold], messages),
         )
 
     def undo(self, thread_id: str) -> Undone:
