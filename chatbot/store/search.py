@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chatbot.errors import FriendlyError
+from chatbot.interrupts import decoding
 from chatbot.memory.recall_search import Recalled, Searcher, best_matches
 from chatbot.parts import readable_text
 from chatbot.sanitize import sanitize
@@ -109,15 +110,17 @@ def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], 
     parents = sorted(set(made_from.values()))
     for start in range(0, len(parents), 500):
         chunk = parents[start : start + 500]
-        for parent, _, _, kind, value in store.query(
+        rows_read = store.query(
             f"SELECT checkpoint_id, task_id, idx, type, {store.writes_value} "
             f"FROM {store.writes_table} WHERE thread_id = ? AND checkpoint_ns = '' "
             f"AND channel = 'messages' AND checkpoint_id IN ({', '.join('?' * len(chunk))}) "
             "ORDER BY checkpoint_id, task_id, idx",
             (thread_id, *chunk),
-        ):
-            value = serde.loads_typed((kind, bytes(value)))
-            written.setdefault(parent, []).extend(value if isinstance(value, list) else [value])
+        )
+        with decoding():
+            for parent, _, _, kind, value in rows_read:
+                value = serde.loads_typed((kind, bytes(value)))
+                written.setdefault(parent, []).extend(value if isinstance(value, list) else [value])
     for checkpoint_id, _, _ in fresh:  # (oldest first: a message is its first holder's)
         if checkpoint_id in stores_its_own:
             add(checkpoint_id, _stored_messages(store, thread_id, checkpoint_id))
