@@ -187,7 +187,11 @@ class Recent:
             self._add(thread, checkpoint["id"], _Known(parent, values=self._stored(checkpoint)))
 
     def wrote_writes(
-        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, path: str
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        path: str,
     ) -> None:
         """Writes stored at a checkpoint; as the savers store them, a write whose (task id,
         index) is taken already is left out."""
@@ -246,7 +250,9 @@ class Recent:
             if read is not None:
                 known = checkpoints.get(checkpoint_id) or _Known(None, None)
                 for channel in channels:
-                    known.values[channel] = replayed(specs[channel], read[channel])
+                    known.values[channel] = replayed(
+                        specs[channel], read.get(channel, {"writes": []})
+                    )
                 self._add(thread, checkpoint_id, known)
             try:
                 values = {name: self.value(thread, checkpoint_id, name) for name in channels}
@@ -255,7 +261,7 @@ class Recent:
         return {name: {"seed": copy.copy(value), "writes": []} for name, value in values.items()}
 
 
-class ChatSaver(BaseCheckpointSaver[str]):
+class ServesAsync(BaseCheckpointSaver[str]):
     """A LangGraph saver as chatbot uses it: its async methods run its sync ones, as
     ``InMemorySaver``'s do (the graph's ``astream`` then uses the same connection, lock and
     transactions as everything else); each call decodes under
@@ -279,35 +285,28 @@ class ChatSaver(BaseCheckpointSaver[str]):
         return mark
 
     @contextmanager
-    def _reading(self, config: RunnableConfig | None = None) -> Iterator[None]:
+    def _calling(self, config: RunnableConfig | None = None) -> Iterator[None]:
         with reporting_damage(self.path), decoding():
-            if config is not None and "thread_id" in config.get("configurable", {}):
+            if config is not None:
                 thread, _ = _ids(config)
                 self.recent.check(thread, self.mark(*thread))
             yield
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        with self._reading(config):
+        with self._calling(config):
             saved = super().get_tuple(config)
             if saved is not None:
                 self.recent.read(saved)
             return saved
 
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        with self._reading():
-            yield from super().list(config, filter=filter, before=before, limit=limit)
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        with self._calling():
+            yield from super().list(config, **kwargs)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        with self._reading(config):
+        with self._calling(config):
             known = self.recent.history(config, channels)
             if known is not None:
                 return known
@@ -321,7 +320,7 @@ class ChatSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        with reporting_damage(self.path):
+        with self._calling():
             written = super().put(config, checkpoint, metadata, new_versions)
         self.recent.wrote(config, checkpoint, lambda mark: self.marked(mark, checkpoint["id"]))
         return written
@@ -333,53 +332,32 @@ class ChatSaver(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        with reporting_damage(self.path):
+        with self._calling():
             super().put_writes(config, writes, task_id, task_path)
         self.recent.wrote_writes(config, writes, task_id, task_path)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        for item in self.list(config, filter=filter, before=before, limit=limit):
+    async def alist(self, *args: Any, **kwargs: Any) -> AsyncIterator[CheckpointTuple]:
+        for item in self.list(*args, **kwargs):
             yield item
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self.put(config, checkpoint, metadata, new_versions)
+    async def aput(self, *args: Any, **kwargs: Any) -> RunnableConfig:
+        return self.put(*args, **kwargs)
 
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self.put_writes(config, writes, task_id, task_path)
+    async def aput_writes(self, *args: Any, **kwargs: Any) -> None:
+        self.put_writes(*args, **kwargs)
 
     async def adelete_thread(self, thread_id: str) -> None:
         self.delete_thread(thread_id)
 
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        return self.get_delta_channel_history(config=config, channels=channels)
+    async def aget_delta_channel_history(self, **kwargs: Any) -> Mapping[str, DeltaChannelHistory]:
+        return self.get_delta_channel_history(**kwargs)
 
 
-class ChatSqliteSaver(ChatSaver, SqliteSaver):
-    """LangGraph's ``SqliteSaver`` as chatbot uses it (:class:`ChatSaver`). Another
+class ChatSqliteSaver(ServesAsync, SqliteSaver):
+    """LangGraph's ``SqliteSaver`` as chatbot uses it (:class:`ServesAsync`). Another
     connection's commit moves SQLite's ``data_version``, this connection's own do not."""
 
     def mark(self, thread_id: str, checkpoint_ns: str) -> object:
@@ -389,13 +367,13 @@ class ChatSqliteSaver(ChatSaver, SqliteSaver):
 
 def postgres_saver(
     pool: Any, serde: SerializerProtocol, newest: Callable[[str], str | None]
-) -> ChatSaver:
+) -> ServesAsync:
     """LangGraph's ``PostgresSaver`` on ``pool`` (or one connection), as chatbot uses it;
     ``newest`` gives a thread's newest checkpoint id."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    class ChatPostgresSaver(ChatSaver, PostgresSaver):
-        """LangGraph's ``PostgresSaver`` as chatbot uses it (:class:`ChatSaver`); a text value
+    class ChatPostgresSaver(ServesAsync, PostgresSaver):
+        """LangGraph's ``PostgresSaver`` as chatbot uses it (:class:`ServesAsync`); a text value
         holding a NUL (which the JSONB of a checkpoint's plain values cannot hold) is stored
         with U+FFFD. PostgreSQL tells no other session's commits: a thread's mark is its
         newest checkpoint, which any turn elsewhere moves."""
