@@ -188,3 +188,36 @@ def test_a_turn_starting_where_the_last_ended_reads_no_history_and_reads_true(
             ours = graph.get_state(state.config)
             assert said(ours.values.get("messages", [])) == said(state.values.get("messages", []))
             assert ours.values.get("summary", "") == state.values.get("summary", "")
+
+
+def test_writes_at_a_checkpoint_with_children_are_read_in_them(tmp_path: Path) -> None:
+    """A checkpoint's children replay its writes: one written after a child was read makes the
+    saver read that child again as the database holds it, not as it remembered it."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from chatbot.store.checkpoints import channel_values
+
+    with Store(str(tmp_path / "threads.sqlite")) as store:
+        saver = store.saver
+        root = empty_checkpoint()
+        root["channel_values"] = {"messages": [HumanMessage("a", id="1")]}
+        root["channel_versions"] = {"messages": 1}
+        at = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        written = saver.put(at, root, {}, {"messages": 1})  # type: ignore[arg-type]
+        child = empty_checkpoint()
+        child["channel_versions"] = {"messages": 2}
+        child_at = saver.put(written, child, {}, {"messages": 2})
+
+        def read() -> list[str]:
+            saved = saver.get_tuple(child_at)
+            assert saved is not None
+            return [m.text for m in channel_values(saver, saved)["messages"]]
+
+        saver.put_writes(written, [("messages", [HumanMessage("b", id="2")])], "one")
+        assert read() == ["a", "b"]
+        saver.put_writes(written, [("messages", [HumanMessage("c", id="3")])], "two")
+        assert read() == ["a", "b", "c"]
+        with Store(str(tmp_path / "threads.sqlite")) as fresh:
+            saved = fresh.saver.get_tuple(child_at)
+            assert saved is not None
+            assert [m.text for m in channel_values(fresh.saver, saved)["messages"]] == read()

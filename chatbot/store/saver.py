@@ -111,19 +111,29 @@ class _Known:
     """The delta channels' values at it, where known."""
 
 
+@dataclass
+class _Thread:
+    mark: object
+    """What :meth:`ServesAsync.mark` said when the thread was last checked."""
+    known: OrderedDict[str, _Known] = field(default_factory=OrderedDict)
+    head: str | None = None
+    """The checkpoint this saver last wrote, or read as the thread's newest: the one a turn
+    writes to, which no checkpoint known descends from."""
+
+
 class Recent:
     """What a saver read and wrote of the newest checkpoints of recent threads: each one's
     parent, its writes to the delta channels (:func:`chatbot.memory.channels.delta_channels`)
     and their values at it. A child's values are its parent's with the parent's writes
     replayed, so reading a checkpoint just written, or a thread's checkpoints oldest first,
-    replays a step's writes rather than every write since the nearest stored value. Whatever
-    ``mark`` says another connection may have changed is forgotten (:meth:`check`)."""
+    replays a step's writes rather than every write since the nearest stored value. A thread
+    is forgotten when its mark moves (another connection may have written it) and when a write
+    lands anywhere but its head (values known may have been made without it)."""
 
     THREADS, CHECKPOINTS = 8, 32
 
     def __init__(self) -> None:
-        self._threads: OrderedDict[tuple[str, str], tuple[object, OrderedDict[str, _Known]]]
-        self._threads = OrderedDict()
+        self._threads: OrderedDict[tuple[str, str], _Thread] = OrderedDict()
         self._lock = threading.RLock()
 
     def forget(self) -> None:
@@ -133,10 +143,8 @@ class Recent:
     def check(self, thread: tuple[str, str], mark: object) -> None:
         """Forget the thread if ``mark`` is not the one it was known at."""
         with self._lock:
-            if thread in self._threads and self._threads[thread][0] != mark:
-                del self._threads[thread]
-            if thread not in self._threads:
-                self._threads[thread] = (mark, OrderedDict())
+            if thread not in self._threads or self._threads[thread].mark != mark:
+                self._threads[thread] = _Thread(mark)
                 while len(self._threads) > self.THREADS:
                     self._threads.popitem(last=False)
             self._threads.move_to_end(thread)
@@ -144,16 +152,19 @@ class Recent:
     def _known(self, thread: tuple[str, str]) -> OrderedDict[str, _Known]:
         """The thread's checkpoints known (an empty one, kept nowhere, if it is not checked)."""
         entry = self._threads.get(thread)
-        return entry[1] if entry is not None else OrderedDict()
+        return entry.known if entry is not None else OrderedDict()
 
-    def _add(self, thread: tuple[str, str], checkpoint_id: str, known: _Known) -> None:
+    def _add(
+        self, thread: tuple[str, str], checkpoint_id: str, known: _Known, head: bool = False
+    ) -> None:
         entry = self._threads.get(thread)
         if entry is not None:
-            checkpoints = entry[1]
-            checkpoints[checkpoint_id] = known
-            checkpoints.move_to_end(checkpoint_id)
-            while len(checkpoints) > self.CHECKPOINTS:
-                checkpoints.popitem(last=False)
+            entry.known[checkpoint_id] = known
+            entry.known.move_to_end(checkpoint_id)
+            while len(entry.known) > self.CHECKPOINTS:
+                entry.known.popitem(last=False)
+            if head:
+                entry.head = checkpoint_id
 
     @staticmethod
     def _stored(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -161,30 +172,35 @@ class Recent:
         values = checkpoint["channel_values"]
         return {k: channels[k].from_checkpoint(values[k]).get() for k in channels if k in values}
 
-    def read(self, saved: CheckpointTuple) -> None:
-        """A checkpoint read whole: its parent, its writes, the values it stores."""
+    def read(self, saved: CheckpointTuple, newest: bool) -> None:
+        """A checkpoint read whole (``newest``: as the thread's newest): its parent, its writes,
+        the values it stores."""
         thread, checkpoint_id = _ids(saved.config)
         parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         pending = saved.pending_writes or []
-        rows = [("", task, -1, channel, value) for task, channel, value in pending]
+        channels = delta_channels()
+        rows = [("", task, -1, name, value) for task, name, value in pending if name in channels]
         known = _Known(parent, rows, None if pending else set(), self._stored(saved.checkpoint))
         with self._lock:
             before = self._known(thread).get(str(checkpoint_id))
-            if before is not None and before.parent == parent:
+            if before is not None and before.rows is not None and len(before.rows) == len(rows):
                 known.values = {**before.values, **known.values}
-            self._add(thread, str(checkpoint_id), known)
+            elif before is not None:  # (writes came since: values made without them are stale)
+                self._known(thread).clear()
+            self._add(thread, str(checkpoint_id), known, head=newest)
 
     def wrote(
         self, config: RunnableConfig, checkpoint: Checkpoint, marked: Callable[[object], object]
     ) -> None:
-        """A checkpoint written: a new one, whose parent ``config`` names; ``marked`` gives the
+        """A checkpoint written, a new one, whose parent ``config`` names; ``marked`` gives the
         thread's mark after it."""
         thread, parent = _ids(config)
         with self._lock:
             entry = self._threads.get(thread)
             if entry is not None:
-                self._threads[thread] = (marked(entry[0]), entry[1])
-            self._add(thread, checkpoint["id"], _Known(parent, values=self._stored(checkpoint)))
+                entry.mark = marked(entry.mark)
+            known = _Known(parent, values=self._stored(checkpoint))
+            self._add(thread, checkpoint["id"], known, head=True)
 
     def wrote_writes(
         self,
@@ -200,11 +216,11 @@ class Recent:
             return  # (errors, interrupts: not the delta channels', in places of their own)
         channels = delta_channels()
         with self._lock:
-            known = self._known(thread).get(str(checkpoint_id))
-            if known is None or known.rows is None:
-                return
-            if known.keys is None:
-                known.rows = None
+            entry = self._threads.get(thread)
+            known = entry.known.get(str(checkpoint_id)) if entry is not None else None
+            if entry is None or known is None or known.rows is None or known.keys is None:
+                if entry is not None:
+                    entry.known.clear()
                 return
             for index, (channel, value) in enumerate(writes):
                 key = (task_id, WRITES_IDX_MAP.get(channel, index))
@@ -212,6 +228,9 @@ class Recent:
                     known.keys.add(key)
                     if channel in channels:
                         known.rows.append((path, task_id, key[1], channel, value))
+                        if checkpoint_id != entry.head:
+                            entry.known.clear()
+                            return
             known.rows.sort(key=lambda row: writes_sort_key(*row[:3]))
 
     def value(self, thread: tuple[str, str], checkpoint_id: str, channel: str) -> Any:
@@ -249,10 +268,8 @@ class Recent:
             checkpoints = self._known(thread)
             if read is not None:
                 known = checkpoints.get(checkpoint_id) or _Known(None, None)
-                for channel in channels:
-                    known.values[channel] = replayed(
-                        specs[channel], read.get(channel, {"writes": []})
-                    )
+                for name in channels:
+                    known.values[name] = replayed(specs[name], read.get(name, {"writes": []}))
                 self._add(thread, checkpoint_id, known)
             try:
                 values = {name: self.value(thread, checkpoint_id, name) for name in channels}
@@ -296,7 +313,7 @@ class ServesAsync(BaseCheckpointSaver[str]):
         with self._calling(config):
             saved = super().get_tuple(config)
             if saved is not None:
-                self.recent.read(saved)
+                self.recent.read(saved, newest=_ids(config)[1] is None)
             return saved
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
