@@ -148,3 +148,76 @@ def test_a_reader_sees_what_another_process_wrote_after_it_read(
         parent = after.parent_id
         assert parent is not None
         assert said(read_checkpoint(reader, "t", parent).state.messages) == said(head)
+
+
+def _walks(store: Store, run: Any) -> int:
+    """How many times ``run()`` had LangGraph's saver walk a thread's history in SQL (its
+    recursive query over the ancestors), on the store's own connection."""
+    statements: list[str] = []
+    store.conn.set_trace_callback(statements.append)
+    try:
+        run()
+    finally:
+        store.conn.set_trace_callback(None)
+    return sum("WITH RECURSIVE ancestors" in statement for statement in statements)
+
+
+def test_a_turn_starting_where_the_last_ended_reads_no_history_and_reads_true(
+    local: tuple[LocalBackend, ChatGraph, Store], tmp_path: Path
+) -> None:
+    """The saver remembers the newest checkpoints it read and wrote: a turn that starts where
+    this process's last one ended rebuilds its state from them, not from the database. A turn
+    another connection saved in between is read from the database, and every checkpoint reads
+    as a new connection reads it."""
+    backend, graph, store = local
+    every_kind_of_checkpoint(backend, graph, "t")
+    list(backend.send("t", "one more turn"))
+    assert _walks(store, lambda: list(backend.send("t", "and another"))) == 0
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    models = resolve_models(settings)
+    with Store(str(tmp_path / "threads.sqlite")) as other:  # another window, same thread
+        other_graph = build_graph(models.chat, models.summary, settings, other.saver)
+        list(LocalBackend(other_graph, other).send("t", "from the other window"))
+    assert _walks(store, lambda: list(backend.send("t", "and back here"))) > 0
+    assert _walks(store, lambda: list(backend.send("t", "and again"))) == 0
+    with Store(str(tmp_path / "threads.sqlite")) as fresh:
+        fresh_graph = build_graph(models.chat, models.summary, settings, fresh.saver)
+        states = list(fresh_graph.get_state_history(thread_config("t")))
+        assert "from the other window" in [m.text for m in states[0].values["messages"]]
+        for state in states:
+            ours = graph.get_state(state.config)
+            assert said(ours.values.get("messages", [])) == said(state.values.get("messages", []))
+            assert ours.values.get("summary", "") == state.values.get("summary", "")
+
+
+def test_writes_at_a_checkpoint_with_children_are_read_in_them(tmp_path: Path) -> None:
+    """A checkpoint's children replay its writes: one written after a child was read makes the
+    saver read that child again as the database holds it, not as it remembered it."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from chatbot.store.checkpoints import channel_values
+
+    with Store(str(tmp_path / "threads.sqlite")) as store:
+        saver = store.saver
+        root = empty_checkpoint()
+        root["channel_values"] = {"messages": [HumanMessage("a", id="1")]}
+        root["channel_versions"] = {"messages": 1}
+        at = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        written = saver.put(at, root, {}, {"messages": 1})  # type: ignore[arg-type]
+        child = empty_checkpoint()
+        child["channel_versions"] = {"messages": 2}
+        child_at = saver.put(written, child, {}, {"messages": 2})
+
+        def read() -> list[str]:
+            saved = saver.get_tuple(child_at)
+            assert saved is not None
+            return [m.text for m in channel_values(saver, saved)["messages"]]
+
+        saver.put_writes(written, [("messages", [HumanMessage("b", id="2")])], "one")
+        assert read() == ["a", "b"]
+        saver.put_writes(written, [("messages", [HumanMessage("c", id="3")])], "two")
+        assert read() == ["a", "b", "c"]
+        with Store(str(tmp_path / "threads.sqlite")) as fresh:
+            saved = fresh.saver.get_tuple(child_at)
+            assert saved is not None
+            assert [m.text for m in channel_values(fresh.saver, saved)["messages"]] == read()

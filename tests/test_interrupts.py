@@ -52,18 +52,30 @@ def test_ormsgpack_turns_ctrl_c_in_its_hook_into_an_error_and_decoding_undoes_it
 
 
 def test_the_savers_decode_checkpoints_interruptibly(any_db: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
     store = open_store(any_db)  # SQLite, then PostgreSQL
     try:
-        serde = store.saver.serde
-        blob = serde.dumps_typed(PressesCtrlC("hello"))
-        assert serde.loads_typed(blob) == PressesCtrlC("hello")
-        assert copy.deepcopy(serde).loads_typed(blob) == PressesCtrlC("hello")  # (copyable)
+        saver = store.saver
+        assert copy.deepcopy(saver.serde).loads_typed(saver.serde.dumps_typed(1)) == 1
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"value": PressesCtrlC("hello")}
+        checkpoint["channel_versions"] = {"value": 1}
+        at = {"configurable": {"thread_id": "interrupted", "checkpoint_ns": ""}}
+        config = saver.put(at, checkpoint, {}, {"value": 1})  # type: ignore[arg-type]
+        saver.put_writes(config, [("value", PressesCtrlC("again"))], "task")
+        saved = saver.get_tuple(config)
+        assert saved is not None
+        assert saved.checkpoint["channel_values"]["value"] == PressesCtrlC("hello")
         _PRESS["now"] = True
         try:
             with pytest.raises(KeyboardInterrupt):
-                serde.loads_typed(blob)
+                saver.get_tuple(config)
+            with pytest.raises(KeyboardInterrupt):
+                list(saver.list(config))
         finally:
             _PRESS["now"] = False
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "put back"
     finally:
         store.close()
 

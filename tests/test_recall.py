@@ -215,6 +215,31 @@ def test_recall_reads_only_this_line_of_history(tmp_path: Path, searcher: str) -
     assert searcher == "index" or history.pages >= 2, "its checkpoint first, then the history"
 
 
+@pytest.mark.parametrize(
+    "query",
+    ['"parking  spot"', "PARKING spot", '"spot is\tB-42"', "blue zeppelin pillar", "ſpot"],
+)
+def test_a_servers_history_and_the_index_find_the_same_messages(tmp_path: Path, query: str) -> None:
+    """One rule decides what a search finds, whether the recall tool reads chatbot's index or
+    a LangGraph server's history: the same messages, in the same order, for phrases with any
+    whitespace, any case, a partial match."""
+    model = ScriptedChatModel(default=recalling_model("nothing asked"))
+    history = GraphHistory()
+    with open_store(str(tmp_path / "t.sqlite")) as store:
+        graph = chat_with(store, model)
+        history.graph = graph
+        say(graph, FACT)
+        say(graph, "Remember: my parking\nspot at work is A-1, by the blue door.")
+        for n in range(4):
+            say(graph, f"small talk {n}")
+        index = recaller(store)("t1", query, 10, (), None)
+        server = blocking(history_search("t1", query, 10, (), None, client=history))
+    assert index, "the index finds some"
+    assert [(m.role, m.text, m.message_id) for m in server] == [
+        (m.role, m.text, m.message_id) for m in index
+    ]
+
+
 def test_recall_reads_the_checkpoints_an_index_lost(tmp_path: Path) -> None:
     """A database whose index lost its rows (turns killed before their thread was indexed):
     the tool reads the checkpoints the index lacks and still finds the fact."""

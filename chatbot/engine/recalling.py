@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 import time
 from collections.abc import Collection
 from typing import Any
@@ -147,8 +146,6 @@ def _checkpoint_id() -> str | None:
     return info.checkpoint_id if info is not None else None
 
 
-_ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
-_TERM = re.compile(r'"([^"]*)"?|(\S+)')
 _PAGE = 100
 """Checkpoints asked for at a time."""
 _WAIT = 0.5
@@ -165,8 +162,9 @@ async def history_search(
     client: Any = None,
 ) -> list[recall_search.Recalled]:
     """A searcher for a graph without chatbot's store (a LangGraph server, Studio): the
-    messages of this thread's checkpoints, holding every word of the query (else at least half
-    of them), newest first. Reads the whole history: fine for a server's threads, which
+    messages of this thread's checkpoints that the store's search would find
+    (:func:`chatbot.memory.recall_search.recalled`: every term of the query, else at least
+    half of them), newest first. Reads the whole history: fine for a server's threads, which
     chatbot's index serves locally.
 
     The history comes through the server's own API: langgraph-sdk's ``get_client()`` with no
@@ -174,9 +172,9 @@ async def history_search(
     without authentication), and ``threads.get_history`` lists the thread's states. Async: a
     LangGraph server refuses blocking calls on its event loop. ``client``: an SDK client (or
     one with the same ``threads.get_history``) to use instead."""
-    terms = [(quoted or word).casefold() for quoted, word in _TERM.findall(query)]
-    terms = [term for term in terms if term.strip()]
-    if not terms:
+    try:
+        terms = recall_search.parse_query(query)
+    except recall_search.SearchError:
         return []
     if client is not None:
         states = await _history(client, thread_id, at)
@@ -206,15 +204,11 @@ async def history_search(
             text = readable_text(_field(message, "content") or "")
             message_id = str(_field(message, "id") or "")
             if message_id and text.strip() and message_id not in skip:
-                kind = str(_field(message, "type") or "")
+                role = recall_search.role_of(str(_field(message, "type") or ""))
                 first_seen[message_id] = recall_search.Recalled(
-                    _ROLES.get(kind, kind), text, checkpoint_id, when, message_id
+                    role, text, checkpoint_id, when, message_id
                 )
-    scored = []
-    for hit in first_seen.values():
-        folded = hit.text.casefold()
-        scored.append((sum(term in folded for term in terms), hit))
-    return recall_search.best_matches(scored, len(terms))[:limit]
+    return recall_search.recalled(first_seen.values(), terms, limit)
 
 
 async def _history(client: Any, thread_id: str, at: str | None) -> list[dict[str, Any]]:

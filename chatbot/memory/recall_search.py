@@ -1,11 +1,87 @@
-"""What a recall search finds, and how partial matches rank: no LangChain here, so the store's
-search (which ``chatbot search`` runs at a reading command's start-up speed) can use it.
-:mod:`chatbot.memory.recall` is the tool itself."""
+"""What a search finds: a query's terms, the texts that hold them, and, for the recall tool, how
+partial matches rank. One rule for every search: the store's (``chatbot search``, /search, the
+recall tool on chatbot's own threads) and the recall tool's over a LangGraph server's history.
+No LangChain here, so the store's search runs at a reading command's start-up speed;
+:mod:`chatbot.memory.recall` is the tool itself.
+
+Vocabulary: a *term* is a word, or a ``"quoted phrase"`` matched with any whitespace between its
+words; a text *holds* a term in any case (each character's case fold, as the indexes fold).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+import re
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
+
+from chatbot.errors import FriendlyError
+
+MAX_TERMS = 64
+"""More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
+ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
+"""A message's role by its LangChain type."""
+
+_TERM = re.compile(r'"([^"]*)(?:"|$)|(\S+)')
+
+
+class SearchError(FriendlyError, ValueError):
+    """A query that cannot be run; the message is one line for the user."""
+
+
+def role_of(kind: str) -> str:
+    """``user``, ``assistant``, ``tool`` or ``system``, for a message's type."""
+    return ROLES.get(kind, kind or "unknown")
+
+
+def searchable(text: str) -> str:
+    """Text as the index keeps it and a query looks for it: a NUL as U+FFFD (SQLite's ``LIKE``
+    and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one)."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def spaced(text: str) -> str:
+    """``text`` with every run of whitespace one space, as a phrase is matched."""
+    return " ".join(text.split())
+
+
+def parse_query(text: str) -> list[str]:
+    """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
+    end), each once."""
+    terms = [spaced(quoted or word) for quoted, word in _TERM.findall(searchable(text))]
+    terms = list(dict.fromkeys(term for term in terms if term))
+    if not terms:
+        raise SearchError("the search is empty: give some text to find")
+    if len(terms) > MAX_TERMS:
+        raise SearchError(
+            f"the search has {len(terms)} words: give at most {MAX_TERMS} "
+            '(put a long text in "double quotes" to find it as one phrase)'
+        )
+    return terms
+
+
+class _Folds(dict[int, str]):
+    """Each character's case fold, else its lower case, where that is one character (``ſ`` is
+    ``s``, ``ẞ`` is ``ß``), as the indexes fold case; else the character itself."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = next((f for f in (char.casefold(), char.lower()) if len(f) == 1), char)
+        self[code] = folded
+        return folded
+
+
+_FOLDS = _Folds()
+
+
+def held(text: str, terms: Iterable[str]) -> int:
+    """How many of the terms ``text`` holds."""
+    folded = spaced(searchable(text)).translate(_FOLDS)
+    return sum(term.translate(_FOLDS) in folded for term in terms)
+
+
+def holds(text: str, terms: Sequence[str]) -> bool:
+    """True when ``text`` holds every term."""
+    return held(text, terms) == len(terms)
 
 
 @dataclass(frozen=True)
@@ -48,3 +124,10 @@ def best_matches(scored: Sequence[tuple[int, Recalled]], terms: int) -> list[Rec
         counts = {id(hit): n for n, hit in scored}
         found.sort(key=lambda hit: counts[id(hit)], reverse=True)
     return found
+
+
+def recalled(candidates: Iterable[Recalled], terms: Sequence[str], limit: int) -> list[Recalled]:
+    """What the recall tool answers from candidate messages: each scored by the terms it holds
+    (:func:`held`), the best of them (:func:`best_matches`)."""
+    scored = [(held(hit.text, terms), hit) for hit in candidates]
+    return best_matches(scored, len(terms))[:limit]

@@ -9,13 +9,13 @@ checkpoint's metadata and state read on first use.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
 
 from chatbot.history.snapshots import CheckpointState, Snapshot, state_from_values
 from chatbot.store.base import SqlStore, thread_config
+from chatbot.store.saver import replayed
 
 NODE_TRIGGERS: dict[str, tuple[str, ...]] = {
     "__start__": ("__start__",),
@@ -46,73 +46,31 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
     return tuple(pending)
 
 
-class Passing:
-    """The delta channels' values at the last checkpoints a pass over a thread's history read,
-    with their pending writes: a child read next is its parent's values with those applied,
-    not rebuilt from the nearest snapshot (an export reads its line oldest first)."""
-
-    def __init__(self, size: int = 8) -> None:
-        self._size = size
-        self._recent: OrderedDict[str, tuple[dict[str, Any], list[Any]]] = OrderedDict()
-
-    def get(self, checkpoint_id: str | None) -> tuple[dict[str, Any], list[Any]] | None:
-        return self._recent.get(checkpoint_id) if checkpoint_id else None
-
-    def keep(self, checkpoint_id: str, values: dict[str, Any], writes: list[Any]) -> None:
-        self._recent[checkpoint_id] = (values, writes)
-        while len(self._recent) > self._size:
-            self._recent.popitem(last=False)
-
-
-def channel_values(
-    saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, passing: Passing | None = None
-) -> dict[str, Any]:
+def channel_values(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict[str, Any]:
     """A checkpoint's values, as ``graph.get_state`` reads them: each delta channel not stored
-    is rebuilt through the channel itself, from the parent's values and writes where
-    ``passing`` has them, else from the saver's history (the nearest snapshot and the writes
-    since)."""
+    is rebuilt through the channel itself from the saver's history (chatbot's savers remember
+    a thread's newest checkpoints: a child read after its parent is its parent's values with
+    the parent's writes, not a replay from the nearest stored value)."""
     from chatbot.memory.channels import delta_channels
 
     values = dict(saved.checkpoint["channel_values"])
     versions = saved.checkpoint["channel_versions"]
     channels = delta_channels()
-    stored = {key: channel for key, channel in channels.items() if key in values}
-    for key, channel in stored.items():
-        values[key] = channel.from_checkpoint(values[key]).get()
+    for key in [key for key in channels if key in values]:
+        values[key] = channels[key].from_checkpoint(values[key]).get()
     wanted = [key for key in channels if key in versions and key not in values]
-    parent_id = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    before = passing.get(parent_id) if passing is not None else None
-    if wanted and before is not None and all(key in before[0] for key in wanted):
-        parent_values, parent_writes = before
-        for key in wanted:
-            channel = channels[key].from_checkpoint(parent_values[key])
-            channel.replay_writes([write for write in parent_writes if write[1] == key])
-            values[key] = channel.get()
-    elif wanted:
+    if wanted:
         histories = saver.get_delta_channel_history(config=saved.config, channels=wanted)
         for key in wanted:
-            history = histories.get(key, {"writes": []})
-            channel = channels[key]
-            seed = history["seed"] if "seed" in history else channel.ValueType()
-            channel = channel.from_checkpoint(seed)
-            channel.replay_writes(history["writes"])
-            values[key] = channel.get()
-    if passing is not None:
-        passing.keep(
-            saved.config["configurable"]["checkpoint_id"],
-            {key: values[key] for key in channels if key in values},
-            [write for write in saved.pending_writes or () if write[1] in channels],
-        )
+            values[key] = replayed(channels[key], histories.get(key, {"writes": []}))
     return values
 
 
-def state_of(
-    saver: BaseCheckpointSaver[Any], saved: CheckpointTuple, passing: Passing | None = None
-) -> CheckpointState:
+def state_of(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> CheckpointState:
     """The state a checkpoint holds, as ``graph.get_state`` reads it."""
     checkpoint = saved.checkpoint
     return state_from_values(
-        channel_values(saver, saved, passing), pending_nodes(checkpoint), checkpoint["ts"]
+        channel_values(saver, saved), pending_nodes(checkpoint), checkpoint["ts"]
     )
 
 
@@ -142,10 +100,9 @@ def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     metadata and state are read when first asked for."""
     rows = store.checkpoint_parents(thread_id)
     metadata = _MetadataReader(store, thread_id, [row[0] for row in rows])
-    passing = Passing()
 
     def loader(checkpoint_id: str) -> Any:
-        return lambda: state_of_id(store, thread_id, checkpoint_id, passing)
+        return lambda: state_of_id(store, thread_id, checkpoint_id)
 
     def meta(checkpoint_id: str) -> Any:
         return lambda: metadata(checkpoint_id)
@@ -186,9 +143,7 @@ class _MetadataReader:
         return self.read.setdefault(checkpoint_id, {})
 
 
-def state_of_id(
-    store: SqlStore, thread_id: str, checkpoint_id: str, passing: Passing | None = None
-) -> CheckpointState:
+def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> CheckpointState:
     """The state at one checkpoint of a thread (empty if it has gone since)."""
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
-    return state_of(store.saver, saved, passing) if saved is not None else CheckpointState()
+    return state_of(store.saver, saved) if saved is not None else CheckpointState()

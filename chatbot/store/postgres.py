@@ -495,7 +495,8 @@ class PgStore(SqlStore):
         if self._saver is None:
             from chatbot.store.saver import ZstdSerializer, postgres_saver
 
-            self._saver = postgres_saver(self.pool, ZstdSerializer(writing=not self.adopted))
+            serde = ZstdSerializer(writing=not self.adopted)
+            self._saver = postgres_saver(self.pool, serde, self.latest_checkpoint_id)
         return self._saver
 
     @property
@@ -533,7 +534,7 @@ class PgStore(SqlStore):
         with self.pool.connection() as conn, conn.transaction():
             bound = copy.copy(self)
             bound._bound = conn
-            bound._saver = postgres_saver(conn, serde)
+            bound._saver = postgres_saver(conn, serde, bound.latest_checkpoint_id)
             yield bound
 
     @contextmanager

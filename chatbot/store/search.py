@@ -20,8 +20,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from chatbot.errors import FriendlyError
-from chatbot.memory.recall_search import Recalled, Searcher, best_matches
+from chatbot.interrupts import decoding
+from chatbot.memory.recall_search import (
+    Recalled,
+    Searcher,
+    SearchError,
+    holds,
+    parse_query,
+    recalled,
+    role_of,
+    searchable,
+    spaced,
+)
 from chatbot.parts import readable_text
 from chatbot.sanitize import sanitize
 from chatbot.store.base import checkpoint_time, parsed_metadata
@@ -32,37 +42,13 @@ if TYPE_CHECKING:
 SNIPPET_WIDTH = 160
 MIN_TRIGRAM = 3
 """Words shorter than this (in characters) cannot use SQLite's trigram index."""
-MAX_TERMS = 64
-"""More terms than this is a pasted text, not a query (SQLite's expressions are limited)."""
 MAX_LIMIT = 1_000_000
-ROLES = {"human": "user", "ai": "assistant", "tool": "tool", "system": "system"}
-
-
-class SearchError(FriendlyError, ValueError):
-    """A query that cannot be run; the message is one line for the user."""
-
-
-def message_role(message: Any) -> str:
-    """``user``, ``assistant``, ``tool`` or ``system``."""
-    kind = str(getattr(message, "type", ""))
-    return ROLES.get(kind, kind or "unknown")
-
-
-def searchable(text: str) -> str:
-    """Text as the index keeps it and a query looks for it: a NUL as U+FFFD (SQLite's ``LIKE``
-    and FTS5 stop reading at a NUL, and PostgreSQL's text cannot hold one)."""
-    return text.replace("\x00", "\ufffd") if "\x00" in text else text
 
 
 def message_text(message: Any) -> str:
     """A message's readable text, as it is searched (an attached file's text, an image's
     name or link)."""
     return searchable(readable_text(getattr(message, "content", "")))
-
-
-def spaced(text: str) -> str:
-    """``text`` with every run of whitespace one space, as a phrase is matched."""
-    return " ".join(text.split())
 
 
 Row = tuple[str, str, str, str, str]
@@ -94,7 +80,8 @@ def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], 
             if message_id in seen or not text.strip():
                 continue
             seen.add(message_id)
-            rows.append((thread_id, str(message_id), checkpoint_id, message_role(message), text))
+            role = role_of(str(getattr(message, "type", "")))
+            rows.append((thread_id, str(message_id), checkpoint_id, role, text))
 
     stores_its_own: set[str] = set()
     made_from: dict[str, str] = {}  # (a child, and the parent whose writes made it)
@@ -109,15 +96,17 @@ def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], 
     parents = sorted(set(made_from.values()))
     for start in range(0, len(parents), 500):
         chunk = parents[start : start + 500]
-        for parent, _, _, kind, value in store.query(
+        rows_read = store.query(
             f"SELECT checkpoint_id, task_id, idx, type, {store.writes_value} "
             f"FROM {store.writes_table} WHERE thread_id = ? AND checkpoint_ns = '' "
             f"AND channel = 'messages' AND checkpoint_id IN ({', '.join('?' * len(chunk))}) "
             "ORDER BY checkpoint_id, task_id, idx",
             (thread_id, *chunk),
-        ):
-            value = serde.loads_typed((kind, bytes(value)))
-            written.setdefault(parent, []).extend(value if isinstance(value, list) else [value])
+        )
+        with decoding():
+            for parent, _, _, kind, value in rows_read:
+                value = serde.loads_typed((kind, bytes(value)))
+                written.setdefault(parent, []).extend(value if isinstance(value, list) else [value])
     for checkpoint_id, _, _ in fresh:  # (oldest first: a message is its first holder's)
         if checkpoint_id in stores_its_own:
             add(checkpoint_id, _stored_messages(store, thread_id, checkpoint_id))
@@ -236,25 +225,6 @@ def unindexed_rows(store: SqlStore, thread_id: str | None = None) -> list[Row]:
     return rows
 
 
-_TERM = re.compile(r'"([^"]*)(?:"|$)|(\S+)')
-
-
-def parse_query(text: str) -> list[str]:
-    """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
-    end)."""
-    terms = [quoted or word for quoted, word in _TERM.findall(searchable(text))]
-    terms = [" ".join(term.split()) for term in terms]  # (a phrase's spaces: any whitespace)
-    terms = list(dict.fromkeys(term for term in terms if term))
-    if not terms:
-        raise SearchError("the search is empty: give some text to find")
-    if len(terms) > MAX_TERMS:
-        raise SearchError(
-            f"the search has {len(terms)} words: give at most {MAX_TERMS} "
-            '(put a long text in "double quotes" to find it as one phrase)'
-        )
-    return terms
-
-
 @dataclass(frozen=True)
 class Snippet:
     """A one-line excerpt of a message, and where the terms are in it."""
@@ -309,27 +279,6 @@ def make_snippet(text: str, terms: Sequence[str], width: int = SNIPPET_WIDTH) ->
         if m.start() >= start and m.end() <= end
     )
     return Snippet(cut, spans)
-
-
-class _Folds(dict[int, str]):
-    """Each character's case fold, else its lower case, where that is one character (``ſ`` is
-    ``s``, ``ẞ`` is ``ß``), as the indexes fold case; else the character itself."""
-
-    def __missing__(self, code: int) -> str:
-        char = chr(code)
-        folded = next((f for f in (char.casefold(), char.lower()) if len(f) == 1), char)
-        self[code] = folded
-        return folded
-
-
-_FOLDS = _Folds()
-
-
-def holds(text: str, terms: Iterable[str]) -> bool:
-    """True when ``text`` holds every term, in any case, a phrase with any whitespace
-    between its words."""
-    folded = spaced(text).translate(_FOLDS)
-    return all(term.translate(_FOLDS) in folded for term in terms)
 
 
 def _like(term: str) -> str:
@@ -479,12 +428,7 @@ def recaller(store: SqlStore) -> Searcher:
             for hit in search(store, _fts_phrase(term), thread_id=thread_id, limit=wanted * 4):
                 if wanted_hit(hit):
                     candidates.setdefault(hit.message_id, _recalled(hit))
-        folded = [term.casefold() for term in terms]
-        scored = [
-            (sum(term in spaced(hit.text.casefold()) for term in folded), hit)
-            for hit in candidates.values()
-        ]
-        return best_matches(scored, len(terms))[:limit]
+        return recalled(candidates.values(), terms, limit)
 
     return recall
 

@@ -456,6 +456,8 @@ class Store(SqlStore):
             except BaseException:
                 self.conn.holding = False
                 self.conn.rollback()
+                if self._saver is not None:  # (what it wrote in the block is gone)
+                    self._saver.recent.forget()
                 raise
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
