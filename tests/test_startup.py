@@ -16,8 +16,7 @@ from tests.helpers import chatbot_argv, offline_threads
 # The CLI run with an import hook that makes the named modules fail to import: a command that
 # made a chat model (langchain_openai, openai) or built the graph (langgraph.graph) fails.
 _NO_MODELS = "langchain_openai,openai,chatbot.engine.graph,chatbot.engine.models"
-"""What making a model or the graph imports (a folded thread's history imports LangGraph's
-``add_messages`` to replay its writes, not its graph)."""
+"""What making a model or the graph imports."""
 
 
 def _run(
@@ -82,6 +81,35 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     )
     assert found.returncode == 0, found.stderr
     assert {hit["thread_id"] for hit in json.loads(found.stdout)} == {"t1"}
+
+
+_NO_RUNNING = (
+    "langgraph.graph,langgraph.channels,langgraph.types,langchain_core.tracers,langsmith,"
+    "chatbot.threads.backend"
+)
+"""What running the graph imports and reading a checkpoint does not need: LangGraph's graph
+and channels, LangChain's tracers and LangSmith (under them), the backend that runs turns."""
+
+
+@pytest.mark.slow
+def test_reading_a_folded_thread_imports_only_the_saver_and_the_messages(db: Path) -> None:
+    """``history`` and ``show`` read a thread whose writes add and remove messages (a fold)
+    with the saver's deserializer and LangChain's messages alone."""
+    rows = json.loads(_run(_NO_MODELS, "history", "t1", "--all", "--json", "--db", str(db)).stdout)
+    older = rows[len(rows) // 2]["checkpoint_id"]
+    for args in (
+        ["history", "t1"],
+        ["history", "t1", "--all", "--json"],
+        ["show", "t1"],
+        ["show", "t1", "--checkpoint", older],
+    ):
+        result = _run(_NO_RUNNING, *args, "--db", str(db))
+        assert result.returncode == 0, (args, result.stderr)
+    shown = _run(_NO_RUNNING, "show", "t1", "--json", "--db", str(db))
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["summary"]
+    assert [m["content"] for m in document["messages"]][-2] == "three"
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from chatbot.cli.core import (  # noqa: F401  (the commands import these from he
     set_up_process,
     show_notice,
     thread_backend,
+    thread_reader,
     valid_stdin,
     valid_text,
     valid_text_option,

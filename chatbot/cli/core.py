@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, TypeVar
 
 from chatbot.errors import describe_error, redact, remember_secret, within_reach
 from chatbot.sanitize import escape_json_controls, sanitize
@@ -274,7 +274,8 @@ class AppState:
         return LocalReader(self.store)
 
     def reader(self) -> LocalReader | Backend:
-        """What lists threads: the server's backend in remote mode, else :meth:`local_reader`."""
+        """What lists and reads threads: the server's backend in remote mode, else
+        :meth:`local_reader`."""
         return self.backend() if self.places.url else self.local_reader()
 
     def backend(self, runs: bool = False) -> Backend:
@@ -499,6 +500,9 @@ def exit_code(error: BaseException) -> int | None:
     return None
 
 
+_Door = TypeVar("_Door", bound="LocalReader | Backend")
+
+
 def thread_backend(
     state: AppState, thread_id: str, *, local_only: str = "", runs: bool = False
 ) -> Backend:
@@ -506,16 +510,29 @@ def thread_backend(
 
     ``local_only`` names a command only local threads allow: on a server it is refused first.
     """
+    return _existing_thread(state, thread_id, lambda: state.backend(runs), local_only)
+
+
+def thread_reader(state: AppState, thread_id: str) -> LocalReader | Backend:
+    """What a command that only reads one existing thread reads it through (one error line if
+    it is missing): locally :meth:`AppState.reader`'s ``LocalReader``, which reads its
+    checkpoints without importing what runs a turn; on a server its backend."""
+    return _existing_thread(state, thread_id, state.reader)
+
+
+def _existing_thread(
+    state: AppState, thread_id: str, door: Callable[[], _Door], local_only: str = ""
+) -> _Door:
     from chatbot.threadids import quoted
 
     if state.nothing_to_read():
         fail(f"no thread {quoted(thread_id)}: {state.missing_said}")
-    backend = state.backend(runs)
-    if local_only and backend.local_only_note:
-        fail(f"{local_only} works on local threads only ({backend.local_only_note})", 2)
-    if not backend.thread_exists(thread_id):
+    opened = door()
+    if local_only and opened.local_only_note:
+        fail(f"{local_only} works on local threads only ({opened.local_only_note})", 2)
+    if not opened.thread_exists(thread_id):
         fail(f"no thread {quoted(thread_id)} in {state.where} ({state.threads_hint})")
-    return backend
+    return opened
 
 
 def leading_note(state: AppState) -> None:

@@ -1,6 +1,7 @@
 """The reading commands: ``threads``, ``history``, ``show`` and ``search``. They open the
 database read-only and never build models or the graph; ``threads`` and ``search`` read local
-threads with plain SQL, without importing LangGraph."""
+threads with plain SQL, without importing LangGraph, and ``history`` and ``show`` read
+checkpoints through LangGraph's saver alone (:func:`~chatbot.cli.core.thread_reader`)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from chatbot.cli.app import (
     guarded,
     out,
     print_json,
-    thread_backend,
+    thread_reader,
     valid_text,
 )
 from chatbot.cli.core import configure_logging
@@ -80,8 +81,8 @@ def history(
     state = app_state(ctx, db, url)
 
     state.read_only = True
-    backend = thread_backend(state, thread_id)
-    history = backend.history(thread_id)  # the index: only the rows shown read their states
+    reader = thread_reader(state, thread_id)
+    history = reader.history(thread_id)  # the index: only the rows shown read their states
     if every:
         rows = history_rows(history, limit)
         if as_json:
@@ -123,13 +124,13 @@ def show(
     state = app_state(ctx, db, url)
 
     state.read_only = True
-    backend = thread_backend(state, thread_id)
+    reader = thread_reader(state, thread_id)
     if checkpoint:
         from chatbot.history.lineage import find_checkpoint
 
-        snapshot = find_checkpoint(backend.history(thread_id), checkpoint)
+        snapshot = find_checkpoint(reader.history(thread_id), checkpoint)
     else:
-        current = backend.current(thread_id)
+        current = reader.current(thread_id)
         assert current is not None
         snapshot = current
     if as_json:

@@ -21,7 +21,7 @@ from chatbot.cli.app import (
     fail,
     given_option,
     guarded,
-    open_thread,
+    thread_reader,
 )
 from chatbot.sanitize import sanitize
 
@@ -53,14 +53,15 @@ def export(
         write_private,
     )
 
-    app_state(ctx).read_only = True
-    backend = open_thread(ctx, thread_id, db, url)
+    state = app_state(ctx, db, url)
+    state.read_only = True
+    reader = thread_reader(state, thread_id)
     try:
         chosen = export_format(output, fmt)
     except ExportError as error:
         fail(str(error) + ("" if fmt else " (or give --format md|json)"), 2)
-    memories = [m.record() for m in backend.memory_book().from_thread(thread_id)]
-    text = render(export_document(thread_id, backend.history(thread_id), memories), chosen)
+    memories = [m.record() for m in reader.memory_book().from_thread(thread_id)]
+    text = render(export_document(thread_id, reader.history(thread_id), memories), chosen)
     if output is None:
         sys.stdout.write(text)
         return

@@ -24,7 +24,6 @@ from chatbot.history.snapshots import (
     fork_values,
 )
 from chatbot.store.base import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
-from chatbot.store.checkpoints import lazy_history, read_checkpoint
 from chatbot.threads.events import TurnStream
 from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperations, Undone
 from chatbot.threads.reading import LocalReader
@@ -219,8 +218,9 @@ class Turn(TurnStream):
 class LocalBackend(LocalReader, ThreadOperations):
     """Threads in a local SQLite file, driven by a graph in this process.
 
-    Listing and search are :class:`~chatbot.threads.reading.LocalReader`'s. Reading needs no
-    graph: checkpoints are read from the store (:mod:`chatbot.store.checkpoints`).
+    Listing, search and reading checkpoints are :class:`~chatbot.threads.reading.LocalReader`'s:
+    reading needs no graph, checkpoints are read from the store
+    (:mod:`chatbot.store.checkpoints`).
     The graph (and with it the models) can be given as a function that builds it, called at
     the first run or state update.
     """
@@ -375,18 +375,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             return ended
         return self.current(thread_id)
 
-    # --- reading -----------------------------------------------------------------------
-
-    def current(self, thread_id: str) -> Snapshot | None:
-        """The thread's latest checkpoint, or ``None`` for a thread with none."""
-        if self.store.latest_checkpoint_id(thread_id) is None:
-            return None
-        return read_checkpoint(self.store, thread_id)
-
-    def history(self, thread_id: str) -> list[Snapshot]:
-        """Every checkpoint of the thread (all branches), newest first; each one's state is
-        deserialised when first used."""
-        return lazy_history(self.store, thread_id)
+    # --- settings ----------------------------------------------------------------------
 
     def run_settings(
         self, context: dict[str, Any] | None, thread_prompt: str = ""

@@ -1,10 +1,13 @@
-"""Reading local threads without a graph: the listing and search part of the Backend.
+"""Reading local threads without a graph: the listing, search and checkpoint-reading part of
+the Backend.
 
-:class:`LocalReader` is what the reading commands (``chatbot threads``, ``chatbot search``) and
-the REPL's listing before its backend is open use. :class:`~chatbot.threads.backend.LocalBackend`
-is a ``LocalReader`` too, so there is one door to threads: a reading command only asks for
-less of it. This module imports nothing but the store's types, so a command that only lists
-threads starts as fast as a plain SQL script (``benchmarks/startup.py``).
+:class:`LocalReader` is what the reading commands (``chatbot threads``, ``history``, ``show``,
+``export``, ``search``) and the REPL's listing before its backend is open use.
+:class:`~chatbot.threads.backend.LocalBackend` is a ``LocalReader`` too, so there is one door
+to threads: a reading command only asks for less of it. This module imports nothing but the
+store's types, and each method what it reads with, so a command that only lists threads starts
+as fast as a plain SQL script, and one that reads checkpoints imports LangGraph's saver and
+LangChain's messages, not what runs a turn (``benchmarks/startup.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chatbot.history.snapshots import Snapshot
     from chatbot.store.base import SqlStore, ThreadInfo
     from chatbot.store.search import Hit
     from chatbot.threads.memorybook import MemoryBook
@@ -43,6 +47,21 @@ class LocalReader:
         from chatbot.threads.memorybook import MemoryBook
 
         return MemoryBook(self.store.memory_store)
+
+    def current(self, thread_id: str) -> Snapshot | None:
+        """The thread's latest checkpoint, or ``None`` for a thread with none."""
+        from chatbot.store.checkpoints import read_checkpoint
+
+        if self.store.latest_checkpoint_id(thread_id) is None:
+            return None
+        return read_checkpoint(self.store, thread_id)
+
+    def history(self, thread_id: str) -> list[Snapshot]:
+        """Every checkpoint of the thread (all branches), newest first; each one's state is
+        deserialised when first used."""
+        from chatbot.store.checkpoints import lazy_history
+
+        return lazy_history(self.store, thread_id)
 
     def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
         """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing
