@@ -93,8 +93,8 @@ and channels, LangChain's tracers and LangSmith (under them), the backend that r
 
 @pytest.mark.slow
 def test_reading_a_folded_thread_imports_only_the_saver_and_the_messages(db: Path) -> None:
-    """``history`` and ``show`` read a thread whose writes add and remove messages (a fold)
-    with the saver's deserializer and LangChain's messages alone."""
+    """``history``, ``show`` and ``export`` read a thread whose writes add and remove messages
+    (a fold) with the saver's deserializer and LangChain's messages alone."""
     rows = json.loads(_run(_NO_MODELS, "history", "t1", "--all", "--json", "--db", str(db)).stdout)
     older = rows[len(rows) // 2]["checkpoint_id"]
     for args in (
@@ -102,6 +102,7 @@ def test_reading_a_folded_thread_imports_only_the_saver_and_the_messages(db: Pat
         ["history", "t1", "--all", "--json"],
         ["show", "t1"],
         ["show", "t1", "--checkpoint", older],
+        ["export", "t1", "-f", "md"],
     ):
         result = _run(_NO_RUNNING, *args, "--db", str(db))
         assert result.returncode == 0, (args, result.stderr)
