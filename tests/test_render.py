@@ -225,13 +225,15 @@ def test_markdown_is_set_up_as_richs_own_with_html_off() -> None:
     values but the parse (HTML off) and links (shown as addresses)."""
     from rich.markdown import Markdown as RichMarkdown
 
+    from chatbot.terminal.markdown import Markdown
+
     text = "Use <T> and [a link](https://example.com), `code`."
-    ours, richs = vars(render.Markdown(text)), vars(RichMarkdown(text))
+    ours, richs = vars(Markdown(text)), vars(RichMarkdown(text))
     assert set(ours) == set(richs)
     different = {name for name in ours if ours[name] != richs[name]}
     assert different == {"parsed", "hyperlinks"}
-    assert "<T>" in draw(render.Markdown(text), 80, soft_wrap=False)
-    assert "https://example.com" in draw(render.Markdown(text), 80, soft_wrap=False)
+    assert "<T>" in draw(Markdown(text), 80, soft_wrap=False)
+    assert "https://example.com" in draw(Markdown(text), 80, soft_wrap=False)
 
 
 # --- listings: an id or a number is never broken; piped, a row is one line -------------------

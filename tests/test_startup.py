@@ -69,6 +69,11 @@ def test_reading_commands_never_make_a_model_or_the_graph(db: Path, tmp_path: Pa
     )
     assert listed.returncode == 0, listed.stderr
     assert [t["thread_id"] for t in json.loads(listed.stdout)] == ["t1"]
+    table = _run(
+        "langgraph,langchain_core,chatbot.config.settings,markdown_it", "threads", "--db", str(db)
+    )
+    assert table.returncode == 0, table.stderr  # (the table: Rich, nothing of LangChain)
+    assert "t1" in table.stdout
     # search reads the index alone: no LangChain, no LangGraph, no settings
     found = _run(
         "langgraph,langchain_core,chatbot.config.settings",
@@ -106,6 +111,8 @@ def test_reading_a_folded_thread_imports_only_the_saver_and_the_messages(db: Pat
     ):
         result = _run(_NO_RUNNING, *args, "--db", str(db))
         assert result.returncode == 0, (args, result.stderr)
+    history = _run(_NO_RUNNING + ",markdown_it,rich.markdown", "history", "t1", "--db", str(db))
+    assert history.returncode == 0, history.stderr  # (a table of turns: no Markdown drawn)
     shown = _run(_NO_RUNNING, "show", "t1", "--json", "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     document = json.loads(shown.stdout)

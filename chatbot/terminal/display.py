@@ -7,9 +7,10 @@ being written, redrawn at the runner's tick (not per token). Long replies theref
 the screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
 grow with the reply.
 
-Rendering Markdown and reading events import langchain-core (through :mod:`chatbot.terminal.render`
-and :mod:`chatbot.threads.events`), so they are imported when first needed: the REPL shows this
-spinner while the models are still loading, and must not import them at the same time.
+Rendering Markdown and reading events import markdown-it and langchain-core (through
+:mod:`chatbot.terminal.markdown` and :mod:`chatbot.threads.events`), so they are imported when
+first needed: the REPL shows this spinner while the models are still loading, and must not
+import them at the same time.
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ class ReplyView:
         height = max(3, self.console.size.height - 2)
         parts: list[RenderableType] = []
         if rest:
-            from chatbot.terminal.render import Markdown
+            from chatbot.terminal.markdown import Markdown
 
             parts.append(Tail(Markdown(rest), height - (1 if waiting else 0)))
         if self._countdown is not None:
@@ -303,7 +304,7 @@ class ReplyView:
             return
         rest = self.text[self._printed :]
         if rest.strip():
-            from chatbot.terminal.render import Markdown
+            from chatbot.terminal.markdown import Markdown
 
             if self._printed:
                 self.console.print()
@@ -348,7 +349,7 @@ class ReplyView:
         if boundary <= self._printed:
             return
         assert self._live is not None
-        from chatbot.terminal.render import Markdown
+        from chatbot.terminal.markdown import Markdown
 
         if self._printed:
             self._live.console.print()

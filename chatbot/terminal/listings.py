@@ -1,6 +1,8 @@
 """Rich renderables for listings (threads, /history, search hits), laid out for where they go:
 a table on a wide terminal, a few lines a row on a narrow one, a row a line into a pipe.
-Rendering only: no I/O."""
+Rendering only: no I/O. The threads table needs Rich alone: what the history tables take from
+a thread's history (:mod:`chatbot.history.lineage`, with LangChain's messages) is imported as
+they draw."""
 
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from chatbot.history.lineage import short_id
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.terminal.render import plain, preview, when
@@ -119,6 +120,8 @@ def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
     """/history all and ``chatbot history --all``: one row per checkpoint, newest first; where
     the table does not fit, each checkpoint as lines: its id, step and time; the node that
     wrote it → the nodes next; its messages and summary."""
+    from chatbot.history.lineage import short_id
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     headers = ("checkpoint", "step", "node", "msgs", "summary", "time")
     for column in ("checkpoint", "step", "node", "next", "msgs", "summary", "time"):
@@ -160,6 +163,8 @@ FATES = {"undone": "undone by /undo", "retried": "replaced by /retry", "branch":
 
 def describe_entry(entry: TurnEntry) -> Text:
     """What a history entry was, in a few words: the message, or the command that wrote it."""
+    from chatbot.history.lineage import short_id
+
     said = plain(preview(entry.text))
     if entry.kind == "turn":
         line = said if entry.text else Text("(no message)", style="dim")
@@ -199,6 +204,8 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
     newest first, with the checkpoint to give /show and /fork. On a narrow screen each turn is
     a line of facts and, below it, the message (a table would squeeze the message to a sliver).
     """
+    from chatbot.history.lineage import short_id
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("checkpoint", no_wrap=True)
     table.add_column("time", no_wrap=True)

@@ -1,78 +1,33 @@
 """Rich renderables for what the REPL and the CLI show of a thread: messages and past states,
 the summary, the context window, and the lines about a turn's summary or failure. Rendering
 only: no I/O. The listings (threads, /history, search hits) are :mod:`chatbot.terminal.listings`.
+A model's text is drawn as Markdown (:mod:`chatbot.terminal.markdown`) and messages are
+LangChain's: both are imported by the views that draw them, so the listings, which use this
+module's helpers, import neither.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from langchain_core.messages import AIMessage, BaseMessage
-from markdown_it import MarkdownIt
-from rich.console import (
-    Console,
-    ConsoleOptions,
-    Group,
-    JustifyMethod,
-    RenderableType,
-    RenderResult,
-)
-from rich.markdown import Markdown as RichMarkdown
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from chatbot.history.records import ROLE_NAMES
 from chatbot.parts import readable_text
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 
 if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
+
     from chatbot.history.snapshots import Snapshot
     from chatbot.history.summary import SummaryChange
     from chatbot.threads.events import Kept, NothingToFold, Summarized
     from chatbot.threads.operations import ContextWindow
-
-
-class Markdown(RichMarkdown):
-    """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
-    Escape sequences and control characters in the text are removed (:func:`sanitize`), and
-    links show their address.
-
-    Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
-    """
-
-    def __init__(
-        self,
-        markup: str,
-        code_theme: str = "monokai",
-        justify: JustifyMethod | None = None,
-        style: str | Style = "none",
-        hyperlinks: bool = False,  # "text (url)": a link never hides its address
-        inline_code_lexer: str | None = None,
-        inline_code_theme: str | None = None,
-    ) -> None:
-        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on):
-        # making one takes as long as parsing a short reply, and a thread shows dozens.
-        self.markup = sanitize(markup)
-        self.parsed = _markdown_parser().parse(self.markup)
-        self.code_theme = code_theme
-        self.justify = justify
-        self.style = style
-        self.hyperlinks = hyperlinks
-        self.inline_code_lexer = inline_code_lexer
-        self.inline_code_theme = inline_code_theme or code_theme
-
-
-@functools.cache
-def _markdown_parser() -> MarkdownIt:
-    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once, as
-    making one takes as long as parsing a short reply."""
-    return MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")
 
 
 class Wrapped:
@@ -177,6 +132,8 @@ def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 def summary_view(summary: str, tokens: int) -> RenderableType:
     """/summary: the current summary, as Markdown (a model writes it in Markdown sections)."""
+    from chatbot.terminal.markdown import Markdown
+
     return Wrapped(Panel(Markdown(summary), title=f"summary ({tokens:,} tokens)"))
 
 
@@ -186,6 +143,8 @@ def summary_timeline_view(changes: Sequence[SummaryChange]) -> RenderableType:
     The heading is a line of its own, not a panel title: a title is cut at the panel's edge,
     and the heading holds the full checkpoint id, to copy into /show or /fork.
     """
+    from chatbot.terminal.markdown import Markdown
+
     parts: list[RenderableType] = []
     for number, change in enumerate(changes, start=1):
         heading = (
@@ -213,6 +172,11 @@ def message_view(message: BaseMessage) -> RenderableType:
     its line breaks, indentation and ``*_#<>`` characters are what the model was sent, and
     Markdown would join the lines and eat them.
     """
+    from langchain_core.messages import AIMessage
+
+    from chatbot.history.records import ROLE_NAMES
+    from chatbot.terminal.markdown import Markdown
+
     role = message.type
     label = Text(ROLE_NAMES.get(role, role), style=ROLE_STYLES.get(role, "bold"))
     body: RenderableType
@@ -235,6 +199,8 @@ def state_view(
     snapshot: Snapshot, *, folded: Sequence[BaseMessage] = (), title: str = ""
 ) -> RenderableType:
     """A full state: summary, then (optionally) messages already folded, then live messages."""
+    from chatbot.terminal.markdown import Markdown
+
     parts: list[RenderableType] = []
     if title:
         parts.append(plain(title, style="bold"))
