@@ -90,6 +90,14 @@ def replayed(channel: Any, history: DeltaChannelHistory) -> Any:
     return channel.get()
 
 
+def _own(value: Any) -> Any:
+    """A value of its own: a list's items copied (shallowly: a message's fields set anew on one
+    do not change the other), a shared value as it is. What a saver remembers is kept apart
+    from what the run and its callers hold, which they may change, and what it hands out
+    apart from what it keeps."""
+    return [copy.copy(item) for item in value] if isinstance(value, list) else copy.copy(value)
+
+
 def _ids(config: RunnableConfig) -> tuple[tuple[str, str], str | None]:
     configurable = config["configurable"]
     thread = (str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", "")))
@@ -170,7 +178,9 @@ class Recent:
     def _stored(checkpoint: Checkpoint) -> dict[str, Any]:
         channels = delta_channels()
         values = checkpoint["channel_values"]
-        return {k: channels[k].from_checkpoint(values[k]).get() for k in channels if k in values}
+        return {
+            k: _own(channels[k].from_checkpoint(values[k]).get()) for k in channels if k in values
+        }
 
     def read(self, saved: CheckpointTuple, newest: bool) -> None:
         """A checkpoint read whole (``newest``: as the thread's newest): its parent, its writes,
@@ -179,7 +189,9 @@ class Recent:
         parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         pending = saved.pending_writes or []
         channels = delta_channels()
-        rows = [("", task, -1, name, value) for task, name, value in pending if name in channels]
+        rows = [
+            ("", task, -1, name, _own(value)) for task, name, value in pending if name in channels
+        ]
         known = _Known(parent, rows, None if pending else set(), self._stored(saved.checkpoint))
         with self._lock:
             before = self._known(thread).get(str(checkpoint_id))
@@ -227,7 +239,7 @@ class Recent:
                 if key not in known.keys:
                     known.keys.add(key)
                     if channel in channels:
-                        known.rows.append((path, task_id, key[1], channel, value))
+                        known.rows.append((path, task_id, key[1], channel, _own(value)))
                         if checkpoint_id != entry.head:
                             entry.known.clear()
                             return
@@ -275,7 +287,7 @@ class Recent:
                 values = {name: self.value(thread, checkpoint_id, name) for name in channels}
             except KeyError:
                 return None
-        return {name: {"seed": copy.copy(value), "writes": []} for name, value in values.items()}
+        return {name: {"seed": _own(value), "writes": []} for name, value in values.items()}
 
 
 class ServesAsync(BaseCheckpointSaver[str]):
