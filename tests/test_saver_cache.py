@@ -1,6 +1,8 @@
 """The savers remember a thread's newest checkpoints (``chatbot.store.saver.Recent``): whatever
-changes a thread, a state read through what a saver remembers is the state a new connection
-reads."""
+changes a thread (turns, /undo, /retry, forks, Studio's edits, folds, renames, deletes,
+pruning, copies, failed and stopped turns, another connection's turns, more threads and
+checkpoints than are remembered), every checkpoint read through what a saver remembers reads
+as a new connection reads it: its parent, its messages (ids and contents) and its summary."""
 
 from __future__ import annotations
 
@@ -96,6 +98,9 @@ def _delete_and_again(db: str, store: SqlStore, backend: LocalBackend) -> tuple[
     _view(store, backend, "t")
     backend.delete("t")
     _turns(backend, "t", 2, "again")
+    _view(store, backend, "t")
+    store.saver.delete_thread("t")  # (as LangGraph's server deletes a thread)
+    _turns(backend, "t", 2, "once more")
     return ("t",)
 
 
@@ -138,11 +143,6 @@ def _many_threads(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str,
     return threads
 
 
-def _long_thread(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
-    _turns(backend, "t", 14)
-    return ("t",)
-
-
 def _failed_turn(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
     failing = _backend(store, "a", "b", RuntimeError("down"), KeyboardInterrupt(), "c")
     _turns(failing, "t", 2)
@@ -172,14 +172,6 @@ def _studio_forks(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str,
     return ("t",)
 
 
-def _saver_delete(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
-    _turns(backend, "t", 3)
-    _view(store, backend, "t")
-    store.saver.delete_thread("t")
-    _turns(backend, "t", 2, "again")
-    return ("t",)
-
-
 def _prune(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
     from chatbot.store.pruning import prune_branches, side_branches
 
@@ -198,8 +190,7 @@ def _copy_in(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]
 
     _turns(backend, "t", 3)
     _view(store, backend, "t")
-    source = db + ".src" if "://" not in db else db.rsplit("/", 1)[0] + "/x"
-    with open_store(str(source) if "://" not in db else ":memory:") as other:
+    with open_store(":memory:") as other:
         elsewhere = _backend(other)
         _turns(elsewhere, "u", 3)
         run_copy(other, store, plan_copy(other, store, ["u"]))
@@ -217,13 +208,22 @@ def _evicted(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]
     return ("t", "f")
 
 
-def _changed_by_callers(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
-    """A caller changes the messages a state read, or a run's stream, gave it."""
-    import asyncio
-
+def _state_changed_by_its_reader(
+    db: str, store: SqlStore, backend: LocalBackend
+) -> tuple[str, ...]:
     _turns(backend, "t", 2)
     state = backend.graph.get_state(thread_config("t"))
     state.values["messages"][0].content = "changed by a caller"
+    _turns(backend, "t", 1)
+    return ("t",)
+
+
+def _stream_changed_by_its_reader(
+    db: str, store: SqlStore, backend: LocalBackend
+) -> tuple[str, ...]:
+    import asyncio
+
+    _turns(backend, "t", 2)
 
     async def streamed() -> list[Any]:
         stream = backend.graph.astream(
@@ -234,6 +234,17 @@ def _changed_by_callers(db: str, store: SqlStore, backend: LocalBackend) -> tupl
     for chunk in asyncio.run(streamed()):
         for message in chunk["messages"]:
             message.content = f"{message.content} (seen)"
+    _turns(backend, "t", 1)
+    return ("t",)
+
+
+def _overwritten(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
+    from langgraph.types import Overwrite
+
+    _turns(backend, "t", 3)
+    _view(store, backend, "t")
+    kept = HumanMessage("only this", id="only")
+    backend.graph.update_state(thread_config("t"), {"messages": Overwrite([kept])})
     _turns(backend, "t", 1)
     return ("t",)
 
@@ -250,6 +261,54 @@ def _two_stores(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, .
     return ("t",)
 
 
+def _restore_compact_import(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
+    _turns(backend, "t", 3)
+    list(backend.compact("t"))
+    backend.restore("t", None, "undo")
+    _turns(backend, "t", 4, "after")
+    list(backend.compact("t", "the parking spot"))
+    list(backend.regenerate("t"))
+    older = store.checkpoint_parents("t")[6][0]
+    list(backend.resume("t", older))
+    folded = [HumanMessage("folded", id="f1")]
+    backend.import_thread("i", [HumanMessage("kept", id="k1")], folded=folded, summary="S")
+    _turns(backend, "i", 2)
+    return ("t", "i")
+
+
+def _other_store_fails(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
+    _turns(backend, "t", 2)
+    _view(store, backend, "t")
+    with open_store(db) as other:
+        failing = _backend(other, RuntimeError("down"), RuntimeError("down"))
+        with pytest.raises(Exception, match="down"):
+            _turns(failing, "t", 1, "fails elsewhere")
+    list(backend.retry("t"))
+    with open_store(db) as other, pytest.raises(Exception, match="down"):
+        list(_backend(other, RuntimeError("down")).retry("t"))
+    _turns(backend, "t", 1)
+    return ("t",)
+
+
+def _cancelled_midway(db: str, store: SqlStore, backend: LocalBackend) -> tuple[str, ...]:
+    """A run stopped after its first step, as Ctrl-C stops a turn, then one resumed."""
+    import asyncio
+
+    _turns(backend, "t", 2)
+
+    async def first_step(payload: Any) -> None:
+        stream = backend.graph.astream(payload, thread_config("t"), stream_mode="updates")
+        async for _ in stream:
+            break
+        await stream.aclose()
+
+    asyncio.run(first_step({"messages": [HumanMessage("stopped")]}))
+    _view(store, backend, "t")
+    asyncio.run(first_step(None))
+    _turns(backend, "t", 1)
+    return ("t",)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "rename and back": _rename_and_back,
     "delete and again": _delete_and_again,
@@ -257,15 +316,16 @@ SCENARIOS: dict[str, Scenario] = {
     "studio edits": _studio_edits,
     "fold and remove": _fold_and_remove,
     "many threads": _many_threads,
-    "long thread": _long_thread,
     "two stores": _two_stores,
     "failed turn": _failed_turn,
     "studio forks": _studio_forks,
-    "saver delete": _saver_delete,
     "prune": _prune,
     "copy in": _copy_in,
     "evicted": _evicted,
-    "changed by callers": _changed_by_callers,
+    "overwritten": _overwritten,
+    "restore compact import": _restore_compact_import,
+    "other store fails": _other_store_fails,
+    "cancelled midway": _cancelled_midway,
 }
 
 
@@ -275,4 +335,21 @@ def test_a_cached_read_is_a_fresh_read(
 ) -> None:
     db, store, backend = cached
     threads = SCENARIOS[name](db, store, backend)
+    _same_as_fresh(db, store, backend, *threads)
+
+
+CHANGED: dict[str, Scenario] = {
+    "a state": _state_changed_by_its_reader,
+    "a stream": _stream_changed_by_its_reader,
+}
+
+
+@pytest.mark.parametrize("name", CHANGED)
+def test_messages_a_reader_changes_are_not_the_ones_the_saver_remembers(
+    cached: tuple[str, SqlStore, LocalBackend], name: str
+) -> None:
+    """A caller may change the messages a state read or a run's stream gave it: what the
+    saver remembers, and what it gives the next reader, are its own."""
+    db, store, backend = cached
+    threads = CHANGED[name](db, store, backend)
     _same_as_fresh(db, store, backend, *threads)
