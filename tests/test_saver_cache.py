@@ -353,3 +353,33 @@ def test_messages_a_reader_changes_are_not_the_ones_the_saver_remembers(
     db, store, backend = cached
     threads = CHANGED[name](db, store, backend)
     _same_as_fresh(db, store, backend, *threads)
+
+
+def test_a_write_elsewhere_at_a_checkpoint_with_children_is_read(any_db: str) -> None:
+    """Another connection's pending write at a checkpoint that is not the thread's newest (a
+    copy finishing a thread's writes, another LangGraph program) changes what its children
+    read: the saver reads them again, as a new connection does."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from chatbot.store.checkpoints import channel_values
+
+    with open_store(any_db) as store, open_store(any_db) as other:
+        saver = store.saver
+        root = empty_checkpoint()
+        root["channel_values"] = {"messages": [HumanMessage("a", id="1")]}
+        root["channel_versions"] = {"messages": 1}
+        at = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        written = saver.put(at, root, {}, {"messages": 1})  # type: ignore[arg-type]
+        saver.put_writes(written, [("messages", [HumanMessage("b", id="2")])], "one")
+        child = empty_checkpoint()
+        child["channel_versions"] = {"messages": 2}
+        child_at = saver.put(written, child, {}, {"messages": 2})
+
+        def read(reader: SqlStore) -> list[str]:
+            saved = reader.saver.get_tuple(child_at)
+            assert saved is not None
+            return [m.text for m in channel_values(reader.saver, saved)["messages"]]
+
+        assert read(store) == ["a", "b"]
+        other.saver.put_writes(written, [("messages", [HumanMessage("c", id="3")])], "two")
+        assert read(store) == ["a", "b", "c"]
