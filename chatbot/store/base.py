@@ -506,6 +506,18 @@ class SqlStore:
         )
         return [row[0] for row in rows]
 
+    def thread_mark(self, thread_id: str) -> tuple[str | None, int]:
+        """A thread's newest checkpoint id and how many pending writes it holds: what another
+        connection's turn, or its write at any checkpoint of the thread, changes."""
+        ((newest, writes),) = self.query(
+            "SELECT (SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
+            "AND checkpoint_ns = ''), "
+            f"(SELECT COUNT(*) FROM {self.writes_table} WHERE thread_id = ? "
+            "AND checkpoint_ns = '')",
+            (thread_id, thread_id),
+        )
+        return newest, int(writes)
+
     def latest_checkpoint_id(self, thread_id: str) -> str | None:
         """The id of a thread's newest checkpoint, or ``None``."""
         return next(iter(self.recent_checkpoint_ids(thread_id, 1)), None)

@@ -496,7 +496,7 @@ class PgStore(SqlStore):
             from chatbot.store.saver import ZstdSerializer, postgres_saver
 
             serde = ZstdSerializer(writing=not self.adopted)
-            self._saver = postgres_saver(self.pool, serde, self.latest_checkpoint_id)
+            self._saver = postgres_saver(self.pool, serde, self.thread_mark)
         return self._saver
 
     @property
@@ -534,7 +534,7 @@ class PgStore(SqlStore):
         with self.pool.connection() as conn, conn.transaction():
             bound = copy.copy(self)
             bound._bound = conn
-            bound._saver = postgres_saver(conn, serde, bound.latest_checkpoint_id)
+            bound._saver = postgres_saver(conn, serde, bound.thread_mark)
             yield bound
 
     @contextmanager

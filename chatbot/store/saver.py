@@ -90,6 +90,14 @@ def replayed(channel: Any, history: DeltaChannelHistory) -> Any:
     return channel.get()
 
 
+def _own(value: Any) -> Any:
+    """A value of its own: a list's items copied (shallowly: a message's fields set anew on one
+    do not change the other), a shared value as it is. What a saver remembers is kept apart
+    from what the run and its callers hold, which they may change, and what it hands out
+    apart from what it keeps."""
+    return [copy.copy(item) for item in value] if isinstance(value, list) else copy.copy(value)
+
+
 def _ids(config: RunnableConfig) -> tuple[tuple[str, str], str | None]:
     configurable = config["configurable"]
     thread = (str(configurable["thread_id"]), str(configurable.get("checkpoint_ns", "")))
@@ -170,7 +178,9 @@ class Recent:
     def _stored(checkpoint: Checkpoint) -> dict[str, Any]:
         channels = delta_channels()
         values = checkpoint["channel_values"]
-        return {k: channels[k].from_checkpoint(values[k]).get() for k in channels if k in values}
+        return {
+            k: _own(channels[k].from_checkpoint(values[k]).get()) for k in channels if k in values
+        }
 
     def read(self, saved: CheckpointTuple, newest: bool) -> None:
         """A checkpoint read whole (``newest``: as the thread's newest): its parent, its writes,
@@ -179,7 +189,9 @@ class Recent:
         parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         pending = saved.pending_writes or []
         channels = delta_channels()
-        rows = [("", task, -1, name, value) for task, name, value in pending if name in channels]
+        rows = [
+            ("", task, -1, name, _own(value)) for task, name, value in pending if name in channels
+        ]
         known = _Known(parent, rows, None if pending else set(), self._stored(saved.checkpoint))
         with self._lock:
             before = self._known(thread).get(str(checkpoint_id))
@@ -208,15 +220,18 @@ class Recent:
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         path: str,
+        marked: Callable[[object], object],
     ) -> None:
         """Writes stored at a checkpoint; as the savers store them, a write whose (task id,
-        index) is taken already is left out."""
+        index) is taken already is left out. ``marked`` gives the thread's mark after them."""
         thread, checkpoint_id = _ids(config)
-        if all(channel in WRITES_IDX_MAP for channel, _ in writes):
-            return  # (errors, interrupts: not the delta channels', in places of their own)
         channels = delta_channels()
         with self._lock:
             entry = self._threads.get(thread)
+            if entry is not None:
+                entry.mark = marked(entry.mark)
+            if all(channel in WRITES_IDX_MAP for channel, _ in writes):
+                return  # (errors, interrupts: not the delta channels', in places of their own)
             known = entry.known.get(str(checkpoint_id)) if entry is not None else None
             if entry is None or known is None or known.rows is None or known.keys is None:
                 if entry is not None:
@@ -227,7 +242,7 @@ class Recent:
                 if key not in known.keys:
                     known.keys.add(key)
                     if channel in channels:
-                        known.rows.append((path, task_id, key[1], channel, value))
+                        known.rows.append((path, task_id, key[1], channel, _own(value)))
                         if checkpoint_id != entry.head:
                             entry.known.clear()
                             return
@@ -275,7 +290,7 @@ class Recent:
                 values = {name: self.value(thread, checkpoint_id, name) for name in channels}
             except KeyError:
                 return None
-        return {name: {"seed": copy.copy(value), "writes": []} for name, value in values.items()}
+        return {name: {"seed": _own(value), "writes": []} for name, value in values.items()}
 
 
 class ServesAsync(BaseCheckpointSaver[str]):
@@ -299,6 +314,10 @@ class ServesAsync(BaseCheckpointSaver[str]):
 
     def marked(self, mark: object, checkpoint_id: str) -> object:
         """The thread's mark once this saver wrote ``checkpoint_id`` to it."""
+        return mark
+
+    def marked_writes(self, mark: object, count: int) -> object:
+        """The thread's mark once this saver wrote ``count`` pending writes to it."""
         return mark
 
     @contextmanager
@@ -351,7 +370,9 @@ class ServesAsync(BaseCheckpointSaver[str]):
     ) -> None:
         with self._calling():
             super().put_writes(config, writes, task_id, task_path)
-        self.recent.wrote_writes(config, writes, task_id, task_path)
+        self.recent.wrote_writes(
+            config, writes, task_id, task_path, lambda mark: self.marked_writes(mark, len(writes))
+        )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self.get_tuple(config)
@@ -383,23 +404,35 @@ class ChatSqliteSaver(ServesAsync, SqliteSaver):
 
 
 def postgres_saver(
-    pool: Any, serde: SerializerProtocol, newest: Callable[[str], str | None]
+    pool: Any, serde: SerializerProtocol, thread_mark: Callable[[str], tuple[str | None, int]]
 ) -> ServesAsync:
     """LangGraph's ``PostgresSaver`` on ``pool`` (or one connection), as chatbot uses it;
-    ``newest`` gives a thread's newest checkpoint id."""
+    ``thread_mark`` gives a thread's newest checkpoint id and its count of pending writes."""
     from langgraph.checkpoint.postgres import PostgresSaver
 
     class ChatPostgresSaver(ServesAsync, PostgresSaver):
         """LangGraph's ``PostgresSaver`` as chatbot uses it (:class:`ServesAsync`); a text value
         holding a NUL (which the JSONB of a checkpoint's plain values cannot hold) is stored
         with U+FFFD. PostgreSQL tells no other session's commits: a thread's mark is its
-        newest checkpoint, which any turn elsewhere moves."""
+        newest checkpoint, which any turn elsewhere moves, and its count of pending writes,
+        which a write elsewhere at any of its checkpoints moves. (A write of this saver's that
+        the database leaves out, its key taken, leaves the count short of the mark: the thread
+        is read again.)"""
 
         def mark(self, thread_id: str, checkpoint_ns: str) -> object:
-            return newest(thread_id) if checkpoint_ns == "" else object()
+            return thread_mark(thread_id) if checkpoint_ns == "" else object()
 
         def marked(self, mark: object, checkpoint_id: str) -> object:
-            return max(str(mark or ""), checkpoint_id)
+            if not isinstance(mark, tuple):
+                return mark
+            newest, writes = mark
+            return max(str(newest or ""), checkpoint_id), writes
+
+        def marked_writes(self, mark: object, count: int) -> object:
+            if not isinstance(mark, tuple):
+                return mark
+            newest, writes = mark
+            return newest, writes + count
 
         def put(
             self,
