@@ -438,16 +438,16 @@ def test_a_repl_whose_server_does_not_answer_ends_in_one_line_before_any_prompt_
 def test_a_repl_whose_database_cannot_be_made_ends_in_one_line_before_any_prompt(
     spawn: Any,
 ) -> None:
-    """Nothing can be made in /proc, not even by root: the file's folder cannot be created."""
-    term = spawn("chat", "--thread", "main", "--db", "/proc/chatbot-test/chat.sqlite")
+    """Nothing can be made in /proc, not even by root."""
+    term = spawn("chat", "--thread", "main", "--db", "/proc/chatbot-test.sqlite")
     term.child.expect(pexpect.EOF, timeout=TIMEOUT)
     term.child.close()
     assert term.child.exitstatus == 2, term.tail()
     raw = term.transcript.getvalue()
     assert PROMPT_SESSION not in raw, "a prompt was drawn"
     (line,) = [line for line in plain(raw).splitlines() if line.strip()]
-    assert line.startswith("error: cannot open the database '/proc/chatbot-test/chat.sqlite': ")
-    assert line.endswith(": '/proc/chatbot-test'"), line  # (the folder it could not make)
+    assert line.startswith("error: cannot open the database '/proc/chatbot-test.sqlite': ")
+    assert line.endswith(": '/proc/chatbot-test.sqlite'"), line
 
 
 @pytest.mark.parametrize("leave", ["ctrl-d", "/exit"])

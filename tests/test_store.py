@@ -266,11 +266,12 @@ def test_a_file_in_the_way_of_the_database_folder_is_one_clear_error(tmp_path: P
         Store(tmp_path / "afile" / "deeper" / "c.sqlite")
 
 
-@pytest.mark.parametrize("where", ["/proc/chatbot-test/chat.sqlite", "afile/deeper/c.sqlite"])
+@pytest.mark.parametrize("where", ["/proc/chatbot-test.sqlite", "afile/deeper/c.sqlite"])
 def test_a_database_that_cannot_be_made_is_refused_first_with_the_line_opening_it_ends_with(
     tmp_path: Path, where: str
 ) -> None:
-    """/proc takes no new file, even from root; a file stands in the way of the other's folder."""
+    """/proc takes no new file, even from root; a file stands in the way of the other's folder
+    (a folder that does not exist at all is refused before: its own line)."""
     (tmp_path / "afile").write_text("x")
     db = str(tmp_path / where)
     with pytest.raises(StoreError) as opening:
@@ -284,9 +285,9 @@ def test_a_database_that_cannot_be_made_is_refused_first_with_the_line_opening_i
 def test_a_database_that_can_be_made_passes_the_check_and_nothing_is_made(
     tmp_path: Path,
 ) -> None:
-    check_new_file(str(tmp_path / "a" / "b" / "chat.sqlite"))
+    check_new_file(str(data_dir() / "a" / "b" / "chat.sqlite"))  # (folders made only there)
     check_new_file(str(tmp_path / "chat.sqlite"))
-    assert list(tmp_path.iterdir()) == []
+    assert not (data_dir() / "a").exists() and not (tmp_path / "chat.sqlite").exists()
 
 
 def test_every_folder_created_for_the_database_is_private(tmp_path: Path) -> None:

@@ -192,6 +192,7 @@ def check_new_file(db: str) -> None:
     nothing: for a start that opens the file later (the REPL, behind its prompt) but must
     not begin when that would fail."""
     path = Path(db).expanduser()
+    _refuse_a_missing_folder(str(path))
     try:
         check_creatable(path)
     except OSError as error:
