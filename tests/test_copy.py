@@ -88,6 +88,34 @@ def test_copying_again_copies_only_what_is_new(any_db: str, tmp_path: Path) -> N
     assert _views(any_db, "work") == _views(source, "work")
 
 
+def test_the_users_memories_and_each_threads_record_come_along(any_db: str, tmp_path: Path) -> None:
+    """The memories live in LangGraph's store beside the threads: a copy brings them, and
+    each thread's own record (memory off for it); copying again adds nothing and keeps what
+    the target changed since."""
+    from chatbot.threads.reading import LocalReader
+
+    source = str(tmp_path / "source.sqlite")
+    _rich_thread(source)
+    with open_store(source) as store:
+        book = LocalReader(store).memory_book()
+        rust = book.add("Writes Rust", "work")
+        book.add("Allergic to peanuts", "work-fork1")
+        book.set_thread("work-fork1", on=False)
+    copied = invoke("db", "copy", source, any_db)
+    assert copied.exit_code == 0, copied.output
+    with open_store(any_db) as store:
+        book = LocalReader(store).memory_book()
+        assert [m.text for m in book.all()] == ["Writes Rust", "Allergic to peanuts"]
+        assert [m.thread_id for m in book.all()] == ["work", "work-fork1"]
+        assert book.thread_on("work") and not book.thread_on("work-fork1")
+        book.edit(rust.id, "Writes Rust and Go")
+    again = invoke("db", "copy", source, any_db)
+    assert again.exit_code == 0, again.output
+    with open_store(any_db) as store:
+        texts = [m.text for m in LocalReader(store).memory_book().all()]
+        assert texts == ["Writes Rust and Go", "Allergic to peanuts"]
+
+
 def test_a_thread_with_another_history_is_refused_and_nothing_written(
     any_db: str, tmp_path: Path
 ) -> None:

@@ -156,6 +156,32 @@ def test_after_a_fold_every_view_gives_the_same_figure_for_the_same_word(
     assert saved == folded - (summary + wrapper + tool)
 
 
+def test_the_memories_a_request_carries_are_counted_by_every_view(
+    make_world: Callable[..., World],
+) -> None:
+    """*memories*, the block of the user's memories each request carries, is a part of the
+    context: /context shows it, and the status line, /context and /tokens count what the next
+    call is sent."""
+    world = make_world(summary_trigger="off", remembering=True)
+    world.backend.memory_book().add("Writes Rust in the evenings", "elsewhere")
+    transcript = world.run(["hi", "/context", "/tokens"])
+    assert errors(transcript) == []
+    memories = tokens_in(transcript, "▚ memories")
+    assert memories > 0
+    context = context_total(transcript)
+    parts = ("█ system prompt", "▚ memories", "▓ summary", "▒ messages")
+    assert sum(tokens_in(transcript, part) for part in parts) == context, "the parts add up"
+    assert world.repl.context_meter() == f"context {context:,} tokens · auto-fold off"
+    assert number(row(transcript, "context now")[2]) == context, "/tokens"
+
+    world.run(["next"])
+    sent = world.chat_model.calls[-1]
+    assert any("Writes Rust in the evenings" in message.text for message in sent)
+    counter = counter_for("scripted")
+    # (the next call: the context shown, and the new message)
+    assert context + counter.raw(sent[-1:]) == counter.raw(sent)
+
+
 def test_a_reply_to_a_request_with_the_recall_tool_is_scaled_by_all_it_was_sent(
     make_world: Callable[..., World],
 ) -> None:

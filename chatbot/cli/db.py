@@ -167,10 +167,14 @@ def db_copy(
         if total:
             with _progress("copying", "checkpoints", total) as advance:
                 run_copy(src, dst, plan, progress=advance)
+        else:  # (listing rows, search rows or the store's items alone)
+            run_copy(src, dst, plan)
         copied, same = len(plan.copy), len(plan.skipped)
+        items = len(plan.store_items)
         err.print(
-            f"copied {counted(copied, 'thread')} ({counted(total, 'checkpoint', spec=',')}) from "
-            f"{escape(src.path)} to {escape(dst.path)}"
+            f"copied {counted(copied, 'thread')} ({counted(total, 'checkpoint', spec=',')}"
+            + (f"; {counted(items, 'memory store item')}" if items else "")
+            + f") from {escape(src.path)} to {escape(dst.path)}"
             + (f"; {same} already there with the same history" if same else "")
         )
 

@@ -130,6 +130,39 @@ def query_of(messages: Sequence[BaseMessage]) -> str:
     return "\n".join(message.text for message in messages[-RECENT:])
 
 
+async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> Mind:
+    """What a run in ``thread_id`` knows of the user's memories: every memory in ``store``;
+    a mind without a store when memory is off for the run or the thread, or there is no
+    store."""
+    if not run.memory or store is None:
+        return Mind(None, thread_id)
+    if (await thread_record(store, thread_id)).get("memory") == "off":
+        return Mind(None, thread_id)
+    return Mind(store, thread_id, await read_all(store))
+
+
+def block_of(mind: Mind, messages: Sequence[BaseMessage], run: RunSettings) -> str:
+    """The memories block a request of ``messages`` carries ('' for none): the memories in
+    force chosen by its latest messages within the run's budget, in the run's language."""
+    if not mind.on:
+        return ""
+    chosen = facts.choose(mind.memories, query_of(messages), run.memory_tokens, run.counter.text)
+    return facts.render(chosen, run.language)
+
+
+async def carried(
+    run: RunSettings, store: BaseStore | None, thread_id: str, messages: Sequence[BaseMessage]
+) -> str:
+    """The memories block the next request of ``thread_id`` would carry after ``messages``
+    (what the views count): read as :func:`recalled` reads it, '' when it has none (a store
+    that fails is logged: the request would carry none)."""
+    try:
+        return block_of(await mind_of(run, store, thread_id), messages, run)
+    except Exception as error:
+        log.warning("the user's memories could not be read: %s", error)
+        return ""
+
+
 async def recalled(
     messages: Sequence[BaseMessage], run: RunSettings, *, requests: bool = False
 ) -> tuple[RunSettings, Mind]:
@@ -139,20 +172,16 @@ async def recalled(
     be remembered (``remember that …``) is stored first. A store that fails is logged, and the
     run goes on without memories."""
     store, thread_id = _context()
-    if not run.memory or store is None:
-        return run, Mind(None, thread_id)
     try:
-        if (await thread_record(store, thread_id)).get("memory") == "off":
-            return run, Mind(None, thread_id)
-        mind = Mind(store, thread_id, await read_all(store))
-        if requests:
+        mind = await mind_of(run, store, thread_id)
+        if requests and mind.on:
             await _asked_to_remember(mind, messages)
     except Exception as error:  # (memories are an aid: a turn never fails for them)
         log.warning("the user's memories could not be read: %s", error)
         return run, Mind(None, thread_id)
-    chosen = facts.choose(mind.memories, query_of(messages), run.memory_tokens, run.counter.text)
-    block = facts.render(chosen, run.language)
-    return dataclasses.replace(run, memories=block), mind
+    if not mind.on:
+        return run, mind
+    return dataclasses.replace(run, memories=block_of(mind, messages, run)), mind
 
 
 async def _asked_to_remember(mind: Mind, messages: Sequence[BaseMessage]) -> None:

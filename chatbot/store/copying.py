@@ -7,6 +7,10 @@ it finished whole and the next one absent. Copying is idempotent and resumable: 
 target holds part of (checkpoints, their writes, its listing row or search rows) gets the
 rest, and one with a checkpoint the source does not have is refused before anything is
 written.
+
+LangGraph's store (the user's memories, each thread's memory record) comes along whole: every
+item the target does not hold, put in one batch (one transaction on either database). An item
+the target holds already is left as it is there (it may have been changed since).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from langgraph.store.base import BaseStore, Item, PutOp
 
 from chatbot.errors import FriendlyError
 from chatbot.plural import counted
@@ -36,6 +42,8 @@ class CopyPlan:
     skipped: list[str] = field(default_factory=list)
     """Threads already in the target with the same history: every checkpoint with all its
     pending writes, the listing row, and search rows for all of it."""
+    store_items: list[Item] = field(default_factory=list)
+    """The items of LangGraph's store the target does not hold (memories, thread records)."""
 
     @property
     def checkpoints(self) -> int:
@@ -84,7 +92,27 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
             plan.skipped.append(thread)
         else:
             plan.copy[thread] = todo
+    have_items = {(item.namespace, item.key) for item in _store_items(target.memory_store)}
+    plan.store_items = [
+        item
+        for item in _store_items(source.memory_store)
+        if (item.namespace, item.key) not in have_items
+    ]
     return plan
+
+
+STORE_PAGE = 1_000
+"""How many of the store's items are read at once."""
+
+
+def _store_items(store: BaseStore) -> list[Item]:
+    """Every item in LangGraph's store, in every namespace."""
+    items: list[Item] = []
+    while True:
+        page = store.search((), limit=STORE_PAGE, offset=len(items))
+        items += page
+        if len(page) < STORE_PAGE:
+            return items
 
 
 def _writes_per_checkpoint(store: SqlStore, thread: str) -> dict[str, int]:
@@ -104,6 +132,9 @@ def run_copy(
     progress: Callable[[int], None] = lambda done: None,
 ) -> None:
     """Write what :func:`plan_copy` found missing; ``progress`` is told after each checkpoint."""
+    if plan.store_items:
+        puts = [PutOp(item.namespace, item.key, item.value) for item in plan.store_items]
+        target.memory_store.batch(puts)
     for thread, tuples in plan.copy.items():
         with target.transaction() as writing:
             _copy_thread(source, writing, thread, tuples, progress)

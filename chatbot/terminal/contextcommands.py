@@ -31,7 +31,9 @@ def _context(repl: Repl, arg: str) -> Outcome:
     snapshot = repl.backend.current(repl.thread_id)
     repl.measure(snapshot)  # (the status line agrees with it)
     tokenizer = repl.settings.tokenizer if repl.settings else "auto"
-    window = repl.backend.context_window(snapshot, repl.context, tokenizer)
+    window = repl.backend.context_window(
+        snapshot, repl.context, tokenizer, thread_id=repl.thread_id
+    )
     repl.console.print(render.context_view(window, repl.thread_id))
     return None
 
@@ -43,7 +45,9 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     tokens = repl.measure(snapshot)
     counter = repl.counter()
     tokenizer = repl.settings.tokenizer if repl.settings else "auto"
-    sent = repl.backend.context_window(snapshot, repl.context, tokenizer).sent  # (as /context)
+    sent = repl.backend.context_window(
+        snapshot, repl.context, tokenizer, thread_id=repl.thread_id
+    ).sent  # (as /context)
     # From the summary's own record; the history is read only for a thread summarized before
     # records existed.
     held = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)

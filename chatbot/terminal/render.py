@@ -229,6 +229,7 @@ CONTEXT_BAR_WIDTH = 64
 """The widest the /context bar gets (narrower on a narrow screen)."""
 CONTEXT_PARTS = (
     ("█", "magenta", "system prompt"),
+    ("▚", "blue", "memories"),
     ("▓", "yellow", "summary"),
     ("▞", "yellow", "summary message"),
     ("░", "green", "recall tool"),
@@ -257,7 +258,14 @@ def context_bar(window: ContextWindow, width: int) -> Text:
 def _parts(window: ContextWindow) -> tuple[int, ...]:
     """The figures of :data:`CONTEXT_PARTS`, in order."""
     sent = window.sent
-    return (sent.system, sent.summary, sent.summary_message, sent.recall_tool, sent.messages)
+    return (
+        sent.system,
+        sent.memories,
+        sent.summary,
+        sent.summary_message,
+        sent.recall_tool,
+        sent.messages,
+    )
 
 
 class _ContextBar:
@@ -311,10 +319,12 @@ def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
 
     for (glyph, style, name), tokens in zip(CONTEXT_PARTS, _parts(window), strict=True):
         note = ""
-        if name in ("summary message", "recall tool") and not tokens:
-            continue  # (no summary, or recall off: nothing of them is sent)
+        if name in ("memories", "summary message", "recall tool") and not tokens:
+            continue  # (no memories, no summary, or recall off: nothing of them is sent)
         if name == "summary" and not tokens:
             note = "no summary yet"
+        elif name == "memories":
+            note = "the user's memories across threads"
         elif name == "summary message":
             note = "its heading and the recall note" if window.sent.recall_tool else "its heading"
         elif name == "recall tool":

@@ -367,7 +367,9 @@ class Repl:
             self._context_tokens = self._message_count = 0
             return 0
         tokenizer = self.settings.tokenizer if self.settings else "auto"
-        self._context_tokens = self.backend.context_tokens(snapshot, self.context, tokenizer)
+        self._context_tokens = self.backend.context_tokens(
+            snapshot, self.context, tokenizer, thread_id=self.thread_id
+        )
         self._message_count = len(snapshot.messages)
         return self._context_tokens
 

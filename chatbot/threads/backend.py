@@ -76,13 +76,20 @@ class Backend(Protocol):
     def answering_elsewhere(self, thread_id: str) -> bool: ...
     def undo(self, thread_id: str) -> Undone: ...
     def context_tokens(
-        self, snapshot: Snapshot, context: dict[str, Any] | None = None, tokenizer: str = "auto"
+        self,
+        snapshot: Snapshot,
+        context: dict[str, Any] | None = None,
+        tokenizer: str = "auto",
+        *,
+        thread_id: str = "",
     ) -> int: ...
     def context_window(
         self,
         snapshot: Snapshot | None,
         context: dict[str, Any] | None = None,
         tokenizer: str = "auto",
+        *,
+        thread_id: str = "",
     ) -> ContextWindow: ...
     def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
     def search(
@@ -401,6 +408,15 @@ class LocalBackend(LocalReader, ThreadOperations):
         assert run is not None
         store = self.graph.store  # (the graph's own: a graph without one has no memories)
         return blocking(note_on_leaving(run, store, thread_id, state.messages, state.summary))
+
+    def memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
+        """The memories block the next request of ``thread_id`` would carry after
+        ``messages``, read from the graph's store as the graph reads it
+        (:func:`chatbot.engine.remembering.carried`)."""
+        from chatbot.engine.remembering import carried
+        from chatbot.threads.runner import blocking
+
+        return blocking(carried(run, self.graph.store, thread_id, messages))
 
     # --- changing ----------------------------------------------------------------------
 

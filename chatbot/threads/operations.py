@@ -48,8 +48,8 @@ class ContextWindow:
     limits of the run's settings."""
 
     sent: Sent
-    """What the next run sends, part by part: system prompt, summary (its text), summary
-    message, recall tool, messages."""
+    """What the next run sends, part by part: system prompt, memories, summary (its text),
+    summary message, recall tool, messages."""
     message_count: int
     counted_with: str
     """The tokenizer's name."""
@@ -112,13 +112,23 @@ class ThreadOperations:
     ) -> RunSettings | None:
         raise NotImplementedError
 
+    def memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
+        """The memories block the next request of ``thread_id`` would carry after
+        ``messages``; here none: a backend whose graph reads the store says what it holds."""
+        return run.memories
+
     def _sent(
-        self, snapshot: Snapshot | None, context: dict[str, Any] | None, tokenizer: str
+        self,
+        snapshot: Snapshot | None,
+        context: dict[str, Any] | None,
+        tokenizer: str,
+        thread_id: str = "",
     ) -> tuple[RunSettings | None, TokenCounter, Sent]:
         """The settings a run with ``context`` has here (None on a server, or when the context
-        does not resolve), their counter, and what the run would send for ``snapshot``: the
-        graph's own count (:func:`chatbot.engine.folding.request_tokens`); else an estimate
-        with the thread's own system prompt and ``tokenizer``."""
+        does not resolve), their counter, and what the run would send for ``snapshot`` of
+        ``thread_id``: the graph's own count (:func:`chatbot.engine.folding.request_tokens`),
+        with the memories block the request would carry; else an estimate with the thread's
+        own system prompt and ``tokenizer``."""
         from chatbot.config.sources import SettingsError
         from chatbot.memory.sent import sent_tokens
         from chatbot.memory.tokens import counter_for
@@ -133,31 +143,40 @@ class ThreadOperations:
         if run is not None:
             from chatbot.engine import folding
 
+            memories = self.memories_carried(run, thread_id, messages)
+            run = dataclasses.replace(run, memories=memories)
             return run, run.counter, folding.request_tokens(messages, summary, run)
         counter = counter_for("", tokenizer)
         return None, counter, sent_tokens(counter, messages, summary, own_prompt)
 
     def context_tokens(
-        self, snapshot: Snapshot, context: dict[str, Any] | None = None, tokenizer: str = "auto"
+        self,
+        snapshot: Snapshot,
+        context: dict[str, Any] | None = None,
+        tokenizer: str = "auto",
+        *,
+        thread_id: str = "",
     ) -> int:
-        """Tokens the chat model would be sent for ``snapshot`` by a run with ``context``: its
-        system prompt, summary in its message, the recall tool and messages, counted as the
-        graph counts them. On a server, which resolves runs with its own settings (or when the
-        context does not resolve): an estimate with the thread's own system prompt and
-        ``tokenizer``."""
-        return self._sent(snapshot, context, tokenizer)[2].total
+        """Tokens the chat model would be sent for ``snapshot`` of ``thread_id`` by a run with
+        ``context``: its system prompt, the user's memories, summary in its message, the
+        recall tool and messages, counted as the graph counts them. On a server, which
+        resolves runs with its own settings (or when the context does not resolve): an
+        estimate with the thread's own system prompt and ``tokenizer``."""
+        return self._sent(snapshot, context, tokenizer, thread_id)[2].total
 
     def context_window(
         self,
         snapshot: Snapshot | None,
         context: dict[str, Any] | None = None,
         tokenizer: str = "auto",
+        *,
+        thread_id: str = "",
     ) -> ContextWindow:
         """What :meth:`context_tokens` counts, part by part, with the limits a run with
         ``context`` has and what its next fold would take (the graph's own plan: the messages
         a ``/compact`` now, or the trigger once passed, folds). On a server: an estimate
         (see :attr:`ContextWindow.estimated`)."""
-        run, counter, sent = self._sent(snapshot, context, tokenizer)
+        run, counter, sent = self._sent(snapshot, context, tokenizer, thread_id)
         messages = list(snapshot.messages) if snapshot else []
         summary = snapshot.summary if snapshot else ""
         measured = ContextWindow(
