@@ -1005,7 +1005,7 @@ def test_the_campaign_counts_every_round(tmp_path: Path) -> None:
             str(Path(__file__).resolve().parent.parent / "benchmarks" / "campaign.py"),
             # (the fewest that still count: more than one kill, processes starting together)
             *("--kills", "2", "--starts", "1", "--processes", "2", "--only", "sqlite"),
-            *("--json", str(report)),
+            *("--copies", "2", "--copy-threads", "10", "--json", str(report)),
         ],
         capture_output=True,
         text=True,
@@ -1015,12 +1015,16 @@ def test_the_campaign_counts_every_round(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[1].startswith("kill -9 of chatbot ask, SQLite: 2 of 2 intact (")
-    assert lines[2:] == [
+    assert lines[2].startswith(
+        "db copy of 10 threads killed with kill -9, then run again, SQLite: 2 of 2 read the same ("
+    )
+    assert lines[3:] == [
         "2 processes starting together on a new database, SQLite: 1 of 1 all up",
         "2 processes starting after kill -9 mid-set-up, SQLite: 1 of 1 all up",
     ]
     counts = json.loads(report.read_text())["counts"]
     assert [(c["rounds"], c["held"], c["failures"]) for c in counts] == [
+        (2, 2, []),
         (2, 2, []),
         (1, 1, []),
         (1, 1, []),
