@@ -13,6 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import HumanMessage
 
 from chatbot.store.base import SqlStore, thread_config
@@ -262,6 +263,9 @@ def test_messages_holding_a_terms_trigrams_apart_are_not_hits_however_many_come_
     assert len(_found(chat, "coy", limit=100)) == 40  # (three characters: one trigram)
 
 
+@pytest.mark.parametrize(
+    "any_db", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)], indirect=True
+)
 def test_a_term_longer_than_sqlites_like_patterns_is_found(chat: Chat) -> None:
     """SQLite's LIKE takes patterns of up to 50,000 bytes: a longer term (a pasted text in
     quotes), a word or a phrase, is found, not an error."""
