@@ -71,11 +71,16 @@ LONGEST = (
 """Tests that take 15 s or more on a busy machine (``--durations``), started first."""
 
 
+@pytest.hookimpl(tryfirst=True)  # (before ``-m`` deselects by marker)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (:data:`LONGEST`), then the rest of those marked ``slow``, then
-    the others, each in the order collected: xdist (``--dist load``, one test at a time,
-    pyproject.toml) hands tests out in this order as workers free up, so no long test starts
-    when the others are almost done."""
+    """A test of the ``langgraph dev`` server (:func:`dev_server`) is marked ``slow``, as the
+    marker says. Then the longest tests first (:data:`LONGEST`), then the rest of those marked
+    ``slow``, then the others, each in the order collected: xdist (``--dist load``, one test at
+    a time, pyproject.toml) hands tests out in this order as workers free up, so no long test
+    starts when the others are almost done."""
+    for item in items:
+        if "dev_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
     def rank(item: pytest.Item) -> int:
         if item.nodeid.startswith(LONGEST):
