@@ -82,6 +82,7 @@ def test_help_offers_installing_completion() -> None:
     assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_bash_script_calls_chatbot_back_with_its_variable() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "chatbot", "--show-completion", "bash"],
