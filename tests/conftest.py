@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +48,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 LONGEST = (
+    "tests/test_search_index.py::test_a_term_longer_than_sqlites_like_patterns_is_found[postgres]",
     "tests/test_leases.py::test_four_processes_taking_turns_on_one_thread_lose_nothing",
     "tests/test_store_faults.py::test_the_campaign_counts_every_round",
     "tests/test_benchmarks.py::test_startup_benchmark_prints_every_row",
@@ -69,11 +71,16 @@ LONGEST = (
 """Tests that take 15 s or more on a busy machine (``--durations``), started first."""
 
 
+@pytest.hookimpl(tryfirst=True)  # (before ``-m`` deselects by marker)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (:data:`LONGEST`), then the rest of those marked ``slow``, then
-    the others, each in the order collected: xdist (``--dist load``, one test at a time,
-    pyproject.toml) hands tests out in this order as workers free up, so no long test starts
-    when the others are almost done."""
+    """A test of the ``langgraph dev`` server (:func:`dev_server`) is marked ``slow``, as the
+    marker says. Then the longest tests first (:data:`LONGEST`), then the rest of those marked
+    ``slow``, then the others, each in the order collected: xdist (``--dist load``, one test at
+    a time, pyproject.toml) hands tests out in this order as workers free up, so no long test
+    starts when the others are almost done."""
+    for item in items:
+        if "dev_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
 
     def rank(item: pytest.Item) -> int:
         if item.nodeid.startswith(LONGEST):
@@ -206,17 +213,134 @@ def _postgres_or_skip() -> None:
 
 
 @pytest.fixture
-def postgres_url() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped after it."""
-    import uuid
-
+def postgres_url(spare_databases: SpareDatabases) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test: made for it, or one an earlier test of
+    this process had, emptied to be as a new one is (:class:`SpareDatabases`)."""
     _postgres_or_skip()
-    name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
-    _as_admin(f"CREATE DATABASE {name}")
+    name = spare_databases.take()
     try:
         yield f"postgresql://postgres@127.0.0.1:5432/{name}"
     finally:
+        spare_databases.give_back(name)
+
+
+@pytest.fixture(scope="session")
+def spare_databases() -> Iterator[SpareDatabases]:
+    """The databases this test process's tests had, emptied; dropped at its end."""
+    spare = SpareDatabases()
+    try:
+        yield spare
+    finally:
+        spare.drop_all()
+
+
+class SpareDatabases:
+    """PostgreSQL databases for tests, each made once and emptied between them: making one and
+    dropping it took a second or more of each test (a ``DROP DATABASE`` makes the server write
+    a checkpoint). A database is given to a test only while it reads as a new one does (the
+    same schemas, owners and rights, extensions, settings and no object of its own): emptied
+    to that, or else dropped and replaced."""
+
+    _SYSTEM = "(n.nspname LIKE 'pg\\_%' OR n.nspname = 'information_schema')"
+    LOOKS = f"""
+        SELECT
+            (SELECT array_agg(n.nspname || ' ' || pg_get_userbyid(n.nspowner) || ' '
+                              || coalesce(n.nspacl::text, '') || ' '
+                              || coalesce(obj_description(n.oid, 'pg_namespace'), '')
+                              ORDER BY n.nspname)
+             FROM pg_namespace AS n WHERE NOT {_SYSTEM}),
+            (SELECT array_agg(e.extname || ' ' || e.extversion ORDER BY e.extname)
+             FROM pg_extension AS e),
+            (SELECT count(*) FROM pg_class AS c
+             JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE NOT {_SYSTEM}),
+            (SELECT count(*) FROM pg_proc AS p
+             JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE NOT {_SYSTEM}),
+            (SELECT count(*) FROM pg_type AS t
+             JOIN pg_namespace AS n ON n.oid = t.typnamespace WHERE NOT {_SYSTEM}),
+            (SELECT count(*) FROM pg_db_role_setting AS s
+             JOIN pg_database AS d ON d.oid = s.setdatabase WHERE d.datname = current_database()),
+            (SELECT pg_get_userbyid(d.datdba) || ' ' || coalesce(d.datacl::text, '') || ' '
+                    || d.dattablespace || ' ' || d.datconnlimit || ' ' || d.datallowconn
+             FROM pg_database AS d WHERE d.datname = current_database()),
+            (SELECT count(*) FROM pg_largeobject_metadata),
+            (SELECT count(*) FROM pg_event_trigger),
+            (SELECT count(*) FROM pg_publication),
+            (SELECT count(*) FROM pg_prepared_xacts WHERE database = current_database())
+    """
+    """What tells a database apart from a new one: compared with what a new one reads."""
+
+    def __init__(self) -> None:
+        self.spare: list[str] = []
+        self.made: list[str] = []
+        self.new_looks: Any = None
+
+    def take(self) -> str:
+        while self.spare:
+            name = self.spare.pop()
+            if self._looks(name) == self.new_looks:
+                return name
+            self._drop(name)
+        return self._make()
+
+    def give_back(self, name: str) -> None:
+        """Empty the database and keep it for the next test; drop it if it cannot be made to
+        read as a new one (or it is gone)."""
+        import psycopg
+
+        try:
+            _as_admin(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+            )
+            with psycopg.connect(_url(name), autocommit=True) as conn:
+                schemas = conn.execute(
+                    f"SELECT n.nspname FROM pg_namespace AS n WHERE NOT {self._SYSTEM}"
+                ).fetchall()
+                for (schema,) in schemas:
+                    conn.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
+                conn.execute(
+                    "CREATE SCHEMA public AUTHORIZATION pg_database_owner;"
+                    "GRANT USAGE ON SCHEMA public TO PUBLIC;"
+                    "COMMENT ON SCHEMA public IS 'standard public schema'"
+                )
+            emptied = self._looks(name) == self.new_looks
+        except psycopg.Error:
+            emptied = False
+        if emptied:
+            self.spare.append(name)
+        else:
+            self._drop(name)
+
+    def drop_all(self) -> None:
+        for name in self.made:
+            _as_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def _make(self) -> str:
+        import uuid
+
+        name = f"chatbot_test_{uuid.uuid4().hex[:12]}"
+        _as_admin(f"CREATE DATABASE {name}")
+        self.made.append(name)
+        if self.new_looks is None:
+            self.new_looks = self._looks(name)
+        return name
+
+    def _drop(self, name: str) -> None:
         _as_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self.made.remove(name)
+
+    def _looks(self, name: str) -> Any:
+        import psycopg
+
+        try:
+            with psycopg.connect(_url(name), autocommit=True) as conn:
+                return conn.execute(self.LOOKS).fetchone()  # type: ignore[arg-type]
+        except psycopg.Error:
+            return None
+
+
+def _url(name: str) -> str:
+    return f"postgresql://postgres@127.0.0.1:5432/{name}"
 
 
 def _as_admin(statement: str, timeout: float = 120.0) -> None:

@@ -291,6 +291,9 @@ class FakeOpenAI:
 def _handler_for(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes: with Nagle's algorithm the body waited for the
+        # client's delayed acknowledgement of the headers.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
             pass

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer.main
 import typer.testing
 from typer.testing import CliRunner, Result
@@ -55,6 +56,12 @@ SUMMARY_TEXT = "SUMMARY: the user is Ada, she likes green tea."
 typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
 
 runner = CliRunner()
+
+
+slow_on_postgres = pytest.mark.parametrize(
+    "any_db", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)], indirect=True
+)
+"""For a test on ``any_db`` that takes a second or more on PostgreSQL: that run is ``slow``."""
 
 
 def offline_echo(text: str) -> str:

@@ -363,6 +363,7 @@ def test_help_and_version_still_exit_0_after_one_line_errors() -> None:
     assert invoke("--version").exit_code == 0
 
 
+@pytest.mark.slow
 def test_a_usage_error_in_a_new_process_is_one_line(tmp_path: Path) -> None:
     """Through the console script's own ``main``, as a user sees it."""
     result = subprocess.run(
@@ -395,24 +396,34 @@ def test_an_option_given_a_blank_value_is_refused_in_one_line(
     args: list[str], tmp_path: Path
 ) -> None:
     """A blank value (a variable left empty: ``--model "$MODEL"``) went unnoticed: the
-    default model answered, the local database was read instead of a server. Through the
-    console script's own ``main`` (it reads the commonest forms itself) and Typer alike."""
+    default model answered, the local database was read instead of a server."""
     db = str(tmp_path / "chat.sqlite")
     line = one_error(invoke(*args, "--db", db), 2)
     option = next(a for a in args if a.startswith("-")).rstrip("=")
     option = "--thread" if option == "-t" else option
     assert f"invalid value for '{option}'" in line and "it is blank" in line, line
-    result = subprocess.run(
-        [sys.executable, "-m", "chatbot", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "CHATBOT_DB": db},
-    )
-    assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines()[-1] == line
     assert not Path(db).exists(), "nothing was opened"
+
+
+@pytest.mark.slow
+def test_a_blank_option_is_refused_by_the_console_scripts_main_in_the_same_line(
+    tmp_path: Path,
+) -> None:
+    """Through the console script's own ``main``, a main option and a command's alike."""
+    db = str(tmp_path / "chat.sqlite")
+    for args in (["--model", "", "ask", "hi"], ["chat", "--thread="]):
+        line = one_error(invoke(*args, "--db", db), 2)
+        result = subprocess.run(
+            [sys.executable, "-m", "chatbot", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "CHATBOT_DB": db},
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines()[-1] == line
+        assert not Path(db).exists(), "nothing was opened"
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import Result
 
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import ROOT, Cli, chatbot_argv, ok, runner
@@ -24,11 +25,11 @@ from chatbot.cli.commands import app  # isort: skip
 _NO_MODELS = "chatbot.engine.models,chatbot.engine.graph,langchain_openai,openai,langgraph,rich"
 
 
-def complete(line: str, **env: str) -> list[str]:
-    """What bash gets for the cursor at the end of ``line`` (in-process)."""
+def completing(line: str, **env: str) -> Result:
+    """Bash asking for the completions of ``line``, the cursor at its end (in-process)."""
     words = line.split()
     cword = len(words) if line.endswith(" ") else len(words) - 1
-    result = runner.invoke(
+    return runner.invoke(
         app,
         [],
         env={
@@ -38,6 +39,11 @@ def complete(line: str, **env: str) -> list[str]:
             **env,
         },
     )
+
+
+def complete(line: str, **env: str) -> list[str]:
+    """What bash gets for the cursor at the end of ``line`` (in-process)."""
+    result = completing(line, **env)
     assert result.exit_code == 0, result.output
     return result.stdout.split()
 
@@ -76,6 +82,7 @@ def test_help_offers_installing_completion() -> None:
     assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_bash_script_calls_chatbot_back_with_its_variable() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "chatbot", "--show-completion", "bash"],
@@ -130,8 +137,8 @@ def test_completing_thread_ids_reads_fast_without_models_or_langgraph(threads: P
     ],
 )
 def test_a_problem_means_no_completions_never_a_traceback(env: dict[str, str]) -> None:
-    result = complete_in_a_process("chatbot show ", **env)
-    assert result.returncode == 0
+    result = completing("chatbot show ", **env)
+    assert result.exit_code == 0, result.exception
     assert result.stdout.strip() == "" and result.stderr == ""
 
 

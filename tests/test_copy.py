@@ -14,6 +14,7 @@ from chatbot.history.lineage import last_turn
 from chatbot.store.copying import CopyError, plan_copy, run_copy
 from chatbot.store.postgres import open_store
 from chatbot.threads.backend import LocalBackend
+from tests.helpers import slow_on_postgres
 from tests.scripted import ScriptedChatModel
 from tests.test_cli import invoke
 
@@ -201,6 +202,7 @@ def _whole(db: str, thread: str) -> list[object]:
 
 
 @pytest.mark.parametrize("refused_after", [3, 12])
+@slow_on_postgres
 def test_a_copy_the_target_stops_mid_thread_is_made_whole_by_the_next(
     any_db: str, tmp_path: Path, refused_after: int
 ) -> None:

@@ -58,6 +58,7 @@ def every_kind_of_checkpoint(backend: LocalBackend, graph: ChatGraph, thread: st
     list(backend.send("f", "on the fork"))
 
 
+@pytest.mark.slow
 def test_most_checkpoints_store_no_window_and_every_one_reads_as_langgraph_reads_it(
     local: tuple[LocalBackend, ChatGraph, Store],
 ) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import pytest
 
+from chatbot.cli.commands import app
 from tests.fake_openai import FakeOpenAI, RecordedRequest, Reply, context_length_exceeded
 from tests.helpers import (
     CONTROL,
@@ -32,6 +33,7 @@ from tests.helpers import (
     closed_port,
     is_summary_request,
     one_error,
+    runner,
     wait_until,
     worth_folding,
 )
@@ -421,15 +423,10 @@ def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
         "CHATBOT_SUMMARY_KEEP": "messages:2",
     }
     chatbot = [sys.executable, "-m", "chatbot"]
+    # (the turns before, and after, the killed one: in-process)
     for text in (worth_folding("one"), "two"):
-        done = subprocess.run(
-            [*chatbot, "ask", text],
-            stdin=subprocess.DEVNULL,
-            env=env,
-            capture_output=True,
-            timeout=60,
-        )
-        assert done.returncode == 0, done.stderr
+        done = runner.invoke(app, ["ask", text], env=env)
+        assert done.exit_code == 0, done.output
     script.arm("summary", (Reply(text="never", delay=60.0),))
     process = subprocess.Popen(
         [*chatbot, "ask", "three"],
@@ -447,19 +444,11 @@ def test_kill_during_the_summary_keeps_the_reply_and_no_false_note(
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 
-    done = subprocess.run(
-        [*chatbot, "ask", "four"],
-        stdin=subprocess.DEVNULL,
-        env=env,
-        capture_output=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert b"never got a reply" not in done.stderr, "the reply to 'three' had been saved"
-    shown = subprocess.run(
-        [*chatbot, "show", "default", "--json"], env=env, capture_output=True, timeout=60
-    )
-    assert b"echo: three" in shown.stdout and b"echo: four" in shown.stdout
+    done = runner.invoke(app, ["ask", "four"], env=env)
+    assert done.exit_code == 0, done.output
+    assert "never got a reply" not in done.stderr, "the reply to 'three' had been saved"
+    shown = runner.invoke(app, ["show", "default", "--json"], env=env)
+    assert "echo: three" in shown.stdout and "echo: four" in shown.stdout
 
 
 # --- the same faults in the REPL, and the pieces behind the table -------------------------------
@@ -596,14 +585,10 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
 
-    done = subprocess.run(
-        [*chatbot, "ask", "two"], stdin=subprocess.DEVNULL, env=env, capture_output=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
-    assert b"the previous turn in this thread never got a reply" in done.stderr
-    shown = subprocess.run(
-        [*chatbot, "show", "default", "--json"], env=env, capture_output=True, timeout=60
-    )
+    done = runner.invoke(app, ["ask", "two"], env=env)  # (the next turn: in-process)
+    assert done.exit_code == 0, done.output
+    assert "the previous turn in this thread never got a reply" in done.stderr
+    shown = runner.invoke(app, ["show", "default", "--json"], env=env)
     texts = [m["content"] for m in json.loads(shown.stdout)["messages"]]
     assert texts == ["one", "two", "echo: two"]
 
@@ -632,9 +617,7 @@ def test_concurrent_asks_on_one_database_all_land(
         out, err = process.communicate(timeout=120)
         assert process.returncode == 0, err
         assert f"echo: hello {n}".encode() in out
-    listing = subprocess.run(
-        [*chatbot, "threads", "--json"], env=env, capture_output=True, timeout=60
-    )
+    listing = runner.invoke(app, ["threads", "--json"], env=env)
     threads = {t["thread_id"]: t["messages"] for t in json.loads(listing.stdout)}
     assert threads == {f"t{n}": 2 for n in range(PARALLEL)}
     with sqlite3.connect(tmp_path / "c.sqlite") as connection:

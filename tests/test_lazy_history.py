@@ -366,6 +366,7 @@ def test_the_newest_entries_read_lazily_are_those_reading_everything_gives(
         check_thread(threads, thread)
 
 
+@pytest.mark.slow
 @settings(
     max_examples=12,
     deadline=None,

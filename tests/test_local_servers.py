@@ -258,6 +258,7 @@ def test_a_model_with_a_profile_is_never_asked_about_nor_limited(
     assert "max_tokens" not in body and "max_completion_tokens" not in body
 
 
+@pytest.mark.slow
 def test_a_refusal_that_states_the_window_is_learned_and_the_next_process_folds_first(
     openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -280,6 +281,7 @@ def test_a_refusal_that_states_the_window_is_learned_and_the_next_process_folds_
     assert learned is not None and (learned.tokens, learned.source) == (600, "refusal")
 
 
+@pytest.mark.slow
 def test_llama_cpp_python_past_its_window_is_asked_without_streaming_and_learned(
     servers: Any, tmp_path: Path
 ) -> None:
@@ -297,6 +299,7 @@ def test_llama_cpp_python_past_its_window_is_asked_without_streaming_and_learned
     assert learned is not None and (learned.tokens, learned.source) == (1024, "refusal")
 
 
+@pytest.mark.slow
 def test_an_empty_answer_near_the_window_folds_and_tries_again(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -368,6 +371,7 @@ def test_context_in_the_repl_shows_the_servers_window_and_the_room_kept_for_the_
     ) in text
 
 
+@pytest.mark.slow
 def test_a_thread_whose_turn_failed_for_size_folds_before_its_next_message(
     openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -408,6 +412,7 @@ def test_a_refused_key_or_a_failing_server_is_asked_again_at_the_next_start(
         assert isinstance(ask_server(settings, "fake-chat-model-7"), Unknown), status
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answers_tagged", [False, True], ids=["as-asked", "tagged"])
 def test_ollama_restarted_with_a_smaller_window_is_caught_at_its_first_silent_cut(
     answers_tagged: bool, servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -435,6 +440,7 @@ def test_ollama_restarted_with_a_smaller_window_is_caught_at_its_first_silent_cu
     assert len(said) == 1 and said[0].startswith("note: Ollama runs this model with a 2,048")
 
 
+@pytest.mark.slow
 def test_a_model_ollama_had_not_loaded_is_asked_again_after_the_first_reply(
     servers: Any, tmp_path: Path
 ) -> None:
@@ -528,6 +534,7 @@ def test_a_max_input_setting_past_the_servers_window_gives_way_to_it(
     assert chats[-1] is None, "the chat call keeps no room for the reply"
 
 
+@pytest.mark.slow
 def test_a_tight_window_with_the_recall_tool_answers_every_turn(
     servers: Any, tmp_path: Path
 ) -> None:
@@ -543,6 +550,7 @@ def test_a_tight_window_with_the_recall_tool_answers_every_turn(
     assert any(r.body.get("tools") for r in server.requests), "the recall tool was offered"
 
 
+@pytest.mark.slow
 def test_a_server_too_slow_to_say_its_window_is_not_waited_for_at_every_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -601,6 +609,7 @@ def test_text_the_server_counts_lower_is_never_taken_for_a_cut(
     assert server.past == []
 
 
+@pytest.mark.slow
 def test_a_big_silent_cut_is_caught_and_its_usage_set_aside(
     servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -643,6 +652,7 @@ def test_a_window_a_refusal_taught_is_asked_again_within_the_hour(
     assert windows.BOOK.lookup(server.base_url, MODEL).tokens == 8192  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_model_known_by_name_on_a_small_local_server_learns_the_servers_window(
     servers: Any, tmp_path: Path
 ) -> None:

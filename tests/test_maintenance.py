@@ -76,6 +76,7 @@ def test_a_forks_origin_stays_when_its_thread_is_pruned(any_db: str) -> None:
         assert current is not None and current.messages, "the fork keeps its own state"
 
 
+@pytest.mark.slow
 def test_stats_and_vacuum_report_and_give_back_the_space(tmp_path: Path) -> None:
     db = tmp_path / "db.sqlite"
     _fill(db, {f"t{n}": 3 for n in range(20)})

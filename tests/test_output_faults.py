@@ -4,7 +4,9 @@
 Output faults are real ones, in a child process: stdout on ``/dev/full`` (every write fails
 with ENOSPC), a pipe whose reader left after one byte, a file size limit (``RLIMIT_FSIZE``:
 writes past it fail with EFBIG, as on a full disk). Each test checks the exit code, the one
-line on stderr (never Python's "Exception ignored"), and what is left on disk.
+line on stderr (never Python's "Exception ignored"), and what is left on disk. The smaller
+faults (a file ``export -o`` must not write, a bad thread id or env file) need no process of
+their own: they run in-process, as do the threads made and read back around a process.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from typer.testing import Result
 
+from chatbot.cli.commands import app
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import Cli, chatbot_argv, offline_threads, one_error, runner
 
@@ -60,6 +64,11 @@ def run(
         env={**os.environ, **env},
         preexec_fn=limited,
     )
+
+
+def here(*args: str, stdin: str | None = None, **env: str) -> Result:
+    """``chatbot ARGS`` in this process (Typer's CliRunner), ``env`` set meanwhile."""
+    return runner.invoke(app, list(args), input=stdin, env=env)
 
 
 def only_line(done: subprocess.CompletedProcess[str], code: int = 1) -> str:
@@ -116,7 +125,7 @@ def test_ask_on_a_stdout_that_takes_nothing_saves_the_reply_and_says_so(
     assert note.startswith("note: No OPENAI_API_KEY")
     problem = FULL if stdout == "/dev/full" else CLOSED
     assert line == f"{problem} - your message and the reply are saved ('chatbot show a1' prints it)"
-    shown = json.loads(run("show", "a1", "--json", "--db", str(database)).stdout)
+    shown = json.loads(here("show", "a1", "--json", "--db", str(database)).stdout)
     assert [m["type"] for m in shown["messages"]] == ["human", "ai"]
     assert shown["messages"][0]["content"] == "hello"
 
@@ -147,11 +156,24 @@ def test_a_reader_gone_ends_the_command_quietly_with_exit_1(db: Path, form: list
     assert stderr == ""
 
 
+WIDTH_FORMS = (("show", "t2"), ("history", "t2"), ("threads",))
+
+
+@pytest.fixture(scope="module")
+def unset_width(db: Path) -> dict[tuple[str, ...], subprocess.CompletedProcess[str]]:
+    """Each of :data:`WIDTH_FORMS` run without ``COLUMNS``."""
+    return {form: run(*form, CHATBOT_DB=str(db)) for form in WIDTH_FORMS}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("columns", ["0", "-3", "wide"])
-def test_a_columns_that_is_no_width_is_as_unset(db: Path, columns: str) -> None:
-    for form in (["show", "t2"], ["history", "t2"], ["threads"]):
-        unset = run(*form, CHATBOT_DB=str(db))
+def test_a_columns_that_is_no_width_is_as_unset(
+    db: Path,
+    columns: str,
+    unset_width: dict[tuple[str, ...], subprocess.CompletedProcess[str]],
+) -> None:
+    for form in WIDTH_FORMS:
+        unset = unset_width[form]
         odd = run(*form, CHATBOT_DB=str(db), COLUMNS=columns)
         assert odd.returncode == unset.returncode == 0
         assert odd.stdout == unset.stdout and "other" in odd.stdout
@@ -166,7 +188,7 @@ def test_an_export_that_cannot_be_written_whole_keeps_the_file_that_was_there(
     db: Path, tmp_path: Path, name: str
 ) -> None:
     target = tmp_path / name
-    assert run("export", "t2", "-o", str(target), "--db", str(db)).returncode == 0
+    assert here("export", "t2", "-o", str(target), "--db", str(db)).exit_code == 0
     before = target.read_bytes()
     done = run("export", "t1", "-o", str(target), "--force", "--db", str(db), limit=64 * 1024)
     assert only_line(done) == (
@@ -176,14 +198,13 @@ def test_an_export_that_cannot_be_written_whole_keeps_the_file_that_was_there(
     assert [p.name for p in tmp_path.iterdir()] == [name], "no part of a file is left"
 
 
-@pytest.mark.slow
 def test_export_never_writes_over_a_file_unasked(db: Path, tmp_path: Path) -> None:
     target = tmp_path / "notes.md"
     target.write_text("the user's own notes")
     target.chmod(0o644)
-    done = run("export", "t2", "-o", str(target), "--db", str(db))
-    assert done.returncode == 1
-    assert only_line(done) == (
+    done = here("export", "t2", "-o", str(target), "--db", str(db))
+    assert done.exit_code == 1
+    assert one_error(done) == (
         f"error: '{target}' exists: add --force to replace it (nothing was written)"
     )
     assert target.read_text() == "the user's own notes"
@@ -191,7 +212,6 @@ def test_export_never_writes_over_a_file_unasked(db: Path, tmp_path: Path) -> No
     assert [p.name for p in tmp_path.iterdir()] == ["notes.md"]
 
 
-@pytest.mark.slow
 def test_export_replaces_the_file_whole_private_and_through_a_symlink(
     db: Path, tmp_path: Path
 ) -> None:
@@ -200,7 +220,7 @@ def test_export_replaces_the_file_whole_private_and_through_a_symlink(
     target.chmod(0o644)
     link = tmp_path / "link.md"
     link.symlink_to(target)
-    assert run("export", "t2", "-o", str(link), "--force", "--db", str(db)).returncode == 0
+    assert here("export", "t2", "-o", str(link), "--force", "--db", str(db)).exit_code == 0
     assert link.is_symlink()
     text = target.read_text()
     assert text.startswith("# Thread t2") and "older" not in text
@@ -208,27 +228,24 @@ def test_export_replaces_the_file_whole_private_and_through_a_symlink(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.md", "real.md"]
 
 
-@pytest.mark.slow
 def test_export_to_a_missing_folder_creates_nothing(db: Path, tmp_path: Path) -> None:
-    done = run("export", "t2", "-o", "nothing/here/x.md", "--db", str(db))
-    assert only_line(done) == (
+    done = here("export", "t2", "-o", "nothing/here/x.md", "--db", str(db))
+    assert one_error(done) == (
         "error: the folder 'nothing/here' does not exist: create it first (nothing was written)"
     )
     assert not (Path.cwd() / "nothing").exists()
 
 
-@pytest.mark.slow
 def test_export_to_a_device_says_it_failed(db: Path) -> None:
-    done = run("export", "t2", "-o", "/dev/full", "--db", str(db))
-    assert only_line(done) == (
+    done = here("export", "t2", "-o", "/dev/full", "--db", str(db))
+    assert one_error(done) == (
         "error: cannot write '/dev/full': No space left on device (nothing was written)"
     )
 
 
-@pytest.mark.slow
 def test_a_huge_path_is_cut_in_errors(db: Path) -> None:
-    done = run("export", "t2", "-o", "a" * 120_000, "--db", str(db))
-    line = only_line(done)
+    done = here("export", "t2", "-o", "a" * 120_000, "--db", str(db))
+    line = one_error(done)
     assert line.endswith("…' (120,000 characters): File name too long (nothing was written)")
     assert len(line) < 400
 
@@ -238,6 +255,8 @@ def test_a_huge_path_is_cut_in_errors(db: Path) -> None:
 
 @pytest.mark.slow
 def test_an_env_file_that_is_not_a_file_says_what_it_is(db: Path, tmp_path: Path) -> None:
+    """In-process, but the pipe in a process of its own: a command that opened it would wait
+    for a writer for ever (the process's timeout ends that)."""
     fifo = tmp_path / "settings.fifo"
     os.mkfifo(fifo)
     said = {
@@ -248,14 +267,16 @@ def test_an_env_file_that_is_not_a_file_says_what_it_is(db: Path, tmp_path: Path
     }
     for env_file, problem in said.items():
         for form in (["threads"], ["config"]):
-            done = run("--env-file", env_file, *form, CHATBOT_DB=str(db))
-            assert only_line(done, 2) == f"error: env file '{env_file}' {problem}"
+            if env_file == str(fifo):
+                line = only_line(run("--env-file", env_file, *form, CHATBOT_DB=str(db)), 2)
+            else:
+                line = one_error(here("--env-file", env_file, *form, CHATBOT_DB=str(db)), 2)
+            assert line == f"error: env file '{env_file}' {problem}"
 
 
-@pytest.mark.slow
 def test_the_env_file_dev_null_is_none(db: Path) -> None:
-    done = run("--env-file", "/dev/null", "threads", CHATBOT_DB=str(db))
-    assert done.returncode == 0 and "t2" in done.stdout
+    done = here("--env-file", "/dev/null", "threads", CHATBOT_DB=str(db))
+    assert done.exit_code == 0 and "t2" in done.stdout
 
 
 def test_a_timeout_too_short_to_connect_names_chatbot_timeout(
@@ -292,7 +313,6 @@ def test_a_huge_thread_id_is_cut_in_errors(db: Path) -> None:
         assert shown in line and len(line) < 300, line[:300]
 
 
-@pytest.mark.slow
 def test_a_thread_id_starting_with_a_dash_is_refused_where_threads_are_named(
     db: Path, tmp_path: Path
 ) -> None:
@@ -308,9 +328,9 @@ def test_a_thread_id_starting_with_a_dash_is_refused_where_threads_are_named(
         ["fork", "t2", "--to=-x"],
     ):
         db_here = str(db if form[0] == "fork" else database)
-        assert only_line(run(*form, "--db", db_here), 2) == refused
+        assert one_error(here(*form, "--db", db_here), 2) == refused
     assert not database.exists()
-    chatted = run("chat", "--thread", "t9", "--db", str(database), stdin="/thread -x\n")
+    chatted = here("chat", "--thread", "t9", "--db", str(database), stdin="/thread -x\n")
     assert "'-x' is not a usable thread id" in chatted.stdout + chatted.stderr
 
 
@@ -323,7 +343,6 @@ HIDDEN_IDS = {
 NOT_UTF8_IDS = [os.fsdecode(b"\xff"), os.fsdecode(b"ab\xc3")]  # (argv bytes, as Python has them)
 
 
-@pytest.mark.slow
 def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_named(
     db: Path, tmp_path: Path
 ) -> None:
@@ -331,22 +350,22 @@ def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_nam
     UTF-8 (read as U+FFFD), looks like another thread's id there."""
     database = tmp_path / "hidden.sqlite"
     for thread, name in HIDDEN_IDS.items():
-        line = only_line(run("ask", "hi", "--thread", thread, "--db", str(database)), 2)
+        line = one_error(here("ask", "hi", "--thread", thread, "--db", str(database)), 2)
         assert line == (
             f"error: {thread!r} is not a usable thread id: it contains {name}, which listings "
             "would not show; use printable characters without spaces"
         )
     for thread in NOT_UTF8_IDS:
-        line = only_line(run("ask", "hi", "--thread", thread, "--db", str(database)), 2)
+        line = one_error(here("ask", "hi", "--thread", thread, "--db", str(database)), 2)
         assert line.endswith(
             "is not a usable thread id: it holds bytes that are not UTF-8 text; use printable "
             "characters without spaces"
         ), line
     for form in (["chat", "--thread", "a\u200bb"], ["fork", "t2", "--to", NOT_UTF8_IDS[0]]):
         db_here = str(db if form[0] == "fork" else database)
-        assert "is not a usable thread id" in only_line(run(*form, "--db", db_here), 2)
+        assert "is not a usable thread id" in one_error(here(*form, "--db", db_here), 2)
     assert not database.exists()
-    chatted = run(
+    chatted = here(
         "chat",
         "--thread",
         "t9",
@@ -358,7 +377,6 @@ def test_a_thread_id_that_would_show_as_another_is_refused_where_threads_are_nam
     assert said.count("is not a usable thread id: it contains U+") == 2, said
 
 
-@pytest.mark.slow
 def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_path: Path) -> None:
     from chatbot.config.settings import Settings
     from chatbot.engine.graph import build_graph
@@ -375,34 +393,33 @@ def test_an_older_thread_named_with_a_dash_is_reached_after_a_double_dash(tmp_pa
             store.saver,
         )
         list(LocalBackend(graph, store).send("-x", "kept"))
-    hint = only_line(run("show", "-x", "--db", str(database)), 2)
+    hint = one_error(here("show", "-x", "--db", str(database)), 2)
     assert hint == (
         "error: no such option: -x (see 'chatbot show --help'; a thread id starting with '-' "
         "goes after '--': chatbot show -- ID)"
     )
-    shown = run("show", "--db", str(database), "--json", "--", "-x")
+    shown = here("show", "--db", str(database), "--json", "--", "-x")
     assert json.loads(shown.stdout)["messages"][0]["content"] == "kept"
-    forked = run("fork", "--db", str(database), "--", "-x")
-    assert forked.returncode == 0 and forked.stdout.strip() == "x-fork1"
+    forked = here("fork", "--db", str(database), "--", "-x")
+    assert forked.exit_code == 0 and forked.stdout.strip() == "x-fork1"
 
 
 # --- the editor ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_edit_without_a_terminal_starts_no_editor(db: Path, tmp_path: Path) -> None:
     ran = tmp_path / "editor-ran"
     editor = tmp_path / "editor"
     editor.write_text(f'#!/bin/sh\ntouch "{ran}"\necho edited > "$1"\n')
     editor.chmod(0o755)
     database = tmp_path / "edit.sqlite"
-    done = run(
+    done = here(
         "chat", "--thread", "e1", "--db", str(database), stdin="/edit hello\n", VISUAL=str(editor)
     )
-    assert done.returncode == 0
+    assert done.exit_code == 0
     assert "error: the editor needs a terminal (stdin is not one): nothing sent" in (
         done.stdout + done.stderr
     )
     assert not ran.exists()
-    shown = run("show", "e1", "--json", "--db", str(database))
-    assert shown.returncode == 1 or json.loads(shown.stdout)["messages"] == []
+    shown = here("show", "e1", "--json", "--db", str(database))
+    assert shown.exit_code == 1 or json.loads(shown.stdout)["messages"] == []

@@ -920,6 +920,7 @@ KEEP_LIMITS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     messages=conversations(),
@@ -1011,6 +1012,7 @@ def messages_to_fold(draw: st.DrawFn) -> list[BaseMessage]:
     return messages
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=messages_to_fold(), budget=st.integers(1, 2000))
 def test_chunks_flattened_and_rejoined_reproduce_the_input(
@@ -1103,6 +1105,7 @@ def test_overflow_room_uses_the_providers_numbers_in_our_units(
     assert overflow_room(counted, limit, requested, max_input) == room
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages=conversations(), keep=KEEP_LIMITS, data=st.data())
 def test_a_fitted_plan_is_still_safe_and_keeps_the_latest_message(

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -1166,26 +1165,14 @@ def test_prune_leaves_a_thread_that_took_a_turn_while_it_asked(spawn: Any, tmp_p
     """``prune --inactive-days`` lists the threads, then asks: a thread that took a turn
     while the question waited is no longer inactive, and is left (it was deleted, the new
     turn with it)."""
-    env = terminal_env(tmp_path)
+    env = terminal_env(tmp_path)  # (the turns: in-process; the question: in the terminal)
     for thread in ("old", "keep"):
-        made = subprocess.run(
-            [*console_script(), "ask", "hello", "-t", thread],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-        )
-        assert made.returncode == 0, made.stderr
+        made = runner.invoke(app, ["ask", "hello", "-t", thread], env=env)
+        assert made.exit_code == 0, made.output
     term = spawn("prune", "--inactive-days", "0")
     term.expect(r"Delete these 2 threads")
-    later = subprocess.run(
-        [*console_script(), "ask", "important new message", "-t", "keep"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
-    assert later.returncode == 0, later.stderr
+    later = runner.invoke(app, ["ask", "important new message", "-t", "keep"], env=env)
+    assert later.exit_code == 0, later.output
     term.child.send("y\r")
     said = term.expect(r"run prune again")
     term.child.expect(pexpect.EOF, timeout=TIMEOUT)

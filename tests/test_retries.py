@@ -31,6 +31,7 @@ def texts(cli: Cli) -> list[str]:
     return [message["content"] for message in cli.show()["messages"]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "line", "seconds"),
     [
@@ -62,6 +63,7 @@ def test_a_wait_the_server_asks_for_is_told_and_the_turn_then_succeeds(
     assert texts(cli) == ["hi", "at last"]
 
 
+@pytest.mark.slow
 def test_a_server_that_keeps_failing_shows_each_wait_then_one_error_line(
     cli: Cli, openai_server: FakeOpenAI
 ) -> None:
@@ -80,6 +82,7 @@ def test_a_server_that_keeps_failing_shows_each_wait_then_one_error_line(
     assert texts(cli) == ["hi"], "the message is kept"
 
 
+@pytest.mark.slow
 def test_a_wait_before_the_summary_is_asked_again_names_the_summary(
     cli: Cli, openai_server: FakeOpenAI
 ) -> None:
@@ -103,6 +106,7 @@ def test_a_wait_before_the_summary_is_asked_again_names_the_summary(
     assert cli.show()["summary"], "the summary asked again was made"
 
 
+@pytest.mark.slow
 def test_compact_tells_a_wait_before_its_summary_is_asked_again(
     cli: Cli, openai_server: FakeOpenAI
 ) -> None:
@@ -162,6 +166,7 @@ def test_what_is_asked_again_follows_the_openai_clients_rules(
     assert result.exit_code == (0 if requests == 2 else 1), result.output
 
 
+@pytest.mark.slow
 def test_a_call_that_timed_out_is_asked_again(cli: Cli, openai_server: FakeOpenAI) -> None:
     openai_server.script(Reply(text="too late", delay=3.0), Reply(text="at last"))
     result = cli.ask("hi", CHATBOT_MAX_RETRIES="1", CHATBOT_TIMEOUT="1")
@@ -169,6 +174,7 @@ def test_a_call_that_timed_out_is_asked_again(cli: Cli, openai_server: FakeOpenA
     assert result.stdout.strip() == "at last"
 
 
+@pytest.mark.slow
 def test_a_reply_that_began_to_stream_is_not_asked_again(
     cli: Cli, openai_server: FakeOpenAI
 ) -> None:

@@ -175,6 +175,7 @@ def test_an_unfinished_string_is_not_held_back_forever() -> None:
     assert stream.feed("visible again") == "visible again"
 
 
+@pytest.mark.slow
 def test_long_and_adversarial_replies_come_out_clean() -> None:
     """(That cleaning them stays linear in their length is measured by
     ``benchmarks/sanitize.py``, not timed here.)"""

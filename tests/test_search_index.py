@@ -20,6 +20,7 @@ from chatbot.store.copying import plan_copy, run_copy
 from chatbot.store.search import catch_up, lagging_threads, reindex, search
 from chatbot.store.sqlite import Store
 from chatbot.threads.runner import blocking
+from tests.helpers import slow_on_postgres
 from tests.test_cli import invoke
 from tests.test_search import Chat
 from tests.test_search import chat as chat  # the fixture
@@ -249,6 +250,7 @@ def test_a_quoted_phrase_finds_the_messages_its_words_find_side_by_side(chat: Ch
         assert _found(chat, f'"{words}"') == _found(chat, words), words
 
 
+@slow_on_postgres
 def test_messages_holding_a_terms_trigrams_apart_are_not_hits_however_many_come_first(
     chat: Chat,
 ) -> None:
@@ -262,6 +264,7 @@ def test_messages_holding_a_terms_trigrams_apart_are_not_hits_however_many_come_
     assert len(_found(chat, "coy", limit=100)) == 40  # (three characters: one trigram)
 
 
+@slow_on_postgres
 def test_a_term_longer_than_sqlites_like_patterns_is_found(chat: Chat) -> None:
     """SQLite's LIKE takes patterns of up to 50,000 bytes: a longer term (a pasted text in
     quotes), a word or a phrase, is found, not an error."""

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import chatbot_argv, offline_threads
+from chatbot.cli.commands import app
+from tests.helpers import chatbot_argv, offline_threads, runner
 
 # The CLI run with an import hook that makes the named modules fail to import: a command that
 # made a chat model (langchain_openai, openai) or built the graph (langgraph.graph) fails.
@@ -117,12 +118,11 @@ def test_reading_a_folded_thread_imports_nothing_of_what_runs_a_turn(db: Path) -
     assert [m["content"] for m in document["messages"]][-2] == "three"
 
 
-@pytest.mark.slow
 def test_a_command_that_runs_the_graph_still_checks_the_settings(db: Path) -> None:
-    result = _run(
-        "", "ask", "hi", "--thread", "t1", "--db", str(db), env={"CHATBOT_SUMMARY_KEEP": "lots"}
+    result = runner.invoke(
+        app, ["ask", "hi", "--thread", "t1", "--db", str(db)], env={"CHATBOT_SUMMARY_KEEP": "lots"}
     )
-    assert result.returncode == 2
+    assert result.exit_code == 2
     assert "CHATBOT_SUMMARY_KEEP='lots' is not valid" in result.stderr
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
+from chatbot.cli.commands import app
 from chatbot.config.settings import Settings
 from chatbot.config.sources import data_dir
 from chatbot.engine.graph import build_graph
@@ -25,7 +26,7 @@ from chatbot.store.sqlite import APPLICATION_ID, Store, check_new_file
 from chatbot.threads.backend import LocalBackend
 from chatbot.threads.events import Reply, Summarized
 from chatbot.threads.runner import blocking
-from tests.helpers import wait_until
+from tests.helpers import runner, wait_until
 from tests.scripted import ScriptedChatModel
 
 
@@ -335,8 +336,8 @@ def test_another_programs_database_is_refused_and_left_untouched(tmp_path: Path)
         f"{str(db)!r} is another program's SQLite database (table users, no chatbot mark), so "
         "chatbot leaves it untouched: choose another --db (a new file, or a chatbot database)"
     )
-    result = run_cli("threads", "--db", str(db))
-    assert result.returncode == 2
+    result = runner.invoke(app, ["threads", "--db", str(db)])
+    assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"error: {str(db)!r} is another program's SQLite database")
     assert _fingerprint(db) == before
@@ -371,15 +372,14 @@ def test_a_chatbot_database_from_before_the_mark_is_refused_and_left_untouched(
     assert APPLICATION_ID == 0x43686174
 
 
-@pytest.mark.slow
 def test_a_file_that_is_not_sqlite_is_refused_and_left_untouched(tmp_path: Path) -> None:
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
     before = _fingerprint(notes)
     with pytest.raises(StoreError, match=r"'.*notes.txt' is not a SQLite database, so chatbot"):
         Store(notes)
-    result = run_cli("ask", "hi", "--db", str(notes))
-    assert result.returncode == 2
+    result = runner.invoke(app, ["ask", "hi", "--db", str(notes)])
+    assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: ") and "is not a SQLite database" in line
     assert _fingerprint(notes) == before
@@ -413,8 +413,8 @@ def test_folders_devices_and_pipes_are_refused_before_sqlite_opens_them(tmp_path
     assert journal_existed or not journal.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-folder", "a-pipe"]
     assert list(folder.iterdir()) == []
-    result = run_cli("threads", "--db", "/dev/null")
-    assert result.returncode == 2
+    result = runner.invoke(app, ["threads", "--db", "/dev/null"])
+    assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         "error: cannot use '/dev/null' as the database: it is a device, not a file; "
         "choose another --db"

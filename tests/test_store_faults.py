@@ -792,7 +792,8 @@ def test_a_blank_database_path_or_one_with_control_characters_is_refused(
             check=False,
         )
         assert (done.returncode, done.stderr.startswith(expected)) == (2, True), done.stderr
-    assert list(tmp_path.iterdir()) == [], "nothing made, in the default place (data/) either"
+    made = [path.relative_to(tmp_path) for path in tmp_path.rglob("*")]
+    assert made == [Path("data")], "nothing made, in the default place (data/) either"
 
 
 def test_a_blank_database_line_in_a_settings_file_is_still_unset(cli: Cli, tmp_path: Path) -> None:
@@ -882,9 +883,8 @@ def _made_by_an_older_chatbot(db: str) -> list[str]:
 def test_a_database_a_development_build_made_is_refused_saying_to_export_and_import(
     cli: Cli, any_db: str
 ) -> None:
-    """Its checkpoints are in a layout this version does not read: every command, the fast
-    ``chatbot threads`` process too, says in one line how to bring its threads over, and the
-    database is left as it was."""
+    """Its checkpoints are in a layout this version does not read: every command says in one
+    line how to bring its threads over, and the database is left as it was."""
     for db in _made_by_an_older_chatbot(any_db):
         before = _contents(db)
         for command in (("threads",), ("ask", "hello", "--thread", "garden"), ("show", "garden")):
@@ -893,6 +893,16 @@ def test_a_database_a_development_build_made_is_refused_saying_to_export_and_imp
             line = one_error(result, result.exit_code)
             assert f"{db!r} was written by a development build of chatbot" in line, command
             assert "'chatbot export " in line and "'chatbot import " in line, line
+        assert _contents(db) == before, db
+
+
+@pytest.mark.slow
+def test_a_database_a_development_build_made_is_refused_by_the_console_script_too(
+    any_db: str,
+) -> None:
+    """The fast ``chatbot threads`` process says it in one line as well."""
+    for db in _made_by_an_older_chatbot(any_db):
+        before = _contents(db)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
         done = subprocess.run(
             [sys.executable, "-m", "chatbot", "threads", "--db", db],

@@ -3,8 +3,9 @@ written (or must not block a server's event loop), Ctrl-C during start-up, anoth
 turn, and a process ended by SIGTERM or SIGHUP.
 
 docs/reliability.md ("During a turn") publishes what each row of these tests pins. The CLI runs
-as a real process wherever signals, leases or a full disk are involved; the model is the local
-fake OpenAI server (or the offline model); the stores are SQLite and the real PostgreSQL.
+as a real process wherever signals, leases or a full disk are involved (the steps around it, a
+first turn or the thread read back, run in-process); the model is the local fake OpenAI server
+(or the offline model); the stores are SQLite and the real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from typer.testing import Result
 
+from chatbot.cli.commands import app
 from chatbot.config.settings import Settings
 from chatbot.engine.graph import DURABILITY, build_graph
 from chatbot.errors import ModelCallFailed
@@ -43,6 +46,7 @@ from tests.helpers import (
     Cli,
     DevServer,
     is_summary_request,
+    runner,
     wait_until,
 )
 from tests.scripted import ScriptedChatModel
@@ -116,22 +120,22 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
     )
 
 
-def chat_piped(thread: str, lines: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The REPL on ``thread``, reading ``lines`` from a pipe."""
-    return subprocess.run(
-        [*CHATBOT, "chat", "-t", thread],
-        input=lines,
-        capture_output=True,
-        env=env,
-        text=True,
-        timeout=120,
-    )
+def here(args: list[str], env: dict[str, str], stdin: str | None = None) -> Result:
+    """``chatbot ARGS`` in this process (Typer's CliRunner) with the settings of ``env``: the
+    steps around the process a test is about (a first turn, another command meeting it, the
+    thread read back), where no signal, lease or disk of their own is the point."""
+    return runner.invoke(app, args, env=env, input=stdin)
+
+
+def chat_piped(thread: str, lines: str, env: dict[str, str]) -> Result:
+    """The REPL on ``thread``, reading ``lines`` from a pipe (in this process)."""
+    return here(["chat", "-t", thread], env, lines)
 
 
 def messages(db: str, thread: str) -> list[tuple[str, str]]:
     """The thread's messages as ``(type, text)``, read by ``chatbot show --json``."""
-    shown = run(["show", thread, "--json", "--db", db], process_env(None, db))
-    assert shown.returncode == 0, shown.stderr
+    shown = here(["show", thread, "--json", "--db", db], process_env(None, db))
+    assert shown.exit_code == 0, shown.output
     return [(m["type"], m["content"]) for m in json.loads(shown.stdout)["messages"]]
 
 
@@ -246,7 +250,7 @@ def test_a_disk_that_fills_while_the_model_answers_keeps_the_message_and_says_so
     db = str(small_disk.path / "chat.sqlite")
     env = process_env(openai_server, db)
     openai_server.responder = echo
-    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    assert here(["ask", "first", "-t", "t1"], env).exit_code == 0
     gate = Gate("the second reply")
     openai_server.responder = gate
     asking = start(["ask", "second", "-t", "t1"], env)
@@ -278,7 +282,7 @@ def test_a_full_disk_before_the_turn_says_the_message_was_not_saved(
     db = str(small_disk.path / "chat.sqlite")
     env = process_env(openai_server, db)
     openai_server.script(Reply(status=500))
-    assert run(["ask", "first", "-t", "t1"], env).returncode == 1
+    assert here(["ask", "first", "-t", "t1"], env).exit_code == 1
     with sqlite3.connect(db) as held:  # (its WAL and shared-memory files stay, as a REPL's)
         held.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         small_disk.fill()
@@ -302,7 +306,7 @@ def test_on_postgresql_a_disk_that_fills_while_the_model_answers(
     url, disk = postgres_on_small_disk
     env = process_env(openai_server, url)
     openai_server.responder = echo
-    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    assert here(["ask", "first", "-t", "t1"], env).exit_code == 0
     reply = secrets.token_hex(100_000)  # (it does not compress: its rows need new pages)
     gate = Gate(reply)
     openai_server.responder = gate
@@ -325,8 +329,8 @@ def test_on_postgresql_a_disk_that_fills_while_the_model_answers(
     disk.free()
     assert messages(url, "t1") == [("human", "first"), ("ai", "echo: first"), ("human", "second")]
     openai_server.responder = echo
-    following = run(["ask", "third", "-t", "t1"], env)
-    assert following.returncode == 0 and "waiting" not in following.stderr, following.stderr
+    following = here(["ask", "third", "-t", "t1"], env)
+    assert following.exit_code == 0 and "waiting" not in following.stderr, following.stderr
 
 
 def test_call_log_lines_dropped_on_a_full_disk_are_said_once(
@@ -428,8 +432,8 @@ def test_the_call_log_is_written_under_langgraph_dev(tmp_path: Path) -> None:
     try:
         env = process_env(None, str(tmp_path / "unused.sqlite"))
         for n in range(2):
-            asked = run(["ask", f"hello {n}", "--url", server.url, "-t", "logged"], env)
-            assert asked.returncode == 0, asked.stderr
+            asked = here(["ask", f"hello {n}", "--url", server.url, "-t", "logged"], env)
+            assert asked.exit_code == 0, asked.stderr
         wait_until(lambda: len(log_lines(log)) >= 2, 30, "two lines in the call log")
         chats = [line for line in log_lines(log) if line["role"] == "chat"]
         assert len(chats) == 2 and all(line["model"] == "offline" for line in chats)
@@ -483,7 +487,7 @@ def test_ctrl_c_at_any_moment_of_start_up_says_interrupted(
     args: list[str], count: int, tmp_path: Path
 ) -> None:
     env = process_env(None, str(tmp_path / "chat.sqlite"))
-    assert run(["ask", "first", "-t", "t1"], env).returncode == 0
+    assert here(["ask", "first", "-t", "t1"], env).exit_code == 0
     markers = start_up_markers(args, env, count)
     assert len(markers) == count, markers
     interrupted = 0
@@ -583,15 +587,15 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
     checkpoint went under the old id, after a parent that was gone."""
     env = process_env(openai_server, any_db)
     openai_server.responder = echo
-    assert run(["ask", "one", "-t", "busy"], env).returncode == 0
+    assert here(["ask", "one", "-t", "busy"], env).exit_code == 0
     gate = Gate("answered")
     openai_server.responder = gate
     turn = start(["ask", "two", "-t", "busy"], env)
     try:
         assert gate.asked.wait(60), "the turn's chat call"
         for args in (["delete", "busy", "--yes"], ["prune", "--inactive-days", "0", "--yes"]):
-            refused = run(args, env)
-            assert refused.returncode == 1, (args, refused.stderr)
+            refused = here(args, env)
+            assert refused.exit_code == 1, (args, refused.stderr)
             said = refused.stderr.strip().splitlines()[-1]
             assert "taking a turn" in said and "busy" in said, (args, refused.stderr)
             assert "Traceback" not in refused.stderr
@@ -602,7 +606,7 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
         assert "did not finish" not in repl.stdout, "the turn is running, not cut short"
         assert "taking a turn in another window or process" in repl.stdout + repl.stderr
         offline = process_env(None, any_db)
-        assert run(["ask", "hi", "-t", "other"], offline).returncode == 0
+        assert here(["ask", "hi", "-t", "other"], offline).exit_code == 0
         onto = chat_piped("other", "/rename busy\n/exit\n", offline)
         assert "thread 'busy' already exists: pick another name" in onto.stdout + onto.stderr
         gate.opened.set()
@@ -621,7 +625,7 @@ def test_a_thread_taking_a_turn_in_another_process_is_not_renamed_deleted_or_pru
     openai_server.responder = echo
     renamed = chat_piped("busy", "/rename elsewhere\n/exit\n", env)
     assert "renamed busy to elsewhere" in renamed.stdout, "free again once the turn ended"
-    assert run(["delete", "elsewhere", "--yes"], env).returncode == 0
+    assert here(["delete", "elsewhere", "--yes"], env).exit_code == 0
 
 
 @pytest.mark.parametrize(
@@ -656,8 +660,8 @@ def test_a_process_ended_mid_turn_gives_the_thread_back_and_keeps_the_message(
     assert "Traceback" not in err
     assert lease_holders(any_db, "t1") == [], "the lease was given back"
 
-    following = run(["ask", "two", "-t", "t1"], env)
-    assert following.returncode == 0, following.stderr
+    following = here(["ask", "two", "-t", "t1"], env)
+    assert following.exit_code == 0, following.stderr
     assert "waiting" not in following.stderr, "nothing to wait for"
     assert "the previous turn in this thread never got a reply" in following.stderr
     assert messages(any_db, "t1") == [("human", "one"), ("human", "two"), ("ai", "echo: two")]
@@ -773,7 +777,7 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
     """The holder is gone (kill -9: it could not give the lease back); the next turn no longer
     waits out the lease's 30 s, and prune does not take the thread for one taking a turn."""
     env = process_env(None, any_db)
-    assert run(["ask", "one", "-t", "t1"], env).returncode == 0
+    assert here(["ask", "one", "-t", "t1"], env).exit_code == 0
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_AND_WAIT, any_db], stdout=subprocess.PIPE, text=True
     )
@@ -787,9 +791,9 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
             holder.kill()
     assert lease_holders(any_db, "t1") == [held], "the dead process's lease is still there"
 
-    following = run(["ask", "two", "-t", "t1"], env)
+    following = here(["ask", "two", "-t", "t1"], env)
 
-    assert following.returncode == 0, following.stderr
+    assert following.exit_code == 0, following.stderr
     assert "waiting" not in following.stderr, following.stderr
     assert [text for kind, text in messages(any_db, "t1") if kind == "human"] == ["one", "two"]
 
@@ -803,8 +807,8 @@ def test_a_lease_left_by_a_killed_process_on_this_machine_is_taken_at_once(
     finally:
         if holder.poll() is None:
             holder.kill()
-    deleted = run(["prune", "--inactive-days", "0", "--yes"], env)  # (prune takes it as a turn)
-    assert deleted.returncode == 0, deleted.stderr
+    deleted = here(["prune", "--inactive-days", "0", "--yes"], env)  # (prune takes it as a turn)
+    assert deleted.exit_code == 0, deleted.stderr
     assert "deleted 1 thread" in deleted.stderr
 
 
@@ -883,14 +887,14 @@ def test_a_message_saved_as_its_run_started_is_kept_said_and_answered(any_db: st
         refusal = compact_refusal(after)
         assert refusal is not None and "no reply yet" in refusal, "/compact would answer it"
         env = process_env(None, any_db)
-        document = json.loads(run(["show", "t", "--json"], env).stdout)
+        document = json.loads(here(["show", "t", "--json"], env).stdout)
         assert [m["content"] for m in document["unanswered"]] == ["second"]
-        shown = run(["show", "t"], env).stdout
+        shown = here(["show", "t"], env).stdout
         assert "not answered yet" in shown and "second" in shown, shown
-        exported = json.loads(run(["export", "t", "-f", "json"], env).stdout)
+        exported = json.loads(here(["export", "t", "-f", "json"], env).stdout)
         assert [m["content"] for m in exported["unanswered"]] == ["second"]
         assert [m["content"] for m in exported["messages"]] == ["first", "reply to first"]
-        markdown = run(["export", "t", "-f", "md"], env).stdout
+        markdown = here(["export", "t", "-f", "md"], env).stdout
         assert markdown.split("## Sent, not answered yet")[1].split() == [
             "**you:**",
             "```text",
