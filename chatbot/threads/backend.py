@@ -137,7 +137,7 @@ class LocalBackend(LocalReader, ThreadOperations):
 
     # --- turns -------------------------------------------------------------------------
 
-    def _lease(self, thread_id: str) -> Lease:
+    def lease(self, thread_id: str) -> Lease:
         """The thread's lease (:mod:`chatbot.store.leases`), for a turn or a change of its state."""
         from chatbot.store.leases import Lease
 
@@ -217,7 +217,7 @@ class LocalBackend(LocalReader, ThreadOperations):
 
         return Turn(self, thread_id, None, thread_config(thread_id), context, prepare=remove_it)
 
-    def _record(
+    def record(
         self,
         thread_id: str,
         title_hint: Content = "",
@@ -249,7 +249,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         listed = 0
         for thread_id in unlisted:
             if self.store.thread_row(thread_id) is None:
-                self._record(thread_id)
+                self.record(thread_id)
                 listed += 1
         return listed
 
@@ -302,7 +302,7 @@ class LocalBackend(LocalReader, ThreadOperations):
 
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
         """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
-        with self._lease(new_id):
+        with self.lease(new_id):
             self._fork(thread_id, checkpoint_id, new_id)
 
     def _fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
@@ -318,7 +318,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             as_node="summarize_conversation",
         )
         info = self.store.thread_info(thread_id)
-        self._record(
+        self.record(
             new_id,
             title_hint=info.title if info else "",
             origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
@@ -362,7 +362,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             if record is not None:
                 fold[FOLDED_KEY] = record
         metadata = {ACTION_KEY: "import"}
-        with self._lease(new_id):
+        with self.lease(new_id):
             if self.thread_exists(new_id):
                 raise BackendError(f"thread {new_id!r} already exists: pick another name")
             try:
@@ -373,7 +373,7 @@ class LocalBackend(LocalReader, ThreadOperations):
                             update,
                             as_node="summarize_conversation",
                         )
-                self._record(new_id, title_hint=first.content if first else "")
+                self.record(new_id, title_hint=first.content if first else "")
             except BaseException:
                 with contextlib.suppress(Exception):  # (what failed may fail this too)
                     self.store.delete_thread(new_id)
@@ -397,7 +397,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         ``checkpoint_id=None`` restores the empty state a thread had before its first turn.
         Waits for a turn another process is taking on the thread.
         """
-        with self._lease(thread_id):
+        with self.lease(thread_id):
             self._restore(thread_id, checkpoint_id, action)
 
     def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
@@ -423,7 +423,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             # The system prompt is the thread's setting, not part of a turn: one set after the
             # restored state stays (written again, as its own /system checkpoint).
             self._set_system_prompt(thread_id, *kept)
-        self._record(thread_id)
+        self.record(thread_id)
 
     # --- the thread's system prompt ------------------------------------------------------
 
@@ -432,7 +432,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         a checkpoint of its own (``/system`` in /history); the thread is made if it is new.
         False when it already was this prompt (nothing written). Waits for a turn another
         process is taking on the thread."""
-        with self._lease(thread_id):
+        with self.lease(thread_id):
             return self._set_system_prompt(thread_id, prompt, role)
 
     def _set_system_prompt(self, thread_id: str, prompt: str, role: str) -> bool:
@@ -452,7 +452,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         self.graph.update_state(
             thread_config(thread_id, metadata=metadata), values, as_node="summarize_conversation"
         )
-        self._record(thread_id)
+        self.record(thread_id)
         return True
 
     def rename(self, thread_id: str, new_id: str) -> None:
@@ -479,7 +479,7 @@ class LocalBackend(LocalReader, ThreadOperations):
     def _unless_busy(self, thread_id: str, done: str) -> Iterator[None]:
         """Hold the thread's lease while its checkpoints are changed all at once; a
         :class:`BackendError` at once if a turn holds it."""
-        lease = self._lease(thread_id)
+        lease = self.lease(thread_id)
         if not lease.try_acquire():
             if not done:  # (a new name another window is starting a thread under)
                 raise BackendError(

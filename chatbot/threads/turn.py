@@ -4,17 +4,38 @@ listing row and search rows written, the lease given back (:class:`Turn`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
 from chatbot.threads.events import TurnStream
 
 if TYPE_CHECKING:
+    from chatbot.history.snapshots import Snapshot
+    from chatbot.memory.state import ChatGraph
     from chatbot.store.leases import Lease
     from chatbot.threads.attachments import Content
-    from chatbot.threads.backend import LocalBackend
     from chatbot.threads.events import Event
+
+
+class TurnHost(Protocol):
+    """What a turn needs of the backend it runs on
+    (:class:`~chatbot.threads.backend.LocalBackend`)."""
+
+    ended: dict[str, Snapshot]
+
+    @property
+    def graph(self) -> ChatGraph: ...
+    def current(self, thread_id: str) -> Snapshot | None: ...
+    def before_turn(self, thread_id: str) -> Snapshot | None: ...
+    def lease(self, thread_id: str) -> Lease: ...
+    def record(
+        self,
+        thread_id: str,
+        title_hint: Content = "",
+        origin: tuple[str, str] | None = None,
+        state: Snapshot | None = None,
+    ) -> None: ...
 
 
 class Turn(TurnStream):
@@ -38,7 +59,7 @@ class Turn(TurnStream):
 
     def __init__(
         self,
-        backend: LocalBackend,
+        backend: TurnHost,
         thread_id: str,
         payload: Any,
         config: RunnableConfig,
@@ -88,7 +109,7 @@ class Turn(TurnStream):
             snapshot_of_checkpoint,
         )
 
-        lease = self.backend._lease(self.thread_id)
+        lease = self.backend.lease(self.thread_id)
         if not lease.try_acquire():
             yield Waiting(self.thread_id)
             await lease.aacquire()
@@ -128,7 +149,7 @@ class Turn(TurnStream):
         """The thread's row, then the lease back. A row that cannot be written (a full disk)
         is the error only when the turn itself did not fail."""
         try:
-            self.backend._record(self.thread_id, self.title_hint, state=self.after)
+            self.backend.record(self.thread_id, self.title_hint, state=self.after)
         except Exception:
             if not failing:
                 raise
