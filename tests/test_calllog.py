@@ -19,6 +19,7 @@ from tests.helpers import (
     ok,
     one_error,
     summarizing,
+    worth_folding,
 )
 from tests.reference_tokenizer import count
 
@@ -32,7 +33,7 @@ def test_chat_and_summary_calls_are_logged_with_roles_and_reported_tokens(
 ) -> None:
     openai_server.responder = echo_or_summary
     log = tmp_path / "logs" / "calls.jsonl"
-    for text in ("one", "two"):
+    for text in (worth_folding("one"), "two"):
         ok(cli.ask(text, CHATBOT_LOG=str(log), **summarizing()))
     entries = lines(log)
     assert len(entries) == len(openai_server.requests) >= 3

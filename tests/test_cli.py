@@ -237,6 +237,7 @@ def test_every_command_takes_db_and_url_after_it() -> None:
     maintenance += ["roles", "config"]  # the user's config folder and settings: no thread
     maintenance += ["models"]  # the model endpoint's listing: no thread, no database
     local = ["search", "import"]  # --db and --url, and on a server says it reads local threads only
+    maintenance += ["memory"]  # a group: its commands (list, forget, export) take --db and --url
     assert sorted(ARGUMENTS) == sorted(COMMANDS) == sorted(set(commands) - {*maintenance, *local})
     for name, command in commands.items():
         options = {opt for param in command.params for opt in param.opts}

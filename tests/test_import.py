@@ -364,7 +364,7 @@ def test_a_write_that_fails_takes_back_what_was_written(
     def full_disk(self: LocalBackend, *args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(LocalBackend, "_record", full_disk)
+    monkeypatch.setattr(LocalBackend, "record", full_disk)
     path = _write(tmp_path, _document())
     result = invoke("import", str(path), "--db", any_db)
     assert result.exit_code == 1 and "Traceback" not in result.output

@@ -20,7 +20,7 @@ from rich.console import Console
 from chatbot.terminal.display import THINKING, ReplyView, WaitSpinner
 from chatbot.threads.events import Retrying
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.helpers import Cli, echo_or_summary, is_summary_request, summarizing
+from tests.helpers import Cli, echo_or_summary, is_summary_request, summarizing, worth_folding
 
 
 def failing(status: int, *headers: tuple[str, str], message: str = "busy") -> Reply:
@@ -95,7 +95,7 @@ def test_a_wait_before_the_summary_is_asked_again_names_the_summary(
 
     openai_server.responder = answer
     env = summarizing(CHATBOT_MAX_RETRIES="1")
-    assert cli.ask("one", **env).exit_code == 0
+    assert cli.ask(worth_folding("one"), **env).exit_code == 0
     result = cli.ask("two", **env)
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == "echo: two"
@@ -119,7 +119,7 @@ def test_compact_tells_a_wait_before_its_summary_is_asked_again(
 
     openai_server.responder = answer
     env = {"CHATBOT_SUMMARY_KEEP": "messages:1", "CHATBOT_MAX_RETRIES": "1"}
-    for text in ("one", "two"):
+    for text in (worth_folding("one"), "two"):
         assert cli.ask(text, **env).exit_code == 0
     result = cli.invoke("compact", "t1", "--db", str(cli.db), **env)
     assert result.exit_code == 0, result.output
