@@ -150,19 +150,6 @@ def block_of(mind: Mind, messages: Sequence[BaseMessage], run: RunSettings) -> s
     return facts.render(chosen, run.language)
 
 
-async def carried(
-    run: RunSettings, store: BaseStore | None, thread_id: str, messages: Sequence[BaseMessage]
-) -> str:
-    """The memories block the next request of ``thread_id`` would carry after ``messages``
-    (what the views count): read as :func:`recalled` reads it, '' when it has none (a store
-    that fails is logged: the request would carry none)."""
-    try:
-        return block_of(await mind_of(run, store, thread_id), messages, run)
-    except Exception as error:
-        log.warning("the user's memories could not be read: %s", error)
-        return ""
-
-
 async def recalled(
     messages: Sequence[BaseMessage], run: RunSettings, *, requests: bool = False
 ) -> tuple[RunSettings, Mind]:

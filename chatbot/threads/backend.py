@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,8 @@ from chatbot.threads.events import TurnStream
 from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperations, Undone
 from chatbot.threads.reading import LocalReader
 from chatbot.threads.turn import Turn
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: reading never does)
     from collections.abc import Sequence
@@ -293,10 +296,20 @@ class LocalBackend(LocalReader, ThreadOperations):
         """The memories block the next request of ``thread_id`` would carry after
         ``messages``, read from the graph's store as the graph reads it
         (:func:`chatbot.engine.remembering.carried`)."""
-        from chatbot.engine.remembering import carried
-        from chatbot.threads.runner import blocking
+        from chatbot.engine.remembering import Mind, block_of
+        from chatbot.threads.memorybook import MemoryBook
 
-        return blocking(carried(run, self.graph.store, thread_id, messages))
+        store = self.graph.store
+        if not run.memory or store is None:
+            return ""
+        try:  # (read with the store's own calls: a view may be drawn while a turn's loop runs)
+            book = MemoryBook(store)
+            if not book.thread_on(thread_id):
+                return ""
+            return block_of(Mind(store, thread_id, book.all()), messages, run)
+        except Exception as error:  # (a request would carry none: the view counts none)
+            log.warning("the user's memories could not be read: %s", error)
+            return ""
 
     # --- changing ----------------------------------------------------------------------
 
