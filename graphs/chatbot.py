@@ -10,7 +10,7 @@ server runs its graphs with ``astream``).
 import logging
 
 from chatbot.config.settings import load_settings
-from chatbot.engine.graph import build_graph
+from chatbot.engine.graph import build_graph, build_leaving_graph
 from chatbot.engine.models import resolve_models
 from chatbot.engine.recalling import history_search
 
@@ -19,3 +19,4 @@ models = resolve_models(settings)
 if models.notice:
     logging.getLogger("chatbot").warning(models.notice)
 graph = build_graph(models.chat, models.summary, settings, recall_search=history_search)
+remember = build_leaving_graph(graph)

@@ -314,3 +314,16 @@ def test_each_database_keeps_the_memories_in_langgraphs_store(any_db: str) -> No
         assert [m.text for m in LocalReader(reading).memory_book().all()] == ["Allergic to peanuts"]
     finally:
         reading.close()
+
+
+def test_a_renamed_thread_keeps_its_memories_and_its_switch(
+    cli: Cli, openai_server: FakeOpenAI
+) -> None:
+    learn_lance(cli, openai_server)
+    repl(cli, "a", "/memory off", "/rename lance")
+    assert {m["thread_id"] for m in listed(cli)} == {"lance"}
+    said = repl(cli, "lance", "/memory")
+    assert "(off in this thread: /memory on)" in said, said
+    kept = ok(cli.invoke("delete", "lance", "--forget-memories", "--yes", "--db", str(cli.db)))
+    assert "forgotten 3 memories from lance" in kept.stderr, kept.stderr
+    assert listed(cli) == []

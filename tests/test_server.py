@@ -380,3 +380,43 @@ def test_the_servers_graph_remembers_in_the_servers_store(dev_server: DevServer)
     assert gone.exit_code == 0, gone.output
     again = runner.invoke(app, ["memory", "list", "--json", "--url", url])
     assert all(m["id"] != memory["id"] for m in json.loads(again.stdout))
+
+
+@pytest.mark.slow
+def test_a_server_thread_that_never_folded_is_read_for_memories_when_left(
+    tmp_path: Path,
+) -> None:
+    """Leaving a server's thread runs the server's ``remember`` graph (a run of no thread): the
+    server's summary model reads what the thread said, the server's store keeps the fact, and
+    a thread left again with nothing new is not read twice."""
+    from tests.fake_openai import FakeOpenAI
+    from tests.helpers import is_summary_request, summary_requests
+
+    def respond(body: dict[str, Any]) -> str:
+        facts = "- a summary\n\n<memories>\n- Is vegan\n</memories>"
+        return facts if is_summary_request(body) else "noted."
+
+    with FakeOpenAI() as model_server:
+        model_server.responder = respond
+        workdir = tmp_path / "server"
+        workdir.mkdir()
+        server = DevServer(
+            workdir,
+            env={"CHATBOT_MODEL": "gpt-4o-mini", "OPENAI_BASE_URL": model_server.base_url},
+        )
+        try:
+            runner = CliRunner()
+            base = ["--url", server.url]
+            script = "I'm vegan, by the way\n/thread rem-y\n/thread rem-x\n/thread rem-y\n/exit\n"
+            said = runner.invoke(app, ["chat", *base, "--thread", "rem-x"], input=script)
+            assert said.exit_code == 0, said.output
+            assert "remembered 1 fact about you from rem-x" in said.stdout
+            reads = summary_requests(model_server)
+            assert len(reads) == 1, "rem-x is read once: nothing new the second time it is left"
+            assert "vegan" in reads[0].last_user_text
+            listed = runner.invoke(app, ["memory", "list", "--json", *base])
+            (memory,) = json.loads(listed.stdout)
+            assert (memory["text"], memory["origin"]) == ("Is vegan", "leave")
+            assert memory["message_id"], "the message it came from"
+        finally:
+            server.stop()

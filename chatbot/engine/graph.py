@@ -33,13 +33,13 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.store.base import BaseStore
 from langgraph.types import Durability
@@ -412,3 +412,46 @@ def build_graph(
     graph = builder.compile(checkpointer=checkpointer, store=store, name="chatbot")
     _RESOLVERS[graph] = resolver
     return graph
+
+
+class Leaving(TypedDict):
+    """What :func:`build_leaving_graph` reads: a thread being left, by its id where the store
+    keeps its memory record, with its messages and summary."""
+
+    thread_id: str
+    messages: Annotated[list[AnyMessage], add_messages]
+    summary: NotRequired[str]
+
+
+class Left(TypedDict):
+    """What :func:`build_leaving_graph` answers: how many memories the thread added."""
+
+    added: int
+
+
+class _LeavingState(Leaving, total=False):
+    added: int
+
+
+def build_leaving_graph(graph: ChatGraph, store: BaseStore | None = None) -> Any:
+    """A one-node graph that reads a thread being left for facts about the user, with the
+    settings and models of ``graph`` (:func:`chatbot.engine.remembering.note_on_leaving`),
+    into ``store`` or the one a LangGraph server gives its runs. A server serves it beside the
+    chat graph, so that a client leaving a server's thread has it read on the server, with
+    the server's models and store, in a run of no thread."""
+    resolver = run_resolver(graph)
+
+    async def remember(state: _LeavingState, runtime: Runtime[Context]) -> Left:
+        run = resolver(runtime.context, "")
+        added = await remembering.note_on_leaving(
+            run, runtime.store, state["thread_id"], state["messages"], state.get("summary", "")
+        )
+        return {"added": added}
+
+    builder = StateGraph(
+        _LeavingState, context_schema=Context, input_schema=Leaving, output_schema=Left
+    )
+    builder.add_node("remember", remember)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", END)
+    return builder.compile(store=store, name="remember")

@@ -480,6 +480,7 @@ class LocalBackend(LocalReader, ThreadOperations):
             if self.thread_exists(new_id):  # (made since: its first turn had just ended)
                 raise taken
             self.store.rename_thread(thread_id, new_id)
+        self.memory_book().move_thread(thread_id, new_id)
 
     def delete(self, thread_id: str) -> bool:
         """Delete a thread and its checkpoints; False if there was none. Refused while

@@ -107,6 +107,16 @@ class MemoryBook:
         key, off = self.thread_key(thread_id), None if on else "off"
         blocking(remembering.update_thread(self.store, key, memory=off))
 
+    def move_thread(self, thread_id: str, new_id: str) -> None:
+        """The thread is renamed: its memories and its record name it by ``new_id``."""
+        old, new = self.thread_key(thread_id), self.thread_key(new_id)
+        moved = [replace(memory, thread_id=new) for memory in facts.from_thread(self.all(), old)]
+        blocking(remembering.write(self.store, facts.Changes(moved, [])))
+        record = blocking(remembering.thread_record(self.store, old))
+        if record:
+            blocking(remembering.update_thread(self.store, new, **record))
+            self.forget_thread(thread_id)
+
     def forget_thread(self, thread_id: str) -> None:
         """Drop the thread's own record (the thread is deleted)."""
         key = self.thread_key(thread_id)

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 NAME_KEY = "chatbot_name"
 ASSISTANT = "chatbot"
+LEAVING = "remember"
+"""The server's graph that reads a thread being left for memories (langgraph.json)."""
 STREAM_MODES = ["messages-tuple", "custom", "updates"]
 _PAGE = 200
 
@@ -576,8 +578,26 @@ class RemoteBackend(ThreadOperations):
         )
 
     def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int:
-        """A server's threads are read for facts when they fold, on the server: nothing here."""
-        return 0
+        """The thread is being left: one that never folded is read for facts about the user on
+        the server, by its ``remember`` graph (a run of no thread, with the server's models and
+        store: :func:`chatbot.engine.graph.build_leaving_graph`). How many memories it added;
+        none from a server that serves no such graph."""
+        from langgraph_sdk import errors
+
+        server_id = self._find(thread_id)
+        values = self._values(server_id) if server_id is not None else {}
+        if not values.get("messages") or values.get("summary"):
+            return 0
+        leaving = {"thread_id": server_id, "messages": values["messages"]}
+
+        def read() -> Any:
+            try:
+                return self.client.runs.wait(None, LEAVING, input=leaving, context=context or None)
+            except errors.NotFoundError:
+                return None
+
+        answer = self._call(read)
+        return int(answer.get("added") or 0) if isinstance(answer, dict) else 0
 
     def answering_elsewhere(self, thread_id: str) -> bool:
         return False  # (the server runs one run a thread at a time itself)
