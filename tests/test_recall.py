@@ -25,7 +25,7 @@ from chatbot.memory.tokens import counter_for
 from chatbot.store.postgres import open_store
 from chatbot.store.search import recaller
 from chatbot.threads.runner import blocking
-from tests.fake_openai import Reply, completion
+from tests.fake_openai import FakeOpenAI, Reply, completion
 from tests.helpers import Cli, chat_requests, is_summary_request, ok, worth_folding
 from tests.scripted import ScriptedChatModel, chat_calls
 
@@ -362,6 +362,14 @@ def test_a_provider_refusing_tools_gets_the_turn_again_without_them(cli: Cli) ->
     tooled = [r for r in chat_requests(cli.server) if "tools" in r.body]
     assert len(tooled) == 1, "asked with the tool once, then again without it"
     assert [m["content"] for m in cli.show()["messages"]][-1] == "a plain answer"
+
+    # The same model name on another server is offered the tool: it may take tools.
+    with FakeOpenAI() as other:
+        other.responder = lambda body: "the summary" if is_summary_request(body) else "fine"
+        env["OPENAI_BASE_URL"] = other.base_url
+        for text in (worth_folding("one"), "two", "three"):
+            ok(cli.ask(text, thread="elsewhere", **env))
+        assert any("tools" in r.body for r in chat_requests(other)), "offered there"
 
 
 @pytest.mark.slow

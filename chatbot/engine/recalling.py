@@ -28,8 +28,9 @@ from chatbot.parts import readable_text
 
 log = logger("recall")
 
-_NO_TOOLS: set[str] = set()
-"""Models (by name) that refused the recall tool in this process: not offered it again."""
+_NO_TOOLS: set[tuple[str, str]] = set()
+"""Models that refused the recall tool in this process, by endpoint and name: not offered it
+again (the same name on another server may take tools)."""
 _BOUND: dict[int, tuple[BaseChatModel, Any]] = {}
 """Each model with the recall tool bound, by the model's id (the model is kept with it, so
 the id stays its own; chat models are not hashable)."""
@@ -45,8 +46,13 @@ def offers_recall(state: RunState, run: RunSettings) -> bool:
         and not state.get("context_overflow")
         and bool(state.get("summary"))
         and recall.rounds_this_turn(state["messages"]) < recall.MAX_ROUNDS
-        and model_name(run.chat_model) not in _NO_TOOLS
+        and _tools_key(run.chat_model) not in _NO_TOOLS
     )
+
+
+def _tools_key(model: BaseChatModel) -> tuple[str, str]:
+    """A model as :data:`_NO_TOOLS` knows it: its endpoint (an OpenAI model's base URL) and name."""
+    return str(getattr(model, "openai_api_base", None) or ""), model_name(model)
 
 
 def with_tools(model: BaseChatModel) -> Any:
@@ -63,7 +69,7 @@ def with_tools(model: BaseChatModel) -> Any:
 
 def refused(model: BaseChatModel, error: Any) -> stream.RecallOff:
     name = model_name(model)
-    _NO_TOOLS.add(name)
+    _NO_TOOLS.add(_tools_key(model))
     reason = describe_error(error) if isinstance(error, BaseException) else str(error)
     log.warning("recall is off for %s: it refused tools (%s)", name, reason)
     return stream.RecallOff(model=name, error=reason)
