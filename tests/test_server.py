@@ -257,6 +257,20 @@ def test_threads_made_by_the_sdk_or_copied_on_the_server_are_listed_by_their_fir
     )
     assert (rows[empty["thread_id"]]["title"], rows[empty["thread_id"]]["messages"]) == ("", 0)
 
+    # A copy of a chatbot thread carries its name: listed by its own id, the name kept once.
+    named = runner.invoke(app, ["ask", "named words", "--url", dev_server.url, "-t", "named"])
+    assert named.exit_code == 0, named.output
+    (original,) = client.threads.search(metadata={"chatbot_name": "named"})
+    twin = client.threads.copy(original["thread_id"])
+    listing = runner.invoke(app, ["threads", "--url", dev_server.url, "--json"])
+    ids = [row["thread_id"] for row in json.loads(listing.stdout)]
+    assert ids.count("named") == 1 and twin["thread_id"] in ids
+    assert original["thread_id"] not in ids, "the name is the original's"
+    again = runner.invoke(app, ["ask", "more words", "--url", dev_server.url, "-t", "named"])
+    assert again.exit_code == 0, again.output
+    assert len(client.threads.get_state(original["thread_id"])["values"]["messages"]) == 4
+    assert len(client.threads.get_state(twin["thread_id"])["values"]["messages"]) == 2
+
 
 @pytest.mark.slow
 def test_a_remote_retry_counts_the_chat_call_it_makes(dev_server: DevServer) -> None:

@@ -207,7 +207,11 @@ class RemoteBackend(ThreadOperations):
     def _find(self, name: str) -> str | None:
         if name in self._ids:
             return self._ids[name]
-        found = self._call(lambda: self.client.threads.search(metadata={NAME_KEY: name}, limit=1))
+        found = self._call(  # (the oldest: a copy made on the server carries the name too)
+            lambda: self.client.threads.search(
+                metadata={NAME_KEY: name}, limit=1, sort_by="created_at", sort_order="asc"
+            )
+        )
         if found:
             return self._remember(name, found[0])
         if _is_uuid(name):
@@ -458,13 +462,23 @@ class RemoteBackend(ThreadOperations):
         found = self._call(
             lambda: self.client.threads.search(limit=100, sort_by="updated_at", sort_order="desc")
         )
+        # A copy made on the server carries its original's name: the oldest thread keeps it
+        # (the one a name finds), the others are listed by their own ids.
+        owners: dict[str, tuple[str, str]] = {}
+        for thread in found:
+            if name := (thread.get("metadata") or {}).get(NAME_KEY):
+                made = (str(thread.get("created_at") or ""), str(thread["thread_id"]))
+                owners[name] = min(owners.get(name, made), made)
         listing = []
         for thread in found:
             metadata = thread.get("metadata") or {}
+            server_id = str(thread["thread_id"])
             values = thread.get("values")
             if not isinstance(values, dict):  # (a copy made on the server: its state is
-                values = self._values(str(thread["thread_id"]))  # copied, not its listing)
-            name = metadata.get(NAME_KEY) or thread["thread_id"]
+                values = self._values(server_id)  # copied, not its listing)
+            name = metadata.get(NAME_KEY) or server_id
+            if name in owners and owners[name][1] != server_id:
+                name = server_id
             if name not in self._ids:
                 self._remember(name, thread)
             origin = str(metadata.get("chatbot_origin") or "")
