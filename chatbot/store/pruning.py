@@ -197,7 +197,8 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
         (store.mark_pruned, (PRUNED_KEY, PRUNED_KEY, count, thread_id, checkpoint_id))
         for checkpoint_id, count in marks.items()
     )
-    statements.extend(store.after_pruning(thread_id))
+    if store.after_pruning:
+        statements.append((store.after_pruning, (thread_id,)))
     store.write(*statements)
     reindexed = index_statements(store, thread_id)
     if reindexed:
