@@ -2,13 +2,13 @@
 
 Reading a thread (``history``, ``show``, ``export``, /undo, /retry) needs no model and no
 graph: a checkpoint's state is its channel values, rebuilt through the state's own channels,
-and what was left to run is worked out as LangGraph's ``get_state`` does
-(:func:`pending_nodes`). A thread's history is its ids and parents (plain SQL), each
-checkpoint's metadata and state read on first use.
+and what was left to run is worked out as LangGraph's ``get_state`` does. A thread's history
+is its ids and parents (plain SQL), each checkpoint's metadata and state read on first use.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
@@ -48,9 +48,7 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
 
 def channel_values(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict[str, Any]:
     """A checkpoint's values, as ``graph.get_state`` reads them: each delta channel not stored
-    is rebuilt through the channel itself from the saver's history (chatbot's savers remember
-    a thread's newest checkpoints: a child read after its parent is its parent's values with
-    the parent's writes, not a replay from the nearest stored value)."""
+    is rebuilt through the channel itself from the saver's history."""
     from chatbot.memory.channels import delta_channels
 
     values = dict(saved.checkpoint["channel_values"])
@@ -100,23 +98,17 @@ def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     metadata and state are read when first asked for."""
     rows = store.checkpoint_parents(thread_id)
     metadata = _MetadataReader(store, thread_id, [row[0] for row in rows])
-
-    def loader(checkpoint_id: str) -> Any:
-        return lambda: state_of_id(store, thread_id, checkpoint_id)
-
-    def meta(checkpoint_id: str) -> Any:
-        return lambda: metadata(checkpoint_id)
-
     return [
-        Snapshot(checkpoint_id, parent_id, load=loader(checkpoint_id), meta=meta(checkpoint_id))
-        for checkpoint_id, parent_id in rows
+        Snapshot(
+            c, parent, load=partial(state_of_id, store, thread_id, c), meta=partial(metadata, c)
+        )
+        for c, parent in rows
     ]
 
 
 class _MetadataReader:
-    """A thread's checkpoint metadata, read as it is asked for, a block of neighbours at a
-    time (mostly older ones: commands read from the newest back), as reading it all reads
-    through every checkpoint's pages."""
+    """A thread's checkpoint metadata, read as asked for, a block of neighbours at a time
+    (mostly older ones: commands read from the newest back), not all of it at once."""
 
     NEWER, OLDER = 16, 48
 
