@@ -181,7 +181,7 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
     from chatbot.store.search import index_statements, reindex
 
     # (a message a pruned checkpoint brought in may be on the line too, found there now)
-    statements: list[tuple[str, Sequence[Any]]] = reindex(store, thread_id)
+    statements: list[tuple[str, Sequence[Any]]] = reindex(thread_id)
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         places = ", ".join("?" * len(chunk))
