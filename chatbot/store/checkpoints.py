@@ -8,6 +8,7 @@ is its ids and parents (plain SQL), each checkpoint's metadata and state read on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -97,7 +98,7 @@ def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     """Every checkpoint of a thread, newest first, from its ids and parents; each one's
     metadata and state are read when first asked for."""
     rows = store.checkpoint_parents(thread_id)
-    metadata = _MetadataReader(store, thread_id, [row[0] for row in rows])
+    metadata = _metadata_reader(store, thread_id, [row[0] for row in rows])
     return [
         Snapshot(
             c, parent, load=partial(state_of_id, store, thread_id, c), meta=partial(metadata, c)
@@ -106,33 +107,25 @@ def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     ]
 
 
-class _MetadataReader:
-    """A thread's checkpoint metadata, read as asked for, a block of neighbours at a time
-    (mostly older ones: commands read from the newest back), not all of it at once."""
+def _metadata_reader(
+    store: SqlStore, thread_id: str, ids: list[str]
+) -> Callable[[str], dict[str, Any]]:
+    """A thread's checkpoint metadata (``ids`` newest first), read as asked for, a block of
+    neighbours at a time (mostly older ones: commands read from the newest back)."""
+    position = {checkpoint_id: number for number, checkpoint_id in enumerate(ids)}
+    read: dict[str, dict[str, Any]] = {}
 
-    NEWER, OLDER = 16, 48
-
-    def __init__(self, store: SqlStore, thread_id: str, ids: list[str]) -> None:
-        self.store = store
-        self.thread_id = thread_id
-        self.ids = ids  # newest first
-        self.position = {checkpoint_id: number for number, checkpoint_id in enumerate(ids)}
-        self.read: dict[str, dict[str, Any]] = {}
-
-    def __call__(self, checkpoint_id: str) -> dict[str, Any]:
-        found = self.read.get(checkpoint_id)
-        if found is not None:
-            return found
-        here = self.position.get(checkpoint_id, 0)
-        block = [
-            other
-            for other in self.ids[max(0, here - self.NEWER) : here + self.OLDER]
-            if other not in self.read
-        ]
+    def metadata(checkpoint_id: str) -> dict[str, Any]:
+        if checkpoint_id in read:
+            return read[checkpoint_id]
+        here = position.get(checkpoint_id, 0)
+        block = [other for other in ids[max(0, here - 16) : here + 48] if other not in read]
         if checkpoint_id not in block:
             block.append(checkpoint_id)
-        self.read.update(self.store.checkpoint_metadata(self.thread_id, block))
-        return self.read.setdefault(checkpoint_id, {})
+        read.update(store.checkpoint_metadata(thread_id, block))
+        return read.setdefault(checkpoint_id, {})
+
+    return metadata
 
 
 def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> CheckpointState:

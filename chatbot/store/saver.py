@@ -48,8 +48,8 @@ class ZstdSerializer(SerializerProtocol):
     is read as it is. ``writing`` False writes as LangGraph's own (a database shared with
     another LangGraph program)."""
 
-    def __init__(self, serde: SerializerProtocol | None = None, *, writing: bool = True) -> None:
-        self.serde = serde or JsonPlusSerializer()
+    def __init__(self, *, writing: bool = True) -> None:
+        self.serde = JsonPlusSerializer()
         self.writing = writing
 
     @staticmethod

@@ -43,16 +43,13 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 LANGGRAPH_SQLITE_TABLES = frozenset({"checkpoints", "writes"})
 
 
-def _kind_of_special_file(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+_SPECIAL_FILES = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _refuse_other_files(path: Path) -> None:
@@ -63,8 +60,9 @@ def _refuse_other_files(path: Path) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return  # created later, or one clear error from creating its folder
     if not stat.S_ISREG(mode):
+        kind = next((kind for test, kind in _SPECIAL_FILES if test(mode)), "not a regular file")
         raise StoreError(
-            f"cannot use {str(path)!r} as the database: it is {_kind_of_special_file(mode)}, "
+            f"cannot use {str(path)!r} as the database: it is {kind}, "
             "not a file; choose another --db"
         )
     with path.open("rb") as file:
