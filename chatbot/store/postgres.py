@@ -74,18 +74,13 @@ def schema_of_its_own(shown: str) -> str:
         query = urlsplit(shown).query
     except ValueError:
         query = ""
+    own = "a database of its own, or a schema of its own in this one"
     if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
-        return (
-            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
-            "then put -csearch_path=chatbot in the URL's options)"
-        )
+        return f"{own} (CREATE SCHEMA chatbot, then put -csearch_path=chatbot in the URL's options)"
     base, _, fragment = shown.partition("#")
     joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
     in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
-    return (
-        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
-        f"then --db {in_schema}"
-    )
+    return f"{own}: CREATE SCHEMA chatbot, then --db {in_schema}"
 
 
 def check_search_path(conn: Connection[Any], path: str) -> None:
@@ -98,7 +93,8 @@ def check_search_path(conn: Connection[Any], path: str) -> None:
         row = cursor.fetchone()
     if row is None or not row[0]:
         return
-    names = [_unquoted(name) for name in _split_path(row[1])]
+    # (its entries, commas inside double quotes kept)
+    names = [_unquoted(part.strip()) for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', row[1])]
     first = next((name for name in names if name and name != "$user"), "chatbot")
     raise StoreError(
         f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
@@ -107,22 +103,13 @@ def check_search_path(conn: Connection[Any], path: str) -> None:
     )
 
 
-def _split_path(text: str) -> list[str]:
-    """``search_path``'s entries, commas inside double quotes kept."""
-    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
-
-
 def _unquoted(name: str) -> str:
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        return name[1:-1].replace('""', '"')
-    return name
+    return name[1:-1].replace('""', '"') if len(name) >= 2 and name[0] == name[-1] == '"' else name
 
 
 def _quoted(name: str) -> str:
-    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
-    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
+    """``name`` as SQL writes it: in double quotes when it needs them."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) else '"' + name.replace('"', '""') + '"'
 
 
 def _langgraph_migrations() -> list[str]:
@@ -194,11 +181,7 @@ def read_schema(conn: Connection[Any]) -> _Schema:
         version, langgraph_version, invalid = row
         invalid = list(invalid or ())
         if "chatbot_schema" not in tables:
-            owner = unmarked_owner(
-                tables,
-                _LANGGRAPH_PG_TABLES,
-                lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
-            )
+            owner = unmarked_owner(tables, _LANGGRAPH_PG_TABLES, conn)
             return _Schema(owner, langgraph_version, invalid)
     return _Schema(Owner("chatbot", version=int(version or 0)), langgraph_version, invalid)
 

@@ -11,7 +11,7 @@ chatbot's database is only read.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from chatbot.store.errors import StoreError
 
@@ -117,18 +117,17 @@ def tables_named(tables: Sequence[str]) -> str:
     return f"{'table' if len(tables) == 1 else 'tables'} {shown}"
 
 
-def unmarked_owner(
-    tables: Sequence[str], langgraph: frozenset[str], has_checkpoints: Callable[[], bool]
-) -> Owner:
-    """Whose a database without chatbot's mark is: LangGraph's tables alone, with checkpoints,
-    another LangGraph program's; none, or LangGraph's empty (a set-up cut short), new; anything
-    else another program's."""
+def unmarked_owner(tables: Sequence[str], langgraph: frozenset[str], conn: Any) -> Owner:
+    """Whose a database without chatbot's mark is (``conn``: open on it): LangGraph's tables
+    alone, with checkpoints, another LangGraph program's; none, or LangGraph's empty (a set-up
+    cut short), new; anything else another program's."""
     if OLDER_TABLES & set(tables):
         return Owner("older chatbot")
     foreign = [name for name in tables if name not in langgraph]
     if foreign:
         return Owner("other", tables_named(foreign))
-    if "checkpoints" not in tables or not has_checkpoints():
+    any_checkpoint = "SELECT 1 FROM checkpoints LIMIT 1"
+    if "checkpoints" not in tables or conn.execute(any_checkpoint).fetchone() is None:
         return Owner("new")
     return Owner("langgraph", tables_named(tables))
 

@@ -109,11 +109,7 @@ def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
         return Owner("other", f"user version {user_version}")
     if "chatbot_threads" in tables:
         return Owner("older chatbot")
-    return unmarked_owner(
-        tables,
-        LANGGRAPH_SQLITE_TABLES,
-        lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
-    )
+    return unmarked_owner(tables, LANGGRAPH_SQLITE_TABLES, conn)
 
 
 def sqlite_owner(db: str) -> tuple[Owner, int]:
