@@ -100,22 +100,19 @@ PARTS = ("checkpoints", "pending writes", "search index", "other")
 """What ``db stats`` says the space goes to."""
 
 
-def part_of(table: str) -> str:
-    """The part of :data:`PARTS` a table or index belongs to."""
-    if table.startswith(("checkpoint_writes", "writes", "sqlite_autoindex_writes")):
-        return "pending writes"
-    if table.startswith(("checkpoints", "checkpoint_blobs", "sqlite_autoindex_checkpoints")):
-        return "checkpoints"
-    if table.startswith(("chatbot_messages", "sqlite_autoindex_chatbot_messages")):
-        return "search index"
-    return "other"
+_PART_TABLES = {  # (the names each part's tables and indexes begin with)
+    "pending writes": ("checkpoint_writes", "writes", "sqlite_autoindex_writes"),
+    "checkpoints": ("checkpoints", "checkpoint_blobs", "sqlite_autoindex_checkpoints"),
+    "search index": ("chatbot_messages", "sqlite_autoindex_chatbot_messages"),
+}
 
 
 def sum_parts(sizes: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
-    """Sizes by table summed by part, in the order of :data:`PARTS`."""
+    """Sizes by table or index summed by part, in the order of :data:`PARTS`."""
     totals = dict.fromkeys(PARTS, 0)
     for table, size in sizes:
-        totals[part_of(str(table))] += int(size or 0)
+        found = (part for part, names in _PART_TABLES.items() if str(table).startswith(names))
+        totals[next(found, "other")] += int(size or 0)
     return tuple(totals.items())
 
 
@@ -260,17 +257,9 @@ class SqlStore:
             "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
             f"COALESCE(SUM({self.octets}), 0) FROM chatbot_messages"
         )
-        return StoreStats(
-            location=self.path,
-            threads=int(threads),
-            checkpoints=int(checkpoints),
-            writes=int(writes),
-            bytes=self.bytes_on_disk(),
-            free_bytes=self.free_bytes,
-            parts=sum_parts(self.sizes()),
-            turns=int(turns),
-            text_bytes=int(text),
-        )
+        counts = (int(threads), int(checkpoints), int(writes), self.bytes_on_disk())
+        parts = sum_parts(self.sizes())
+        return StoreStats(self.path, *counts, self.free_bytes, parts, int(turns), int(text))
 
     def vacuum(self) -> tuple[int, int]:
         """Give deleted rows' space back; the bytes before and after."""
