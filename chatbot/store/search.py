@@ -283,13 +283,10 @@ def _narrowing(store: SqlStore, terms: Sequence[str]) -> tuple[str, list[Any], l
     """SQL that finds every row that may hold the terms (a join, parameters, conditions), each
     word by the index where it can; :func:`_unsettled` says what :func:`holds` checks."""
     words = list(dict.fromkeys(word for term in terms for word in term.split(" ")))
+    if store.dialect == "postgresql":
+        return "", [_like(word) for word in words], ["m.content ILIKE ? ESCAPE '\\'"] * len(words)
     where: list[str] = []
     params: list[Any] = []
-    if store.dialect == "postgresql":
-        for word in words:
-            where.append("m.content ILIKE ? ESCAPE '\\'")
-            params.append(_like(word))
-        return "", params, where
     long = [word for word in words if len(word) >= MIN_TRIGRAM]
     for word in (word for word in words if len(word) < MIN_TRIGRAM):
         cases = sorted({word, word.lower(), word.upper(), word.title()})
@@ -333,7 +330,7 @@ def search(
     )
     sql = (
         "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
-        f"FROM chatbot_messages AS m {join} WHERE {' AND '.join(where) or 'TRUE'} "
+        f"FROM chatbot_messages AS m {join} WHERE {' AND '.join(where)} "
         "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ? OFFSET ?"
     )
     found: list[Row] = []
