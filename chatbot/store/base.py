@@ -217,16 +217,11 @@ class SqlStore:
         )
         return taken == 1
 
-    def lease_holder(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease (its row may have expired), or None."""
-        rows = self.query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
-        return str(rows[0][0]) if rows else None
-
-    def lease_taken(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease and has not let it expire, or None (a read only)."""
+    def lease_holder(self, thread_id: str, *, unexpired: bool = False) -> str | None:
+        """Who holds the thread's lease (``unexpired``: and has not let it expire), or None."""
+        alive = f"AND expires_at >= {self.clock}" if unexpired else ""
         rows = self.query(
-            f"SELECT holder FROM chatbot_leases WHERE thread_id = ? AND expires_at >= {self.clock}",
-            (thread_id,),
+            f"SELECT holder FROM chatbot_leases WHERE thread_id = ? {alive}", (thread_id,)
         )
         return str(rows[0][0]) if rows else None
 
