@@ -129,6 +129,12 @@ def checkpoint_time(checkpoint_id: str) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
+def without_nul(value: Any) -> Any:
+    """A text holding a NUL with U+FFFD in its place: PostgreSQL's text cannot hold one, which a
+    message or a title may (it is stored, and searched for, so)."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
+
+
 def now_text() -> str:
     return datetime.now(tz=UTC).isoformat(timespec="seconds")
 

@@ -24,7 +24,7 @@ from chatbot.config.sources import (
     without_password,
 )
 from chatbot.errors import remember_secret
-from chatbot.store.base import SqlStore, is_postgres_url
+from chatbot.store.base import SqlStore, is_postgres_url, without_nul
 from chatbot.store.errors import StoreError
 from chatbot.store.schema import (
     COUNT_THREADS,
@@ -338,15 +338,6 @@ def _shown(url: str) -> str:
     return without_password(url)
 
 
-def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
-    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character, which a
-    message or a title may: it is stored, and searched for, as U+FFFD."""
-    return tuple(
-        value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
-        for value in params
-    )
-
-
 class PgStore(SqlStore):
     """The app's PostgreSQL database: LangGraph checkpoints plus chatbot's tables."""
 
@@ -509,14 +500,14 @@ class PgStore(SqlStore):
         from psycopg.rows import tuple_row
 
         with self._connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
-            cursor.execute(sql.replace("?", "%s"), _storable(params))
+            cursor.execute(sql.replace("?", "%s"), tuple(map(without_nul, params)))
             return cursor.fetchall()
 
     def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
         with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
             for sql, params in statements:
-                cursor.execute(sql.replace("?", "%s"), _storable(params))
+                cursor.execute(sql.replace("?", "%s"), tuple(map(without_nul, params)))
                 count = cursor.rowcount
         return count
 

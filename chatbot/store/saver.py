@@ -31,6 +31,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
 from chatbot.memory.channels import delta_channels
+from chatbot.store.base import without_nul
 from chatbot.store.errors import reporting_damage
 
 SUFFIX = "+zstd"
@@ -292,6 +293,8 @@ class ServesAsync(BaseCheckpointSaver[str]):
     and says a damaged file in one line; it remembers what it reads and writes (:class:`Recent`)."""
 
     path = ""
+    nul_free = False
+    """A text value holding a NUL is stored with U+FFFD (:func:`chatbot.store.base.without_nul`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -341,6 +344,10 @@ class ServesAsync(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        values = checkpoint["channel_values"]
+        if self.nul_free and any(isinstance(v, str) and "\x00" in v for v in values.values()):
+            cleaned = {key: without_nul(value) for key, value in values.items()}
+            checkpoint = {**checkpoint, "channel_values": cleaned}
         with self._calling():
             written = super().put(config, checkpoint, metadata, new_versions)
         self.recent.wrote(config, checkpoint, lambda mark: self.marked(mark, checkpoint["id"]))
@@ -402,6 +409,8 @@ def postgres_saver(
         and writes elsewhere move. (A write of this saver's left out, its key taken, leaves the
         count short: the thread is read again.)"""
 
+        nul_free = True
+
         def mark(self, thread_id: str, checkpoint_ns: str) -> object:
             return thread_mark(thread_id) if checkpoint_ns == "" else object()
 
@@ -412,21 +421,5 @@ def postgres_saver(
             if checkpoint_id is not None:
                 newest = max(str(newest or ""), checkpoint_id)
             return newest, count + writes
-
-        def put(
-            self,
-            config: RunnableConfig,
-            checkpoint: Checkpoint,
-            metadata: CheckpointMetadata,
-            new_versions: ChannelVersions,
-        ) -> RunnableConfig:
-            values = checkpoint["channel_values"]
-            if any(isinstance(value, str) and "\x00" in value for value in values.values()):
-                cleaned = {
-                    key: value.replace("\x00", "\ufffd") if isinstance(value, str) else value
-                    for key, value in values.items()
-                }
-                checkpoint = {**checkpoint, "channel_values": cleaned}
-            return super().put(config, checkpoint, metadata, new_versions)
 
     return ChatPostgresSaver(pool, serde=serde)
