@@ -55,7 +55,7 @@ def assert_index_exact(store: SqlStore) -> None:
             "SELECT thread_id FROM chatbot_messages UNION SELECT thread_id FROM checkpoints"
         )
     ]
-    store.write(*(statement for thread in threads for statement in reindex(store, thread)))
+    store.write(*(statement for thread in threads for statement in reindex(thread)))
     catch_up(store)
     assert _rows(store) == kept
 

@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # LangGraph is imported only where checkpoints are read or wr
     from langgraph.store.base import BaseStore
 
 LEASE_SECONDS = 30.0
-"""How long a turn's lease on its thread lasts unless renewed: a process killed mid-turn
-blocks the thread at most this long. A running turn renews it every third of that."""
+"""How long a turn's lease lasts unless renewed (every third of it): the longest a process
+killed mid-turn blocks its thread."""
 
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000  # 100-ns intervals from 1582-10-15 to 1970-01-01
 _UUID_SHAPE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
@@ -75,18 +75,17 @@ class StoreStats(NamedTuple):
     writes: int
     bytes: int
     free_bytes: int
-    """Pages inside the file that deleted data left free (``chatbot db vacuum`` returns them)."""
+    """Bytes deleted data left free inside the file (``chatbot db vacuum`` returns them)."""
     parts: tuple[tuple[str, int], ...] = ()
     """Bytes of each part (:data:`PARTS`), tables with their indexes."""
     turns: int = 0
-    """The user's messages."""
     text_bytes: int = 0
     """UTF-8 bytes of every message's text, folded ones too."""
 
     @property
     def per_turn(self) -> float | None:
-        """Bytes a turn; ``None`` below :data:`PER_TURN_FROM` turns, where the tables' and
-        indexes' own pages would pass for the turns' (hundreds of times their text)."""
+        """Bytes a turn; ``None`` below :data:`PER_TURN_FROM` turns, where the empty tables'
+        own pages would dwarf the turns'."""
         return self.bytes / self.turns if self.turns >= PER_TURN_FROM else None
 
     def record(self) -> dict[str, Any]:
@@ -101,28 +100,24 @@ PARTS = ("checkpoints", "pending writes", "search index", "other")
 """What ``db stats`` says the space goes to."""
 
 
-def part_of(table: str) -> str:
-    """The part of :data:`PARTS` a table or index belongs to."""
-    if table.startswith(("checkpoint_writes", "writes", "sqlite_autoindex_writes")):
-        return "pending writes"
-    if table.startswith(("checkpoints", "checkpoint_blobs", "sqlite_autoindex_checkpoints")):
-        return "checkpoints"
-    if table.startswith(("chatbot_messages", "sqlite_autoindex_chatbot_messages")):
-        return "search index"
-    return "other"
+_PART_TABLES = {  # (the names each part's tables and indexes begin with)
+    "pending writes": ("checkpoint_writes", "writes", "sqlite_autoindex_writes"),
+    "checkpoints": ("checkpoints", "checkpoint_blobs", "sqlite_autoindex_checkpoints"),
+    "search index": ("chatbot_messages", "sqlite_autoindex_chatbot_messages"),
+}
 
 
 def sum_parts(sizes: Iterable[tuple[str, int]]) -> tuple[tuple[str, int], ...]:
-    """Sizes by table summed by part, in the order of :data:`PARTS`."""
+    """Sizes by table or index summed by part, in the order of :data:`PARTS`."""
     totals = dict.fromkeys(PARTS, 0)
     for table, size in sizes:
-        totals[part_of(str(table))] += int(size or 0)
+        found = (part for part, names in _PART_TABLES.items() if str(table).startswith(names))
+        totals[next(found, "other")] += int(size or 0)
     return tuple(totals.items())
 
 
 def checkpoint_time(checkpoint_id: str) -> datetime | None:
-    """When a checkpoint was written, read from its time-ordered (v6) UUID as LangGraph writes
-    it (by hand: the uuid module's imports cost more than reading one field)."""
+    """When a checkpoint was written, read by hand from LangGraph's time-ordered (v6) UUID."""
     if not isinstance(checkpoint_id, str) or not _UUID_SHAPE.fullmatch(checkpoint_id):
         return None  # (not LangGraph's: a row written by something else)
     value = int(checkpoint_id.replace("-", ""), 16)
@@ -132,6 +127,12 @@ def checkpoint_time(checkpoint_id: str) -> datetime | None:
     ticks = ((value >> 80) << 12) | ((value >> 64) & 0x0FFF)
     seconds = (ticks - _UUID_EPOCH_OFFSET) / 10_000_000
     return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def without_nul(value: Any) -> Any:
+    """A text holding a NUL with U+FFFD in its place: PostgreSQL's text cannot hold one, which a
+    message or a title may (it is stored, and searched for, so)."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
 
 
 def now_text() -> str:
@@ -148,9 +149,9 @@ class SqlStore:
     written once (``?`` placeholders; each database translates)."""
 
     path: str
-    """Where the threads live, as shown to people (a URL's password is never in it)."""
+    """Where the threads live, as shown to people (never with a URL's password)."""
     checkpoint_tables: tuple[str, ...]
-    """LangGraph's tables keyed by thread id (renaming and deleting move them all)."""
+    """LangGraph's tables keyed by thread id."""
     writes_table: str
     """LangGraph's table of pending writes, and its column holding a write's value."""
     writes_value: str
@@ -159,8 +160,7 @@ class SqlStore:
     octets: str
     """SQL for the UTF-8 bytes of a ``content`` column."""
     clock: str
-    """The database's clock in SQL, in seconds since the epoch: a lease's expiry is the
-    database's to decide, so hosts whose clocks differ agree."""
+    """The database's clock in SQL (epoch seconds): leases expire by one clock for all hosts."""
     notice: str | None = None
     """Something to tell whoever opened it (a newer chatbot's database, opened to read)."""
     read_only = False
@@ -183,9 +183,8 @@ class SqlStore:
         raise NotImplementedError
 
     def transaction(self) -> AbstractContextManager[Self]:
-        """The store, with everything written through it and its saver in one transaction
-        until the block ends: committed then, rolled back if it raises (a thread copied whole
-        or not at all)."""
+        """The store, everything written through it and its saver in one transaction: committed
+        when the block ends, rolled back if it raises."""
         raise NotImplementedError
 
     def close(self, wait: float | None = None) -> None:
@@ -199,7 +198,6 @@ class SqlStore:
         self.close()
 
     # --- one turn at a time per thread: chatbot_leases ---------------------------------------
-
     def try_lease(
         self,
         thread_id: str,
@@ -225,16 +223,11 @@ class SqlStore:
         )
         return taken == 1
 
-    def lease_holder(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease (its row may have expired), or None."""
-        rows = self.query("SELECT holder FROM chatbot_leases WHERE thread_id = ?", (thread_id,))
-        return str(rows[0][0]) if rows else None
-
-    def lease_taken(self, thread_id: str) -> str | None:
-        """Who holds the thread's lease and has not let it expire, or None (a read only)."""
+    def lease_holder(self, thread_id: str, *, unexpired: bool = False) -> str | None:
+        """Who holds the thread's lease (``unexpired``: and has not let it expire), or None."""
+        alive = f"AND expires_at >= {self.clock}" if unexpired else ""
         rows = self.query(
-            f"SELECT holder FROM chatbot_leases WHERE thread_id = ? AND expires_at >= {self.clock}",
-            (thread_id,),
+            f"SELECT holder FROM chatbot_leases WHERE thread_id = ? {alive}", (thread_id,)
         )
         return str(rows[0][0]) if rows else None
 
@@ -245,7 +238,6 @@ class SqlStore:
         )
 
     # --- size -----------------------------------------------------------------------------
-
     def sizes(self) -> list[tuple[str, int]]:
         """The bytes each table and index takes."""
         raise NotImplementedError
@@ -266,24 +258,15 @@ class SqlStore:
             "SELECT COALESCE(SUM(CASE WHEN role = 'user' THEN 1 ELSE 0 END), 0), "
             f"COALESCE(SUM({self.octets}), 0) FROM chatbot_messages"
         )
-        return StoreStats(
-            location=self.path,
-            threads=int(threads),
-            checkpoints=int(checkpoints),
-            writes=int(writes),
-            bytes=self.bytes_on_disk(),
-            free_bytes=self.free_bytes,
-            parts=sum_parts(self.sizes()),
-            turns=int(turns),
-            text_bytes=int(text),
-        )
+        counts = (int(threads), int(checkpoints), int(writes), self.bytes_on_disk())
+        parts = sum_parts(self.sizes())
+        return StoreStats(self.path, *counts, self.free_bytes, parts, int(turns), int(text))
 
     def vacuum(self) -> tuple[int, int]:
         """Give deleted rows' space back; the bytes before and after."""
         raise NotImplementedError
 
     # --- shared with another LangGraph program ---------------------------------------------
-
     def note_adopted(self) -> None:
         """Mark the database as taken over from another LangGraph program (:data:`ADOPTED_MARK`)."""
         self.write(
@@ -309,10 +292,9 @@ class SqlStore:
         return self._adopted
 
     # --- listing, plain SQL ------------------------------------------------------------
-
     def list_threads(self, thread_id: str | None = None) -> list[ThreadInfo]:
-        """Every thread (or just one) with checkpoints, newest activity first: plain SQL, no
-        checkpoint is read."""
+        """Every thread (or just one) with checkpoints, newest activity first; no checkpoint
+        is read."""
         only = "AND thread_id = ?" if thread_id is not None else ""
         rows = self.query(
             f"""
@@ -330,17 +312,8 @@ class SqlStore:
             () if thread_id is None else (thread_id,),
         )
         return [
-            ThreadInfo(
-                row[0],
-                row[1],
-                checkpoint_time(row[2]),
-                row[3] or "",
-                row[4],
-                None if row[5] is None else bool(row[5]),
-                row[6],
-                row[7],
-            )
-            for row in rows
+            ThreadInfo(t, n, checkpoint_time(at), title or "", m, s if s is None else bool(s), *o)
+            for t, n, at, title, m, s, *o in rows
         ]
 
     def thread_exists(self, thread_id: str) -> bool:
@@ -373,9 +346,10 @@ class SqlStore:
         indexed: Sequence[tuple[str, Sequence[Any]]] = (),
     ) -> None:
         """Remember what a listing shows about a thread after a turn, in one transaction with
-        ``indexed`` (:func:`chatbot.store.search.index_statements`). The title is set by the
-        first message, and cleared when the thread is emptied."""
+        ``indexed`` (:func:`chatbot.store.search.index_statements`). The first message sets the
+        title; emptying the thread clears it."""
         now = now_text()
+        origins = origin or (None, None)
         self.write(
             (
                 """
@@ -394,15 +368,7 @@ class SqlStore:
                     origin_checkpoint = COALESCE(chatbot_threads.origin_checkpoint,
                                                  excluded.origin_checkpoint)
                 """,
-                (
-                    thread_id,
-                    title,
-                    message_count,
-                    int(has_summary),
-                    now,
-                    now,
-                    *(origin or (None, None)),
-                ),
+                (thread_id, title, message_count, int(has_summary), now, now, *origins),
             ),
             *indexed,
         )
@@ -455,7 +421,6 @@ class SqlStore:
         return existed
 
     # --- keeping it small --------------------------------------------------------------
-
     def inactive_threads(self, days: float, now: datetime | None = None) -> list[ThreadInfo]:
         """Threads whose newest checkpoint is more than ``days`` old, least recently active
         first."""
@@ -471,12 +436,10 @@ class SqlStore:
     """Adds to a checkpoint's count of pruned checkpoints after it (key, key, count, thread,
     checkpoint)."""
 
-    def after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
-        """What else pruning a thread's branches removes."""
-        return []
+    after_pruning = ""
+    """What else pruning a thread's branches removes (the thread id as its one parameter)."""
 
     # --- a thread's checkpoints, plain SQL ---------------------------------------------
-
     def checkpoint_parents(self, thread_id: str) -> list[tuple[str, str | None]]:
         """A thread's checkpoints as (id, parent id), newest first."""
         rows = self.query(

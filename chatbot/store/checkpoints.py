@@ -2,13 +2,14 @@
 
 Reading a thread (``history``, ``show``, ``export``, /undo, /retry) needs no model and no
 graph: a checkpoint's state is its channel values, rebuilt through the state's own channels,
-and what was left to run is worked out as LangGraph's ``get_state`` does
-(:func:`pending_nodes`). A thread's history is its ids and parents (plain SQL), each
-checkpoint's metadata and state read on first use.
+and what was left to run is worked out as LangGraph's ``get_state`` does. A thread's history
+is its ids and parents (plain SQL), each checkpoint's metadata and state read on first use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
@@ -48,9 +49,7 @@ def pending_nodes(checkpoint: Checkpoint) -> tuple[str, ...]:
 
 def channel_values(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict[str, Any]:
     """A checkpoint's values, as ``graph.get_state`` reads them: each delta channel not stored
-    is rebuilt through the channel itself from the saver's history (chatbot's savers remember
-    a thread's newest checkpoints: a child read after its parent is its parent's values with
-    the parent's writes, not a replay from the nearest stored value)."""
+    is rebuilt through the channel itself from the saver's history."""
     from chatbot.memory.channels import delta_channels
 
     values = dict(saved.checkpoint["channel_values"])
@@ -99,48 +98,34 @@ def lazy_history(store: SqlStore, thread_id: str) -> list[Snapshot]:
     """Every checkpoint of a thread, newest first, from its ids and parents; each one's
     metadata and state are read when first asked for."""
     rows = store.checkpoint_parents(thread_id)
-    metadata = _MetadataReader(store, thread_id, [row[0] for row in rows])
-
-    def loader(checkpoint_id: str) -> Any:
-        return lambda: state_of_id(store, thread_id, checkpoint_id)
-
-    def meta(checkpoint_id: str) -> Any:
-        return lambda: metadata(checkpoint_id)
-
+    metadata = _metadata_reader(store, thread_id, [row[0] for row in rows])
     return [
-        Snapshot(checkpoint_id, parent_id, load=loader(checkpoint_id), meta=meta(checkpoint_id))
-        for checkpoint_id, parent_id in rows
+        Snapshot(
+            c, parent, load=partial(state_of_id, store, thread_id, c), meta=partial(metadata, c)
+        )
+        for c, parent in rows
     ]
 
 
-class _MetadataReader:
-    """A thread's checkpoint metadata, read as it is asked for, a block of neighbours at a
-    time (mostly older ones: commands read from the newest back), as reading it all reads
-    through every checkpoint's pages."""
+def _metadata_reader(
+    store: SqlStore, thread_id: str, ids: list[str]
+) -> Callable[[str], dict[str, Any]]:
+    """A thread's checkpoint metadata (``ids`` newest first), read as asked for, a block of
+    neighbours at a time (mostly older ones: commands read from the newest back)."""
+    position = {checkpoint_id: number for number, checkpoint_id in enumerate(ids)}
+    read: dict[str, dict[str, Any]] = {}
 
-    NEWER, OLDER = 16, 48
-
-    def __init__(self, store: SqlStore, thread_id: str, ids: list[str]) -> None:
-        self.store = store
-        self.thread_id = thread_id
-        self.ids = ids  # newest first
-        self.position = {checkpoint_id: number for number, checkpoint_id in enumerate(ids)}
-        self.read: dict[str, dict[str, Any]] = {}
-
-    def __call__(self, checkpoint_id: str) -> dict[str, Any]:
-        found = self.read.get(checkpoint_id)
-        if found is not None:
-            return found
-        here = self.position.get(checkpoint_id, 0)
-        block = [
-            other
-            for other in self.ids[max(0, here - self.NEWER) : here + self.OLDER]
-            if other not in self.read
-        ]
+    def metadata(checkpoint_id: str) -> dict[str, Any]:
+        if checkpoint_id in read:
+            return read[checkpoint_id]
+        here = position.get(checkpoint_id, 0)
+        block = [other for other in ids[max(0, here - 16) : here + 48] if other not in read]
         if checkpoint_id not in block:
             block.append(checkpoint_id)
-        self.read.update(self.store.checkpoint_metadata(self.thread_id, block))
-        return self.read.setdefault(checkpoint_id, {})
+        read.update(store.checkpoint_metadata(thread_id, block))
+        return read.setdefault(checkpoint_id, {})
+
+    return metadata
 
 
 def state_of_id(store: SqlStore, thread_id: str, checkpoint_id: str) -> CheckpointState:

@@ -1,16 +1,11 @@
 """Moving threads between databases, either way (``chatbot db copy``).
 
 A thread is copied through LangGraph's own savers, every checkpoint oldest first with its
-metadata and pending writes, then its listing row; its messages are then indexed for search.
-Each thread is written in one transaction on the target: a copy cut short leaves the threads
-it finished whole and the next one absent. Copying is idempotent and resumable: a thread the
-target holds part of (checkpoints, their writes, its listing row or search rows) gets the
-rest, and one with a checkpoint the source does not have is refused before anything is
-written.
-
-LangGraph's store (the user's memories, each thread's memory record) comes along whole: every
-item the target does not hold, put in one batch (one transaction on either database). An item
-the target holds already is left as it is there (it may have been changed since).
+metadata and pending writes, then its listing row and search rows, in one transaction on the
+target. Copying is idempotent and resumable: a thread the target holds part of gets the rest,
+and one with a checkpoint the source does not have is refused before anything is written.
+LangGraph's store (memories, thread records) comes along: every item the target lacks, in one
+batch; an item the target holds is left as it is there (it may have changed since).
 """
 
 from __future__ import annotations
@@ -40,10 +35,9 @@ class CopyPlan:
     """Thread id -> the checkpoint tuples to write, oldest first (none: only its listing row
     or search rows are missing)."""
     skipped: list[str] = field(default_factory=list)
-    """Threads already in the target with the same history: every checkpoint with all its
-    pending writes, the listing row, and search rows for all of it."""
+    """Threads the target holds whole already."""
     store_items: list[Item] = field(default_factory=list)
-    """The items of LangGraph's store the target does not hold (memories, thread records)."""
+    """The items of LangGraph's store the target does not hold."""
 
     @property
     def checkpoints(self) -> int:
@@ -69,8 +63,8 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
             if target.thread_exists(thread)
             else set()
         )
-        ours = {t.config["configurable"]["checkpoint_id"] for t in tuples}
-        foreign = have - ours
+        ids = [t.config["configurable"]["checkpoint_id"] for t in tuples]
+        foreign = have - set(ids)
         if foreign:
             raise CopyError(
                 f"thread {thread!r} exists in {target.path} with a different history "
@@ -80,10 +74,8 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
         written = _writes_per_checkpoint(target, thread) if have else {}
         todo = [
             t
-            for t in tuples
-            if t.config["configurable"]["checkpoint_id"] not in have
-            or written.get(t.config["configurable"]["checkpoint_id"], 0)
-            < len(t.pending_writes or [])
+            for t, c in zip(tuples, ids, strict=True)
+            if c not in have or written.get(c, 0) < len(t.pending_writes or [])
         ]
         whole = not todo and (
             target.thread_row(thread) is not None or source.thread_row(thread) is None
@@ -102,7 +94,6 @@ def plan_copy(source: SqlStore, target: SqlStore, thread_ids: Sequence[str] = ()
 
 
 STORE_PAGE = 1_000
-"""How many of the store's items are read at once."""
 
 
 def _store_items(store: BaseStore) -> list[Item]:

@@ -13,9 +13,6 @@ class StoreError(FriendlyError, RuntimeError):
     """The database cannot be opened or used; the message is one line for the user."""
 
 
-_CORRUPT, _NOT_A_DATABASE = 11, 26  # SQLite's primary result codes SQLITE_CORRUPT, SQLITE_NOTADB
-
-
 class DamagedDatabase(StoreError):
     """A SQLite file SQLite finds damaged: one line saying how to recover what it holds."""
 
@@ -33,7 +30,7 @@ class DamagedDatabase(StoreError):
 def damage(error: sqlite3.Error, path: str) -> DamagedDatabase | None:
     """:class:`DamagedDatabase` if ``error`` says the file is damaged; None for any other."""
     code = getattr(error, "sqlite_errorcode", None)
-    if code is None or code & 0xFF not in (_CORRUPT, _NOT_A_DATABASE):
+    if code is None or code & 0xFF not in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return None
     return DamagedDatabase(path, error)
 

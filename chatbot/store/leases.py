@@ -1,9 +1,8 @@
 """One turn at a time per thread, across windows, processes and hosts.
 
-A turn holds its thread's lease, a row of ``chatbot_leases`` with an expiry
-(:data:`chatbot.store.base.LEASE_SECONDS`) renewed while the turn runs: a second process
-starting a turn on a busy thread waits, saying so, and turns on different threads never wait
-for each other. A process killed mid-turn holds it until it expires, unless it ran on this
+A turn holds its thread's lease, a row of ``chatbot_leases`` with an expiry renewed while the
+turn runs: a second turn on a busy thread waits, saying so; turns on different threads never
+wait for each other. A process killed mid-turn holds it until it expires, unless it ran on this
 machine, where a holder whose process is gone is passed over at once. (Not PostgreSQL's
 advisory locks: behind pgbouncer in transaction mode a session is not the client's.)
 """
@@ -17,7 +16,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from chatbot.store.base import LEASE_SECONDS, SqlStore
@@ -28,7 +27,7 @@ POLL_SECONDS = 0.1
 
 def _this_place() -> str:
     """This machine's boot and PID namespace, where Linux says them (else empty): where a
-    process id means one process only (a host name does not)."""
+    process id means one process only."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.stat("/proc/self/ns/pid").st_ino
@@ -68,8 +67,7 @@ def gone(holder: str) -> bool:
 
 
 class _Renewer:
-    """Renews every lease this process holds, on one daemon thread started at the first lease
-    and kept (cheaper than a thread for each turn)."""
+    """Renews every lease this process holds, on one daemon thread started at the first."""
 
     def __init__(self) -> None:
         self._due: dict[Lease, float] = {}
@@ -134,34 +132,28 @@ class Lease:
 
     def try_acquire(self) -> bool:
         """Take the lease if it is free (or ours); False without waiting if not."""
-        if self._take():
-            self._start_renewing()
-            return True
-        return False
+        return next(self._waits(lambda: None), True)
+
+    def _waits(self, on_wait: Callable[[], None]) -> Iterator[bool]:
+        """False for each poll to wait before the lease is ours (then it is renewed);
+        ``on_wait`` is called before the first."""
+        if not self._take():
+            on_wait()
+            yield False
+            while not self._take():
+                yield False
+        self._held = True
+        _renewer.hold(self)
 
     def acquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
         """Wait until the lease is ours; ``on_wait`` is called once if it has to wait."""
-        waited = False
-        while not self._take():
-            if not waited:
-                on_wait()
-                waited = True
+        for _ in self._waits(on_wait):
             time.sleep(POLL_SECONDS)
-        self._start_renewing()
 
     async def aacquire(self, on_wait: Callable[[], None] = lambda: None) -> None:
         """:meth:`acquire` for a task: cancelling it (Ctrl-C) stops the waiting."""
-        waited = False
-        while not self._take():
-            if not waited:
-                on_wait()
-                waited = True
+        for _ in self._waits(on_wait):
             await asyncio.sleep(POLL_SECONDS)
-        self._start_renewing()
-
-    def _start_renewing(self) -> None:
-        self._held = True
-        _renewer.hold(self)
 
     def renew(self) -> bool:
         """Renew the lease if it is still held; False when the store cannot be reached."""

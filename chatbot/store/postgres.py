@@ -1,12 +1,11 @@
-"""Threads in PostgreSQL: LangGraph's ``PostgresSaver`` on a ``psycopg_pool`` connection pool.
+"""Threads in PostgreSQL (``CHATBOT_DB=postgresql://...``): LangGraph's ``PostgresSaver`` on a
+``psycopg_pool`` pool, and which kind of database (SQLite or PostgreSQL) a ``CHATBOT_DB`` opens.
 
-Selected by ``CHATBOT_DB=postgresql://user@host:port/db`` (or ``--db``). chatbot's tables are
-made once under an advisory lock (:meth:`PgStore._set_up`); the mark of a chatbot database is
-its ``chatbot_schema`` table. Connections are autocommit with dict rows, as the saver needs
-them, checked before use and renewed when idle or old, so a server that drops idle
-connections does not break a long REPL session. ``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's
-prepared-statement threshold (``none`` for pgbouncer in transaction mode). A password in the
-URL is never shown: :attr:`PgStore.path` and every error carry ``***`` in its place.
+chatbot's tables are made once under an advisory lock; a chatbot database's mark is its
+``chatbot_schema`` table. Connections are autocommit with dict rows, as the saver needs them,
+checked before use and renewed when idle or old (a server may drop idle ones).
+``CHATBOT_PG_PREPARE_THRESHOLD`` sets psycopg's prepared-statement threshold (``none`` for
+pgbouncer in transaction mode). A URL's password is never shown: ``***`` stands in its place.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from chatbot.config.sources import (
     without_password,
 )
 from chatbot.errors import remember_secret
-from chatbot.store.base import SqlStore, is_postgres_url
+from chatbot.store.base import SqlStore, is_postgres_url, without_nul
 from chatbot.store.errors import StoreError
 from chatbot.store.schema import (
     COUNT_THREADS,
@@ -51,9 +50,8 @@ CONNECT_TIMEOUT = 10
 """Seconds a PostgreSQL server gets to accept a connection (psycopg waits 2 at least)."""
 
 SETUP_WAIT_SECONDS = 60.0
-"""How long opening waits for another process setting the database up, and a statement of
-the set-up for a lock another session holds, before it gives up saying what it waited for."""
-
+"""How long opening waits for another process's set-up, and a set-up statement for a lock,
+before giving up saying what it waited for."""
 
 # --- whose a database is, and setting it up ------------------------------------------------
 
@@ -76,24 +74,18 @@ def schema_of_its_own(shown: str) -> str:
         query = urlsplit(shown).query
     except ValueError:
         query = ""
+    own = "a database of its own, or a schema of its own in this one"
     if any(name == "options" for name, _ in parse_qsl(query, keep_blank_values=True)):
-        return (
-            "a database of its own, or a schema of its own in this one (CREATE SCHEMA chatbot, "
-            "then put -csearch_path=chatbot in the URL's options)"
-        )
+        return f"{own} (CREATE SCHEMA chatbot, then put -csearch_path=chatbot in the URL's options)"
     base, _, fragment = shown.partition("#")
     joiner = "" if base.endswith(("?", "&")) else "&" if "?" in base else "?"
     in_schema = base + joiner + _IN_SCHEMA + (f"#{fragment}" if fragment else "")
-    return (
-        "a database of its own, or a schema of its own in this one: CREATE SCHEMA chatbot, "
-        f"then --db {in_schema}"
-    )
+    return f"{own}: CREATE SCHEMA chatbot, then --db {in_schema}"
 
 
 def check_search_path(conn: Connection[Any], path: str) -> None:
-    """For a database that looks empty: when no schema of the ``search_path`` exists nothing
-    can be made there, so say in one line which schema to create (``$user`` skipped, as
-    PostgreSQL skips it)."""
+    """For a database that looks empty: when no schema of the ``search_path`` exists, say
+    which one to create (``$user`` skipped, as PostgreSQL skips it)."""
     from psycopg.rows import tuple_row
 
     with conn.cursor(row_factory=tuple_row) as cursor:
@@ -101,7 +93,8 @@ def check_search_path(conn: Connection[Any], path: str) -> None:
         row = cursor.fetchone()
     if row is None or not row[0]:
         return
-    names = [_unquoted(name) for name in _split_path(row[1])]
+    # (its entries, commas inside double quotes kept)
+    names = [_unquoted(part.strip()) for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', row[1])]
     first = next((name for name in names if name and name != "$user"), "chatbot")
     raise StoreError(
         f"the schema {first!r} that the search_path names does not exist in the PostgreSQL "
@@ -110,22 +103,13 @@ def check_search_path(conn: Connection[Any], path: str) -> None:
     )
 
 
-def _split_path(text: str) -> list[str]:
-    """``search_path``'s entries, commas inside double quotes kept."""
-    return [part.strip() for part in re.findall(r'(?:"(?:[^"]|"")*"|[^,])+', text)]
-
-
 def _unquoted(name: str) -> str:
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        return name[1:-1].replace('""', '"')
-    return name
+    return name[1:-1].replace('""', '"') if len(name) >= 2 and name[0] == name[-1] == '"' else name
 
 
 def _quoted(name: str) -> str:
-    """``name`` as SQL writes it: as is when it needs no quotes, else in double quotes."""
-    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
+    """``name`` as SQL writes it: in double quotes when it needs them."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) else '"' + name.replace('"', '""') + '"'
 
 
 def _langgraph_migrations() -> list[str]:
@@ -135,8 +119,8 @@ def _langgraph_migrations() -> list[str]:
 
 
 def _langgraph_index_builds() -> dict[str, str]:
-    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations, by index name: a build cut short
-    leaves the index INVALID, which ``IF NOT EXISTS`` skips for ever, so it is built again."""
+    """LangGraph's ``CREATE INDEX CONCURRENTLY`` migrations by index name: a build cut short
+    leaves an INVALID index that ``IF NOT EXISTS`` would skip for ever."""
     return {
         found[1]: statement
         for statement in _langgraph_migrations()
@@ -178,19 +162,14 @@ def read_schema(conn: Connection[Any]) -> _Schema:
         tables = [row[0] for row in cursor.fetchall()]
         if OLDER_TABLES & set(tables):
             return _Schema(Owner("older chatbot"), None, [])
+
+        def newest(table: str, column: str) -> str:
+            return f"(SELECT max({column}) FROM {table})" if table in tables else "NULL::integer"
+
         cursor.execute(
-            "SELECT "
-            + (
-                "(SELECT max(version) FROM chatbot_schema), "
-                if "chatbot_schema" in tables
-                else "NULL::integer, "
-            )
-            + (
-                "(SELECT max(v) FROM checkpoint_migrations), "
-                if "checkpoint_migrations" in tables
-                else "NULL::integer, "
-            )
-            + "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
+            f"SELECT {newest('chatbot_schema', 'version')}, "
+            f"{newest('checkpoint_migrations', 'v')}, "
+            "(SELECT array_agg(c.relname::text) FROM pg_index AS i "
             "JOIN pg_class AS c ON c.oid = i.indexrelid "
             "JOIN pg_namespace AS n ON n.oid = c.relnamespace "
             "WHERE NOT i.indisvalid AND n.nspname = current_schema() "
@@ -202,11 +181,7 @@ def read_schema(conn: Connection[Any]) -> _Schema:
         version, langgraph_version, invalid = row
         invalid = list(invalid or ())
         if "chatbot_schema" not in tables:
-            owner = unmarked_owner(
-                tables,
-                _LANGGRAPH_PG_TABLES,
-                lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
-            )
+            owner = unmarked_owner(tables, _LANGGRAPH_PG_TABLES, conn)
             return _Schema(owner, langgraph_version, invalid)
     return _Schema(Owner("chatbot", version=int(version or 0)), langgraph_version, invalid)
 
@@ -310,10 +285,8 @@ def open_store(
 ) -> SqlStore:
     """The database ``CHATBOT_DB`` names: a PostgreSQL URL (``connect_timeout`` seconds to
     connect), or a SQLite file. ``read_only`` for a command that only reads; ``adopt`` takes
-    over another LangGraph program's database (see :class:`chatbot.store.sqlite.Store`).
-    A URL that names no database, and a path no file can be at (a loop of symbolic links), are
-    refused (:func:`check_postgres_database`, :func:`check_db_path`), whoever gave them
-    (``CHATBOT_DB``, ``db copy``'s arguments)."""
+    over another LangGraph program's database. A URL naming no database, or a path no file can
+    be at, is refused."""
     if is_postgres_url(db):
         try:
             check_postgres_database(db)
@@ -322,11 +295,7 @@ def open_store(
                 f"cannot use the PostgreSQL database {without_password(db.strip())}: {error}"
             ) from None
         return PgStore(
-            db,
-            prepare_threshold=prepare_threshold,
-            connect_timeout=connect_timeout,
-            read_only=read_only,
-            adopt=adopt,
+            db, prepare_threshold, connect_timeout=connect_timeout, read_only=read_only, adopt=adopt
         )
     try:
         check_db_path(db)
@@ -338,16 +307,14 @@ def open_store(
 def database_owner(
     db: str, prepare_threshold: int | None = 5, connect_timeout: int = CONNECT_TIMEOUT
 ) -> tuple[Owner, int]:
-    """Whose the database ``db`` names is (see :class:`chatbot.store.sqlite.Owner`), and how many
-    threads it holds if it is another LangGraph program's; nothing is written to it."""
+    """Whose the database ``db`` names is, and how many threads it holds if it is another
+    LangGraph program's; nothing is written to it."""
     if not is_postgres_url(db):
         return sqlite_owner(db)
     import psycopg
     from psycopg.rows import dict_row
 
-    for password in url_passwords(db.strip()):
-        remember_secret(password)
-    shown = without_password(db.strip())
+    shown = _shown(db.strip())
     try:
         with psycopg.connect(
             db.strip(),
@@ -364,13 +331,11 @@ def database_owner(
         raise StoreError(f"cannot use the PostgreSQL database {shown}: {_reason(error)}") from None
 
 
-def _storable(params: Sequence[Any]) -> tuple[Any, ...]:
-    """Parameters as PostgreSQL takes them: its text cannot hold a NUL character, which a
-    message or a title may: it is stored, and searched for, as U+FFFD."""
-    return tuple(
-        value.replace("\x00", "\ufffd") if isinstance(value, str) and "\x00" in value else value
-        for value in params
-    )
+def _shown(url: str) -> str:
+    """The URL as shown, its passwords kept from every message from now on."""
+    for password in url_passwords(url):
+        remember_secret(password)
+    return without_password(url)
 
 
 class PgStore(SqlStore):
@@ -388,37 +353,31 @@ class PgStore(SqlStore):
         "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id = ?"
     )
 
-    def after_pruning(self, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
-        # A value is stored once per version (checkpoint_blobs), named by every checkpoint
-        # holding that version: those no checkpoint left names were the pruned ones' alone.
-        return [
-            (
-                "DELETE FROM checkpoint_blobs AS b WHERE b.thread_id = ? AND b.checkpoint_ns = '' "
-                "AND NOT EXISTS (SELECT 1 FROM checkpoints AS c WHERE c.thread_id = b.thread_id "
-                "AND c.checkpoint_ns = b.checkpoint_ns "
-                "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
-                (thread_id,),
-            )
-        ]
+    # (a value is stored once per version, named by every checkpoint holding that version:
+    # those no checkpoint left names were the pruned ones' alone)
+    after_pruning = (
+        "DELETE FROM checkpoint_blobs AS b WHERE b.thread_id = ? AND b.checkpoint_ns = '' "
+        "AND NOT EXISTS (SELECT 1 FROM checkpoints AS c WHERE c.thread_id = b.thread_id "
+        "AND c.checkpoint_ns = b.checkpoint_ns "
+        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+    )
 
     def __init__(
         self,
         url: str,
-        *,
         prepare_threshold: int | None = 5,
-        max_size: int = 4,
+        *,
         connect_timeout: int = CONNECT_TIMEOUT,
         read_only: bool = False,
         adopt: bool = False,
         setup_wait: float = SETUP_WAIT_SECONDS,
     ) -> None:
+        import psycopg
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
         self.url = url.strip()
-        self.path = without_password(self.url)
-        for password in url_passwords(self.url):
-            remember_secret(password)
+        self.path = _shown(self.url)
         self._saver: BaseCheckpointSaver[str] | None = None
         self._memory_store: BaseStore | None = None
         self.setup_wait = setup_wait
@@ -426,7 +385,7 @@ class PgStore(SqlStore):
         self.pool: ConnectionPool[Any] = ConnectionPool(
             self.url,
             min_size=1,
-            max_size=max_size,
+            max_size=4,
             kwargs={
                 "autocommit": True,
                 "row_factory": dict_row,
@@ -441,7 +400,11 @@ class PgStore(SqlStore):
             name="chatbot",
         )
         try:
-            self._check_reachable(prepare_threshold, connect_timeout)
+            # (one connection first: a wrong host, database or password fails at once with the
+            # server's reason, where a pool would retry until its timeout)
+            psycopg.connect(
+                self.url, connect_timeout=connect_timeout, prepare_threshold=prepare_threshold
+            ).close()
             self.pool.open(wait=True, timeout=connect_timeout)
             self._set_up(read_only=read_only, adopt=adopt, wait=setup_wait)
         except StoreError:
@@ -453,21 +416,10 @@ class PgStore(SqlStore):
                 f"cannot use the PostgreSQL database {self.path}: {_reason(error)}"
             ) from None
 
-    def _check_reachable(self, prepare_threshold: int | None, timeout: int) -> None:
-        """One connection first: a wrong host, database or password fails at once with the
-        server's reason (a pool would retry until its timeout)."""
-        import psycopg
-
-        psycopg.connect(
-            self.url, connect_timeout=timeout, prepare_threshold=prepare_threshold
-        ).close()
-
     def _set_up(self, *, read_only: bool, adopt: bool, wait: float) -> None:
-        """Check the database is chatbot's, then make what it lacks. A database set up is only
-        read; otherwise the set-up runs under an advisory lock, all of it on the connection
-        holding it: LangGraph's migrations build indexes ``CONCURRENTLY``, which waits for
-        every transaction to end, so the lock is polled for (a waiter holds no transaction
-        between tries). Every wait gives up after ``wait`` seconds, saying what it waited for."""
+        """Check the database is chatbot's, then make what it lacks under an advisory lock, on
+        the connection holding it. The lock is polled for: LangGraph's migrations build indexes
+        ``CONCURRENTLY``, which waits for every transaction to end (a waiter holds none)."""
         with self.pool.connection() as conn:
             schema = read_schema(conn)
             if schema.owner.kind == "new":
@@ -521,8 +473,7 @@ class PgStore(SqlStore):
         self.pool.close(timeout=5.0 if wait is None else wait)
 
     _bound: Connection[Any] | None = None
-    """The one connection a :meth:`transaction` runs on, or None (each use takes one from the
-    pool)."""
+    """The one connection a :meth:`transaction` runs on (else each use takes one)."""
 
     @contextmanager
     def transaction(self) -> Iterator[Self]:
@@ -549,14 +500,14 @@ class PgStore(SqlStore):
         from psycopg.rows import tuple_row
 
         with self._connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
-            cursor.execute(sql.replace("?", "%s"), _storable(params))
+            cursor.execute(sql.replace("?", "%s"), tuple(map(without_nul, params)))
             return cursor.fetchall()
 
     def write(self, *statements: tuple[str, Sequence[Any]]) -> int:
         count = 0
         with self._connection() as conn, conn.transaction(), conn.cursor() as cursor:
             for sql, params in statements:
-                cursor.execute(sql.replace("?", "%s"), _storable(params))
+                cursor.execute(sql.replace("?", "%s"), tuple(map(without_nul, params)))
                 count = cursor.rowcount
         return count
 

@@ -3,9 +3,8 @@
 A thread's line of history is its newest checkpoint and that one's ancestors; the other
 checkpoints are side branches (a turn /undo rewound, a reply /retry replaced, a fork's old
 continuation, the loser of two turns sent at once). A branch is everything descending from a
-checkpoint hanging off the line (or from none), removed whole, so every checkpoint of the line
-reads as before. Finding them is pure (:func:`side_branches`, :func:`abandoned`,
-:func:`pruning_marks`); :func:`abandoned_branches` and :func:`prune_branches` use a store.
+checkpoint hanging off the line (or from none), removed whole, so the line reads as before.
+Finding them is pure; :func:`abandoned_branches` and :func:`prune_branches` use a store.
 """
 
 from __future__ import annotations
@@ -87,14 +86,9 @@ def side_branches(parents: Sequence[tuple[str, str | None]]) -> list[Branch]:
 def abandoned(
     branches: Iterable[Branch], cutoff: datetime, time_of: Callable[[str], datetime | None]
 ) -> list[Branch]:
-    """The branches last written to before ``cutoff`` (a branch whose time cannot be read
-    from its ids, not written by LangGraph, is kept)."""
-    found = []
-    for branch in branches:
-        newest = time_of(branch.newest)
-        if newest is not None and newest < cutoff:
-            found.append(branch)
-    return found
+    """The branches last written to before ``cutoff`` (one whose time cannot be read from its
+    ids, not written by LangGraph, is kept)."""
+    return [b for b in branches if (newest := time_of(b.newest)) is not None and newest < cutoff]
 
 
 def pruning_marks(
@@ -103,12 +97,11 @@ def pruning_marks(
     undos: Collection[str],
     parent_of: Mapping[str, str | None],
 ) -> dict[str, int]:
-    """The checkpoints left whose metadata says how many checkpoints were pruned after them
-    (the history's ``PRUNED_KEY``): the line's checkpoint a branch hung from where the branch
-    went on with its run (a ``loop`` first: the reply a /retry replaced), and an /undo that
-    went back to where a pruned branch hung from (the turn it rewound). ``sources``: each
-    branch's first checkpoint's metadata source; ``undos``: the /undo checkpoints among the
-    children of those branches hung from."""
+    """The checkpoints left whose metadata must count the checkpoints pruned after them
+    (``PRUNED_KEY``): the line's checkpoint a branch hung from where the branch went on with
+    its run (a ``loop`` first: the reply a /retry replaced), and an /undo back to where a
+    pruned branch hung from (the turn it rewound). ``sources``: each branch's first checkpoint's
+    metadata source; ``undos``: the /undo checkpoints among the children of those hung from."""
     under: dict[str, int] = {}
     marks: dict[str, int] = {}
     for branch in branches:
@@ -131,8 +124,8 @@ def abandoned_branches(
     store: SqlStore, thread_id: str, days: float, now: datetime | None = None
 ) -> list[Branch]:
     """The thread's side branches last written to more than ``days`` ago, oldest first, but
-    those holding a turn's own steps after its input checkpoint (a run resumed from that
-    input went on elsewhere)."""
+    those holding a turn's steps after its input checkpoint (kept, or the turn's history would
+    be an input checkpoint without its message)."""
     from datetime import timedelta
 
     from chatbot.store.base import checkpoint_time
@@ -142,7 +135,6 @@ def abandoned_branches(
     except OverflowError:  # (more days than a date can go back: nothing is that old)
         return []
     found = abandoned(side_branches(store.checkpoint_parents(thread_id)), cutoff, checkpoint_time)
-    # (kept, or the turn's history would be an input checkpoint without its message)
     ends = {b.first for b in found} | {b.parent for b in found if b.parent is not None}
     metadata = store.checkpoint_metadata(thread_id, sorted(ends))
     return [
@@ -156,10 +148,9 @@ def abandoned_branches(
 
 
 def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) -> int:
-    """Remove side branches of a thread in one transaction, their checkpoints and pending
-    writes, marking those left that history would misread (:func:`pruning_marks`); the
-    thread's search rows are then made again from what is left. Take the thread's lease
-    first. Returns the checkpoints removed."""
+    """Remove side branches of a thread, checkpoints and pending writes, in one transaction,
+    marking those left that history would misread; the thread's search rows are then made
+    again. Take the thread's lease first. Returns the checkpoints removed."""
     from chatbot.history.snapshots import ACTION_KEY, PRUNED_KEY
 
     ids = sorted({checkpoint for branch in branches for checkpoint in branch.checkpoints})
@@ -181,7 +172,7 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
     from chatbot.store.search import index_statements, reindex
 
     # (a message a pruned checkpoint brought in may be on the line too, found there now)
-    statements: list[tuple[str, Sequence[Any]]] = reindex(store, thread_id)
+    statements: list[tuple[str, Sequence[Any]]] = reindex(thread_id)
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         places = ", ".join("?" * len(chunk))
@@ -197,7 +188,8 @@ def prune_branches(store: SqlStore, thread_id: str, branches: Sequence[Branch]) 
         (store.mark_pruned, (PRUNED_KEY, PRUNED_KEY, count, thread_id, checkpoint_id))
         for checkpoint_id, count in marks.items()
     )
-    statements.extend(store.after_pruning(thread_id))
+    if store.after_pruning:
+        statements.append((store.after_pruning, (thread_id,)))
     store.write(*statements)
     reindexed = index_statements(store, thread_id)
     if reindexed:

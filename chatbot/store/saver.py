@@ -1,8 +1,7 @@
-"""LangGraph's savers as chatbot uses them: ``SqliteSaver`` and ``PostgresSaver`` as LangGraph
-ships them, given a serializer that compresses (:class:`ZstdSerializer`), serving the graph's
-``astream`` too, and remembering what they read and wrote of a thread's newest checkpoints
-(:class:`Recent`): a turn that starts where the last one ended replays no history from the
-database.
+"""LangGraph's stock ``SqliteSaver`` and ``PostgresSaver`` with a compressing serializer
+(:class:`ZstdSerializer`), serving the graph's ``astream`` too, and remembering what they read
+and wrote of a thread's newest checkpoints (:class:`Recent`): a turn that starts where the last
+one ended replays no history from the database.
 """
 
 from __future__ import annotations
@@ -32,11 +31,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from chatbot.interrupts import decoding
 from chatbot.memory.channels import delta_channels
+from chatbot.store.base import without_nul
 from chatbot.store.errors import reporting_damage
 
 SUFFIX = "+zstd"
-"""A compressed value's type ends with it (``msgpack+zstd``), as ``EncryptedSerializer``'s
-end with ``+aes``."""
+"""A compressed value's type ends with it (``msgpack+zstd``)."""
 LEVEL = 3
 SMALLEST = 64
 """Values this many bytes or fewer are stored as they are: zstd's frame would eat the gain."""
@@ -47,11 +46,11 @@ _CODECS = threading.local()
 
 class ZstdSerializer(SerializerProtocol):
     """LangGraph's serializer with zstd over each value it writes; a value without the suffix
-    is read as it is. ``writing`` False writes as LangGraph's own serializer does (a database
-    another LangGraph program shares)."""
+    is read as it is. ``writing`` False writes as LangGraph's own (a database shared with
+    another LangGraph program)."""
 
-    def __init__(self, serde: SerializerProtocol | None = None, *, writing: bool = True) -> None:
-        self.serde = serde or JsonPlusSerializer()
+    def __init__(self, *, writing: bool = True) -> None:
+        self.serde = JsonPlusSerializer()
         self.writing = writing
 
     @staticmethod
@@ -91,10 +90,8 @@ def replayed(channel: Any, history: DeltaChannelHistory) -> Any:
 
 
 def _own(value: Any) -> Any:
-    """A value of its own: a list's items copied (shallowly: a message's fields set anew on one
-    do not change the other), a shared value as it is. What a saver remembers is kept apart
-    from what the run and its callers hold, which they may change, and what it hands out
-    apart from what it keeps."""
+    """A shallow copy (of a list, of each item): what a saver remembers is kept apart from what
+    the run and its callers hold, which they may change."""
     return [copy.copy(item) for item in value] if isinstance(value, list) else copy.copy(value)
 
 
@@ -110,11 +107,11 @@ class _Known:
 
     parent: str | None
     rows: list[tuple[str, str, int, str, Any]] | None = field(default_factory=list)
-    """Its writes to the delta channels in the order they replay, as (task path, task id,
-    index, channel, value); None when they are not known whole."""
+    """Its writes to the delta channels in replay order, as (task path, task id, index,
+    channel, value); None when not known whole."""
     keys: set[tuple[str, int]] | None = field(default_factory=set)
     """The (task id, index) of each of its writes; None when they were read (a read gives
-    none), and a write of this saver's could not be placed among them."""
+    none, so a write of this saver's cannot be placed among them)."""
     values: dict[str, Any] = field(default_factory=dict)
     """The delta channels' values at it, where known."""
 
@@ -125,18 +122,15 @@ class _Thread:
     """What :meth:`ServesAsync.mark` said when the thread was last checked."""
     known: OrderedDict[str, _Known] = field(default_factory=OrderedDict)
     head: str | None = None
-    """The checkpoint this saver last wrote, or read as the thread's newest: the one a turn
-    writes to, which no checkpoint known descends from."""
+    """The checkpoint this saver last wrote, or read as the thread's newest."""
 
 
 class Recent:
-    """What a saver read and wrote of the newest checkpoints of recent threads: each one's
-    parent, its writes to the delta channels (:func:`chatbot.memory.channels.delta_channels`)
-    and their values at it. A child's values are its parent's with the parent's writes
-    replayed, so reading a checkpoint just written, or a thread's checkpoints oldest first,
-    replays a step's writes rather than every write since the nearest stored value. A thread
-    is forgotten when its mark moves (another connection may have written it) and when a write
-    lands anywhere but its head (values known may have been made without it)."""
+    """What a saver read and wrote of recent threads' newest checkpoints: each one's parent, its
+    writes to the delta channels and their values at it. A child's values are its parent's with
+    the parent's writes replayed, so reading a checkpoint just written replays one step's
+    writes, not every write since the nearest stored value. A thread is forgotten when its
+    mark moves (another connection wrote it) or a write lands anywhere but its head."""
 
     THREADS, CHECKPOINTS = 8, 32
 
@@ -183,8 +177,7 @@ class Recent:
         }
 
     def read(self, saved: CheckpointTuple, newest: bool) -> None:
-        """A checkpoint read whole (``newest``: as the thread's newest): its parent, its writes,
-        the values it stores."""
+        """A checkpoint read whole (``newest``: as the thread's newest)."""
         thread, checkpoint_id = _ids(saved.config)
         parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         pending = saved.pending_writes or []
@@ -204,7 +197,7 @@ class Recent:
     def wrote(
         self, config: RunnableConfig, checkpoint: Checkpoint, marked: Callable[[object], object]
     ) -> None:
-        """A checkpoint written, a new one, whose parent ``config`` names; ``marked`` gives the
+        """A new checkpoint written under the parent ``config`` names; ``marked`` gives the
         thread's mark after it."""
         thread, parent = _ids(config)
         with self._lock:
@@ -222,8 +215,8 @@ class Recent:
         path: str,
         marked: Callable[[object], object],
     ) -> None:
-        """Writes stored at a checkpoint; as the savers store them, a write whose (task id,
-        index) is taken already is left out. ``marked`` gives the thread's mark after them."""
+        """Writes stored at a checkpoint (as the savers do, leaving out one whose (task id,
+        index) is taken); ``marked`` gives the thread's mark after them."""
         thread, checkpoint_id = _ids(config)
         channels = delta_channels()
         with self._lock:
@@ -273,8 +266,8 @@ class Recent:
         channels: Sequence[str],
         read: Mapping[str, DeltaChannelHistory] | None = None,
     ) -> dict[str, DeltaChannelHistory] | None:
-        """The channels' histories at a checkpoint as their values alone, from what is known
-        (None where it is not) or from ``read``, the histories the database gave."""
+        """The channels' histories at a checkpoint as values alone, from what is known (None if
+        not) or from ``read``, the histories the database gave."""
         thread, checkpoint_id = _ids(config)
         specs = delta_channels()
         if checkpoint_id is None or not set(channels) <= specs.keys():
@@ -295,14 +288,13 @@ class Recent:
 
 class ServesAsync(BaseCheckpointSaver[str]):
     """A LangGraph saver as chatbot uses it: its async methods run its sync ones, as
-    ``InMemorySaver``'s do (the graph's ``astream`` then uses the same connection, lock and
-    transactions as everything else); each call decodes under
-    :func:`chatbot.interrupts.decoding` (Ctrl-C then is a KeyboardInterrupt, not ormsgpack's
-    ``ext_hook failed``) and says a damaged file in one line
-    (:class:`chatbot.store.errors.DamagedDatabase`, naming :attr:`path`); what it reads and
-    writes of a thread's newest checkpoints is remembered (:class:`Recent`)."""
+    ``InMemorySaver``'s do (``astream`` shares the connection, lock and transactions); each
+    call decodes under :func:`chatbot.interrupts.decoding` (Ctrl-C stays a KeyboardInterrupt)
+    and says a damaged file in one line; it remembers what it reads and writes (:class:`Recent`)."""
 
     path = ""
+    nul_free = False
+    """A text value holding a NUL is stored with U+FFFD (:func:`chatbot.store.base.without_nul`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -312,12 +304,8 @@ class ServesAsync(BaseCheckpointSaver[str]):
         """What changes when another connection writes the thread."""
         raise NotImplementedError
 
-    def marked(self, mark: object, checkpoint_id: str) -> object:
-        """The thread's mark once this saver wrote ``checkpoint_id`` to it."""
-        return mark
-
-    def marked_writes(self, mark: object, count: int) -> object:
-        """The thread's mark once this saver wrote ``count`` pending writes to it."""
+    def marked(self, mark: object, checkpoint_id: str | None = None, writes: int = 0) -> object:
+        """The thread's mark once this saver wrote ``checkpoint_id`` or ``writes`` to it."""
         return mark
 
     @contextmanager
@@ -356,6 +344,10 @@ class ServesAsync(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        values = checkpoint["channel_values"]
+        if self.nul_free and any(isinstance(v, str) and "\x00" in v for v in values.values()):
+            cleaned = {key: without_nul(value) for key, value in values.items()}
+            checkpoint = {**checkpoint, "channel_values": cleaned}
         with self._calling():
             written = super().put(config, checkpoint, metadata, new_versions)
         self.recent.wrote(config, checkpoint, lambda mark: self.marked(mark, checkpoint["id"]))
@@ -371,7 +363,7 @@ class ServesAsync(BaseCheckpointSaver[str]):
         with self._calling():
             super().put_writes(config, writes, task_id, task_path)
         self.recent.wrote_writes(
-            config, writes, task_id, task_path, lambda mark: self.marked_writes(mark, len(writes))
+            config, writes, task_id, task_path, lambda mark: self.marked(mark, writes=len(writes))
         )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -395,8 +387,8 @@ class ServesAsync(BaseCheckpointSaver[str]):
 
 
 class ChatSqliteSaver(ServesAsync, SqliteSaver):
-    """LangGraph's ``SqliteSaver`` as chatbot uses it (:class:`ServesAsync`). Another
-    connection's commit moves SQLite's ``data_version``, this connection's own do not."""
+    """LangGraph's ``SqliteSaver`` as chatbot uses it; the mark is SQLite's ``data_version``,
+    which other connections' commits move, this one's do not."""
 
     def mark(self, thread_id: str, checkpoint_ns: str) -> object:
         with self.lock:
@@ -411,43 +403,23 @@ def postgres_saver(
     from langgraph.checkpoint.postgres import PostgresSaver
 
     class ChatPostgresSaver(ServesAsync, PostgresSaver):
-        """LangGraph's ``PostgresSaver`` as chatbot uses it (:class:`ServesAsync`); a text value
-        holding a NUL (which the JSONB of a checkpoint's plain values cannot hold) is stored
-        with U+FFFD. PostgreSQL tells no other session's commits: a thread's mark is its
-        newest checkpoint, which any turn elsewhere moves, and its count of pending writes,
-        which a write elsewhere at any of its checkpoints moves. (A write of this saver's that
-        the database leaves out, its key taken, leaves the count short of the mark: the thread
-        is read again.)"""
+        """LangGraph's ``PostgresSaver`` as chatbot uses it; a text value holding a NUL (which
+        JSONB cannot hold) is stored with U+FFFD. PostgreSQL tells no other session's commits:
+        a thread's mark is its newest checkpoint and its count of pending writes, which turns
+        and writes elsewhere move. (A write of this saver's left out, its key taken, leaves the
+        count short: the thread is read again.)"""
+
+        nul_free = True
 
         def mark(self, thread_id: str, checkpoint_ns: str) -> object:
             return thread_mark(thread_id) if checkpoint_ns == "" else object()
 
-        def marked(self, mark: object, checkpoint_id: str) -> object:
+        def marked(self, mark: object, checkpoint_id: str | None = None, writes: int = 0) -> object:
             if not isinstance(mark, tuple):
                 return mark
-            newest, writes = mark
-            return max(str(newest or ""), checkpoint_id), writes
-
-        def marked_writes(self, mark: object, count: int) -> object:
-            if not isinstance(mark, tuple):
-                return mark
-            newest, writes = mark
-            return newest, writes + count
-
-        def put(
-            self,
-            config: RunnableConfig,
-            checkpoint: Checkpoint,
-            metadata: CheckpointMetadata,
-            new_versions: ChannelVersions,
-        ) -> RunnableConfig:
-            values = checkpoint["channel_values"]
-            if any(isinstance(value, str) and "\x00" in value for value in values.values()):
-                cleaned = {
-                    key: value.replace("\x00", "\ufffd") if isinstance(value, str) else value
-                    for key, value in values.items()
-                }
-                checkpoint = {**checkpoint, "channel_values": cleaned}
-            return super().put(config, checkpoint, metadata, new_versions)
+            newest, count = mark
+            if checkpoint_id is not None:
+                newest = max(str(newest or ""), checkpoint_id)
+            return newest, count + writes
 
     return ChatPostgresSaver(pool, serde=serde)

@@ -1,19 +1,17 @@
-"""chatbot's own tables, for SQLite and PostgreSQL, beside those LangGraph's savers make, and
-whose a database is.
+"""chatbot's own tables beside LangGraph's, for SQLite and PostgreSQL, and whose a database is.
 
 ``chatbot_threads`` holds what a listing shows (so listing never deserialises a checkpoint),
-``chatbot_leases`` who is taking a turn on a thread (:mod:`chatbot.store.leases`),
-``chatbot_messages`` every message once per thread for search, indexed by FTS5's ``trigram``
-tokenizer on SQLite and by ``pg_trgm`` on PostgreSQL, with ``chatbot_indexed`` how far each
-thread is indexed (:mod:`chatbot.store.search`), and ``chatbot_marks`` named facts
-(``adopted``). The schema's version is SQLite's ``user_version`` or PostgreSQL's
-``chatbot_schema`` row: a newer chatbot's database is only read (:func:`check_schema_version`).
+``chatbot_leases`` who is taking a turn on a thread, ``chatbot_messages`` every message once
+per thread for search (FTS5's ``trigram`` on SQLite, ``pg_trgm`` on PostgreSQL) with
+``chatbot_indexed`` how far each thread is indexed, and ``chatbot_marks`` named facts. The
+schema's version is SQLite's ``user_version`` or PostgreSQL's ``chatbot_schema`` row: a newer
+chatbot's database is only read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from chatbot.store.errors import StoreError
 
@@ -107,12 +105,11 @@ class Owner(NamedTuple):
     """Whose a database is, read before anything is written to it."""
 
     kind: str
-    """``chatbot``, ``older chatbot`` (a development build's, before 0.1.0), ``new`` (nothing
-    in it yet), ``langgraph`` (another LangGraph program's) or ``other``."""
+    """``chatbot``, ``older chatbot`` (a development build's), ``new`` (nothing in it yet),
+    ``langgraph`` (another LangGraph program's) or ``other``."""
     what: str = ""
     """For ``langgraph`` and ``other``: what was found (``tables users, orders``)."""
     version: int = 0
-    """For ``chatbot``: its schema version."""
 
 
 def tables_named(tables: Sequence[str]) -> str:
@@ -120,18 +117,17 @@ def tables_named(tables: Sequence[str]) -> str:
     return f"{'table' if len(tables) == 1 else 'tables'} {shown}"
 
 
-def unmarked_owner(
-    tables: Sequence[str], langgraph: frozenset[str], has_checkpoints: Callable[[], bool]
-) -> Owner:
-    """Whose a database without chatbot's mark is: only LangGraph's tables (``langgraph``),
-    with checkpoints, are another LangGraph program's; none, or LangGraph's empty (a set-up
-    cut short before the mark), is new; anything else is another program's."""
+def unmarked_owner(tables: Sequence[str], langgraph: frozenset[str], conn: Any) -> Owner:
+    """Whose a database without chatbot's mark is (``conn``: open on it): LangGraph's tables
+    alone, with checkpoints, another LangGraph program's; none, or LangGraph's empty (a set-up
+    cut short), new; anything else another program's."""
     if OLDER_TABLES & set(tables):
         return Owner("older chatbot")
     foreign = [name for name in tables if name not in langgraph]
     if foreign:
         return Owner("other", tables_named(foreign))
-    if "checkpoints" not in tables or not has_checkpoints():
+    any_checkpoint = "SELECT 1 FROM checkpoints LIMIT 1"
+    if "checkpoints" not in tables or conn.execute(any_checkpoint).fetchone() is None:
         return Owner("new")
     return Owner("langgraph", tables_named(tables))
 
@@ -141,8 +137,7 @@ class ForeignDatabase(StoreError):
 
 
 class EmptyDatabase(StoreError):
-    """A database with nothing in it yet, opened to read: nothing is made in it, and a
-    reading command reads it as it reads a file that does not exist yet."""
+    """A database with nothing in it yet, opened to read: it is read as no file at all."""
 
     def __init__(self, path: str) -> None:
         super().__init__(f"the database {path!r} is empty: it has no threads to read yet")
@@ -173,9 +168,8 @@ class OlderDatabase(StoreError):
 def refuse_foreign(
     owner: Owner, path: str, kind: str, threads: Callable[[], int], elsewhere: str = ""
 ) -> None:
-    """Raise unless ``owner`` may be opened: :class:`ForeignDatabase` for another program's,
-    :class:`OlderDatabase` for a development build's. ``kind`` names the database
-    (``SQLite``, ``PostgreSQL``), ``threads`` counts a LangGraph database's threads,
+    """Raise unless ``owner`` may be opened (:class:`ForeignDatabase`, :class:`OlderDatabase`).
+    ``kind``: ``SQLite`` or ``PostgreSQL``; ``threads`` counts a LangGraph database's threads;
     ``elsewhere`` says where else chatbot's tables could go."""
     if owner.kind == "older chatbot":
         raise OlderDatabase(path)

@@ -1,14 +1,12 @@
 """Search everything ever said: every message of every thread, folded into a summary or not.
 
-Each message is indexed once, into ``chatbot_messages`` (thread, message id, the first
-checkpoint holding it, role, text), from the checkpoints' own writes, in the transaction that
-records a turn (:func:`index_statements`); ``chatbot_indexed`` says how far each thread is
-indexed, so what a turn killed in between did not index is read from the checkpoints by the
-next turn or search (:func:`unindexed_rows`, :func:`catch_up`). SQLite finds the messages
-holding a word's trigrams with FTS5 (shorter words with ``LIKE``) and checks each in Python;
-PostgreSQL finds them with ``ILIKE``, which a ``pg_trgm`` index answers. A query is words that
-must all appear, or ``"a phrase"`` found with any whitespace between its words; hits come
-newest first.
+Each message is indexed once into ``chatbot_messages`` (thread, message id, the first
+checkpoint holding it, role, text) from the checkpoints' own writes, in the transaction that
+records a turn; ``chatbot_indexed`` says how far each thread is indexed, so what a killed turn
+left out is read from the checkpoints by the next turn or search. SQLite finds a word's
+trigrams with FTS5 (shorter words with ``LIKE``) and checks each row in Python; PostgreSQL uses
+``ILIKE``, which a ``pg_trgm`` index answers. A query is words that must all appear, or
+``"a phrase"`` (any whitespace between its words); hits come newest first.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from chatbot.memory.recall_search import (
 )
 from chatbot.parts import readable_text
 from chatbot.sanitize import sanitize
-from chatbot.store.base import checkpoint_time, parsed_metadata
+from chatbot.store.base import checkpoint_time, parsed_metadata, thread_config
 
 if TYPE_CHECKING:
     from chatbot.store.base import SqlStore
@@ -45,21 +43,14 @@ MIN_TRIGRAM = 3
 MAX_LIMIT = 1_000_000
 
 
-def message_text(message: Any) -> str:
-    """A message's readable text, as it is searched (an attached file's text, an image's
-    name or link)."""
-    return searchable(readable_text(getattr(message, "content", "")))
-
-
 Row = tuple[str, str, str, str, str]
 """A search row: thread id, message id, checkpoint id, role, text."""
 
 
 def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], str | None]:
     """The rows of the messages a thread's checkpoints after ``mark`` added, and its newest
-    checkpoint's id (``None``: nothing new). A checkpoint's new messages are the writes to
-    ``messages`` at its parent, unless it is a new branch's first (a fork's), which stores
-    them whole (its metadata counts no delta updates); a message is its first holder's."""
+    checkpoint's id (``None``: nothing new). A checkpoint's new messages are its parent's
+    writes to ``messages``, unless it is a new branch's first (a fork's), which stores them."""
     fresh = store.query(
         "SELECT checkpoint_id, parent_checkpoint_id, metadata FROM checkpoints "
         "WHERE thread_id = ? AND checkpoint_ns = '' AND checkpoint_id > ? ORDER BY checkpoint_id",
@@ -76,7 +67,7 @@ def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], 
             message_id = getattr(message, "id", None)
             if not message_id or getattr(message, "type", "remove") == "remove":
                 continue
-            text = message_text(message)
+            text = searchable(readable_text(getattr(message, "content", "")))
             if message_id in seen or not text.strip():
                 continue
             seen.add(message_id)
@@ -116,7 +107,6 @@ def _rows_since(store: SqlStore, thread_id: str, mark: str) -> tuple[list[Row], 
 
 
 def _stored_messages(store: SqlStore, thread_id: str, checkpoint_id: str) -> list[Any]:
-    from chatbot.store.base import thread_config
     from chatbot.store.checkpoints import channel_values
 
     saved = store.saver.get_tuple(thread_config(thread_id, checkpoint_id))
@@ -137,8 +127,8 @@ _MARK = (
 
 
 def _mark_of(store: SqlStore, thread_id: str) -> tuple[str, bool]:
-    """How far a thread is indexed (``""``: not at all), and whether its rows are stale: the
-    checkpoint it was indexed to is gone (deleted through LangGraph's saver, made again)."""
+    """How far a thread is indexed (``""``: not at all), and whether its rows are stale (the
+    checkpoint it was indexed to is gone)."""
     rows = store.query(
         "SELECT i.checkpoint_id, EXISTS (SELECT 1 FROM checkpoints AS c "
         "WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = '' "
@@ -159,7 +149,7 @@ def index_statements(store: SqlStore, thread_id: str) -> list[tuple[str, Sequenc
     if newest is None:
         return []
     return [
-        *(reindex(store, thread_id) if stale else ()),
+        *(reindex(thread_id) if stale else ()),
         *((_INSERT_ROW, row) for row in rows),
         (_MARK, (thread_id, newest)),
     ]
@@ -181,9 +171,8 @@ def lagging_threads(store: SqlStore, thread_id: str | None = None) -> list[str]:
 
 
 def catch_up(store: SqlStore, progress: Callable[[int, int], None] = lambda done, of: None) -> int:
-    """Index every thread's checkpoints the index lacks (a turn killed before indexing, a
-    database adopted or copied in), telling ``progress`` after each thread; safe while other
-    processes write. Returns the rows added."""
+    """Index every thread's checkpoints the index lacks, telling ``progress`` after each
+    thread; safe while other processes write. Returns the rows added."""
     store.write(  # (the rows of threads deleted through LangGraph's saver)
         *(
             statement
@@ -191,7 +180,7 @@ def catch_up(store: SqlStore, progress: Callable[[int, int], None] = lambda done
                 "SELECT thread_id FROM chatbot_indexed AS i WHERE NOT EXISTS (SELECT 1 FROM "
                 "checkpoints AS c WHERE c.thread_id = i.thread_id AND c.checkpoint_ns = '')"
             )
-            for statement in reindex(store, thread_id)
+            for statement in reindex(thread_id)
         )
     )
     threads = lagging_threads(store)
@@ -201,15 +190,15 @@ def catch_up(store: SqlStore, progress: Callable[[int, int], None] = lambda done
         if statements:
             store.write(*statements)
             if not store.thread_exists(thread_id):  # (deleted meanwhile by another process)
-                store.write(*reindex(store, thread_id))
+                store.write(*reindex(thread_id))
             added += len(statements) - 1
         progress(done, len(threads))
     return added
 
 
-def reindex(store: SqlStore, thread_id: str) -> list[tuple[str, Sequence[Any]]]:
+def reindex(thread_id: str) -> list[tuple[str, Sequence[Any]]]:
     """The statements that forget a thread's search rows (its checkpoints are then read
-    again: after pruning, or when they are gone)."""
+    again)."""
     return [
         ("DELETE FROM chatbot_messages WHERE thread_id = ?", (thread_id,)),
         ("DELETE FROM chatbot_indexed WHERE thread_id = ?", (thread_id,)),
@@ -294,13 +283,10 @@ def _narrowing(store: SqlStore, terms: Sequence[str]) -> tuple[str, list[Any], l
     """SQL that finds every row that may hold the terms (a join, parameters, conditions), each
     word by the index where it can; :func:`_unsettled` says what :func:`holds` checks."""
     words = list(dict.fromkeys(word for term in terms for word in term.split(" ")))
+    if store.dialect == "postgresql":
+        return "", [_like(word) for word in words], ["m.content ILIKE ? ESCAPE '\\'"] * len(words)
     where: list[str] = []
     params: list[Any] = []
-    if store.dialect == "postgresql":
-        for word in words:
-            where.append("m.content ILIKE ? ESCAPE '\\'")
-            params.append(_like(word))
-        return "", params, where
     long = [word for word in words if len(word) >= MIN_TRIGRAM]
     for word in (word for word in words if len(word) < MIN_TRIGRAM):
         cases = sorted({word, word.lower(), word.upper(), word.title()})
@@ -344,7 +330,7 @@ def search(
     )
     sql = (
         "SELECT m.thread_id, m.message_id, m.checkpoint_id, m.role, m.content "
-        f"FROM chatbot_messages AS m {join} WHERE {' AND '.join(where) or 'TRUE'} "
+        f"FROM chatbot_messages AS m {join} WHERE {' AND '.join(where)} "
         "ORDER BY m.checkpoint_id DESC, m.id DESC LIMIT ? OFFSET ?"
     )
     found: list[Row] = []
@@ -403,9 +389,8 @@ def hit_record(hit: Hit) -> dict[str, Any]:
 
 
 def recaller(store: SqlStore) -> Searcher:
-    """The recall tool's search (:mod:`chatbot.memory.recall`): a thread's messages holding
-    every word of the query, as ``/search`` finds them, else those holding the most of them
-    (:func:`~chatbot.memory.recall_search.best_matches`: a model's query is a guess)."""
+    """The recall tool's search: a thread's messages holding every word of the query, as
+    ``/search`` finds them, else those holding the most of them (a model's query is a guess)."""
 
     def recall(
         thread_id: str, query: str, limit: int, skip: Collection[str], at: str | None = None

@@ -43,29 +43,26 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 LANGGRAPH_SQLITE_TABLES = frozenset({"checkpoints", "writes"})
 
 
-def _kind_of_special_file(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
+_SPECIAL_FILES = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _refuse_other_files(path: Path) -> None:
     """Refuse, reading only, a path that exists but cannot be a chatbot database: a folder, a
-    device (``/dev/null`` would get a ``-journal`` beside it), a pipe, a socket, a non-empty
-    file that is not SQLite."""
+    device, a pipe, a socket, a non-empty file that is not SQLite."""
     try:
         mode = path.stat().st_mode
     except (FileNotFoundError, NotADirectoryError):
         return  # created later, or one clear error from creating its folder
     if not stat.S_ISREG(mode):
+        kind = next((kind for test, kind in _SPECIAL_FILES if test(mode)), "not a regular file")
         raise StoreError(
-            f"cannot use {str(path)!r} as the database: it is {_kind_of_special_file(mode)}, "
+            f"cannot use {str(path)!r} as the database: it is {kind}, "
             "not a file; choose another --db"
         )
     with path.open("rb") as file:
@@ -78,8 +75,7 @@ def _refuse_other_files(path: Path) -> None:
 
 
 def _refuse_a_missing_folder(path: str) -> None:
-    """Refuse a new file whose folder does not exist outside chatbot's data folder (see
-    :func:`~chatbot.config.sources.missing_db_folder`), before anything is made."""
+    """Refuse a new file whose folder does not exist outside chatbot's data folder."""
     from chatbot.config.sources import missing_db_folder
 
     folder = missing_db_folder(path)
@@ -91,9 +87,9 @@ def _refuse_a_missing_folder(path: str) -> None:
 
 
 def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
-    """Whose the open SQLite database is (reads only). Marked with :data:`APPLICATION_ID`:
-    chatbot's, at the schema version ``user_version`` says (0, with tables: a development
-    build's from before 0.1.0, as is an unmarked one with ``chatbot_threads``)."""
+    """Whose the open SQLite database is (reads only): marked with :data:`APPLICATION_ID`,
+    chatbot's at the version ``user_version`` says (0 with tables, or no mark with
+    ``chatbot_threads``: a development build's)."""
     (application_id,) = conn.execute("PRAGMA application_id").fetchone()
     (user_version,) = conn.execute("PRAGMA user_version").fetchone()
     tables = sorted(
@@ -113,16 +109,12 @@ def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
         return Owner("other", f"user version {user_version}")
     if "chatbot_threads" in tables:
         return Owner("older chatbot")
-    return unmarked_owner(
-        tables,
-        LANGGRAPH_SQLITE_TABLES,
-        lambda: conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is not None,
-    )
+    return unmarked_owner(tables, LANGGRAPH_SQLITE_TABLES, conn)
 
 
 def sqlite_owner(db: str) -> tuple[Owner, int]:
-    """Whose an existing SQLite file is, and how many threads a LangGraph database holds:
-    read from the file opened read-only (``chatbot db adopt`` asks before writing)."""
+    """Whose an existing SQLite file is, and how many threads a LangGraph database holds, read
+    from the file opened read-only."""
     path = Path(db).expanduser()
     _refuse_other_files(path)
     conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
@@ -140,13 +132,13 @@ def sqlite_owner(db: str) -> tuple[Owner, int]:
         conn.close()
 
 
-def _retry_locked(action: Any, attempts: int = 20) -> Any:
+def _retry_locked(action: Any) -> Any:
     """Run a schema statement, waiting out another process that holds the write lock."""
-    for attempt in range(attempts):
+    for attempt in range(20):
         try:
             return action()
         except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or attempt == attempts - 1:
+            if "locked" not in str(error) or attempt == 19:
                 raise
             time.sleep(0.05 * (attempt + 1))
     return None
@@ -160,8 +152,7 @@ def _read_only(path: str) -> StoreError:
 
 def _in_read_only_place(error: BaseException, path: str) -> bool:
     """True when SQLite could not open an existing database because its folder (where the
-    write-ahead log goes) or the file cannot be written: SQLite says "unable to open", or, to
-    a user other than root, that the folder is read-only (``SQLITE_READONLY_DIRECTORY``)."""
+    write-ahead log goes) or the file cannot be written."""
     code = getattr(error, "sqlite_errorcode", None)
     if code not in (sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY_DIRECTORY):
         return False
@@ -187,10 +178,8 @@ def _refusal(error: sqlite3.Error | OSError, path: str) -> StoreError:
 
 
 def check_new_file(db: str) -> None:
-    """Refuse a database file that does not exist and could not be made (a read-only place,
-    a folder that cannot be created), with the line opening it would end with, and make
-    nothing: for a start that opens the file later (the REPL, behind its prompt) but must
-    not begin when that would fail."""
+    """Refuse, making nothing, a database file that does not exist and could not be made, with
+    the line opening it would fail with (the REPL opens it later, behind its prompt)."""
     path = Path(db).expanduser()
     _refuse_a_missing_folder(str(path))
     try:
@@ -200,9 +189,8 @@ def check_new_file(db: str) -> None:
 
 
 class _Connection(sqlite3.Connection):
-    """A connection whose commits can be held: in :meth:`Store.transaction`, those of
-    LangGraph's saver (which commits after each statement it runs) and of the store's own
-    writes wait for the one commit at the block's end."""
+    """A connection whose commits can be held: in :meth:`Store.transaction`, LangGraph's saver's
+    and the store's wait for the one commit at the block's end."""
 
     holding = False
 
@@ -212,9 +200,8 @@ class _Connection(sqlite3.Connection):
 
 
 class Store(SqlStore):
-    """The app's SQLite database: one connection, shared with LangGraph's ``SqliteSaver``
-    (both guard it with one lock), in WAL mode with a busy timeout so that several processes
-    can use the file. Opening it imports nothing of LangGraph: the saver is made on first use."""
+    """The app's SQLite database: one connection shared with LangGraph's ``SqliteSaver`` under
+    one lock, in WAL mode with a busy timeout so that several processes can use the file."""
 
     dialect = "sqlite"
     checkpoint_tables = ("checkpoints", "writes")
@@ -231,15 +218,12 @@ class Store(SqlStore):
     def __init__(
         self, db: str | os.PathLike[str], *, read_only: bool = False, adopt: bool = False
     ) -> None:
-        """Open (or create) the database ``db``. ``read_only``: for a command that only reads,
-        which then writes nothing to the file (an empty one is :class:`EmptyDatabase`).
-        ``adopt``: take over another LangGraph program's database (``chatbot db adopt``)."""
+        """Open (or create) the database ``db``. ``read_only``: write nothing to the file (an
+        empty one is :class:`EmptyDatabase`). ``adopt``: take over another LangGraph program's."""
         self.path = str(db)
         self.lock = threading.RLock()
-        """One lock for the connection, LangGraph's reads and writes and ours: a read on
-        another thread would hold a read transaction open, and a write begun meanwhile could
-        not wait for another process's commit ("database is locked" at once). Reentrant: a
-        write may read."""
+        """The connection's one lock: a read on another thread would hold a read transaction
+        open, and a write begun meanwhile could not wait for another process's commit."""
         self._saver: ChatSqliteSaver | None = None
         self._memory_store: BaseStore | None = None
         self.read_only = read_only and self.path != ":memory:"
@@ -266,16 +250,15 @@ class Store(SqlStore):
 
     def _open(self, *, read_only: bool, adopt: bool) -> bool:
         """Connect and set up; with ``read_only``, False (connection open) when the database
-        cannot be read as it is, and must be set up first."""
+        must be set up before it can be read."""
         if read_only:
             if not Path(self.path).is_file():
                 raise StoreError(f"no database {self.path!r}: check --db or CHATBOT_DB")
             target, uri = Path(self.path).absolute().as_uri() + "?mode=ro", True
         else:
             target, uri = self.path, False
-        # In a read-only place no -shm file can be made for a WAL database's readers to
-        # share, so no writer can be either: the file is read as the unchanging file it is,
-        # as SQLite's documentation advises (immutable=1).
+        # (in a read-only place no WAL reader's -shm can be made, nor any writer: the file is
+        # read as unchanging, as SQLite's documentation advises)
         for self.immutable in (False, True):
             self.conn = sqlite3.connect(
                 target + "&immutable=1" if self.immutable else target,
@@ -299,17 +282,16 @@ class Store(SqlStore):
     """Opened read-only with ``immutable=1``: the file is in a place no one can write."""
 
     def _unshareable(self, error: sqlite3.OperationalError) -> bool:
-        """True when a read-only open failed because SQLite cannot make the files a WAL
-        database's readers share (``-shm``, ``-wal``) in the file's folder, and nothing waits
-        in a write-ahead log (which ``immutable=1`` would not read)."""
+        """True when a read-only open failed for want of a WAL reader's files in the folder, and
+        nothing waits in a write-ahead log (which ``immutable=1`` would not read)."""
         wal = Path(self.path + "-wal")
         return _in_read_only_place(error, self.path) and (
             not wal.exists() or wal.stat().st_size == 0
         )
 
     def _set_up(self, read_only: bool, adopt: bool) -> bool:
-        """Check the file is chatbot's, then make the schema and the mark. Read only, nothing
-        is written: False if what reading needs is not there yet."""
+        """Check the file is chatbot's, then make the schema and the mark (read only: nothing,
+        False if what reading needs is not there yet)."""
         self.conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         owner = _retry_locked(lambda: _sqlite_owner(self.conn))
         if not (adopt and owner.kind == "langgraph"):
@@ -324,8 +306,7 @@ class Store(SqlStore):
             return journal == "wal" or self.immutable  # (which reports "delete")
         if self.path != ":memory:":
             _retry_locked(lambda: self.conn.execute("PRAGMA journal_mode=WAL"))
-        # SQLite's advice for WAL: a commit reaches the log without waiting for the disk, so a
-        # crash of chatbot loses nothing and a power cut may lose the last turns, never the file
+        # (SQLite's advice for WAL: a crash loses nothing, a power cut the last turns at most)
         self.conn.execute("PRAGMA synchronous = NORMAL")
         if owner.kind != "new":
             self._check_whole()
@@ -338,8 +319,7 @@ class Store(SqlStore):
 
     def _make_schema(self) -> None:
         """LangGraph's tables (its own ``setup``), then chatbot's and the mark in one
-        transaction under SQLite's write lock: a set-up cut short leaves an empty database
-        or a whole one."""
+        transaction: a set-up cut short leaves an empty database or a whole one."""
         from chatbot.store.saver import ChatSqliteSaver
 
         with self.lock:
@@ -361,17 +341,15 @@ class Store(SqlStore):
         return int(self.conn.execute(COUNT_THREADS).fetchone()[0])
 
     def _check_intact(self) -> None:
-        """Before changing the schema of a database that holds threads: SQLite's quick check,
-        so that a damaged file is reported rather than written into."""
+        """SQLite's quick check, before changing a database that holds threads: a damaged file
+        is reported, not written into."""
         ((found,),) = self.conn.execute("PRAGMA quick_check(1)").fetchall()
         if found != "ok":
             raise DamagedDatabase(self.path, found.replace("*** in database main ***", ""))
 
     def _check_whole(self) -> None:
-        """Before writing: the sign of a file cut short. SQLite writes whole pages, so a file
-        that is not a whole number of them is damaged. (The size is read with ``stat``: opening
-        and closing the file here would drop the locks SQLite holds on it, as POSIX locks go
-        with any descriptor's close.)"""
+        """Before writing: a file that is not a whole number of pages was cut short. (``stat``:
+        closing a descriptor of the file would drop SQLite's POSIX locks on it.)"""
         if self.path == ":memory:":
             return
         ((page_size,),) = self.conn.execute("PRAGMA page_size").fetchall()
@@ -391,16 +369,14 @@ class Store(SqlStore):
 
             saver = ChatSqliteSaver(self.conn, serde=ZstdSerializer(writing=not self.adopted))
             saver.path = self.path
-            # one lock for the connection, LangGraph's and ours (an RLock does all a Lock does)
-            saver.lock = self.lock  # type: ignore[assignment]
+            saver.lock = self.lock  # type: ignore[assignment]  # (an RLock does what a Lock does)
             saver.is_setup = True  # (its tables are made before the schema's mark)
             self._saver = saver
         return self._saver
 
     @property
     def memory_store(self) -> BaseStore:
-        """LangGraph's store on this connection (the user's memories), made on first use
-        (:mod:`chatbot.store.userstore`)."""
+        """LangGraph's store on this connection (the user's memories), made on first use."""
         if self._memory_store is None:
             from chatbot.store.userstore import sqlite_store
 
@@ -432,8 +408,8 @@ class Store(SqlStore):
 
     def close(self, wait: float | None = None) -> None:
         """Close the connection once no other thread uses it (closing it under a running
-        statement crashes the process). With ``wait``, give up after that many seconds and
-        leave it to the end of the process: SQLite needs nothing at close."""
+        statement crashes the process); after ``wait`` seconds, leave it open (SQLite needs
+        nothing at close)."""
         if not self.lock.acquire(timeout=-1 if wait is None else wait):
             return
         try:
@@ -502,8 +478,7 @@ class Store(SqlStore):
         return total
 
     def vacuum(self) -> tuple[int, int]:
-        """Give the space of deleted threads back to the file system (SQLite's ``VACUUM``,
-        after folding the write-ahead log into the file). Returns bytes before and after."""
+        """SQLite's ``VACUUM`` between folding the write-ahead log into the file."""
         before = self.bytes_on_disk()
         with self.lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

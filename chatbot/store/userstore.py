@@ -1,11 +1,8 @@
-"""LangGraph's long-term store as chatbot opens it: ``SqliteStore`` on the SQLite database's own
-connection, ``PostgresStore`` on the PostgreSQL database's pool, so the user's memories live in
-the same database as the checkpoints (and a SQLite file keeps its 0600).
-
-The store's tables are LangGraph's own (``store``, ``store_migrations``), made by its own
-``setup()`` the first time a database's store is used for writing; a database opened to read
-that has none yet reads as holding no memories. As with the savers (:mod:`chatbot.store.saver`),
-the SQLite store's async methods run its sync ones on the one connection and lock.
+"""LangGraph's long-term store (the user's memories) in the checkpoints' database:
+``SqliteStore`` on the SQLite database's own connection and lock (its async methods run its
+sync ones), ``PostgresStore`` on the PostgreSQL pool. Its tables are made by LangGraph's own
+``setup()`` when first used for writing; a database opened to read without them holds no
+memories.
 """
 
 from __future__ import annotations
@@ -23,16 +20,14 @@ STORE_TABLES = frozenset({"store", "store_migrations"})
 
 
 class ChatSqliteStore(SqliteStore):
-    """LangGraph's ``SqliteStore``, serving the graph's async nodes too: its ``abatch`` runs
-    ``batch`` (the connection and its lock are shared with the saver and chatbot's own SQL)."""
+    """LangGraph's ``SqliteStore``, its ``abatch`` running ``batch`` for the graph's nodes."""
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return self.batch(ops)
 
 
 class EmptyStore(BaseStore):
-    """The store of a database opened to read that has no store's tables yet: it holds
-    nothing (and is never written: reading commands write nothing)."""
+    """The store of a database opened to read without the store's tables: it holds nothing."""
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [[] if isinstance(op, SearchOp | ListNamespacesOp) else None for op in ops]
@@ -56,8 +51,7 @@ def sqlite_store(conn: sqlite3.Connection, lock: threading.RLock, *, read_only: 
     else:
         with lock:
             store.setup()
-            conn.commit()  # (its migrations' rows: LangGraph's set-up leaves them uncommitted
-            # on a connection that is not in autocommit mode)
+            conn.commit()  # (LangGraph's set-up leaves its migrations' rows uncommitted)
     return store
 
 

@@ -513,5 +513,5 @@ class LocalBackend(LocalReader, ThreadOperations):
         """True while another process takes a turn on the thread (it holds the lease)."""
         from chatbot.store.leases import HOLDER, gone
 
-        holder = self.store.lease_taken(thread_id)
+        holder = self.store.lease_holder(thread_id, unexpired=True)
         return holder is not None and holder != HOLDER and not gone(holder)
