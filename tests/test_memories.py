@@ -327,3 +327,54 @@ def test_a_renamed_thread_keeps_its_memories_and_its_switch(
     kept = ok(cli.invoke("delete", "lance", "--forget-memories", "--yes", "--db", str(cli.db)))
     assert "forgotten 3 memories from lance" in kept.stderr, kept.stderr
     assert listed(cli) == []
+
+
+def test_memories_that_tip_a_request_past_the_budget_fold_it_before_the_call() -> None:
+    """The router before a turn's first call cannot read the store: the chat node, once it has
+    read the memories, sends the turn to fold first when they tip the request past the model's
+    input budget, and the call it then makes fits."""
+    import asyncio
+
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import DURABILITY, build_graph, run_resolver
+    from chatbot.engine.remembering import NAMESPACE
+    from chatbot.memory.facts import Memory
+    from tests.scripted import ScriptedChatModel
+
+    store = InMemoryStore()
+    chat = ScriptedChatModel(default="ok " + "word " * 40)
+    summary = ScriptedChatModel(default="- the summary")
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        model="offline",
+        max_input_tokens=1200,
+        summary_trigger="messages:100",
+        summary_keep="messages:2",
+    )
+    graph = build_graph(chat, summary, settings, InMemorySaver(), store=store)
+    config = {"configurable": {"thread_id": "t"}}
+
+    def say(text: str) -> None:
+        ask = graph.ainvoke({"messages": [HumanMessage(text)]}, config, durability=DURABILITY)
+        asyncio.run(ask)
+
+    for n in range(11):
+        say(f"message {n} " + "talk " * 40)
+    assert not summary.calls, "without memories every request fits"
+    for n in range(5):
+        fact = Memory(f"m00000{n}", f"Fact {n}: " + "detail " * 12, "elsewhere")
+        store.put(NAMESPACE, fact.id, fact.value())
+    run = run_resolver(graph)(None, "")
+    budget = run.policy.input_budget()
+    assert budget is not None
+    sent = len(chat.calls)
+    say("the last message " + "talk " * 40)
+    assert summary.calls, "the memories tipped it over: folded first"
+    (last,) = chat.calls[sent:]
+    assert "Fact 0" in last[0].text, "the call carries the memories"
+    assert run.counter.raw(last) <= budget
+    assert graph.get_state(config).values["summary"] == "- the summary"

@@ -113,6 +113,8 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     refuses tools is asked once more without them (and not offered them again)."""
     messages, summary = state["messages"], state.get("summary", "")
     run, _ = await remembering.recalled(messages, run, requests=True)
+    if run.memories and not state.get("fold_tried") and _memories_tip_over(state, run):
+        return {"memories": run.memories}  # (should_continue folds, then this node answers)
     offer = recalling.offers_recall(state, run)
     sent = prompts.conversation_input(
         messages, summary, run.system_prompt, run.language, offer, run.memories
@@ -186,6 +188,14 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     if state.get("context_overflow"):
         update["context_overflow"] = {}
     return update
+
+
+def _memories_tip_over(state: RunState, run: RunSettings) -> bool:
+    """True when the request would fit the model's input budget without the memories block
+    but not with it, and a fold would help: ``fold_first`` decides before the block is read."""
+    return folding.fold_reason(state, run, compact=False) == "fit" and folding.worth_folding(
+        state, run, "fit"
+    )
 
 
 async def summarize_conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
