@@ -12,7 +12,8 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
   the run asks to compact; otherwise answer at once.
 - ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
   a fold already (one fold a turn); or, when the provider refused the request as too long,
-  fold and try again once.
+  fold and try again once. ``conversation`` itself sends the turn there before calling when
+  the memories block, read only by the node, tips the request past the input budget.
 - ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
 - ``recall``: the reply called the recall tool (:mod:`chatbot.memory.recall`): the folded
   messages it asked for go back to ``conversation`` as tool messages.
