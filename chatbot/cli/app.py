@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,6 +21,8 @@ from chatbot.cli.core import (  # noqa: F401  (the commands import these from he
     CliError,
     ValidTextReader,
     _error_line,
+    _existing_thread,
+    checked_thread_id,
     err,
     escape,
     exit_after,
@@ -30,24 +33,15 @@ from chatbot.cli.core import (  # noqa: F401  (the commands import these from he
     print_json,
     read_text,
     set_up_process,
-    show_notice,
-    thread_backend,
     thread_reader,
     valid_stdin,
     valid_text,
     valid_text_option,
+    write_output,
 )
 
 if TYPE_CHECKING:
     from chatbot.threads.backend import Backend
-
-
-def _flags_take_no_value(params: Sequence[Any]) -> None:
-    """A flag listed alone in the help, ``--json`` (Typer lists it with its type, ``--json
-    <bool>``, as if it took a value): an empty metavar."""
-    for param in params:
-        if isinstance(param, TyperOption) and param.is_flag:
-            param.metavar = ""
 
 
 HELP_PANELS: dict[str, tuple[str, ...]] = {
@@ -74,47 +68,41 @@ def headline(help: str) -> str:
     return help
 
 
-def _one_line_short_help(command: Any) -> None:
-    """A command listed in its group's help by its :func:`headline`, on one line (Typer keeps
-    a docstring's line breaks there)."""
-    if command.short_help is None and command.help:
-        command.short_help = headline(command.help)
-
-
-class Command(TyperCommand):
-    """A ``chatbot`` command: its help lists flags as flags; its group's lists it on one line."""
+class _Help:
+    """A command whose help lists a flag alone (Typer lists ``--json <bool>``, as if it took
+    a value), and which its group's help lists by its :func:`headline`, on one line."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _one_line_short_help(self)
+        command: Any = self
+        if command.short_help is None and command.help:
+            command.short_help = headline(command.help)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        _flags_take_no_value(self.get_params(ctx))
-        super().format_help(ctx, formatter)
+        command: Any = self
+        for param in command.get_params(ctx):
+            if isinstance(param, TyperOption) and param.is_flag:
+                param.metavar = ""
+        super().format_help(ctx, formatter)  # type: ignore[misc]
 
 
-class OneLineErrors(TyperGroup):
+class Command(_Help, TyperCommand):
+    """A ``chatbot`` command (see :class:`_Help`)."""
+
+
+class OneLineErrors(_Help, TyperGroup):
     """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr.
 
-    Typer prints a usage error as the usage, a hint and a boxed panel. Click's way to handle
-    errors yourself is ``standalone_mode=False``: ``main`` then raises them (and returns the
-    code of an ``Exit``) instead of printing; this class does the printing and exiting. Its
-    help lists flags as flags, as :class:`Command`'s does, and its commands in the order of
+    Typer prints a usage error as the usage, a hint and a boxed panel. With
+    ``standalone_mode=False`` Click's ``main`` raises its errors instead of printing them;
+    this class prints them as one line and exits. Its commands are listed in the order of
     :data:`HELP_PANELS`.
     """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _one_line_short_help(self)
 
     def list_commands(self, ctx: Any) -> list[str]:
         names = super().list_commands(ctx)
         known = [name for name in _COMMAND_ORDER if name in names]
         return known + [name for name in names if name not in known]
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        _flags_take_no_value(self.get_params(ctx))
-        super().format_help(ctx, formatter)
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         return _one_line(lambda: super(OneLineErrors, self).make_context(*args, **kwargs))
@@ -147,13 +135,16 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def _one_line(step: Callable[[], Any]) -> Any:
-    """Parsing the command line and running the group's callback, as :func:`guarded` runs a
-    command: Ctrl-C is ``interrupted`` (Typer would end with code 130 in silence), and any
-    error that is not Click's one line on stderr, never a traceback."""
+def _one_line(
+    step: Callable[[], Any],
+    passing: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort, typer.TyperException),
+) -> Any:
+    """Run ``step`` (parsing the command line, the group's callback, a command): an error
+    other than ``passing`` is one line on stderr, never a traceback, and Ctrl-C says
+    ``interrupted`` (Typer would end with code 130 in silence)."""
     try:
         return step()
-    except (typer.Exit, typer.Abort, typer.TyperException):
+    except passing:
         raise
     except BaseException as error:
         code = exit_code(error)
@@ -239,6 +230,13 @@ ThreadArgument = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace the --output file if it exists.")
+]
 
 
 def guarded(command: Callable[..., None]) -> Callable[..., None]:
@@ -247,15 +245,7 @@ def guarded(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            command(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except BaseException as error:
-            code = exit_code(error)
-            if code is None:
-                raise
-            raise typer.Exit(code) from None
+        _one_line(lambda: command(*args, **kwargs), (typer.Exit, typer.Abort))
 
     return wrapper
 
@@ -281,7 +271,8 @@ def open_thread(
     local_only: str = "",
     runs: bool = False,
 ) -> Backend:
-    """The backend for a command about one existing thread (see
-    :func:`chatbot.cli.core.thread_backend`)."""
+    """The backend for a command about one existing thread (one error line if it is missing).
+    ``local_only`` names a command only local threads allow: on a server it is refused first.
+    """
     state = app_state(ctx, db, url)
-    return thread_backend(state, thread_id, local_only=local_only, runs=runs)
+    return _existing_thread(state, thread_id, lambda: state.backend(runs), local_only)

@@ -8,24 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from chatbot.cli.core import AppState, ValidTextReader, checked_thread_id, fail, out, valid_stdin
+
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from chatbot.terminal.repl import LineReader, Repl
-
-
-from chatbot.cli.core import (
-    AppState,
-    ValidTextReader,
-    out,
-    valid_stdin,
-)
-
-
-def loads_behind_the_prompt(state: AppState) -> bool:
-    """A REPL on a SQLite file starts before its models and graph: the thread list is plain
-    SQL. On a server or PostgreSQL, everything is made before the prompt."""
-    from chatbot.store.base import is_postgres_url
-
-    return not state.remote and not is_postgres_url(state.places.db)
 
 
 def _first_thread(thread: str | None, new: bool, newest: Callable[[], str | None]) -> str:
@@ -207,19 +193,17 @@ def leave_at_once(state: AppState, code: int) -> NoReturn:
 
 def run_chat(state: AppState, thread: str | None, new: bool) -> int:
     """``chatbot chat``: the REPL; its exit code."""
-    from chatbot.cli.core import fail
-    from chatbot.threadids import check_thread_id
+    from chatbot.store.base import is_postgres_url
 
     if thread and new:
         fail("give --thread or --new, not both", 2)
     if thread:  # checked before the database is opened (or created)
-        try:
-            thread = check_thread_id(thread)
-        except ValueError as error:
-            fail(str(error), 2)
+        thread = checked_thread_id(thread)
     terminal = sys.stdin.isatty() and out.is_terminal
     try:
-        if terminal and loads_behind_the_prompt(state):
+        # On a SQLite file the prompt comes first (the thread list is plain SQL); on a server
+        # or PostgreSQL, everything is made before it.
+        if terminal and not state.remote and not is_postgres_url(state.places.db):
             repl = repl_loading_behind_the_prompt(state, thread, new)
         else:
             from chatbot.cli.core import started

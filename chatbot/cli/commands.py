@@ -20,6 +20,7 @@ from chatbot.cli.app import (
     DbOption,
     ThreadArgument,
     UrlOption,
+    YesOption,
     app,
     app_state,
     err,
@@ -176,7 +177,7 @@ def fork(
 def delete(
     ctx: typer.Context,
     thread_id: ThreadArgument,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
     forget_memories: Annotated[
         bool,
         typer.Option("--forget-memories", help="Forget the memories that came from it too."),

@@ -127,13 +127,8 @@ class AppState:
         if self._settings is None:
             from chatbot.config.settings import load_settings
 
-            overrides: dict[str, Any] = {}
-            if self.db is not None:
-                overrides["db"] = self.db
-            if self.model:
-                overrides["model"] = self.model
-            if self.url:
-                overrides["url"] = self.url
+            given = (("db", self.db), ("model", self.model or None), ("url", self.url or None))
+            overrides = {name: value for name, value in given if value is not None}
             self._settings = load_settings(self.env_file, **overrides)
             for secret in self._settings.secrets():
                 remember_secret(secret)
@@ -201,11 +196,7 @@ class AppState:
         """Where threads live: the server, the database file or URL (never with a password)."""
         from chatbot.config.sources import without_password
 
-        return (
-            without_password(self.places.url)
-            if self.places.url
-            else without_password(self.places.db)
-        )
+        return without_password(self.places.url or self.places.db)
 
     @property
     def threads_hint(self) -> str:
@@ -314,6 +305,28 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
 
 
+def checked_thread_id(thread: str) -> str:
+    """A thread id given on the command line, checked (one line, exit 2, for a bad one)."""
+    from chatbot.threadids import check_thread_id
+
+    try:
+        return check_thread_id(thread)
+    except ValueError as error:
+        fail(str(error), 2)
+
+
+def write_output(output: Path, text: str, force: bool) -> str:
+    """Write ``--output`` whole (:func:`~chatbot.history.export.write_private`); its path as
+    a message shows it. A file there is replaced only with ``--force``."""
+    from chatbot.history.export import FileExists, write_private
+
+    try:
+        written = write_private(output, text, replace=force)
+    except FileExists as error:
+        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
+    return escape(sanitize(str(written)))
+
+
 def _error_line(message: str) -> None:
     """Every error line the CLI prints: secrets removed, control characters made visible,
     and a long value echoed in it cut to a readable length (:func:`within_reach`)."""
@@ -387,11 +400,6 @@ def configure_logging() -> None:
     import logging
 
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-
-
-def show_notice(state: AppState) -> None:
-    if not state.remote and state.models.notice:
-        err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
 
 
 def valid_stdin() -> TextIO:
@@ -503,20 +511,11 @@ def exit_code(error: BaseException) -> int | None:
 _Door = TypeVar("_Door", bound="LocalReader | Backend")
 
 
-def thread_backend(
-    state: AppState, thread_id: str, *, local_only: str = "", runs: bool = False
-) -> Backend:
-    """The backend for a command about one existing thread (one error line if it is missing).
-
-    ``local_only`` names a command only local threads allow: on a server it is refused first.
-    """
-    return _existing_thread(state, thread_id, lambda: state.backend(runs), local_only)
-
-
 def thread_reader(state: AppState, thread_id: str) -> LocalReader | Backend:
-    """What a command that only reads one existing thread reads it through (one error line if
-    it is missing): locally :meth:`AppState.reader`'s ``LocalReader``, which reads its
-    checkpoints without importing what runs a turn; on a server its backend."""
+    """What a command that only reads one existing thread reads it through, the database
+    opened read-only (one error line if the thread is missing): locally a ``LocalReader``,
+    which imports nothing of what runs a turn; on a server its backend."""
+    state.read_only = True
     return _existing_thread(state, thread_id, state.reader)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,6 +20,7 @@ from chatbot.cli.app import (
     DbOption,
     JsonOption,
     OneLineErrors,
+    YesOption,
     app,
     app_state,
     err,
@@ -64,8 +65,8 @@ def _local_store(
 def _size(count: int) -> str:
     """Bytes for people: ``412.3 MB``."""
     size = float(count)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
+    for unit in ("bytes", "KB", "MB"):
+        if size < 1000:
             return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
         size /= 1000
     return f"{size:,.1f} GB"
@@ -183,7 +184,7 @@ def db_copy(
 @guarded
 def db_adopt(
     ctx: typer.Context,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
     db: DbOption = None,
 ) -> None:
     """Take over another LangGraph program's database on purpose: chatbot adds its own tables
@@ -301,27 +302,16 @@ def prune(
     ):
         return
     from chatbot.store.base import checkpoint_time
-    from chatbot.store.leases import Lease
 
-    deleted, busy = 0, []
-    for info in stale:
-        lease = Lease(store, info.thread_id)
-        if not lease.try_acquire():  # (a turn runs on it now)
-            busy.append(info.thread_id)
-            continue
-        try:  # (looked at again under the lease: a turn may have ended on it since the list)
-            latest = store.latest_checkpoint_id(info.thread_id)
-            if latest is not None and checkpoint_time(latest) == info.last_active:
-                deleted += store.delete_thread(info.thread_id)
-            else:
-                busy.append(info.thread_id)
-        finally:
-            lease.release()
-    err.print(
-        f"deleted {counted(deleted, 'thread')}; 'chatbot db vacuum' gives their space back "
-        "to the disk"
-    )
-    _left_busy(busy)
+    listed = {info.thread_id: info.last_active for info in stale}
+
+    def delete_unchanged(thread_id: str) -> int | None:
+        latest = store.latest_checkpoint_id(thread_id)  # (a turn may have ended on it since)
+        if latest is None or checkpoint_time(latest) != listed[thread_id]:
+            return None
+        return store.delete_thread(thread_id)
+
+    _under_leases(store, listed, delete_unchanged, lambda n: f"deleted {counted(n, 'thread')}")
 
 
 def _confirmed(yes: bool, piped: str, question: str) -> bool:
@@ -371,29 +361,41 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
         f"Remove these {what}?",
     ):
         return
-    from chatbot.store.leases import Lease
+    _under_leases(  # (the branches found again: a turn may have moved the line since)
+        store,
+        [thread_id for thread_id, _ in plans],
+        lambda thread: prune_branches(store, thread, abandoned_branches(store, thread, days)),
+        lambda n: f"removed {counted(n, 'checkpoint')} of side branches",
+    )
 
-    removed, busy = 0, []
-    for thread_id, _ in plans:
-        lease = Lease(store, thread_id)  # (a killed process's is taken at once, as a turn does)
+
+def _under_leases(
+    store: SqlStore,
+    threads: Iterable[str],
+    work: Callable[[str], int | None],
+    done: Callable[[int], str],
+) -> None:
+    """``work`` on each thread under its lease (a killed process's is taken at once, as a
+    turn does), then what was ``done`` in all; the threads left alone, because a turn held
+    them or ``work`` found one changed (``None``), are named in an error line (exit 1)."""
+    from chatbot.store.leases import Lease
+    from chatbot.threadids import quoted
+
+    total, busy = 0, []
+    for thread_id in threads:
+        lease = Lease(store, thread_id)
         if not lease.try_acquire():
             busy.append(thread_id)
             continue
-        try:  # (found again under the lease: a turn may have moved the line since)
-            removed += prune_branches(store, thread_id, abandoned_branches(store, thread_id, days))
+        try:
+            count = work(thread_id)
         finally:
             lease.release()
-    err.print(
-        f"removed {counted(removed, 'checkpoint')} of side branches; 'chatbot db vacuum' "
-        "gives their space back to the disk"
-    )
-    _left_busy(busy)
-
-
-def _left_busy(busy: Sequence[str]) -> None:
-    """Say which threads pruning left alone because a turn held them (exit 1), if any."""
-    from chatbot.threadids import quoted
-
+        if count is None:
+            busy.append(thread_id)
+        else:
+            total += count
+    err.print(f"{done(total)}; 'chatbot db vacuum' gives their space back to the disk")
     if busy:
         fail(
             f"{counted(len(busy), 'thread')} taking a turn now or since listed, left as "

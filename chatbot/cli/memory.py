@@ -3,15 +3,16 @@ told about the user in every thread), outside the REPL."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from chatbot.cli.app import (
     DbOption,
+    ForceOption,
     JsonOption,
     OneLineErrors,
+    OutputOption,
     UrlOption,
     app,
     app_state,
@@ -21,6 +22,7 @@ from chatbot.cli.app import (
     guarded,
     out,
     print_json,
+    write_output,
 )
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
@@ -94,29 +96,18 @@ def forget(
 @guarded
 def export(
     ctx: typer.Context,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace the --output file if it exists.")
-    ] = False,
+    output: OutputOption = None,
+    force: ForceOption = False,
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
     """Export every memory, superseded ones too, as JSON."""
     import json
 
-    from chatbot.history.export import FileExists, write_private
-
     book = _book(ctx, db, url, reading=True)
     records = [memory.record() for memory in ([] if book is None else book.all())]
     if output is None:
         print_json(records)
         return
-    try:
-        text = json.dumps(records, ensure_ascii=False, indent=2) + "\n"
-        written = write_private(output, text, replace=force)
-    except FileExists as error:
-        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
-    shown = escape(sanitize(str(written)))
-    err.print(f"exported {counted(len(records), 'memory', 'memories')} to {shown}")
+    written = write_output(output, json.dumps(records, ensure_ascii=False, indent=2) + "\n", force)
+    err.print(f"exported {counted(len(records), 'memory', 'memories')} to {written}")

@@ -42,7 +42,6 @@ def threads(
     state = app_state(ctx, db, url)
     if state.remote or is_postgres_url(state.places.db):
         configure_logging()  # (the client libraries log; sqlite3 and the store never do)
-
     state.read_only = True
     # (locally plain SQL: nothing of LangGraph is imported)
     listing = [] if state.nothing_to_read() else state.reader().threads()
@@ -78,10 +77,7 @@ def history(
     checkpoint it left), newest first; --all lists every checkpoint."""
     from chatbot.history.turns import history_rows, turn_entries
 
-    state = app_state(ctx, db, url)
-
-    state.read_only = True
-    reader = thread_reader(state, thread_id)
+    reader = thread_reader(app_state(ctx, db, url), thread_id)
     history = reader.history(thread_id)  # the index: only the rows shown read their states
     if every:
         rows = history_rows(history, limit)
@@ -121,10 +117,7 @@ def show(
     url: UrlOption = None,
 ) -> None:
     """Show a thread's summary and messages, now or at a past checkpoint."""
-    state = app_state(ctx, db, url)
-
-    state.read_only = True
-    reader = thread_reader(state, thread_id)
+    reader = thread_reader(app_state(ctx, db, url), thread_id)
     if checkpoint:
         from chatbot.history.lineage import find_checkpoint
 
@@ -180,7 +173,6 @@ def search(
     from chatbot.store.search import SearchError, hit_record, parse_query
 
     state = app_state(ctx, db, url)
-
     text = valid_text(text)
     try:
         parse_query(text)

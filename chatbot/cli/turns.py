@@ -19,6 +19,7 @@ from chatbot.cli.app import (
     UrlOption,
     app,
     app_state,
+    checked_thread_id,
     err,
     escape,
     fail,
@@ -27,7 +28,6 @@ from chatbot.cli.app import (
     out,
     print_json,
     read_text,
-    show_notice,
     valid_text_option,
 )
 from chatbot.errors import describe_error
@@ -37,8 +37,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.terminal.display import WaitSpinner
     from chatbot.threads.attachments import Attachment, Content
     from chatbot.threads.backend import Backend
-    from chatbot.threads.events import Event, Kept, TurnStream
-    from chatbot.threads.runner import Display, TurnOutcome
+    from chatbot.threads.events import Event, Kept
 
 
 @app.command(cls=Command, rich_help_panel="Chat")
@@ -96,20 +95,18 @@ def ask(
     from chatbot.store.errors import StoreError
     from chatbot.terminal.display import ReplyView
     from chatbot.terminal.render import failed_turn
-    from chatbot.threadids import check_thread_id
     from chatbot.threads.attachments import check_system_prompt
+    from chatbot.threads.runner import session_runner
 
-    try:
-        thread = check_thread_id(thread)
-    except ValueError as error:
-        fail(str(error), 2)
+    thread = checked_thread_id(thread)
     prompt = _prompt_option(system, role)
     state = app_state(ctx, db, url)
     message = read_text(text) if not files else _text_with_files(text)
     spinner = _spinner("connecting to the server…" if state.remote else None)
     try:
         backend = state.backend(runs=True)
-        show_notice(state)
+        if not state.remote and state.models.notice:
+            err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
         content = _attach(message, files or [], backend)
         if prompt is not None:
             check_system_prompt(prompt[0], backend.run_settings(None, prompt[0]))
@@ -117,7 +114,7 @@ def ask(
         view = ReplyView(out, live=out.is_terminal, plain=True, notes_to=err, spinner=spinner)
         view.start()
         turn = backend.send(thread, content)
-        outcome = _run_turn(turn, view)
+        outcome = session_runner().run(turn, view)  # (Ctrl-C cancels it, closing the request)
     finally:
         if spinner is not None:
             spinner.stop()
@@ -197,13 +194,6 @@ def _attach(text: str, files: list[str], backend: Backend) -> Content:
     return message_content(text, attached)
 
 
-def _run_turn(turn: TurnStream, view: Display) -> TurnOutcome:
-    """Run one turn on the session's event loop (Ctrl-C cancels it and closes the request)."""
-    from chatbot.threads.runner import session_runner
-
-    return session_runner().run(turn, view)
-
-
 def _leaving_after_ctrl_c() -> None:
     """The turn is stopped and nothing more will be written: an impatient second Ctrl-C
     must not turn the clean exit (code 130) into a death by signal."""
@@ -230,13 +220,14 @@ def compact(
 ) -> None:
     """Fold a thread's older messages into its summary now: the usual keep window stays."""
     from chatbot.history.summary import compact_refusal
+    from chatbot.threads.runner import session_runner
 
     backend = open_thread(ctx, thread_id, db, url, runs=True)
     refusal = compact_refusal(backend.current(thread_id))
     if refusal:
         fail(refusal)
     view = _CompactView()
-    outcome = _run_turn(backend.compact(thread_id, focus or ""), view)
+    outcome = session_runner().run(backend.compact(thread_id, focus or ""), view)
     if outcome.interrupted:
         _leaving_after_ctrl_c()
         fail("interrupted: nothing was folded", 130)
