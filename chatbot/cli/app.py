@@ -1,7 +1,5 @@
-"""The ``chatbot`` CLI's frame: the Typer app, one-line errors, the consoles, the shared
-options, and the state the global options set up (settings, database, models, graph, all made
-on demand). :mod:`chatbot.cli.commands` registers the commands on it (see there for where each
-one lives); :mod:`chatbot.cli.chat` starts the REPL."""
+"""The ``chatbot`` CLI's frame: the Typer app, its one-line errors and the shared options;
+:mod:`chatbot.cli.commands` registers the commands on it."""
 
 from __future__ import annotations
 
@@ -51,14 +49,13 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Settings": ("config", "models", "roles"),
     "Database": ("db", "prune"),
 }
-"""``chatbot --help``'s groups of commands, in order (each command names its group with
-``rich_help_panel``); the README's cheat sheet lists them in this order too."""
+"""``chatbot --help``'s groups of commands, in order (the README's cheat sheet's too)."""
 _COMMAND_ORDER = [name for names in HELP_PANELS.values() for name in names]
 
 
 def headline(help: str) -> str:
-    """A help text's first sentence up to its first ``:`` or ``;`` outside brackets (the
-    details follow), on one line: what a list of commands shows."""
+    """A help text's first sentence up to its first ``:`` or ``;`` outside brackets, on one
+    line: what a list of commands shows."""
     help = " ".join(help.split("\n\n")[0].split())
     depth = 0
     for at, char in enumerate(help):
@@ -206,6 +203,20 @@ app = typer.Typer(
 )
 
 
+def command_group(name: str, help: str, panel: str, **options: Any) -> typer.Typer:
+    """A command with subcommands (``chatbot db stats``), listed in ``panel`` of the help."""
+    group = typer.Typer(
+        name=name,
+        cls=OneLineErrors,
+        help=help,
+        add_completion=False,
+        rich_markup_mode="rich",
+        **options,
+    )
+    app.add_typer(group, rich_help_panel=panel)
+    return group
+
+
 DbOption = Annotated[
     str | None,
     typer.Option(
@@ -240,8 +251,7 @@ ForceOption = Annotated[
 
 
 def guarded(command: Callable[..., None]) -> Callable[..., None]:
-    """Turn every error a command meets into one line on stderr and a non-zero exit code
-    (:func:`chatbot.cli.core.exit_code`)."""
+    """Turn every error a command meets into one line on stderr and a non-zero exit code."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:

@@ -1,10 +1,6 @@
-"""The ``chatbot`` command: the Typer app with every command registered (its frame:
-:mod:`chatbot.cli.app`). Here: the main options (without a command: the REPL), ``chat``,
-``fork`` and ``delete``; the others live by concern in :mod:`chatbot.cli.turns` (``ask``,
-``compact``, ``roles``), :mod:`chatbot.cli.read` (``threads``, ``history``, ``show``,
-``search``), :mod:`chatbot.cli.transfer` (``export``, ``import``), :mod:`chatbot.cli.config`
-(``config``, ``models``) and :mod:`chatbot.cli.db` (``db``, ``prune``). The CLI is the only part
-of chatbot that reads the environment and prints."""
+"""The ``chatbot`` command: the Typer app with every command registered. Here: the main
+options (without a command: the REPL), ``chat``, ``fork`` and ``delete``; the others live by
+concern in the modules imported below."""
 
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ import typer
 from chatbot.cli.app import (
     Command,
     JsonOption,
-    OneLineErrors,
     app,
     app_state,
+    command_group,
     err,
     escape,
     fail,
@@ -30,16 +30,13 @@ if TYPE_CHECKING:
 
 # --- the user's config ----------------------------------------------------------------------
 
-config_app = typer.Typer(
-    name="config",
-    cls=OneLineErrors,
-    help="Show every setting, its value and where it comes from: option, environment, "
+config_app = command_group(
+    "config",
+    "Show every setting, its value and where it comes from: option, environment, "
     "./.env, the user's config.env, default. 'init' creates config.env.",
-    add_completion=False,
-    rich_markup_mode="rich",
+    "Settings",
     invoke_without_command=True,
 )
-app.add_typer(config_app, rich_help_panel="Settings")
 
 
 def _where(row: SettingRow) -> str:
@@ -210,8 +207,7 @@ def _windows(
     settings: Settings, listing: list[ModelInfo], current: str, listed_as: str
 ) -> dict[str, Window]:
     """The windows known of the listed models, by their listed names: the current model's
-    asked of the server anew (this is where a user looks after changing the server's
-    settings), under the name it is configured by; the others' as learned before."""
+    asked of the server anew, the others' as learned before."""
     from chatbot.config.sources import endpoint_of
     from chatbot.engine.models import is_offline, make_model, max_input_tokens
     from chatbot.engine.servers import learn_from_server

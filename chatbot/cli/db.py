@@ -19,10 +19,10 @@ from chatbot.cli.app import (
     Command,
     DbOption,
     JsonOption,
-    OneLineErrors,
     YesOption,
     app,
     app_state,
+    command_group,
     err,
     escape,
     fail,
@@ -34,24 +34,19 @@ from chatbot.plural import counted
 
 # --- keeping the database small -----------------------------------------------------------
 
-db_app = typer.Typer(
-    name="db",
-    cls=OneLineErrors,
-    help="Look after the database: what it holds, copies of it, giving deleted threads' "
-    "space back.",
-    add_completion=False,
-    rich_markup_mode="rich",
+db_app = command_group(
+    "db",
+    "Look after the database: what it holds, copies of it, giving deleted threads' space back.",
+    "Database",
     no_args_is_help=True,
 )
-app.add_typer(db_app, rich_help_panel="Database")
 
 
 def _local_store(
     ctx: typer.Context, db: str | None, what: str, *, read_only: bool = False
 ) -> SqlStore | None:
     """The local database for a maintenance command; ``None`` (said on stderr) if there is
-    nothing in it yet (:meth:`~chatbot.cli.core.AppState.nothing_to_read`). On a server the
-    command is refused."""
+    nothing in it yet. On a server the command is refused."""
     state = app_state(ctx, db)
     state.read_only = read_only
     if state.remote:
@@ -74,8 +69,8 @@ def _size(count: int) -> str:
 
 @contextlib.contextmanager
 def _progress(doing: str, things: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr for ``total`` things (only on a terminal, and for 200 or more):
-    yields what to call with how many more are done."""
+    """A progress bar on stderr for ``total`` things (on a terminal, for 200 or more): yields
+    what to call with how many more are done."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(
@@ -315,8 +310,8 @@ def prune(
 
 
 def _confirmed(yes: bool, piped: str, question: str) -> bool:
-    """Whether to go on deleting: ``--yes``, or a yes to ``question`` on a terminal. Piped
-    without ``--yes``, says ``piped`` and does nothing; a no exits 1 ("kept")."""
+    """Whether to go on deleting: ``--yes``, or a yes to ``question`` on a terminal (a no exits
+    1); piped without ``--yes``, says ``piped``."""
     if yes:
         return True
     if not sys.stdin.isatty():
@@ -329,8 +324,7 @@ def _confirmed(yes: bool, piped: str, question: str) -> bool:
 
 
 def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -> None:
-    """``prune --abandoned-days``: what each thread would lose, then (with ``yes`` or a yes
-    to the question) each thread pruned under its lease, its branches found again there."""
+    """``prune --abandoned-days``: what each thread would lose, then each thread pruned."""
     from chatbot.store.pruning import abandoned_branches, prune_branches
     from chatbot.threadids import quoted
     from chatbot.threads.backend import LocalBackend
@@ -407,9 +401,8 @@ def _under_leases(
 
 
 def _pruned_view(thread_id: str, branches: Sequence[Branch], history: Sequence[Any]) -> Any:
-    """What pruning a thread's branches takes away, as its history says it: the entries on
-    those branches (a run whose start stays on the line, as the one whose reply a REPL
-    /retry replaced, loses only what it wrote after)."""
+    """What pruning a thread's branches takes away, as its history's entries (a run whose start
+    stays on the line, as one whose reply /retry replaced, loses only its reply)."""
     from rich.console import Group
     from rich.text import Text
 

@@ -11,11 +11,10 @@ from chatbot.cli.app import (
     DbOption,
     ForceOption,
     JsonOption,
-    OneLineErrors,
     OutputOption,
     UrlOption,
-    app,
     app_state,
+    command_group,
     err,
     escape,
     fail,
@@ -30,15 +29,12 @@ from chatbot.sanitize import sanitize
 if TYPE_CHECKING:
     from chatbot.threads.memorybook import MemoryBook
 
-memory_app = typer.Typer(
-    name="memory",
-    cls=OneLineErrors,
-    help="What is remembered about you across threads: list, forget, export.",
-    add_completion=False,
-    rich_markup_mode="rich",
+memory_app = command_group(
+    "memory",
+    "What is remembered about you across threads: list, forget, export.",
+    "Threads",
     no_args_is_help=True,
 )
-app.add_typer(memory_app, rich_help_panel="Threads")
 
 
 def _book(

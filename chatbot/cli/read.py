@@ -1,7 +1,5 @@
 """The reading commands: ``threads``, ``history``, ``show`` and ``search``. They open the
-database read-only and never build models or the graph; ``threads`` and ``search`` read local
-threads with plain SQL, without importing LangGraph, and ``history`` and ``show`` read
-checkpoints through LangGraph's saver alone (:func:`~chatbot.cli.core.thread_reader`)."""
+database read-only and never build models or the graph."""
 
 from __future__ import annotations
 

@@ -174,14 +174,11 @@ def _export_json(file: Path, shown: str) -> object:
 _EXPORT_TEXT = ("thread_id", "summary", "system_prompt", "system_role")
 _EXPORT_LISTS = ("summary_history", "folded_messages", "messages", "unanswered")
 _EXPORT_OPTIONAL = ("system_prompt", "system_role", "unanswered")
-"""What an export made before threads had their own system prompt (or a saved, unanswered
-message) lacks."""
 
 
 def _read_export(document: object, shown: str) -> tuple[str, dict[str, Any]]:
-    """The thread id an export names and what ``LocalBackend.import_thread`` takes from it
-    (its messages read back: :func:`~chatbot.history.records.message_from_record`); one line,
-    exit 2, saying what is wrong with a document that is not an export."""
+    """The thread id an export names and what ``LocalBackend.import_thread`` takes from it;
+    one line, exit 2, saying what is wrong with a document that is not an export."""
     from chatbot.history.records import RecordError, json_kind, message_from_record
     from chatbot.sanitize import valid_data
 

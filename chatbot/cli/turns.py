@@ -137,9 +137,8 @@ def ask(
 
 
 def _spinner(words: str | None) -> WaitSpinner | None:
-    """On a terminal, the REPL's spinner while ``ask`` loads the model (or ``words``) and waits
-    for the reply (on stderr, erased before the reply); none when the reply goes to a pipe or
-    a file."""
+    """On a terminal, the REPL's spinner on stderr while ``ask`` loads the model (or
+    ``words``) and waits for the reply; none when the reply goes to a pipe or a file."""
     if not (out.is_terminal and err.is_terminal):
         return None
     from chatbot.terminal.display import LOADING, WaitSpinner
@@ -170,8 +169,8 @@ def _text_with_files(text: str | None) -> str:
 
 
 def _attach(text: str, files: list[str], backend: Backend) -> Content:
-    """The message's content with the files attached (one error line, exit 2, for a file that
-    cannot be)."""
+    """The message's content with the files attached (one line, exit 2, for one that cannot
+    be)."""
     from chatbot.threads.attachments import (
         AlreadyAttached,
         AttachmentError,
@@ -195,8 +194,7 @@ def _attach(text: str, files: list[str], backend: Backend) -> Content:
 
 
 def _leaving_after_ctrl_c() -> None:
-    """The turn is stopped and nothing more will be written: an impatient second Ctrl-C
-    must not turn the clean exit (code 130) into a death by signal."""
+    """A second Ctrl-C must not turn the clean exit (code 130) into a death by signal."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -270,7 +268,7 @@ class _CompactView:
 
 def _prompt_option(system: str | None, role: str | None) -> tuple[str, str] | None:
     """``ask --system``/``--role`` as the thread's (prompt, role), checked before anything
-    runs; ``None`` when neither is given (the thread keeps its own)."""
+    runs; ``None`` when neither is given."""
     from chatbot.config.roles import load_role
 
     if system is not None and role is not None:

@@ -99,17 +99,12 @@ class Settings(PlaceSettings):
         "summary_input_tokens",
         "openai_api_key",
         "log",
+        "summary_create_prompt",  # (a blank prompt is the built-in one: a summary asked for
+        "summary_extend_prompt",  # with no words would come back as anything)
         mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and not value.strip() else value
-
-    @field_validator("summary_create_prompt", "summary_extend_prompt", mode="before")
-    @classmethod
-    def _blank_prompt_is_unset(cls, value: Any) -> Any:
-        """A prompt of spaces and line breaks only is the built-in prompt (a summary asked
-        for with no words would come back as anything)."""
         return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("model", "summary_model")

@@ -51,8 +51,9 @@ class SummaryChange(NamedTuple):
 def summary_story(
     history: Sequence[Snapshot], counter: TokenCounter | None = None
 ) -> tuple[list[SummaryChange], list[BaseMessage]]:
-    """:func:`summary_timeline` and :func:`folded_messages` in one pass over the lineage
-    (what an export needs), each state read once and two held at a time."""
+    """How the summary changed (:func:`summary_timeline`), and the lineage's messages that
+    are no longer live (folded, or a reply /retry replaced), in the order they first
+    appeared: one pass over the lineage, two states held at a time."""
     counter = counter or TokenCounter()
     chain = lineage(history)
     if not chain:
@@ -91,15 +92,6 @@ def summary_timeline(
     ``folded`` counts the messages that left ``messages`` in that step (folded into the summary).
     """
     return summary_story(history, counter)[0]
-
-
-def folded_messages(history: Sequence[Snapshot]) -> list[BaseMessage]:
-    """Messages of the lineage that are no longer live: the ones folded into the summary (and
-    a reply /retry replaced, or what an /undo of the first turn cleared).
-
-    In the order they first appeared; each once.
-    """
-    return summary_story(history)[1]
 
 
 # --- what the summary saves -------------------------------------------------------------------

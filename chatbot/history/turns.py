@@ -42,12 +42,7 @@ from chatbot.history.summary import is_fold, taken_out
 from chatbot.parts import describe
 
 
-def _kept(snapshot: Snapshot) -> CheckpointState:
-    """A checkpoint's state, read (and kept on the snapshot) if it was not yet."""
-    return snapshot.state
-
-
-def node_of(snapshot: Snapshot, parent: Snapshot | None, state_of: StateOf = _kept) -> str:
+def node_of(snapshot: Snapshot, parent: Snapshot | None, state_of: StateOf) -> str:
     """What wrote a checkpoint: ``input``, a node name, or an action such as ``undo``."""
     if snapshot.source == "input":
         return "input"
