@@ -87,10 +87,7 @@ def summary_story(
 def summary_timeline(
     history: Sequence[Snapshot], counter: TokenCounter | None = None
 ) -> list[SummaryChange]:
-    """Every checkpoint in the lineage where the summary changed, oldest first.
-
-    ``folded`` counts the messages that left ``messages`` in that step (folded into the summary).
-    """
+    """Every checkpoint in the lineage where the summary changed, oldest first."""
     return summary_story(history, counter)[0]
 
 
@@ -112,14 +109,9 @@ def extend_fold_record(
     counters: Mapping[str, TokenCounter],
 ) -> dict[str, Any] | None:
     """The record a fold leaves in the state (:data:`FOLDED_KEY`): the messages it folded
-    added to what the summary held before, with their raw tokens by each tokenizer the record
-    counts with.
-
-    A first summary (``summary_before`` empty) starts a record counted with ``counters``
-    (tokenizer name -> counter). A summary extended keeps its record's tokenizers (those
-    ``counters`` lacks are dropped). A summary made before records existed gets none
-    (``None``): what it holds is known only from the checkpoints.
-    """
+    added to what the summary held before, with their raw tokens by tokenizer name. A first
+    summary starts a record counted with ``counters``; an extended one keeps its record's
+    tokenizers; one without a record gets none (``None``)."""
     if not summary_before:
         base: FoldRecord = {"messages": 0, "tokens": dict.fromkeys(counters, 0)}
     elif previous is not None and _valid_record(previous):
@@ -135,14 +127,10 @@ def extend_fold_record(
 
 
 def summary_folds(history: Sequence[Snapshot], head: Snapshot | None = None) -> list[BaseMessage]:
-    """The messages the summary at ``head`` (default: the newest checkpoint) holds, read from
-    the checkpoints: those its lineage's folds took out of ``messages`` since the summary was
-    last empty (an /undo of the first turn empties it). Each once, in the order they were
-    folded. A fold is the fold node's step, or an update (/undo) that applied a finished fold's
-    writes (the summary changed). What this counts is what :func:`extend_fold_record` records,
-    except in a fork: its record carries what was folded in the thread it came from; this sees
-    its own thread only.
-    """
+    """The messages the summary at ``head`` (default: the newest) holds, read from the
+    checkpoints: those its lineage's folds took out since the summary was last empty, each
+    once, in order. A fold is the fold node's step, or an update (/undo) that applied one's
+    writes. (A fork's record also counts what was folded in the thread it came from.)"""
     chain = lineage(history, head)
     state_of = RecentStates(size=2)
     folded: dict[str, BaseMessage] = {}
@@ -181,13 +169,9 @@ def summary_savings(
     *,
     use_record: bool = True,
 ) -> Savings:
-    """The tokens of the messages the summary at ``head`` holds, and how many they are.
-
-    From the state's record of its folds (:func:`extend_fold_record`) when it has one counted
-    with ``counter``'s tokenizer: nothing else is read. Otherwise (a thread summarized before
-    records existed, or counted with another tokenizer) from the lineage's checkpoints
-    (:func:`summary_folds`; ``history`` is called only then).
-    """
+    """The tokens of the messages the summary at ``head`` holds, and how many they are: from
+    the state's record of its folds when it has one counted with ``counter``'s tokenizer,
+    else from the lineage's checkpoints (``history`` is called only then)."""
     counter = counter or TokenCounter()
     if head is None or not head.summary:
         return Savings(0, 0)

@@ -8,12 +8,10 @@ Vocabulary (and see :mod:`chatbot.history.lineage`):
   older checkpoint: ``/retry``) or an ``update`` (``/undo``, ``/fork``, a regenerating
   ``/retry``), and goes on with ``loop`` checkpoints, each the child of the one before.
 - **turn entry**: one run as people think of it: a message and its reply, a retry, an undo, a
-  compaction, a fork. Its checkpoint is the run's last one: the state it left, for /show and
-  /fork.
+  compaction, a fork. Its checkpoint is the run's last one: the state it left.
 
-The functions read only what their answer needs: the newest N entries read those runs'
-checkpoints; which runs were undone, retried or left on a side branch is worked out from ids,
-parents and metadata.
+The functions read only what their answer needs: which runs were undone, retried or left on
+a side branch is worked out from ids, parents and metadata.
 """
 
 from __future__ import annotations
@@ -134,12 +132,9 @@ class TurnEntry(NamedTuple):
 
 
 class _Runs:
-    """The runs of a thread, found from ids, parents and sources (metadata) alone.
-
-    A run's checkpoints: a first one that is not a ``loop`` checkpoint (or whose parent is
-    not an older checkpoint of the thread), then ``loop`` checkpoints, each the child of one
-    before it. Runs are ordered by their first checkpoint; a run is named by its id.
-    """
+    """The runs of a thread, found from ids, parents and sources alone: a first checkpoint
+    that is not a ``loop`` one (or has no older parent), then ``loop`` checkpoints, each the
+    child of one before it. A run is named by its first checkpoint's id."""
 
     def __init__(self, history: Sequence[Snapshot]) -> None:
         self.index = by_id(history)
@@ -284,11 +279,9 @@ def _undone(runs: _Runs, since: str) -> set[str]:
 def _first_holder(message_id: str | None, holder: Snapshot, runs: _Runs, state_of: StateOf) -> str:
     """The first run that held a message ``holder`` holds (the id of its first checkpoint).
 
-    Walking back while the parent still holds it finds the checkpoint that brought it in. A
-    message comes from one task's writes, recorded against that checkpoint's parent; the
-    checkpoints that brought it in are children of that parent (the run's own next step, or
-    an update such as /undo, which applies the writes a checkpoint's finished tasks left),
-    and whatever else holds it descends from one of them, in the same run or a later one.
+    Walking back while the parent still holds it finds the parent of the checkpoints that
+    brought it in (the run's own next step, or an update such as /undo applying a finished
+    task's writes); the oldest run among those children is the first.
     """
     for parent in ancestors(runs.index, runs.index.get(holder.parent_id or "")):
         if not any(m.id == message_id for m in state_of(parent).messages):
@@ -332,15 +325,9 @@ def _retried(runs: _Runs, window: Sequence[list[Snapshot]], state_of: StateOf) -
 
 def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[TurnEntry]:
     """The thread's history one entry per run, side branches included, newest first: the
-    newest ``limit`` entries (default: all).
-
-    An entry whose state is no longer part of the thread's says why (:attr:`TurnEntry.fate`):
-    nothing a thread ever held is hidden. Only the checkpoints of the entries returned (and
-    the one before each) are read, plus, for a /retry that regenerated, the checkpoints back
-    to where the reply it replaced came in; which runs were undone, retried or left on a side
-    branch is worked out from ids, parents and the metadata of the checkpoints from the
-    oldest entry on.
-    """
+    newest ``limit`` entries (default: all). An entry whose state is no longer the thread's
+    says why (:attr:`TurnEntry.fate`): nothing a thread ever held is hidden. Only the
+    checkpoints of the entries returned (and the one before each) are read."""
     if not history or limit == 0:
         return []
     runs = _Runs(history)
