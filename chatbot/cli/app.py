@@ -203,6 +203,19 @@ app = typer.Typer(
 )
 
 
+def command(
+    name: str | None = None, *, group: typer.Typer = app, panel: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a ``chatbot`` command (a :class:`Command`, :func:`guarded`) on ``group``,
+    listed in ``panel`` of the help."""
+    options: dict[str, Any] = {} if panel is None else {"rich_help_panel": panel}
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        return group.command(name, cls=Command, **options)(guarded(function))
+
+    return register
+
+
 def command_group(name: str, help: str, panel: str, **options: Any) -> typer.Typer:
     """A command with subcommands (``chatbot db stats``), listed in ``panel`` of the help."""
     group = typer.Typer(

@@ -12,18 +12,17 @@ import typer
 from chatbot.cli import completion
 from chatbot.cli.app import (
     AppState,
-    Command,
     DbOption,
     ThreadArgument,
     UrlOption,
     YesOption,
     app,
     app_state,
+    command,
     err,
     escape,
     fail,
     given_option,
-    guarded,
     open_thread,
     out,
     show_version,
@@ -101,8 +100,7 @@ def main_options(
 # --- chatting ---------------------------------------------------------------------------------
 
 
-@app.command(cls=Command, rich_help_panel="Chat")
-@guarded
+@command(panel="Chat")
 def chat(
     ctx: typer.Context,
     thread: Annotated[
@@ -128,8 +126,7 @@ def chat(
 # --- changing threads -----------------------------------------------------------------------------
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def fork(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -168,8 +165,7 @@ def fork(
     out.print(new_id, markup=False)
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def delete(
     ctx: typer.Context,
     thread_id: ThreadArgument,

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from chatbot.cli.app import (
-    Command,
     JsonOption,
-    app,
     app_state,
+    command,
     command_group,
     err,
     escape,
@@ -110,8 +109,7 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         fail(str(error), 2)
 
 
-@config_app.command("path", cls=Command)
-@guarded
+@command("path", group=config_app)
 def config_path() -> None:
     """Print the user's config file path (it may not exist yet: 'chatbot config init')."""
     from chatbot.config.sources import user_config_file
@@ -119,8 +117,7 @@ def config_path() -> None:
     out.print(str(user_config_file()), markup=False, highlight=False)
 
 
-@config_app.command("init", cls=Command)
-@guarded
+@command("init", group=config_app)
 def config_init() -> None:
     """Create the user's config.env (folder 0700, file 0600), every setting commented out."""
     from chatbot.config.userfile import ConfigExists, create_config
@@ -136,8 +133,7 @@ def config_init() -> None:
 # --- the endpoint's models -------------------------------------------------------------------
 
 
-@app.command(cls=Command, rich_help_panel="Settings")
-@guarded
+@command(panel="Settings")
 def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the models the endpoint serves: GET /v1/models of OPENAI_BASE_URL, or OpenAI's."""
     from chatbot.config.sources import endpoint_of, without_password

@@ -16,17 +16,15 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
 
 
 from chatbot.cli.app import (
-    Command,
     DbOption,
     JsonOption,
     YesOption,
-    app,
     app_state,
+    command,
     command_group,
     err,
     escape,
     fail,
-    guarded,
     out,
     print_json,
 )
@@ -90,8 +88,7 @@ def _progress(doing: str, things: str, total: int) -> Iterator[Callable[[int], N
         yield advance
 
 
-@db_app.command("stats", cls=Command)
-@guarded
+@command("stats", group=db_app)
 def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Threads, checkpoints and bytes on disk of the database, by part and a turn."""
     from chatbot.store.base import PER_TURN_FROM
@@ -125,8 +122,7 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
         out.print(f"{turns}{_size(round(stats.per_turn))} a turn{times}")
 
 
-@db_app.command("vacuum", cls=Command)
-@guarded
+@command("vacuum", group=db_app)
 def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     """Give deleted threads' space back to the disk (SQLite's VACUUM)."""
     store = _local_store(ctx, db, "db vacuum")
@@ -136,8 +132,7 @@ def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
 
 
-@db_app.command("copy", cls=Command)
-@guarded
+@command("copy", group=db_app)
 def db_copy(
     source: Annotated[str, typer.Argument(metavar="SRC", help="SQLite file or postgresql:// URL.")],
     target: Annotated[str, typer.Argument(metavar="DST", help="SQLite file or postgresql:// URL.")],
@@ -175,8 +170,7 @@ def db_copy(
         )
 
 
-@db_app.command("adopt", cls=Command)
-@guarded
+@command("adopt", group=db_app)
 def db_adopt(
     ctx: typer.Context,
     yes: YesOption = False,
@@ -233,8 +227,7 @@ def db_adopt(
     )
 
 
-@app.command(cls=Command, rich_help_panel="Database")
-@guarded
+@command(panel="Database")
 def prune(
     ctx: typer.Context,
     inactive_days: Annotated[

@@ -9,18 +9,16 @@ import typer
 
 from chatbot.cli import completion
 from chatbot.cli.app import (
-    Command,
     DbOption,
     JsonOption,
     ThreadArgument,
     UrlOption,
-    app,
     app_state,
+    command,
     err,
     escape,
     fail,
     given_option,
-    guarded,
     out,
     print_json,
     thread_reader,
@@ -29,8 +27,7 @@ from chatbot.cli.app import (
 from chatbot.cli.core import configure_logging
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
 ) -> None:
@@ -55,8 +52,7 @@ def threads(
         err.print(f"[dim]no threads in {escape(state.where)}[/]")
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def history(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -99,8 +95,7 @@ def history(
         out.print(turn_table(entries))
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def show(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -145,8 +140,7 @@ def show(
     out.print(state_view(snapshot, title=checkpoint_heading(snapshot) if checkpoint else ""))
 
 
-@app.command(cls=Command, rich_help_panel="Search and export")
-@guarded
+@command(panel="Search and export")
 def search(
     ctx: typer.Context,
     text: Annotated[

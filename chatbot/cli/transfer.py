@@ -10,28 +10,25 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from chatbot.cli.app import (
-    Command,
     DbOption,
     ForceOption,
     OutputOption,
     ThreadArgument,
     UrlOption,
-    app,
     app_state,
     checked_thread_id,
+    command,
     err,
     escape,
     fail,
     given_option,
-    guarded,
     thread_reader,
     write_output,
 )
 from chatbot.sanitize import sanitize
 
 
-@app.command(cls=Command, rich_help_panel="Search and export")
-@guarded
+@command(panel="Search and export")
 def export(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -63,8 +60,7 @@ def export(
 _HOW_TO_IMPORT = "import the JSON file 'chatbot export THREAD -o FILE.json' writes"
 
 
-@app.command("import", cls=Command, rich_help_panel="Search and export")
-@guarded
+@command("import", panel="Search and export")
 def import_(
     ctx: typer.Context,
     file: Annotated[

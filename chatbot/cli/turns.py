@@ -12,18 +12,16 @@ import typer
 from chatbot.cli import completion
 from chatbot.cli.app import (
     CliError,
-    Command,
     DbOption,
     JsonOption,
     ThreadArgument,
     UrlOption,
-    app,
     app_state,
     checked_thread_id,
+    command,
     err,
     escape,
     fail,
-    guarded,
     open_thread,
     out,
     print_json,
@@ -40,8 +38,7 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.threads.events import Event, Kept
 
 
-@app.command(cls=Command, rich_help_panel="Chat")
-@guarded
+@command(panel="Chat")
 def ask(
     ctx: typer.Context,
     text: Annotated[
@@ -200,8 +197,7 @@ def _leaving_after_ctrl_c() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def compact(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -283,8 +279,7 @@ def _prompt_option(system: str | None, role: str | None) -> tuple[str, str] | No
     return None
 
 
-@app.command(cls=Command, rich_help_panel="Settings")
-@guarded
+@command(panel="Settings")
 def roles(as_json: JsonOption = False) -> None:
     """List the roles (saved system prompts): name and first line; ask --role NAME uses one."""
     from chatbot.config.roles import how_to_add, list_roles
