@@ -88,13 +88,9 @@ class Command(_Help, TyperCommand):
 
 
 class OneLineErrors(_Help, TyperGroup):
-    """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr.
-
-    Typer prints a usage error as the usage, a hint and a boxed panel. With
-    ``standalone_mode=False`` Click's ``main`` raises its errors instead of printing them;
-    this class prints them as one line and exits. Its commands are listed in the order of
-    :data:`HELP_PANELS`.
-    """
+    """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr
+    (Typer prints a usage, a hint and a boxed panel), its commands in :data:`HELP_PANELS`'
+    order."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         names = super().list_commands(ctx)

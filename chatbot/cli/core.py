@@ -97,13 +97,7 @@ class CliError(Exception):
 class AppState:
     """What the global options set up; the heavy parts (models, graph, DB) are made on demand."""
 
-    def __init__(
-        self,
-        env_file: str | None = ".env",
-        db: str | None = None,
-        model: str | None = None,
-        url: str | None = None,
-    ) -> None:
+    def __init__(self, env_file: str, db: str | None, model: str | None, url: str | None) -> None:
         self.env_file = env_file
         self.db = db
         self.model = model

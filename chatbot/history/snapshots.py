@@ -291,9 +291,7 @@ def snapshot_from_parts(
 
 
 def fork_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """What a fork's first checkpoint takes from the state it branches from: the messages,
-    the summary, the record of what the summary holds (when there is one) and the thread's
-    system prompt (when it has one)."""
+    """What a fork's first checkpoint takes from the state it branches from."""
     forked = {"messages": list(values.get("messages") or []), "summary": values.get("summary", "")}
     if isinstance(values.get(FOLDED_KEY), Mapping):
         forked[FOLDED_KEY] = dict(values[FOLDED_KEY])

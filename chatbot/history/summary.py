@@ -25,9 +25,8 @@ def taken_out(previous: CheckpointState, state: CheckpointState) -> list[BaseMes
 
 
 def is_fold(snapshot: Snapshot, previous: CheckpointState, state: CheckpointState) -> bool:
-    """True for a step that changed the summary: the summary's text changed, or the fold node
-    took messages out (a summary that came back word for word as it was is a fold all the
-    same)."""
+    """True for a step that changed the summary: its text changed, or the fold node took
+    messages out (a summary that came back word for word is a fold all the same)."""
     if state.summary != previous.summary:
         return True
     if snapshot.source != "loop" or FOLD_NODE not in previous.next:

@@ -69,9 +69,8 @@ class HistoryRow(NamedTuple):
 
 
 def history_rows(history: Sequence[Snapshot], limit: int | None = None) -> list[HistoryRow]:
-    """The thread's checkpoints as history rows, side branches included, newest first: the
-    newest ``limit`` (default: all). Reads the states of those checkpoints and, for a step of
-    the graph, of its parent."""
+    """The newest ``limit`` checkpoints (default: all) as history rows, side branches
+    included, newest first."""
     index = by_id(history)
     newest_first = sorted(history, key=lambda s: s.checkpoint_id, reverse=True)
     state_of = RecentStates()
@@ -248,10 +247,8 @@ def _regenerates(first: Snapshot, runs: _Runs, state_of: StateOf) -> bool:
 
 
 def _undone(runs: _Runs, since: str) -> set[str]:
-    """The checkpoints /undo rewound, among those an undo newer than ``since`` rewound: for
-    each undo, the last turn when it ran (found as /undo found it,
-    :func:`~chatbot.history.lineage.last_turn` on the checkpoints before the undo) and
-    everything after it on the lineage of that time. Metadata only."""
+    """The checkpoints the undos newer than ``since`` rewound: for each, the last turn when it
+    ran and everything after it on the lineage of that time. Metadata only."""
     undone: set[str] = set()
     ordered = runs.ordered
     for position in range(len(ordered) - 1, 0, -1):
