@@ -72,13 +72,13 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 f"not {settings.model}"
             )
     config_file = user_config_file()
-    env_file = Path(state.env_file).absolute() if state.env_file else None
+    env_file = Path(state.env_file).absolute()
     if as_json:
         print_json(
             {
                 "config_file": str(config_file),
                 "config_file_exists": config_file.is_file(),
-                "env_file": str(env_file) if env_file else None,
+                "env_file": str(env_file),
                 "settings": [row.record() | {"where": _json_where(row)} for row in rows],
                 "notes": notes,
                 "error": str(error) if error else None,
@@ -91,9 +91,8 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         if config_file.is_dir():
             exists = " (is a folder, not a file: not read)"
         out.print(f"config file: {escape(str(config_file))}{exists}", markup=True)
-        if env_file is not None:
-            found = "" if env_file.is_file() else " (none)"
-            out.print(f"env file:    {escape(str(env_file))}{found}")
+        found = "" if env_file.is_file() else " (none)"
+        out.print(f"env file:    {escape(str(env_file))}{found}")
         table = Table(box=None, pad_edge=False)
         table.add_column("setting", style="bold", no_wrap=True)
         table.add_column("value", overflow="fold")
