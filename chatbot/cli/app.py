@@ -160,23 +160,20 @@ def usage_error_line(error: typer.TyperException) -> str:
         message = message[0].lower() + message[1:]
     if ctx is None:
         return message
-    misplaced = str(getattr(error, "option_name", ""))
-    if (
-        type(error).__name__ == "NoSuchOption"
-        and misplaced in _BEFORE_THE_COMMAND
-        and ctx.parent is not None
-    ):
-        value = _BEFORE_THE_COMMAND[misplaced]
+    option = str(getattr(error, "option_name", ""))
+    no_such = type(error).__name__ == "NoSuchOption"
+    if no_such and option in _BEFORE_THE_COMMAND and ctx.parent is not None:
+        value = _BEFORE_THE_COMMAND[option]
         root, _, command = ctx.command_path.partition(" ")
         return (
-            f"{misplaced} goes before the command: {root} {misplaced} {value} {command} ... "
+            f"{option} goes before the command: {root} {option} {value} {command} ... "
             f"(see '{root} --help')"
         )
     takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)
-    if (  # (a thread id that looks like an option: it goes after '--')
+    if (  # (a thread id that looks like an option: it goes after '--'; --jsno is a typo)
         takes_thread
-        and type(error).__name__ == "NoSuchOption"
-        and not str(getattr(error, "option_name", "")).startswith("--")  # (--jsno: a typo)
+        and no_such
+        and not option.startswith("--")
         and not getattr(error, "possibilities", None)
     ):
         return (
