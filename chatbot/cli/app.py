@@ -1,13 +1,12 @@
-"""The ``chatbot`` CLI's frame: the Typer app, one-line errors, the consoles, the shared
-options, and the state the global options set up (settings, database, models, graph, all made
-on demand). :mod:`chatbot.cli.commands` registers the commands on it (see there for where each
-one lives); :mod:`chatbot.cli.chat` starts the REPL."""
+"""The ``chatbot`` CLI's frame: the Typer app, its one-line errors and the shared options;
+:mod:`chatbot.cli.commands` registers the commands on it."""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -20,6 +19,8 @@ from chatbot.cli.core import (  # noqa: F401  (the commands import these from he
     CliError,
     ValidTextReader,
     _error_line,
+    _existing_thread,
+    checked_thread_id,
     err,
     escape,
     exit_after,
@@ -30,24 +31,15 @@ from chatbot.cli.core import (  # noqa: F401  (the commands import these from he
     print_json,
     read_text,
     set_up_process,
-    show_notice,
-    thread_backend,
     thread_reader,
     valid_stdin,
     valid_text,
     valid_text_option,
+    write_output,
 )
 
 if TYPE_CHECKING:
     from chatbot.threads.backend import Backend
-
-
-def _flags_take_no_value(params: Sequence[Any]) -> None:
-    """A flag listed alone in the help, ``--json`` (Typer lists it with its type, ``--json
-    <bool>``, as if it took a value): an empty metavar."""
-    for param in params:
-        if isinstance(param, TyperOption) and param.is_flag:
-            param.metavar = ""
 
 
 HELP_PANELS: dict[str, tuple[str, ...]] = {
@@ -57,14 +49,13 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Settings": ("config", "models", "roles"),
     "Database": ("db", "prune"),
 }
-"""``chatbot --help``'s groups of commands, in order (each command names its group with
-``rich_help_panel``); the README's cheat sheet lists them in this order too."""
+"""``chatbot --help``'s groups of commands, in order (the README's cheat sheet's too)."""
 _COMMAND_ORDER = [name for names in HELP_PANELS.values() for name in names]
 
 
 def headline(help: str) -> str:
-    """A help text's first sentence up to its first ``:`` or ``;`` outside brackets (the
-    details follow), on one line: what a list of commands shows."""
+    """A help text's first sentence up to its first ``:`` or ``;`` outside brackets, on one
+    line: what a list of commands shows."""
     help = " ".join(help.split("\n\n")[0].split())
     depth = 0
     for at, char in enumerate(help):
@@ -74,47 +65,37 @@ def headline(help: str) -> str:
     return help
 
 
-def _one_line_short_help(command: Any) -> None:
-    """A command listed in its group's help by its :func:`headline`, on one line (Typer keeps
-    a docstring's line breaks there)."""
-    if command.short_help is None and command.help:
-        command.short_help = headline(command.help)
-
-
-class Command(TyperCommand):
-    """A ``chatbot`` command: its help lists flags as flags; its group's lists it on one line."""
+class _Help:
+    """A command whose help lists a flag alone (Typer lists ``--json <bool>``, as if it took
+    a value), and which its group's help lists by its :func:`headline`, on one line."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        _one_line_short_help(self)
+        command: Any = self
+        if command.short_help is None and command.help:
+            command.short_help = headline(command.help)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
-        _flags_take_no_value(self.get_params(ctx))
-        super().format_help(ctx, formatter)
+        command: Any = self
+        for param in command.get_params(ctx):
+            if isinstance(param, TyperOption) and param.is_flag:
+                param.metavar = ""
+        super().format_help(ctx, formatter)  # type: ignore[misc]
 
 
-class OneLineErrors(TyperGroup):
-    """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr.
+class Command(_Help, TyperCommand):
+    """A ``chatbot`` command (see :class:`_Help`)."""
 
-    Typer prints a usage error as the usage, a hint and a boxed panel. Click's way to handle
-    errors yourself is ``standalone_mode=False``: ``main`` then raises them (and returns the
-    code of an ``Exit``) instead of printing; this class does the printing and exiting. Its
-    help lists flags as flags, as :class:`Command`'s does, and its commands in the order of
-    :data:`HELP_PANELS`.
-    """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _one_line_short_help(self)
+class OneLineErrors(_Help, TyperGroup):
+    """The ``chatbot`` group: Click's errors, usage errors first, as one line on stderr
+    (Typer prints a usage, a hint and a boxed panel), its commands in :data:`HELP_PANELS`'
+    order."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         names = super().list_commands(ctx)
         known = [name for name in _COMMAND_ORDER if name in names]
         return known + [name for name in names if name not in known]
-
-    def format_help(self, ctx: Any, formatter: Any) -> None:
-        _flags_take_no_value(self.get_params(ctx))
-        super().format_help(ctx, formatter)
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         return _one_line(lambda: super(OneLineErrors, self).make_context(*args, **kwargs))
@@ -147,13 +128,16 @@ class OneLineErrors(TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def _one_line(step: Callable[[], Any]) -> Any:
-    """Parsing the command line and running the group's callback, as :func:`guarded` runs a
-    command: Ctrl-C is ``interrupted`` (Typer would end with code 130 in silence), and any
-    error that is not Click's one line on stderr, never a traceback."""
+def _one_line(
+    step: Callable[[], Any],
+    passing: tuple[type[BaseException], ...] = (typer.Exit, typer.Abort, typer.TyperException),
+) -> Any:
+    """Run ``step`` (parsing the command line, the group's callback, a command): an error
+    other than ``passing`` is one line on stderr, never a traceback, and Ctrl-C says
+    ``interrupted`` (Typer would end with code 130 in silence)."""
     try:
         return step()
-    except (typer.Exit, typer.Abort, typer.TyperException):
+    except passing:
         raise
     except BaseException as error:
         code = exit_code(error)
@@ -176,23 +160,20 @@ def usage_error_line(error: typer.TyperException) -> str:
         message = message[0].lower() + message[1:]
     if ctx is None:
         return message
-    misplaced = str(getattr(error, "option_name", ""))
-    if (
-        type(error).__name__ == "NoSuchOption"
-        and misplaced in _BEFORE_THE_COMMAND
-        and ctx.parent is not None
-    ):
-        value = _BEFORE_THE_COMMAND[misplaced]
+    option = str(getattr(error, "option_name", ""))
+    no_such = type(error).__name__ == "NoSuchOption"
+    if no_such and option in _BEFORE_THE_COMMAND and ctx.parent is not None:
+        value = _BEFORE_THE_COMMAND[option]
         root, _, command = ctx.command_path.partition(" ")
         return (
-            f"{misplaced} goes before the command: {root} {misplaced} {value} {command} ... "
+            f"{option} goes before the command: {root} {option} {value} {command} ... "
             f"(see '{root} --help')"
         )
     takes_thread = any(getattr(p, "metavar", None) == "THREAD" for p in ctx.command.params)
-    if (  # (a thread id that looks like an option: it goes after '--')
+    if (  # (a thread id that looks like an option: it goes after '--'; --jsno is a typo)
         takes_thread
-        and type(error).__name__ == "NoSuchOption"
-        and not str(getattr(error, "option_name", "")).startswith("--")  # (--jsno: a typo)
+        and no_such
+        and not option.startswith("--")
         and not getattr(error, "possibilities", None)
     ):
         return (
@@ -213,6 +194,33 @@ app = typer.Typer(
     rich_markup_mode="rich",
     invoke_without_command=True,
 )
+
+
+def command(
+    name: str | None = None, *, group: typer.Typer = app, panel: str | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Register a ``chatbot`` command (a :class:`Command`, :func:`guarded`) on ``group``,
+    listed in ``panel`` of the help."""
+    options: dict[str, Any] = {} if panel is None else {"rich_help_panel": panel}
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        return group.command(name, cls=Command, **options)(guarded(function))
+
+    return register
+
+
+def command_group(name: str, help: str, panel: str, **options: Any) -> typer.Typer:
+    """A command with subcommands (``chatbot db stats``), listed in ``panel`` of the help."""
+    group = typer.Typer(
+        name=name,
+        cls=OneLineErrors,
+        help=help,
+        add_completion=False,
+        rich_markup_mode="rich",
+        **options,
+    )
+    app.add_typer(group, rich_help_panel=panel)
+    return group
 
 
 DbOption = Annotated[
@@ -239,23 +247,21 @@ ThreadArgument = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+OutputOption = Annotated[
+    Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
+]
+ForceOption = Annotated[
+    bool, typer.Option("--force", help="Replace the --output file if it exists.")
+]
 
 
 def guarded(command: Callable[..., None]) -> Callable[..., None]:
-    """Turn every error a command meets into one line on stderr and a non-zero exit code
-    (:func:`chatbot.cli.core.exit_code`)."""
+    """Turn every error a command meets into one line on stderr and a non-zero exit code."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> None:
-        try:
-            command(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except BaseException as error:
-            code = exit_code(error)
-            if code is None:
-                raise
-            raise typer.Exit(code) from None
+        _one_line(lambda: command(*args, **kwargs), (typer.Exit, typer.Abort))
 
     return wrapper
 
@@ -281,7 +287,8 @@ def open_thread(
     local_only: str = "",
     runs: bool = False,
 ) -> Backend:
-    """The backend for a command about one existing thread (see
-    :func:`chatbot.cli.core.thread_backend`)."""
+    """The backend for a command about one existing thread (one error line if it is missing).
+    ``local_only`` names a command only local threads allow: on a server it is refused first.
+    """
     state = app_state(ctx, db, url)
-    return thread_backend(state, thread_id, local_only=local_only, runs=runs)
+    return _existing_thread(state, thread_id, lambda: state.backend(runs), local_only)

@@ -8,24 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from chatbot.cli.core import AppState, ValidTextReader, checked_thread_id, fail, out, valid_stdin
+
 if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and reading stay fast
     from chatbot.terminal.repl import LineReader, Repl
-
-
-from chatbot.cli.core import (
-    AppState,
-    ValidTextReader,
-    out,
-    valid_stdin,
-)
-
-
-def loads_behind_the_prompt(state: AppState) -> bool:
-    """A REPL on a SQLite file starts before its models and graph: the thread list is plain
-    SQL. On a server or PostgreSQL, everything is made before the prompt."""
-    from chatbot.store.base import is_postgres_url
-
-    return not state.remote and not is_postgres_url(state.places.db)
 
 
 def _first_thread(thread: str | None, new: bool, newest: Callable[[], str | None]) -> str:
@@ -59,21 +45,17 @@ def repl_loaded(state: AppState, thread: str | None, new: bool) -> Repl:
 
 def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: bool) -> Repl:
     """A REPL in a terminal that shows its prompt first: before it, only the database file
-    is opened (plain SQL, no LangGraph) to choose the thread and say what is in it; behind it,
-    a daemon thread checks the settings, opens the backend and makes the models and the graph
-    (see :class:`chatbot.threads.loading.LoadingBackend`)."""
+    is opened (plain SQL) to choose the thread; behind it, a daemon thread checks the
+    settings, opens the backend and makes the models and the graph."""
     import gc
 
-    # Start-up allocates much and frees little: collecting garbage meanwhile only costs time.
     # Collecting resumes once loading has ended, over every object (not `started()`: freezing
     # them from the loading thread while the prompt runs can lose a key pressed just then).
     gc.disable()
     from chatbot.terminal.repl import Repl, ScriptedReader
     from chatbot.threads.loading import Loaded, LoadingBackend, Opened
 
-    if state.db_missing:
-        # A new file waits for valid settings; one that could not be made at all ends the
-        # REPL here, before its prompt.
+    if state.db_missing:  # (a file that could not be made at all ends it before its prompt)
         from chatbot.store.sqlite import check_new_file
 
         check_new_file(state.places.db)
@@ -113,14 +95,12 @@ def repl_loading_behind_the_prompt(state: AppState, thread: str | None, new: boo
     return repl
 
 
-_LEAVING = ("/exit", "/quit", "/q")
-"""The slash commands that leave (``/exit`` and its aliases in chatbot.terminal.commands)."""
+_LEAVING = ("/exit", "/quit", "/q")  # (as chatbot.terminal.commands names them)
 
 
 def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
     """Slash commands in a REPL started before loading: leaving never waits; the others wait
-    until threads can be read (importing the commands imports LangGraph's checkpoint code, so
-    it happens on the loading thread)."""
+    until threads can be read (the commands import LangGraph, on the loading thread)."""
     if line.strip().lower() in _LEAVING:
         return "exit"
     repl.ready(reading=True)
@@ -130,8 +110,7 @@ def _dispatch_while_loading(repl: Repl, line: str) -> str | None:
 
 
 def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> LineReader:
-    """prompt_toolkit's line editing, completing commands and ids (never waiting for them:
-    before threads can be read there is nothing to complete but thread ids)."""
+    """prompt_toolkit's line editing, completing commands and ids, never waiting for them."""
     from chatbot.config.sources import data_dir
     from chatbot.terminal.lineinput import PromptToolkitReader, SlashCompleter
 
@@ -155,8 +134,7 @@ def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Line
     catalog = ModelCatalog()
 
     def fetch_models() -> None:
-        """Once loaded, the endpoint's models are listed in the background, for /model Tab
-        (not on a server, whose models come from its own endpoint)."""
+        """Once loaded, list the endpoint's models in the background, for /model Tab."""
         if repl.settings is not None and not repl.remote:
             catalog.refresh(repl.settings)
 
@@ -184,16 +162,9 @@ def terminal_reader(repl: Repl, shown: Callable[[], None] | None = None) -> Line
 
 
 def leave_at_once(state: AppState, code: int) -> NoReturn:
-    """End the process when the REPL ends, without the interpreter's teardown.
-
-    Tearing down the modules of LangGraph, langchain-core and an OpenAI client is slow (and
-    the loading thread may still be importing them). What leaving needs is done
-    first: the database closed, the exit handlers run (the turns' event loop, logging), the
-    output flushed. (The input history is written line by line.) The loading thread is not
-    waited for: it only reads, or creates a database whose set-up SQLite makes atomic; the
-    database is closed once a statement it is running ends, or left to the process's end if
-    that takes more than a tenth of a second.
-    """
+    """End the process when the REPL ends, without the interpreter's slow teardown: the
+    database closed, the exit handlers run, the output flushed first. The loading thread is
+    not waited for: it only reads, or creates a database whose set-up SQLite makes atomic."""
     import os
 
     from chatbot.interrupts import run_exit_handlers
@@ -207,19 +178,17 @@ def leave_at_once(state: AppState, code: int) -> NoReturn:
 
 def run_chat(state: AppState, thread: str | None, new: bool) -> int:
     """``chatbot chat``: the REPL; its exit code."""
-    from chatbot.cli.core import fail
-    from chatbot.threadids import check_thread_id
+    from chatbot.store.base import is_postgres_url
 
     if thread and new:
         fail("give --thread or --new, not both", 2)
     if thread:  # checked before the database is opened (or created)
-        try:
-            thread = check_thread_id(thread)
-        except ValueError as error:
-            fail(str(error), 2)
+        thread = checked_thread_id(thread)
     terminal = sys.stdin.isatty() and out.is_terminal
     try:
-        if terminal and loads_behind_the_prompt(state):
+        # On a SQLite file the prompt comes first (the thread list is plain SQL); on a server
+        # or PostgreSQL, everything is made before it.
+        if terminal and not state.remote and not is_postgres_url(state.places.db):
             repl = repl_loading_behind_the_prompt(state, thread, new)
         else:
             from chatbot.cli.core import started
@@ -239,9 +208,8 @@ def run_chat(state: AppState, thread: str | None, new: bool) -> int:
 
 
 def drop_typed_keys() -> None:
-    """Throw away the keys typed but not read yet: a REPL that cannot start (or ends with an
-    error found behind its prompt) leaves them to no one, where the shell would read them
-    as its next command."""
+    """Throw away the keys typed but not read yet, which a REPL ending in an error would leave
+    to the shell as its next command."""
     import contextlib
 
     with contextlib.suppress(Exception):  # (not POSIX, or no terminal after all: nothing to drop)

@@ -2,11 +2,8 @@
 
     python -m chatbot.cli.cheatsheet
 
-Slash commands come from :data:`chatbot.terminal.commands.COMMANDS` (what ``/help`` lists, in
-its order); shell commands from the Typer app (``typer.main.get_command``: each command's
-arguments and the headline of its short help, as ``chatbot --help`` has it), in the order of
-its groups (:data:`chatbot.cli.app.HELP_PANELS`).
-``tests/test_docs.py`` holds the README's copy to this output.
+Slash commands come from :data:`chatbot.terminal.commands.COMMANDS`, in ``/help``'s order;
+shell commands from the Typer app, in the order of :data:`chatbot.cli.app.HELP_PANELS`.
 """
 
 from __future__ import annotations

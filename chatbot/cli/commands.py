@@ -1,10 +1,6 @@
-"""The ``chatbot`` command: the Typer app with every command registered (its frame:
-:mod:`chatbot.cli.app`). Here: the main options (without a command: the REPL), ``chat``,
-``fork`` and ``delete``; the others live by concern in :mod:`chatbot.cli.turns` (``ask``,
-``compact``, ``roles``), :mod:`chatbot.cli.read` (``threads``, ``history``, ``show``,
-``search``), :mod:`chatbot.cli.transfer` (``export``, ``import``), :mod:`chatbot.cli.config`
-(``config``, ``models``) and :mod:`chatbot.cli.db` (``db``, ``prune``). The CLI is the only part
-of chatbot that reads the environment and prints."""
+"""The ``chatbot`` command: the Typer app with every command registered. Here: the main
+options (without a command: the REPL), ``chat``, ``fork`` and ``delete``; the others live by
+concern in the modules imported below."""
 
 from __future__ import annotations
 
@@ -16,17 +12,17 @@ import typer
 from chatbot.cli import completion
 from chatbot.cli.app import (
     AppState,
-    Command,
     DbOption,
     ThreadArgument,
     UrlOption,
+    YesOption,
     app,
     app_state,
+    command,
     err,
     escape,
     fail,
     given_option,
-    guarded,
     open_thread,
     out,
     show_version,
@@ -104,8 +100,7 @@ def main_options(
 # --- chatting ---------------------------------------------------------------------------------
 
 
-@app.command(cls=Command, rich_help_panel="Chat")
-@guarded
+@command(panel="Chat")
 def chat(
     ctx: typer.Context,
     thread: Annotated[
@@ -131,8 +126,7 @@ def chat(
 # --- changing threads -----------------------------------------------------------------------------
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def fork(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -171,12 +165,11 @@ def fork(
     out.print(new_id, markup=False)
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def delete(
     ctx: typer.Context,
     thread_id: ThreadArgument,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
     forget_memories: Annotated[
         bool,
         typer.Option("--forget-memories", help="Forget the memories that came from it too."),

@@ -1,9 +1,8 @@
 """Shell completion's suggestions (``chatbot --install-completion``): thread ids and model names.
 
 Typer completes the subcommands and options itself; these callbacks add the values. They run
-on every Tab in the shell, so they read fast, as ``chatbot threads`` does (the database's
-listing SQL through :mod:`chatbot.config.reader`, never a model or the graph), and they never fail
-loudly: any problem means no suggestions, never a traceback in the middle of a command line.
+on every Tab, so they read fast (the listing's SQL, never a model or the graph), and any
+problem means no suggestions, never a traceback in the middle of a command line.
 """
 
 from __future__ import annotations
@@ -56,18 +55,13 @@ def _thread_ids(ctx: typer.Context) -> list[str]:
         store.close()
 
 
-DATABASE_TIMEOUT = 2
-"""Seconds a PostgreSQL server gets to accept a Tab's connection: the shortest psycopg waits
-(it reads 1 as 2); the commands themselves wait :data:`chatbot.store.postgres.CONNECT_TIMEOUT`."""
-
-REMOTE_TIMEOUT = 1.0
-"""Seconds a LangGraph server gets to answer a Tab (the commands themselves wait longer)."""
+DATABASE_TIMEOUT = 2  # seconds for a Tab's PostgreSQL connection (psycopg reads 1 as 2)
+REMOTE_TIMEOUT = 1.0  # seconds a LangGraph server gets to answer a Tab
 
 
 def _server_thread_ids(url: str) -> list[str]:
-    """The names of a LangGraph server's threads, newest first, as ``chatbot threads --url``
-    lists them; one short request without retries, so that a server that is down or stuck
-    costs a Tab a second at most (the SDK retries and waits minutes)."""
+    """The names of a LangGraph server's threads, newest first; one short request without
+    retries (the SDK's retry for minutes)."""
     import os
 
     import httpx

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from chatbot.cli.app import (
-    Command,
     JsonOption,
-    OneLineErrors,
-    app,
     app_state,
+    command,
+    command_group,
     err,
     escape,
     fail,
@@ -30,16 +29,13 @@ if TYPE_CHECKING:
 
 # --- the user's config ----------------------------------------------------------------------
 
-config_app = typer.Typer(
-    name="config",
-    cls=OneLineErrors,
-    help="Show every setting, its value and where it comes from: option, environment, "
+config_app = command_group(
+    "config",
+    "Show every setting, its value and where it comes from: option, environment, "
     "./.env, the user's config.env, default. 'init' creates config.env.",
-    add_completion=False,
-    rich_markup_mode="rich",
+    "Settings",
     invoke_without_command=True,
 )
-app.add_typer(config_app, rich_help_panel="Settings")
 
 
 def _where(row: SettingRow) -> str:
@@ -76,13 +72,13 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
                 f"not {settings.model}"
             )
     config_file = user_config_file()
-    env_file = Path(state.env_file).absolute() if state.env_file else None
+    env_file = Path(state.env_file).absolute()
     if as_json:
         print_json(
             {
                 "config_file": str(config_file),
                 "config_file_exists": config_file.is_file(),
-                "env_file": str(env_file) if env_file else None,
+                "env_file": str(env_file),
                 "settings": [row.record() | {"where": _json_where(row)} for row in rows],
                 "notes": notes,
                 "error": str(error) if error else None,
@@ -95,9 +91,8 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         if config_file.is_dir():
             exists = " (is a folder, not a file: not read)"
         out.print(f"config file: {escape(str(config_file))}{exists}", markup=True)
-        if env_file is not None:
-            found = "" if env_file.is_file() else " (none)"
-            out.print(f"env file:    {escape(str(env_file))}{found}")
+        found = "" if env_file.is_file() else " (none)"
+        out.print(f"env file:    {escape(str(env_file))}{found}")
         table = Table(box=None, pad_edge=False)
         table.add_column("setting", style="bold", no_wrap=True)
         table.add_column("value", overflow="fold")
@@ -113,8 +108,7 @@ def config(ctx: typer.Context, as_json: JsonOption = False) -> None:
         fail(str(error), 2)
 
 
-@config_app.command("path", cls=Command)
-@guarded
+@command("path", group=config_app)
 def config_path() -> None:
     """Print the user's config file path (it may not exist yet: 'chatbot config init')."""
     from chatbot.config.sources import user_config_file
@@ -122,8 +116,7 @@ def config_path() -> None:
     out.print(str(user_config_file()), markup=False, highlight=False)
 
 
-@config_app.command("init", cls=Command)
-@guarded
+@command("init", group=config_app)
 def config_init() -> None:
     """Create the user's config.env (folder 0700, file 0600), every setting commented out."""
     from chatbot.config.userfile import ConfigExists, create_config
@@ -139,8 +132,7 @@ def config_init() -> None:
 # --- the endpoint's models -------------------------------------------------------------------
 
 
-@app.command(cls=Command, rich_help_panel="Settings")
-@guarded
+@command(panel="Settings")
 def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     """List the models the endpoint serves: GET /v1/models of OPENAI_BASE_URL, or OpenAI's."""
     from chatbot.config.sources import endpoint_of, without_password
@@ -210,8 +202,7 @@ def _windows(
     settings: Settings, listing: list[ModelInfo], current: str, listed_as: str
 ) -> dict[str, Window]:
     """The windows known of the listed models, by their listed names: the current model's
-    asked of the server anew (this is where a user looks after changing the server's
-    settings), under the name it is configured by; the others' as learned before."""
+    asked of the server anew, the others' as learned before."""
     from chatbot.config.sources import endpoint_of
     from chatbot.engine.models import is_offline, make_model, max_input_tokens
     from chatbot.engine.servers import learn_from_server

@@ -1,6 +1,6 @@
 """The ``chatbot`` CLI's core, without Typer: the consoles, one-line errors, the state the
-global options set up (settings, database, models, graph, all made on demand) and what the
-commands share. :mod:`chatbot.cli.app` builds the Typer app on it."""
+global options set up (settings, database, models, graph, made on demand) and what the
+commands share."""
 
 from __future__ import annotations
 
@@ -63,12 +63,8 @@ out: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[ass
 
 
 def valid_text(text: str) -> str:
-    """Text as valid Unicode, so that a turn is never stored half broken.
-
-    Bytes that are not UTF-8 reach Python as lone surrogates (in arguments, and in stdin or a
-    terminal under some locales); SQLite cannot store those. They become U+FFFD, as a
-    decoder's "replace" would have made them.
-    """
+    """Text as valid Unicode: bytes that are not UTF-8 reach Python as lone surrogates, which
+    SQLite cannot store; they become U+FFFD, as a decoder's "replace" would make them."""
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     except UnicodeEncodeError:  # a lone surrogate that never was a byte
@@ -101,13 +97,7 @@ class CliError(Exception):
 class AppState:
     """What the global options set up; the heavy parts (models, graph, DB) are made on demand."""
 
-    def __init__(
-        self,
-        env_file: str | None = ".env",
-        db: str | None = None,
-        model: str | None = None,
-        url: str | None = None,
-    ) -> None:
+    def __init__(self, env_file: str, db: str | None, model: str | None, url: str | None) -> None:
         self.env_file = env_file
         self.db = db
         self.model = model
@@ -118,22 +108,15 @@ class AppState:
         self._models: Models | None = None
         self._graph: Any = None
         self._empty = False
-        self.read_only = False
-        """Set by a command that only reads: the database is opened read-only (nothing is
-        written to a SQLite file, not even to a damaged one)."""
+        self.read_only = False  # a reading command writes nothing, not even to a damaged file
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
             from chatbot.config.settings import load_settings
 
-            overrides: dict[str, Any] = {}
-            if self.db is not None:
-                overrides["db"] = self.db
-            if self.model:
-                overrides["model"] = self.model
-            if self.url:
-                overrides["url"] = self.url
+            given = (("db", self.db), ("model", self.model or None), ("url", self.url or None))
+            overrides = {name: value for name, value in given if value is not None}
             self._settings = load_settings(self.env_file, **overrides)
             for secret in self._settings.secrets():
                 remember_secret(secret)
@@ -141,8 +124,7 @@ class AppState:
 
     @property
     def places(self) -> PlaceSettings:
-        """The database and the server: the settings' own once they are read, else read alone
-        (fast: without the models' and the summary's settings)."""
+        """The database and the server: the settings' own once read, else read alone (fast)."""
         if self._places is None:
             if self._settings is not None:
                 self._places = self._settings
@@ -201,11 +183,7 @@ class AppState:
         """Where threads live: the server, the database file or URL (never with a password)."""
         from chatbot.config.sources import without_password
 
-        return (
-            without_password(self.places.url)
-            if self.places.url
-            else without_password(self.places.db)
-        )
+        return without_password(self.places.url or self.places.db)
 
     @property
     def threads_hint(self) -> str:
@@ -220,9 +198,8 @@ class AppState:
 
     @property
     def db_missing(self) -> bool:
-        """True when there is no local database to read: its file does not exist yet, or (for
-        a command that only reads) the file or the PostgreSQL database is empty. Reading
-        creates neither a file nor a table (see :class:`chatbot.store.sqlite.EmptyDatabase`)."""
+        """True when there is no local database to read: no file yet, or (for a command that
+        only reads, which creates neither file nor table) an empty one."""
         from chatbot.store.schema import EmptyDatabase
 
         if self.remote or self.places.db == ":memory:":
@@ -238,9 +215,8 @@ class AppState:
         return self._empty
 
     def nothing_to_read(self) -> bool:
-        """:attr:`db_missing`, for a command that makes no database. The default one not made
-        yet (a fresh install) or an empty one has nothing in it yet; another path (``--db``,
-        ``CHATBOT_DB``) with no file there is a path mistyped: one line, exit 1."""
+        """:attr:`db_missing`, for a command that makes no database; a path other than the
+        default with no file there is mistyped: one line, exit 1."""
         from chatbot.config.sources import default_db_path
 
         missing, default = self.db_missing, default_db_path()
@@ -254,8 +230,7 @@ class AppState:
 
     @property
     def missing_said(self) -> str:
-        """Why :attr:`db_missing` holds, for a message: ``X does not exist yet``, ``X is
-        empty``."""
+        """Why :attr:`db_missing` holds: ``X does not exist yet``, ``X is empty``."""
         if self._no_file():
             return f"{self.places.db} does not exist yet"
         return f"{self.where} is empty"
@@ -267,21 +242,19 @@ class AppState:
         return not is_postgres_url(db) and not Path(db).expanduser().exists()
 
     def local_reader(self) -> LocalReader:
-        """The local threads' reading door (listing, search): plain SQL, no graph, no
-        LangGraph import (:class:`~chatbot.threads.reading.LocalReader`)."""
+        """The local threads' reading door (listing, search): plain SQL, no LangGraph."""
         from chatbot.threads.reading import LocalReader
 
         return LocalReader(self.store)
 
     def reader(self) -> LocalReader | Backend:
-        """What lists and reads threads: the server's backend in remote mode, else
-        :meth:`local_reader`."""
+        """What lists and reads threads: the server's backend, else :meth:`local_reader`."""
         return self.backend() if self.places.url else self.local_reader()
 
     def backend(self, runs: bool = False) -> Backend:
-        """The threads' backend. Locally its graph (and the models) is built at the first run:
-        reading commands never build it. A command that ``runs`` the graph checks the settings
-        and makes the models first, so a bad setting stops it before any file is created."""
+        """The threads' backend; locally its graph is built at the first run. A command that
+        ``runs`` the graph makes the models first: a bad setting stops it before any file is
+        created."""
         if runs and not self.places.url:
             _ = self.models
         if self.places.url:
@@ -314,17 +287,36 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
 
 
+def checked_thread_id(thread: str) -> str:
+    """A thread id given on the command line, checked (one line, exit 2, for a bad one)."""
+    from chatbot.threadids import check_thread_id
+
+    try:
+        return check_thread_id(thread)
+    except ValueError as error:
+        fail(str(error), 2)
+
+
+def write_output(output: Path, text: str, force: bool) -> str:
+    """Write ``--output`` whole (:func:`~chatbot.history.export.write_private`); its path as
+    a message shows it. A file there is replaced only with ``--force``."""
+    from chatbot.history.export import FileExists, write_private
+
+    try:
+        written = write_private(output, text, replace=force)
+    except FileExists as error:
+        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
+    return escape(sanitize(str(written)))
+
+
 def _error_line(message: str) -> None:
-    """Every error line the CLI prints: secrets removed, control characters made visible,
-    and a long value echoed in it cut to a readable length (:func:`within_reach`)."""
+    """Every error line the CLI prints: secrets removed, control characters made visible, a
+    long value echoed in it cut short."""
     err.print(f"[red]error:[/] {escape(within_reach(sanitize(redact(message))))}")
 
 
 def print_json(data: Any) -> None:
-    """Data as JSON, written with the standard library. DEL and C1 characters stay escaped
-    (U+009B is a CSI to a terminal); C0 ones json.dumps escapes itself. A write that fails (a
-    closed stdout's too, once :func:`set_up_process` ran) is the entry point's to report
-    (:mod:`chatbot.cli.stdout`)."""
+    """Data as JSON, with DEL and C1 characters escaped (U+009B is a CSI to a terminal)."""
     text = escape_json_controls(json.dumps(data, ensure_ascii=False, indent=2)) + "\n"
     if sys.stdout is not None:
         sys.stdout.write(text)
@@ -332,11 +324,9 @@ def print_json(data: Any) -> None:
 
 
 def set_up_process() -> None:
-    """What every command's process needs first: what the terminal cannot show written as "?",
-    and a failed write to stdout known as one (:mod:`chatbot.cli.stdout`); a closed stdin read
-    as an empty one; a ``COLUMNS`` or ``LINES`` that is no size (``0``, ``-1``, ``wide``) as
-    unset (Rich takes ``0`` as zero columns and prints nothing). (Logging is the commands' to
-    set up: :func:`configure_logging`.)"""
+    """What every command's process needs first: stdout behind :mod:`chatbot.cli.stdout`; a
+    closed stdin read as an empty one; a ``COLUMNS`` or ``LINES`` that is no size as unset
+    (Rich takes ``0`` as zero columns and prints nothing)."""
     import os
 
     from chatbot.cli import stdout
@@ -351,10 +341,8 @@ def set_up_process() -> None:
 
 
 def started() -> None:
-    """Start-up is over: collect garbage again from now on, among the objects made after this
-    only. Those made so far (modules, classes, settings) live as long as the process, and every
-    later collection would walk them all again. (The entry point, :func:`chatbot.cli.main.main`,
-    turns collecting off for start-up and freezes every object as the process leaves.)"""
+    """Start-up is over: collect garbage again, among the objects made from now on only (those
+    made so far live as long as the process)."""
     import gc
 
     if gc.isenabled():  # (not started by an entry point: the Typer app under a test, say)
@@ -364,9 +352,8 @@ def started() -> None:
 
 
 def exit_after(command: Callable[[], int | str | None]) -> NoReturn:
-    """Run a whole command line (``command`` returns or exits with its code), write what
-    stdout still holds, and exit: with the command's code, or 1 and one line (none for a
-    reader gone) when stdout failed where nothing said so."""
+    """Run a whole command line, write what stdout still holds, and exit with the command's
+    code, or 1 and one line (none for a reader gone) when stdout failed unsaid."""
     from chatbot.cli import stdout
 
     try:
@@ -382,16 +369,10 @@ def exit_after(command: Callable[[], int | str | None]) -> NoReturn:
 
 
 def configure_logging() -> None:
-    """Libraries' logs as one line, errors only: set up as a command starts, except by
-    ``threads`` on a SQLite file, where nothing logs (and :mod:`logging` is not imported)."""
+    """Libraries' logs as one line, errors only."""
     import logging
 
     logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-
-
-def show_notice(state: AppState) -> None:
-    if not state.remote and state.models.notice:
-        err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
 
 
 def valid_stdin() -> TextIO:
@@ -427,9 +408,8 @@ class ValidTextReader:
 
 
 def read_text(text: str | None) -> str:
-    """The message ``ask`` sends: TEXT, what is piped in, or both. Both is the piped input,
-    then TEXT after a blank line (``git diff | chatbot ask "review this"``), in the order llm
-    puts them. ``-`` reads stdin alone."""
+    """The message ``ask`` sends: TEXT, what is piped in, or both: the piped input, then TEXT
+    after a blank line (``git diff | chatbot ask "review this"``). ``-`` reads stdin alone."""
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             fail("no message: give TEXT, or pipe it in (or pass '-' to read stdin)", 2)
@@ -467,7 +447,7 @@ def interruption_said() -> bool:
 
 def exit_code(error: BaseException) -> int | None:
     """The exit code of a command that failed with ``error``, its line printed on stderr; None
-    for what is not a command's failure (the caller lets it through)."""
+    for what is not a command's failure."""
     from chatbot.cli.stdout import OutputClosed
     from chatbot.config.sources import SettingsError
     from chatbot.errors import FriendlyError
@@ -503,20 +483,11 @@ def exit_code(error: BaseException) -> int | None:
 _Door = TypeVar("_Door", bound="LocalReader | Backend")
 
 
-def thread_backend(
-    state: AppState, thread_id: str, *, local_only: str = "", runs: bool = False
-) -> Backend:
-    """The backend for a command about one existing thread (one error line if it is missing).
-
-    ``local_only`` names a command only local threads allow: on a server it is refused first.
-    """
-    return _existing_thread(state, thread_id, lambda: state.backend(runs), local_only)
-
-
 def thread_reader(state: AppState, thread_id: str) -> LocalReader | Backend:
-    """What a command that only reads one existing thread reads it through (one error line if
-    it is missing): locally :meth:`AppState.reader`'s ``LocalReader``, which reads its
-    checkpoints without importing what runs a turn; on a server its backend."""
+    """What a command that only reads one existing thread reads it through, the database
+    opened read-only (one error line if the thread is missing): locally a ``LocalReader``,
+    which imports nothing of what runs a turn; on a server its backend."""
+    state.read_only = True
     return _existing_thread(state, thread_id, state.reader)
 
 
@@ -537,8 +508,7 @@ def _existing_thread(
 
 def leading_note(state: AppState) -> None:
     """What every command says first: a warning when the user's config file is readable by
-    others (only a stat when it is private), and one for each settings file with lines that
-    cannot be read (only a stat when there is none)."""
+    others, and one for each settings file with lines that cannot be read."""
     from chatbot.config.userfile import readable_key_warning, unreadable_lines_warnings
 
     for warning in [readable_key_warning(), *unreadable_lines_warnings(state.env_file)]:

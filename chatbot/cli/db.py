@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -16,16 +16,15 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
 
 
 from chatbot.cli.app import (
-    Command,
     DbOption,
     JsonOption,
-    OneLineErrors,
-    app,
+    YesOption,
     app_state,
+    command,
+    command_group,
     err,
     escape,
     fail,
-    guarded,
     out,
     print_json,
 )
@@ -33,24 +32,19 @@ from chatbot.plural import counted
 
 # --- keeping the database small -----------------------------------------------------------
 
-db_app = typer.Typer(
-    name="db",
-    cls=OneLineErrors,
-    help="Look after the database: what it holds, copies of it, giving deleted threads' "
-    "space back.",
-    add_completion=False,
-    rich_markup_mode="rich",
+db_app = command_group(
+    "db",
+    "Look after the database: what it holds, copies of it, giving deleted threads' space back.",
+    "Database",
     no_args_is_help=True,
 )
-app.add_typer(db_app, rich_help_panel="Database")
 
 
 def _local_store(
     ctx: typer.Context, db: str | None, what: str, *, read_only: bool = False
 ) -> SqlStore | None:
     """The local database for a maintenance command; ``None`` (said on stderr) if there is
-    nothing in it yet (:meth:`~chatbot.cli.core.AppState.nothing_to_read`). On a server the
-    command is refused."""
+    nothing in it yet. On a server the command is refused."""
     state = app_state(ctx, db)
     state.read_only = read_only
     if state.remote:
@@ -64,8 +58,8 @@ def _local_store(
 def _size(count: int) -> str:
     """Bytes for people: ``412.3 MB``."""
     size = float(count)
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
+    for unit in ("bytes", "KB", "MB"):
+        if size < 1000:
             return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
         size /= 1000
     return f"{size:,.1f} GB"
@@ -73,8 +67,8 @@ def _size(count: int) -> str:
 
 @contextlib.contextmanager
 def _progress(doing: str, things: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr for ``total`` things (only on a terminal, and for 200 or more):
-    yields what to call with how many more are done."""
+    """A progress bar on stderr for ``total`` things (on a terminal, for 200 or more): yields
+    what to call with how many more are done."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(
@@ -94,8 +88,7 @@ def _progress(doing: str, things: str, total: int) -> Iterator[Callable[[int], N
         yield advance
 
 
-@db_app.command("stats", cls=Command)
-@guarded
+@command("stats", group=db_app)
 def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Threads, checkpoints and bytes on disk of the database, by part and a turn."""
     from chatbot.store.base import PER_TURN_FROM
@@ -129,8 +122,7 @@ def db_stats(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = Non
         out.print(f"{turns}{_size(round(stats.per_turn))} a turn{times}")
 
 
-@db_app.command("vacuum", cls=Command)
-@guarded
+@command("vacuum", group=db_app)
 def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     """Give deleted threads' space back to the disk (SQLite's VACUUM)."""
     store = _local_store(ctx, db, "db vacuum")
@@ -140,8 +132,7 @@ def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
 
 
-@db_app.command("copy", cls=Command)
-@guarded
+@command("copy", group=db_app)
 def db_copy(
     source: Annotated[str, typer.Argument(metavar="SRC", help="SQLite file or postgresql:// URL.")],
     target: Annotated[str, typer.Argument(metavar="DST", help="SQLite file or postgresql:// URL.")],
@@ -179,11 +170,10 @@ def db_copy(
         )
 
 
-@db_app.command("adopt", cls=Command)
-@guarded
+@command("adopt", group=db_app)
 def db_adopt(
     ctx: typer.Context,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOption = False,
     db: DbOption = None,
 ) -> None:
     """Take over another LangGraph program's database on purpose: chatbot adds its own tables
@@ -237,8 +227,7 @@ def db_adopt(
     )
 
 
-@app.command(cls=Command, rich_help_panel="Database")
-@guarded
+@command(panel="Database")
 def prune(
     ctx: typer.Context,
     inactive_days: Annotated[
@@ -301,32 +290,21 @@ def prune(
     ):
         return
     from chatbot.store.base import checkpoint_time
-    from chatbot.store.leases import Lease
 
-    deleted, busy = 0, []
-    for info in stale:
-        lease = Lease(store, info.thread_id)
-        if not lease.try_acquire():  # (a turn runs on it now)
-            busy.append(info.thread_id)
-            continue
-        try:  # (looked at again under the lease: a turn may have ended on it since the list)
-            latest = store.latest_checkpoint_id(info.thread_id)
-            if latest is not None and checkpoint_time(latest) == info.last_active:
-                deleted += store.delete_thread(info.thread_id)
-            else:
-                busy.append(info.thread_id)
-        finally:
-            lease.release()
-    err.print(
-        f"deleted {counted(deleted, 'thread')}; 'chatbot db vacuum' gives their space back "
-        "to the disk"
-    )
-    _left_busy(busy)
+    listed = {info.thread_id: info.last_active for info in stale}
+
+    def delete_unchanged(thread_id: str) -> int | None:
+        latest = store.latest_checkpoint_id(thread_id)  # (a turn may have ended on it since)
+        if latest is None or checkpoint_time(latest) != listed[thread_id]:
+            return None
+        return store.delete_thread(thread_id)
+
+    _under_leases(store, listed, delete_unchanged, lambda n: f"deleted {counted(n, 'thread')}")
 
 
 def _confirmed(yes: bool, piped: str, question: str) -> bool:
-    """Whether to go on deleting: ``--yes``, or a yes to ``question`` on a terminal. Piped
-    without ``--yes``, says ``piped`` and does nothing; a no exits 1 ("kept")."""
+    """Whether to go on deleting: ``--yes``, or a yes to ``question`` on a terminal (a no exits
+    1); piped without ``--yes``, says ``piped``."""
     if yes:
         return True
     if not sys.stdin.isatty():
@@ -339,8 +317,7 @@ def _confirmed(yes: bool, piped: str, question: str) -> bool:
 
 
 def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -> None:
-    """``prune --abandoned-days``: what each thread would lose, then (with ``yes`` or a yes
-    to the question) each thread pruned under its lease, its branches found again there."""
+    """``prune --abandoned-days``: what each thread would lose, then each thread pruned."""
     from chatbot.store.pruning import abandoned_branches, prune_branches
     from chatbot.threadids import quoted
     from chatbot.threads.backend import LocalBackend
@@ -371,29 +348,41 @@ def _prune_branches(store: SqlStore, days: float, only: str | None, yes: bool) -
         f"Remove these {what}?",
     ):
         return
-    from chatbot.store.leases import Lease
+    _under_leases(  # (the branches found again: a turn may have moved the line since)
+        store,
+        [thread_id for thread_id, _ in plans],
+        lambda thread: prune_branches(store, thread, abandoned_branches(store, thread, days)),
+        lambda n: f"removed {counted(n, 'checkpoint')} of side branches",
+    )
 
-    removed, busy = 0, []
-    for thread_id, _ in plans:
-        lease = Lease(store, thread_id)  # (a killed process's is taken at once, as a turn does)
+
+def _under_leases(
+    store: SqlStore,
+    threads: Iterable[str],
+    work: Callable[[str], int | None],
+    done: Callable[[int], str],
+) -> None:
+    """``work`` on each thread under its lease (a killed process's is taken at once, as a
+    turn does), then what was ``done`` in all; the threads left alone, because a turn held
+    them or ``work`` found one changed (``None``), are named in an error line (exit 1)."""
+    from chatbot.store.leases import Lease
+    from chatbot.threadids import quoted
+
+    total, busy = 0, []
+    for thread_id in threads:
+        lease = Lease(store, thread_id)
         if not lease.try_acquire():
             busy.append(thread_id)
             continue
-        try:  # (found again under the lease: a turn may have moved the line since)
-            removed += prune_branches(store, thread_id, abandoned_branches(store, thread_id, days))
+        try:
+            count = work(thread_id)
         finally:
             lease.release()
-    err.print(
-        f"removed {counted(removed, 'checkpoint')} of side branches; 'chatbot db vacuum' "
-        "gives their space back to the disk"
-    )
-    _left_busy(busy)
-
-
-def _left_busy(busy: Sequence[str]) -> None:
-    """Say which threads pruning left alone because a turn held them (exit 1), if any."""
-    from chatbot.threadids import quoted
-
+        if count is None:
+            busy.append(thread_id)
+        else:
+            total += count
+    err.print(f"{done(total)}; 'chatbot db vacuum' gives their space back to the disk")
     if busy:
         fail(
             f"{counted(len(busy), 'thread')} taking a turn now or since listed, left as "
@@ -405,9 +394,8 @@ def _left_busy(busy: Sequence[str]) -> None:
 
 
 def _pruned_view(thread_id: str, branches: Sequence[Branch], history: Sequence[Any]) -> Any:
-    """What pruning a thread's branches takes away, as its history says it: the entries on
-    those branches (a run whose start stays on the line, as the one whose reply a REPL
-    /retry replaced, loses only what it wrote after)."""
+    """What pruning a thread's branches takes away, as its history's entries (a run whose start
+    stays on the line, as one whose reply /retry replaced, loses only its reply)."""
     from rich.console import Group
     from rich.text import Text
 

@@ -1,8 +1,7 @@
-"""The ``chatbot`` console script (and ``python -m chatbot``): the Typer app
-(:mod:`chatbot.cli.commands`), inside what the process needs around it. Ctrl-C is an
-interruption from the first import on; stdout is put behind :mod:`chatbot.cli.stdout` and
-flushed and checked at the end (:func:`chatbot.cli.core.exit_after`); garbage is not collected
-while the process starts (see :func:`chatbot.cli.core.started`), nor as it leaves."""
+"""The ``chatbot`` console script (and ``python -m chatbot``): the Typer app inside what the
+process needs around it. Ctrl-C is an interruption from the first import on; stdout is checked
+at the end (:func:`chatbot.cli.core.exit_after`); garbage is not collected while the process
+starts (:func:`chatbot.cli.core.started`), nor as it leaves."""
 
 from __future__ import annotations
 
@@ -11,9 +10,8 @@ from typing import NoReturn
 
 
 def main() -> None:
-    """Console-script entry point: the Typer app (:mod:`chatbot.cli.commands`). Ctrl-C at any
-    moment says ``interrupted`` (exit code 130), and once the command is over, a Ctrl-C while
-    the process exits is ignored."""
+    """Console-script entry point. Ctrl-C at any moment says ``interrupted`` (exit code 130);
+    once the command is over, a Ctrl-C while the process exits is ignored."""
     try:
         from chatbot import interrupts
 
@@ -26,26 +24,20 @@ def main() -> None:
         _forget_caught_interruption()
         import gc
 
-        # Leaving: nothing needs collecting now, and the interpreter's last collection would
-        # walk every object the imports made.
-        gc.freeze()
+        gc.freeze()  # (the interpreter's last collection would walk every object imported)
 
 
 def _forget_caught_interruption() -> None:
-    """CPython notes a KeyboardInterrupt that ends code run from a string by ``eval`` or
-    ``exec`` (a namedtuple or a dataclass being made while a module is imported) and never
-    clears the note, however the program handles the interruption: under ``python -m
-    chatbot`` the interpreter then kills itself with SIGINT as it finishes (exit code -2, as
-    if nothing had caught it, instead of 130). Running a string clears the note (CPython's
-    ``run_eval_code_obj`` starts by clearing it), and this one is the last to run."""
+    """CPython notes a KeyboardInterrupt that ends code run by ``eval`` or ``exec`` (a
+    namedtuple being made during an import) and, under ``python -m``, kills itself with
+    SIGINT at the end (exit code -2, not 130) however it was handled. Running a string clears
+    the note."""
     eval("None")
 
 
 def _ignore_ctrl_c() -> None:
-    """From now on Ctrl-C is ignored. Python runs a Ctrl-C that is still pending as the
-    handler changes (one that C code dropped and :mod:`chatbot.interrupts` delivered again)
-    first: its KeyboardInterrupt would replace the exit on its way (exit code -2, not 130 or
-    0), so it is taken here, where what it interrupts is already over."""
+    """From now on Ctrl-C is ignored. A Ctrl-C still pending is delivered as the handler
+    changes; it is taken here, where it would otherwise replace the exit on its way."""
     while True:
         try:
             import signal
@@ -71,9 +63,8 @@ def _leave_interrupted() -> NoReturn:
 def _main() -> None:
     import gc
 
-    # Starting allocates much and frees little: collecting garbage meanwhile only costs time.
-    # The REPL collects again once its loading has ended (chatbot.cli.chat), the other
-    # commands once their arguments are parsed (chatbot.cli.commands.main_options).
+    # Starting allocates much and frees little: collecting is turned back on once the
+    # arguments are parsed (main_options), or the REPL has loaded (chatbot.cli.chat).
     gc.disable()
     from chatbot.cli.core import exit_after, set_up_process
 

@@ -3,24 +3,25 @@ told about the user in every thread), outside the REPL."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from chatbot.cli.app import (
     DbOption,
+    ForceOption,
     JsonOption,
-    OneLineErrors,
+    OutputOption,
     UrlOption,
-    app,
     app_state,
+    command_group,
     err,
     escape,
     fail,
     guarded,
     out,
     print_json,
+    write_output,
 )
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
@@ -28,15 +29,12 @@ from chatbot.sanitize import sanitize
 if TYPE_CHECKING:
     from chatbot.threads.memorybook import MemoryBook
 
-memory_app = typer.Typer(
-    name="memory",
-    cls=OneLineErrors,
-    help="What is remembered about you across threads: list, forget, export.",
-    add_completion=False,
-    rich_markup_mode="rich",
+memory_app = command_group(
+    "memory",
+    "What is remembered about you across threads: list, forget, export.",
+    "Threads",
     no_args_is_help=True,
 )
-app.add_typer(memory_app, rich_help_panel="Threads")
 
 
 def _book(
@@ -94,29 +92,18 @@ def forget(
 @guarded
 def export(
     ctx: typer.Context,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace the --output file if it exists.")
-    ] = False,
+    output: OutputOption = None,
+    force: ForceOption = False,
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
     """Export every memory, superseded ones too, as JSON."""
     import json
 
-    from chatbot.history.export import FileExists, write_private
-
     book = _book(ctx, db, url, reading=True)
     records = [memory.record() for memory in ([] if book is None else book.all())]
     if output is None:
         print_json(records)
         return
-    try:
-        text = json.dumps(records, ensure_ascii=False, indent=2) + "\n"
-        written = write_private(output, text, replace=force)
-    except FileExists as error:
-        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
-    shown = escape(sanitize(str(written)))
-    err.print(f"exported {counted(len(records), 'memory', 'memories')} to {shown}")
+    written = write_output(output, json.dumps(records, ensure_ascii=False, indent=2) + "\n", force)
+    err.print(f"exported {counted(len(records), 'memory', 'memories')} to {written}")

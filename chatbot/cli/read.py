@@ -1,7 +1,5 @@
 """The reading commands: ``threads``, ``history``, ``show`` and ``search``. They open the
-database read-only and never build models or the graph; ``threads`` and ``search`` read local
-threads with plain SQL, without importing LangGraph, and ``history`` and ``show`` read
-checkpoints through LangGraph's saver alone (:func:`~chatbot.cli.core.thread_reader`)."""
+database read-only and never build models or the graph."""
 
 from __future__ import annotations
 
@@ -11,18 +9,16 @@ import typer
 
 from chatbot.cli import completion
 from chatbot.cli.app import (
-    Command,
     DbOption,
     JsonOption,
     ThreadArgument,
     UrlOption,
-    app,
     app_state,
+    command,
     err,
     escape,
     fail,
     given_option,
-    guarded,
     out,
     print_json,
     thread_reader,
@@ -31,8 +27,7 @@ from chatbot.cli.app import (
 from chatbot.cli.core import configure_logging
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def threads(
     ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None, url: UrlOption = None
 ) -> None:
@@ -42,7 +37,6 @@ def threads(
     state = app_state(ctx, db, url)
     if state.remote or is_postgres_url(state.places.db):
         configure_logging()  # (the client libraries log; sqlite3 and the store never do)
-
     state.read_only = True
     # (locally plain SQL: nothing of LangGraph is imported)
     listing = [] if state.nothing_to_read() else state.reader().threads()
@@ -58,8 +52,7 @@ def threads(
         err.print(f"[dim]no threads in {escape(state.where)}[/]")
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def history(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -78,10 +71,7 @@ def history(
     checkpoint it left), newest first; --all lists every checkpoint."""
     from chatbot.history.turns import history_rows, turn_entries
 
-    state = app_state(ctx, db, url)
-
-    state.read_only = True
-    reader = thread_reader(state, thread_id)
+    reader = thread_reader(app_state(ctx, db, url), thread_id)
     history = reader.history(thread_id)  # the index: only the rows shown read their states
     if every:
         rows = history_rows(history, limit)
@@ -105,8 +95,7 @@ def history(
         out.print(turn_table(entries))
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def show(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -121,10 +110,7 @@ def show(
     url: UrlOption = None,
 ) -> None:
     """Show a thread's summary and messages, now or at a past checkpoint."""
-    state = app_state(ctx, db, url)
-
-    state.read_only = True
-    reader = thread_reader(state, thread_id)
+    reader = thread_reader(app_state(ctx, db, url), thread_id)
     if checkpoint:
         from chatbot.history.lineage import find_checkpoint
 
@@ -154,8 +140,7 @@ def show(
     out.print(state_view(snapshot, title=checkpoint_heading(snapshot) if checkpoint else ""))
 
 
-@app.command(cls=Command, rich_help_panel="Search and export")
-@guarded
+@command(panel="Search and export")
 def search(
     ctx: typer.Context,
     text: Annotated[
@@ -180,7 +165,6 @@ def search(
     from chatbot.store.search import SearchError, hit_record, parse_query
 
     state = app_state(ctx, db, url)
-
     text = valid_text(text)
     try:
         parse_query(text)

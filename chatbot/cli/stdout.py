@@ -1,13 +1,10 @@
 """Standard output whose failures are known: a write that fails (a full disk, a reader gone)
 is raised once as its own error, and what follows is dropped.
 
-Python's own stdout keeps what it could not write in its buffer and tries again when the
-interpreter exits, where the failure is only printed ("Exception ignored ... OSError") and
-turns the exit code into 120; a failed write in the middle of a command surfaced as an
-``OSError`` like any other (a database file's, a socket's). :func:`install` puts fd 1 behind
-:class:`StdoutFile`, which tells the two apart and reports a failure once; the entry points
-end with :func:`flush`, so that output still buffered is written, or its failure reported,
-while the command can still say so.
+Python's own stdout retries at exit, where a failure is only printed ("Exception ignored")
+and the exit code becomes 120, and mid-command it is an ``OSError`` like a database file's.
+:func:`install` puts fd 1 behind :class:`StdoutFile`; the entry points end with :func:`flush`,
+while the command can still say what failed.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ class OutputClosed(BrokenPipeError):
 
 class StdoutFile(io.RawIOBase):
     """File descriptor 1 as a raw file that remembers its first failed write and drops
-    everything written after it (already reported: trying again would only fail again).
-    Closing it leaves the descriptor open: it is the process's."""
+    everything written after it. Closing it leaves the descriptor open: it is the process's."""
 
     def __init__(self, fd: int = 1) -> None:
         super().__init__()
@@ -71,12 +67,10 @@ def failure_error(error: OSError) -> OSError | OutputFailed:
 
 def install() -> None:
     """Put stdout behind :class:`StdoutFile`, as Python made it otherwise (encoding, line
-    buffering on a terminal, ``-u``); characters it cannot encode are written as ``?``.
+    buffering, ``-u``); characters it cannot encode are written as ``?``.
 
-    A closed stdout (``>&-``; Python's ``sys.stdout`` is then None) takes the same path: fd 1
-    is taken by ``/dev/null`` opened read-only, so that every write fails (EBADF) and is
-    reported as a full disk's is; and so that no file or socket opened later gets fd 1 and
-    the output with it."""
+    A closed stdout (``>&-``) gets ``/dev/null`` opened read-only as fd 1: every write fails
+    and is reported, and no file or socket opened later takes fd 1."""
     if sys.stdout is None and _closed(1):
         readable = os.open(os.devnull, os.O_RDONLY)
         if readable != 1:

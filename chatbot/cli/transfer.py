@@ -10,52 +10,40 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from chatbot.cli.app import (
-    Command,
     DbOption,
+    ForceOption,
+    OutputOption,
     ThreadArgument,
     UrlOption,
-    app,
     app_state,
+    checked_thread_id,
+    command,
     err,
     escape,
     fail,
     given_option,
-    guarded,
     thread_reader,
+    write_output,
 )
 from chatbot.sanitize import sanitize
 
 
-@app.command(cls=Command, rich_help_panel="Search and export")
-@guarded
+@command(panel="Search and export")
 def export(
     ctx: typer.Context,
     thread_id: ThreadArgument,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here (default: stdout).")
-    ] = None,
+    output: OutputOption = None,
     fmt: Annotated[
         str | None, typer.Option("--format", "-f", help="md or json (default: by extension).")
     ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace the --output file if it exists.")
-    ] = False,
+    force: ForceOption = False,
     db: DbOption = None,
     url: UrlOption = None,
 ) -> None:
     """Export a thread: summary, messages folded into it, live messages."""
-    from chatbot.history.export import (
-        ExportError,
-        FileExists,
-        export_document,
-        export_format,
-        render,
-        write_private,
-    )
+    from chatbot.history.export import ExportError, export_document, export_format, render
 
-    state = app_state(ctx, db, url)
-    state.read_only = True
-    reader = thread_reader(state, thread_id)
+    reader = thread_reader(app_state(ctx, db, url), thread_id)
     try:
         chosen = export_format(output, fmt)
     except ExportError as error:
@@ -65,18 +53,14 @@ def export(
     if output is None:
         sys.stdout.write(text)
         return
-    try:
-        written = write_private(output, text, replace=force)
-    except FileExists as error:
-        fail(f"{error.shown} exists: add --force to replace it (nothing was written)")
-    err.print(f"exported {escape(sanitize(thread_id))} to {escape(sanitize(str(written)))}")
+    written = write_output(output, text, force)
+    err.print(f"exported {escape(sanitize(thread_id))} to {written}")
 
 
 _HOW_TO_IMPORT = "import the JSON file 'chatbot export THREAD -o FILE.json' writes"
 
 
-@app.command("import", cls=Command, rich_help_panel="Search and export")
-@guarded
+@command("import", panel="Search and export")
 def import_(
     ctx: typer.Context,
     file: Annotated[
@@ -101,7 +85,7 @@ def import_(
     """Bring a thread in from its JSON export: summary, messages folded into it, live messages
     (local threads only). A thread of that name already there is never written over."""
     from chatbot.plural import counted
-    from chatbot.threadids import check_thread_id, quoted
+    from chatbot.threadids import quoted
     from chatbot.threads.backend import LocalBackend
     from chatbot.threads.operations import BackendError
 
@@ -113,14 +97,13 @@ def import_(
             2,
         )
     if thread is not None:
-        try:
-            thread = check_thread_id(thread)
-        except ValueError as error:
-            fail(str(error), 2)
+        thread = checked_thread_id(thread)
     stdin = str(file) == "-"
     shown = "stdin" if stdin else quoted(str(file), 300)
     found, contents = _read_export(_export_json(file, shown), shown)
     if thread is None:
+        from chatbot.threadids import check_thread_id
+
         try:
             thread = check_thread_id(found)
         except ValueError as error:
@@ -187,14 +170,11 @@ def _export_json(file: Path, shown: str) -> object:
 _EXPORT_TEXT = ("thread_id", "summary", "system_prompt", "system_role")
 _EXPORT_LISTS = ("summary_history", "folded_messages", "messages", "unanswered")
 _EXPORT_OPTIONAL = ("system_prompt", "system_role", "unanswered")
-"""What an export made before threads had their own system prompt (or a saved, unanswered
-message) lacks."""
 
 
 def _read_export(document: object, shown: str) -> tuple[str, dict[str, Any]]:
-    """The thread id an export names and what ``LocalBackend.import_thread`` takes from it
-    (its messages read back: :func:`~chatbot.history.records.message_from_record`); one line,
-    exit 2, saying what is wrong with a document that is not an export."""
+    """The thread id an export names and what ``LocalBackend.import_thread`` takes from it;
+    one line, exit 2, saying what is wrong with a document that is not an export."""
     from chatbot.history.records import RecordError, json_kind, message_from_record
     from chatbot.sanitize import valid_data
 

@@ -12,22 +12,20 @@ import typer
 from chatbot.cli import completion
 from chatbot.cli.app import (
     CliError,
-    Command,
     DbOption,
     JsonOption,
     ThreadArgument,
     UrlOption,
-    app,
     app_state,
+    checked_thread_id,
+    command,
     err,
     escape,
     fail,
-    guarded,
     open_thread,
     out,
     print_json,
     read_text,
-    show_notice,
     valid_text_option,
 )
 from chatbot.errors import describe_error
@@ -37,12 +35,10 @@ if TYPE_CHECKING:  # the rest is imported on demand: `--help`, `--version` and r
     from chatbot.terminal.display import WaitSpinner
     from chatbot.threads.attachments import Attachment, Content
     from chatbot.threads.backend import Backend
-    from chatbot.threads.events import Event, Kept, TurnStream
-    from chatbot.threads.runner import Display, TurnOutcome
+    from chatbot.threads.events import Event, Kept
 
 
-@app.command(cls=Command, rich_help_panel="Chat")
-@guarded
+@command(panel="Chat")
 def ask(
     ctx: typer.Context,
     text: Annotated[
@@ -96,20 +92,18 @@ def ask(
     from chatbot.store.errors import StoreError
     from chatbot.terminal.display import ReplyView
     from chatbot.terminal.render import failed_turn
-    from chatbot.threadids import check_thread_id
     from chatbot.threads.attachments import check_system_prompt
+    from chatbot.threads.runner import session_runner
 
-    try:
-        thread = check_thread_id(thread)
-    except ValueError as error:
-        fail(str(error), 2)
+    thread = checked_thread_id(thread)
     prompt = _prompt_option(system, role)
     state = app_state(ctx, db, url)
     message = read_text(text) if not files else _text_with_files(text)
     spinner = _spinner("connecting to the server…" if state.remote else None)
     try:
         backend = state.backend(runs=True)
-        show_notice(state)
+        if not state.remote and state.models.notice:
+            err.print(f"[yellow]note:[/] {escape(state.models.notice)}")
         content = _attach(message, files or [], backend)
         if prompt is not None:
             check_system_prompt(prompt[0], backend.run_settings(None, prompt[0]))
@@ -117,7 +111,7 @@ def ask(
         view = ReplyView(out, live=out.is_terminal, plain=True, notes_to=err, spinner=spinner)
         view.start()
         turn = backend.send(thread, content)
-        outcome = _run_turn(turn, view)
+        outcome = session_runner().run(turn, view)  # (Ctrl-C cancels it, closing the request)
     finally:
         if spinner is not None:
             spinner.stop()
@@ -140,9 +134,8 @@ def ask(
 
 
 def _spinner(words: str | None) -> WaitSpinner | None:
-    """On a terminal, the REPL's spinner while ``ask`` loads the model (or ``words``) and waits
-    for the reply (on stderr, erased before the reply); none when the reply goes to a pipe or
-    a file."""
+    """On a terminal, the REPL's spinner on stderr while ``ask`` loads the model (or
+    ``words``) and waits for the reply; none when the reply goes to a pipe or a file."""
     if not (out.is_terminal and err.is_terminal):
         return None
     from chatbot.terminal.display import LOADING, WaitSpinner
@@ -173,8 +166,8 @@ def _text_with_files(text: str | None) -> str:
 
 
 def _attach(text: str, files: list[str], backend: Backend) -> Content:
-    """The message's content with the files attached (one error line, exit 2, for a file that
-    cannot be)."""
+    """The message's content with the files attached (one line, exit 2, for one that cannot
+    be)."""
     from chatbot.threads.attachments import (
         AlreadyAttached,
         AttachmentError,
@@ -197,23 +190,14 @@ def _attach(text: str, files: list[str], backend: Backend) -> Content:
     return message_content(text, attached)
 
 
-def _run_turn(turn: TurnStream, view: Display) -> TurnOutcome:
-    """Run one turn on the session's event loop (Ctrl-C cancels it and closes the request)."""
-    from chatbot.threads.runner import session_runner
-
-    return session_runner().run(turn, view)
-
-
 def _leaving_after_ctrl_c() -> None:
-    """The turn is stopped and nothing more will be written: an impatient second Ctrl-C
-    must not turn the clean exit (code 130) into a death by signal."""
+    """A second Ctrl-C must not turn the clean exit (code 130) into a death by signal."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@app.command(cls=Command, rich_help_panel="Threads")
-@guarded
+@command(panel="Threads")
 def compact(
     ctx: typer.Context,
     thread_id: ThreadArgument,
@@ -230,13 +214,14 @@ def compact(
 ) -> None:
     """Fold a thread's older messages into its summary now: the usual keep window stays."""
     from chatbot.history.summary import compact_refusal
+    from chatbot.threads.runner import session_runner
 
     backend = open_thread(ctx, thread_id, db, url, runs=True)
     refusal = compact_refusal(backend.current(thread_id))
     if refusal:
         fail(refusal)
     view = _CompactView()
-    outcome = _run_turn(backend.compact(thread_id, focus or ""), view)
+    outcome = session_runner().run(backend.compact(thread_id, focus or ""), view)
     if outcome.interrupted:
         _leaving_after_ctrl_c()
         fail("interrupted: nothing was folded", 130)
@@ -279,7 +264,7 @@ class _CompactView:
 
 def _prompt_option(system: str | None, role: str | None) -> tuple[str, str] | None:
     """``ask --system``/``--role`` as the thread's (prompt, role), checked before anything
-    runs; ``None`` when neither is given (the thread keeps its own)."""
+    runs; ``None`` when neither is given."""
     from chatbot.config.roles import load_role
 
     if system is not None and role is not None:
@@ -294,8 +279,7 @@ def _prompt_option(system: str | None, role: str | None) -> tuple[str, str] | No
     return None
 
 
-@app.command(cls=Command, rich_help_panel="Settings")
-@guarded
+@command(panel="Settings")
 def roles(as_json: JsonOption = False) -> None:
     """List the roles (saved system prompts): name and first line; ask --role NAME uses one."""
     from chatbot.config.roles import how_to_add, list_roles

@@ -1,16 +1,13 @@
 """The one settings reader: pydantic-settings' sources in chatbot's order, for every settings
 class, and where each value was found.
 
-:class:`Sources` builds the sources a read uses, highest priority first: the options (init
-keyword arguments), the environment, the env file (``./.env`` or ``--env-file``), the user's
-config file (``config.env`` in :func:`~chatbot.config.sources.config_dir`); the fields'
-defaults come last. Names are not case-sensitive. The settings are made from those very source
-objects, and :meth:`Sources.origin` asks the same objects where a value came from, so that
-``chatbot config`` and the messages that name a setting's place agree with what was read.
+:class:`Sources` holds the sources, highest priority first: the options, the environment, the
+env file (``./.env`` or ``--env-file``), the user's ``config.env``; the defaults come last.
+The settings are made from those very objects, and :meth:`Sources.origin` asks them where a
+value came from, so that ``chatbot config`` agrees with what was read.
 
-:class:`PlaceSettings` is where threads live (``CHATBOT_DB``, ``CHATBOT_URL``,
-``CHATBOT_PG_PREPARE_THRESHOLD``): the REPL's start and the reading commands read it alone,
-without the rest of :class:`~chatbot.config.settings.Settings` (which adds its fields to it).
+:class:`PlaceSettings` is where threads live: the REPL's start and the reading commands read
+it alone, without the rest of :class:`~chatbot.config.settings.Settings`.
 """
 
 from __future__ import annotations
@@ -46,8 +43,8 @@ S = TypeVar("S", bound=BaseSettings)
 
 
 class PlaceSettings(BaseSettings):
-    """Where threads live: the database file or URL, or a LangGraph server. Holds the
-    configuration every chatbot settings class shares (its subclasses add fields only)."""
+    """Where threads live: the database file or URL, or a LangGraph server (the base of every
+    chatbot settings class)."""
 
     model_config = SettingsConfigDict(
         env_prefix="CHATBOT_",
@@ -87,10 +84,8 @@ class PlaceSettings(BaseSettings):
 
 
 class SettingsFile(DotEnvSettingsSource):
-    """A settings file (the env file or the config file), read as pydantic-settings reads
-    ``.env``; a database path in it is expanded as a shell would (:func:`expanded_path`), and
-    a file that is not UTF-8, or that cannot be read (its permissions, a folder of its path
-    that cannot be entered), is a :class:`SettingsError` naming it."""
+    """A settings file, read as pydantic-settings reads ``.env``; a database path in it is
+    expanded as a shell would, and a file that cannot be read is a :class:`SettingsError`."""
 
     def __init__(
         self, settings_cls: type[BaseSettings], path: str | Path | None, what: str = "env file"
@@ -157,9 +152,7 @@ class Reader(NamedTuple):
 
 
 class Sources(Generic[S]):
-    """The sources one read of ``settings_cls`` uses, each file read once: the options, the
-    environment, ``env_file`` (``None``: none), then ``config_file`` (the user's unless told;
-    ``None``: none)."""
+    """The sources one read of ``settings_cls`` uses, each file read once (``None``: none)."""
 
     def __init__(
         self,
@@ -200,9 +193,8 @@ class Sources(Generic[S]):
 
     def read(self) -> S:
         """The settings, or a :class:`SettingsError` with one line for the first problem. A
-        blank ``--db`` or ``CHATBOT_DB`` variable is one (a path lost on the way, ``--db
-        "$UNSET"``, which must not quietly become the default database); a blank line of a
-        settings file is unset, as every setting's."""
+        blank ``--db`` or ``CHATBOT_DB`` variable is one (``--db "$UNSET"`` must not quietly
+        become the default database); blank in a settings file is unset."""
         found = self.origin("db") if "db" in self.settings_cls.model_fields else None
         if found and found.source in ("option", "environment") and not found.value.strip():
             raise SettingsError(f"CHATBOT_DB={found.value!r} is not valid: {BLANK_DB}")
@@ -225,8 +217,7 @@ def read_places(
 
 
 def describe_validation_error(error: ValidationError) -> str:
-    """One line for the first problem: the variable, the offending value, what is expected
-    (a validator's :class:`SettingsError` is that line already)."""
+    """One line for the first problem: the variable, the offending value, what is expected."""
     first = error.errors()[0]
     field = str(first["loc"][0]) if first["loc"] else "setting"
     name = field.upper() if field.upper().startswith("OPENAI_") else f"CHATBOT_{field.upper()}"

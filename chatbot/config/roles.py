@@ -2,17 +2,14 @@
 
 Vocabulary:
 
-- **thread prompt**: the system prompt stored in a thread's state (``system_prompt``, set by
-  ``/system``, ``/role``, ``ask --system`` or ``ask --role``), with the name of the role it
-  came from (``system_role``, empty when typed). It is part of every checkpoint, so forks carry
-  it, and it is never folded into the summary.
-- **role**: a named, reusable prompt: ``NAME.md`` in the ``roles`` folder of the user's config
-  folder (``~/.config/chatbot/roles``; ``$XDG_CONFIG_HOME`` moves it), as aichat keeps them.
-  The file's text is the prompt.
-- **effective prompt**: what a run sends, by precedence: the run's context (Studio's
-  ``system_prompt`` field) beats the thread prompt, which beats ``CHATBOT_SYSTEM_PROMPT``.
+- **thread prompt**: the system prompt in a thread's state (set by ``/system``, ``/role``,
+  ``ask --system`` or ``--role``), with the role it came from. Forks carry it; it is never
+  folded into the summary.
+- **role**: a named, reusable prompt: ``NAME.md`` in ``~/.config/chatbot/roles``.
+- **effective prompt**: what a run sends: the run's context (Studio's ``system_prompt``) beats
+  the thread prompt, which beats ``CHATBOT_SYSTEM_PROMPT``.
 
-Standard library only: ``chatbot roles`` and the REPL's ``/role`` list stay fast.
+Standard library only, so that listing roles stays fast.
 """
 
 from __future__ import annotations
@@ -66,11 +63,10 @@ def _read(path: Path) -> str:
         raise RoleError(f"cannot read role file {str(path)!r}: {error.strerror or error}") from None
 
 
-def list_roles(folder: Path | None = None) -> list[Role]:
-    """The roles in ``folder`` (default: :func:`roles_dir`), by name; none if it is missing.
-    A role that cannot be used (a file name that is no role name, not UTF-8, empty) is listed
-    with its ``problem`` rather than left out or hiding the rest."""
-    folder = folder or roles_dir()
+def list_roles() -> list[Role]:
+    """The roles, by name. A role that cannot be used is listed with its ``problem`` rather
+    than left out."""
+    folder = roles_dir()
     if not folder.is_dir():
         return []
     found = []
@@ -91,16 +87,14 @@ def list_roles(folder: Path | None = None) -> list[Role]:
     return found
 
 
-def how_to_add(folder: Path | None = None) -> str:
+def how_to_add() -> str:
     """One line saying where roles go."""
-    folder = folder or roles_dir()
-    return f"add a role: write its prompt in {folder / ('NAME' + ROLE_SUFFIX)}"
+    return f"add a role: write its prompt in {roles_dir() / ('NAME' + ROLE_SUFFIX)}"
 
 
-def load_role(name: str, folder: Path | None = None) -> Role:
-    """The role ``name``; a :class:`RoleError` line naming the folder and the roles there
-    when there is no such role, or it is empty."""
-    folder = folder or roles_dir()
+def load_role(name: str) -> Role:
+    """The role ``name``; a :class:`RoleError` naming the folder and its roles otherwise."""
+    folder = roles_dir()
     name = name.strip().removesuffix(ROLE_SUFFIX)
     if not _NAME.fullmatch(name):
         raise RoleError(
@@ -108,8 +102,8 @@ def load_role(name: str, folder: Path | None = None) -> Role:
         )
     path = folder / f"{name}{ROLE_SUFFIX}"
     if not path.is_file():
-        names = [role.name for role in list_roles(folder)]
-        there = f"roles there: {', '.join(names)}" if names else how_to_add(folder)
+        names = [role.name for role in list_roles()]
+        there = f"roles there: {', '.join(names)}" if names else how_to_add()
         raise RoleError(f"no role {name!r} in {folder} ({there})")
     prompt = _read(path)
     if not prompt:
@@ -118,8 +112,8 @@ def load_role(name: str, folder: Path | None = None) -> Role:
 
 
 def check_prompt_fits(prompt: str, tokens: int, most: int | None, model: str) -> None:
-    """Refuse (a :class:`RoleError` line) a thread prompt that alone fills the model's input
-    (``most`` tokens; ``None``: unknown): every turn would fail with it, whatever was typed."""
+    """Refuse a thread prompt that alone fills the model's input (``most`` tokens): every turn
+    would fail with it."""
     if most and tokens >= most:
         raise RoleError(
             f"that system prompt is about {tokens:,} tokens, and {model} takes {most:,} at "

@@ -1,9 +1,7 @@
-"""Every setting, typed and validated in one place, read from the options, the environment,
-``.env`` and the user's config file (:mod:`chatbot.config.reader` reads them).
+"""Every setting, typed and validated in one place (:mod:`chatbot.config.reader` reads them).
 
-``Settings`` is the only object that knows about environment variables; everything else takes
-values from it. Problems surface as :class:`SettingsError` with one line naming the variable,
-what is wrong and the valid forms.
+``Settings`` is the only object that knows about environment variables. Problems surface as
+:class:`SettingsError`: one line naming the variable, what is wrong and the valid forms.
 """
 
 from __future__ import annotations
@@ -99,24 +97,18 @@ class Settings(PlaceSettings):
         "summary_input_tokens",
         "openai_api_key",
         "log",
+        "summary_create_prompt",  # (a blank prompt is the built-in one: a summary asked for
+        "summary_extend_prompt",  # with no words would come back as anything)
         mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("summary_create_prompt", "summary_extend_prompt", mode="before")
-    @classmethod
-    def _blank_prompt_is_unset(cls, value: Any) -> Any:
-        """A prompt of spaces and line breaks only is the built-in prompt (a summary asked
-        for with no words would come back as anything)."""
-        return None if isinstance(value, str) and not value.strip() else value
-
     @field_validator("model", "summary_model")
     @classmethod
     def _model_name(cls, value: str | None) -> str | None:
-        """A name as a server's list shows it: no spaces, and no control character (a DEL,
-        an escape: a name no one can type, which a terminal would act on when shown)."""
+        """A name as a server's list shows it: no spaces, no control character."""
         if value is not None and (not value.strip() or any(c.isspace() for c in value)):
             raise ValueError("give a model name without spaces, or 'offline'")
         unseen = next((c for c in value or "" if not c.isprintable()), None)
@@ -174,9 +166,7 @@ class Settings(PlaceSettings):
         return self.summary_model or self.model
 
     def secrets(self) -> list[str]:
-        """What is never shown: the API key, and a password in the model server's, the
-        LangGraph server's or the database's URL (``http://user:password@proxy/v1``,
-        ``postgresql://h/db?password=...``)."""
+        """What is never shown: the API key, and a password in any of the URLs."""
         found = [self.openai_api_key.get_secret_value()] if self.openai_api_key else []
         for url in (self.openai_base_url, self.url, self.db):
             found += url_passwords(url) if url else []
@@ -192,10 +182,7 @@ class Settings(PlaceSettings):
         self, max_input_tokens: int | None, *, trigger: str = "", keep: str = ""
     ) -> SummaryPolicy:
         """The validated summarization policy for a model whose requests may hold
-        ``max_input_tokens`` (None: ``CHATBOT_MAX_INPUT_TOKENS``, if set).
-
-        ``trigger`` and ``keep``, when given (a run's own), replace the settings' values.
-        """
+        ``max_input_tokens``; a run's own ``trigger`` and ``keep`` replace the settings'."""
         from chatbot.memory.policy import PolicyError, SummaryPolicy
 
         try:
@@ -212,16 +199,14 @@ class Settings(PlaceSettings):
 def load_settings(
     env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG, **overrides: Any
 ) -> Settings:
-    """Read the settings: the overrides, the environment, ``env_file``, then ``config_file``
-    (the user's ``config.env`` unless told); raise :class:`SettingsError` with one line on the
-    first problem."""
+    """Read the settings (see :class:`~chatbot.config.reader.Sources`); a
+    :class:`SettingsError` with one line on the first problem."""
     return settings_from(Sources(Settings, env_file, config_file, overrides))
 
 
 def settings_from(sources: Sources[Settings]) -> Settings:
-    """The settings ``sources`` hold; a key that cannot be one is refused saying where it was
-    found, and where a good one was found is remembered for the line of a key the model
-    server refuses (:func:`~chatbot.errors.remember_key_place`)."""
+    """The settings ``sources`` hold; a bad key is refused saying where it was found, and a
+    good one's place is remembered for the line of a key the server refuses."""
     found = sources.origin("openai_api_key")
     try:
         settings = sources.read()

@@ -1,8 +1,5 @@
 """What the settings are made of, without pydantic: where the user's files are, the checks of a
 database path and of a server's URL, and passwords kept out of what is shown.
-
-:mod:`chatbot.config.reader` reads the settings with these rules; the modules that only need a
-rule (a URL without its password, the OpenAI endpoint a base URL means) import it from here.
 """
 
 from __future__ import annotations
@@ -29,12 +26,9 @@ def default_db_path() -> Path:
 
 
 def missing_db_folder(path: str) -> Path | None:
-    """The folder a new SQLite file at ``path`` is missing, when it is not chatbot's to make:
-    it does not exist, and lies outside chatbot's data folder (:func:`data_dir`, which
-    chatbot makes, with any folder in it). ``--db /nonexistent/dir/x.sqlite`` is a path
-    mistyped more often than folders meant. None when there is nothing to make, when chatbot
-    makes it, or when a file stands where a folder of the path should be (making the file
-    says that)."""
+    """The folder a new SQLite file at ``path`` is missing, outside chatbot's data folder
+    (``--db /nonexistent/dir/x.sqlite`` is more often a typo than folders meant); None when
+    there is nothing to make, chatbot makes it, or a file stands in the way."""
     folder = Path(os.path.abspath(os.path.expanduser(path))).parent
     if folder.is_relative_to(os.path.abspath(data_dir())):
         return None
@@ -187,11 +181,9 @@ BLANK_DB = (
 
 def check_db(value: str) -> str:
     """``CHATBOT_DB`` as chatbot can use it: a SQLite file's path or a ``postgresql://`` URL.
-    Anything else that looks like an address (``mysql://h/db``, SQLAlchemy's ``sqlite:///x``,
-    SQLite's ``file:x?mode=ro``) is a ValueError saying what to give: taken as a path, it
-    would quietly become folders named ``mysql:`` or an empty file named ``file:x?mode=ro``.
-    So is a blank value (``''`` is the current folder to SQLite's caller) and one holding a
-    control character (a newline, an escape: a file no one can type)."""
+    Another address (``mysql://h/db``, ``sqlite:///x``, ``file:x?mode=ro``), a blank value or
+    a control character is a ValueError saying what to give: taken as a path, it would
+    quietly become folders or a file no one meant."""
     import re
     import unicodedata
 
@@ -220,9 +212,8 @@ def check_db(value: str) -> str:
 
 
 def check_db_path(value: str) -> str:
-    """A database path no file can be at, as a ValueError in words: symbolic links that lead
-    round in a loop (on the way to it, or the file itself), a name longer than the system
-    takes. (A path that does not exist yet is fine: the first writing command makes it.)"""
+    """A database path no file can be at (a symbolic-link loop, a name too long) as a
+    ValueError in words; a path that does not exist yet is fine."""
     import errno
 
     if value == ":memory:":
@@ -251,11 +242,9 @@ NO_DATABASE_NAMED = (
 
 
 def check_postgres_database(url: str) -> str:
-    """A ``postgresql://`` URL that names its database: in its path (``…/DBNAME``), in
-    ``?dbname=`` or a ``?service=`` (libpq's), or through libpq's ``PGDATABASE`` or
-    ``PGSERVICE``. Otherwise libpq connects to a default database (the user's name, often
-    ``postgres``) and chatbot's tables would land in a database nobody chose: a ValueError
-    saying what to add. A URL too broken to read is left to libpq, which says why."""
+    """A ``postgresql://`` URL that names its database (its path, ``?dbname=``, ``?service=``,
+    ``PGDATABASE`` or ``PGSERVICE``); else a ValueError: chatbot's tables would land in
+    libpq's default database, which nobody chose. A broken URL is left to libpq."""
     from urllib.parse import parse_qsl, unquote, urlsplit
 
     try:
@@ -272,9 +261,7 @@ def check_postgres_database(url: str) -> str:
 
 def expanded_path(value: str) -> str:
     """A settings file's ``CHATBOT_DB=$HOME/chat.sqlite`` as a shell would read it
-    (python-dotenv expands only ``${HOME}``): otherwise a folder named "$HOME" in the current
-    one. Only a file's value: an option or a variable comes from a shell, which expanded what
-    it meant to. Not a URL, whose password may hold a "$"."""
+    (python-dotenv expands only ``${HOME}``); not a URL, whose password may hold a "$"."""
     if "$" not in value or value.strip().lower().startswith(("postgresql://", "postgres://")):
         return value
     return os.path.expandvars(value)

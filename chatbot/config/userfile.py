@@ -1,14 +1,9 @@
-"""The user-level config: ``config.env`` in the user's config folder, and where each setting
-comes from.
+"""The user-level config: ``config.env`` in the user's config folder (so that an installed
+``chatbot`` works the same from any folder), and where each setting comes from.
 
-Settings are read from the options, the environment, ``./.env`` (or ``--env-file``), then
-``~/.config/chatbot/config.env`` (:func:`chatbot.config.sources.user_config_file`), then the
-defaults, so that ``chatbot`` installed with ``uv tool install`` works the same from any folder.
-:func:`describe_settings` and :func:`unknown_names` ask the sources the settings are read from
-(:class:`chatbot.config.reader.Sources`) where each value is.
-:func:`describe_settings` tells, for every setting, its value and its source, with the API key
-and passwords in URLs redacted; :func:`create_config` writes a commented ``config.env`` that
-only its owner can read; :func:`readable_key_warning` notices one that others can read.
+:func:`describe_settings` tells every setting's value (secrets redacted) and source;
+:func:`create_config` writes a commented ``config.env`` only its owner can read;
+:func:`readable_key_warning` notices one that others can read.
 """
 
 from __future__ import annotations
@@ -19,13 +14,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from chatbot.config.sources import (
-    KEY_NAMES,
-    USER_CONFIG,
-    ConfigFile,
-    SettingsError,
-    resolve_config_file,
-)
+from chatbot.config.sources import KEY_NAMES, SettingsError, user_config_file
 
 if TYPE_CHECKING:
     from chatbot.config.settings import Settings
@@ -80,17 +69,15 @@ def shown_value(field: str, value: Any) -> str:
 
 
 def describe_settings(
-    env_file: str | Path | None = ".env",
-    overrides: dict[str, str] | None = None,
-    config_file: ConfigFile = USER_CONFIG,
+    env_file: str | Path | None, overrides: dict[str, str]
 ) -> tuple[list[SettingRow], SettingsError | None]:
     """Every setting, its effective value and where it comes from; and the settings' error,
     if they do not load (the rows then show the values as written)."""
     from chatbot.config.reader import Sources
     from chatbot.config.settings import Settings, settings_from
 
-    overrides = {name: value for name, value in (overrides or {}).items() if value}
-    sources = Sources(Settings, env_file, config_file, overrides)
+    overrides = {name: value for name, value in overrides.items() if value}
+    sources = Sources(Settings, env_file, options=overrides)
     settings: Settings | None = None
     error: SettingsError | None = None
     try:
@@ -134,12 +121,9 @@ def setting_names() -> frozenset[str]:
     return frozenset(name for field in Settings.model_fields for name in variable_names(field))
 
 
-def unknown_names(
-    env_file: str | Path | None = ".env", config_file: ConfigFile = USER_CONFIG
-) -> list[UnknownName]:
-    """The ``CHATBOT_*`` names in the env file and the config file that no setting reads:
-    pydantic-settings passes them by without a word, so a misspelt setting would silently
-    keep its default."""
+def unknown_names(env_file: str | Path | None) -> list[UnknownName]:
+    """The ``CHATBOT_*`` names in the settings files that no setting reads: pydantic-settings
+    passes them by, so a misspelt setting would silently keep its default."""
     import difflib
 
     from chatbot.config.reader import Sources
@@ -148,7 +132,7 @@ def unknown_names(
     known = setting_names()
     known_suffixes = {name[8:] for name in known if name.startswith("CHATBOT_")}
     found: list[UnknownName] = []
-    for reader in Sources(Settings, env_file, config_file).files():
+    for reader in Sources(Settings, env_file).files():
         for key, value in reader.read.env_vars.items():
             name = key.upper()
             if value is not None and name.startswith("CHATBOT_") and name not in known:
@@ -183,13 +167,12 @@ class ConfigExists(Exception):
     """``config init`` found a config file already there (it is never overwritten)."""
 
 
-def create_config(path: Path | None = None) -> Path:
+def create_config() -> Path:
     """Create the config folder (0700) and a commented ``config.env`` (0600) in it; refuse
     (:class:`ConfigExists`) if the file exists."""
     from chatbot.files import write_new_private
 
-    path = path or resolve_config_file(USER_CONFIG)
-    assert path is not None
+    path = user_config_file()
     try:
         write_new_private(path, config_template())
     except FileExistsError:
@@ -203,14 +186,12 @@ def create_config(path: Path | None = None) -> Path:
     return path
 
 
-def readable_key_warning(path: Path | None = None) -> str:
-    """One line when the config file holds an API key and others may read it; else ``""``.
-
-    Only a stat when the file is private (the usual case), so every command can ask.
-    """
-    path = path or resolve_config_file(USER_CONFIG)
+def readable_key_warning() -> str:
+    """One line when the config file holds an API key and others may read it; else ``""``
+    (only a stat when the file is private, so every command can ask)."""
+    path = user_config_file()
     try:
-        mode = path.stat().st_mode if path is not None else 0
+        mode = path.stat().st_mode
     except OSError:
         return ""
     if not stat.S_ISREG(mode) or not mode & (stat.S_IRWXG | stat.S_IRWXO):
@@ -233,21 +214,17 @@ _SHOWN_LINES = 5
 
 
 def _quiet_dotenv() -> None:
-    """python-dotenv warns of each line it cannot read through logging; chatbot says it once,
-    in one line (:func:`unreadable_lines_warnings`), before anything reads the files."""
+    """python-dotenv logs each line it cannot read; chatbot says it once, in one line."""
     import logging
 
     logging.getLogger("dotenv.main").disabled = True
 
 
 def unreadable_lines_warnings(env_file: str | Path | None) -> list[str]:
-    """One line for each settings file (the env file, the user's config file) holding lines
-    python-dotenv cannot read: they are skipped, so what they set is not applied, and
-    python-dotenv's own warning is hidden with the libraries' logs. Names the lines and the
-    setting each seems to be about, never a value (it may be a key). Only a stat for a file
-    that is not there."""
+    """One line for each settings file holding lines python-dotenv cannot read (and skips):
+    the lines and the setting each seems to be about, never a value (it may be a key)."""
     warnings = []
-    for path in (env_file, resolve_config_file(USER_CONFIG)):
+    for path in (env_file, user_config_file()):
         if path is None or not Path(path).is_file():
             continue
         from dotenv.parser import parse_stream

@@ -118,13 +118,9 @@ def _markdown_messages(messages: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def to_markdown(document: dict[str, Any]) -> str:
-    """The document as Markdown: summary, its timeline, folded messages, live messages.
-
-    A document for reading: escape sequences, control characters, bidi controls and zero-width
-    characters are removed (:func:`sanitize`), as on the screen, since an editor or a browser
-    showing the file obeys a bidi control as a terminal does. The JSON export keeps them,
-    escaped.
-    """
+    """The document as Markdown: summary, its timeline, folded messages, live messages. Control
+    and bidi characters are removed, as on the screen (an editor obeys a bidi control as a
+    terminal does); the JSON export keeps them, escaped."""
     lines = [f"# Thread {document['thread_id']}", "", f"Exported {document['exported_at']}.", ""]
     if document.get("system_prompt"):
         role = document.get("system_role")
@@ -168,17 +164,9 @@ class FileExists(ExportError):
 
 
 def write_private(path: Path, text: str, *, replace: bool = False) -> Path:
-    """Write a file holding a conversation, whole or not at all.
-
-    A file already there is replaced only with ``replace``: else :class:`FileExists` (an
-    export never writes over a file of the user's unasked).
-
-    The text goes to a new file beside it (created 0600), is synced to the disk, then renamed
-    over it: a write that fails (a full disk) leaves the file that was there as it was, and
-    no part of a file. A symlink's file is the one replaced. A device or a pipe
-    (``/dev/stdout``) is written as it is. The folder must exist: a typo in it is not made
-    into folders.
-    """
+    """Write a file holding a conversation (0600), whole or not at all: a failed write leaves
+    the file that was there as it was. A file there is replaced only with ``replace``, else
+    :class:`FileExists`; a device or a pipe is written as it is; the folder must exist."""
     from chatbot.threadids import quoted
 
     def shown(place: Path) -> str:  # (a page pasted as a path is not echoed back whole)

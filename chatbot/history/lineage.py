@@ -3,8 +3,7 @@ id, where the latest turn started (for /undo and /retry).
 
 A thread's history can branch: /undo, /retry and two turns at once leave checkpoints off the
 **lineage** (the checkpoints that led to the newest one, following parents), on side
-branches. Following ids and parents reads no state; a pass that does read states holds a few
-at a time (:class:`RecentStates`), never keeping them on the snapshots.
+branches. Following ids and parents reads no state.
 """
 
 from __future__ import annotations
@@ -35,12 +34,8 @@ def newest(history: Sequence[Snapshot]) -> Snapshot:
 
 
 def lineage(history: Sequence[Snapshot], head: Snapshot | None = None) -> list[Snapshot]:
-    """The checkpoints that led to ``head`` (default: the newest), oldest first.
-
-    A thread's history can branch (retry, undo and time travel write new checkpoints whose
-    parent is an older one); the lineage follows parents, so abandoned branches are skipped.
-    Ids and parents only: no state is read.
-    """
+    """The checkpoints that led to ``head`` (default: the newest), oldest first, following
+    parents: side branches are skipped, and no state is read."""
     if not history:
         return []
     return list(reversed(list(ancestors(by_id(history), head or newest(history)))))
@@ -93,13 +88,9 @@ class TurnPoints(NamedTuple):
 
 
 def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> TurnPoints | None:
-    """Find the latest turn's start by walking back from ``head`` to its ``input`` checkpoint.
-
-    An undo checkpoint's parent is the state it restored, so walking on from it reaches the
-    turn before: repeated /undo keeps rewinding. A compaction's run is not a turn. The
-    thread's first turn counts too (it can be retried, not undone). ``None`` when there is
-    no turn at all. Reads one state: the checkpoint after the input (is the run over there?).
-    """
+    """The latest turn's start, walking back from ``head`` to its ``input`` checkpoint (an
+    undo's parent is the state it restored: repeated /undo keeps rewinding); ``None`` when
+    there is no turn."""
     if not history:
         return None
     index = by_id(history)
@@ -117,10 +108,8 @@ def last_turn(history: Sequence[Snapshot], head: Snapshot | None = None) -> Turn
 
 
 def find_checkpoint(history: Sequence[Snapshot], fragment: str) -> Snapshot:
-    """The checkpoint whose id equals, starts with or ends with ``fragment`` (unique).
-
-    Raises ``LookupError`` with a one-line explanation otherwise.
-    """
+    """The checkpoint whose id equals, starts with or ends with ``fragment`` (unique); else a
+    ``LookupError`` in one line."""
     wanted = fragment.strip().lower()
     if not wanted:
         raise LookupError("give a checkpoint id (the thread's history lists them)")

@@ -1,7 +1,5 @@
 """Threads' messages, turns and checkpoints as JSON (``show``, ``history`` and ``export`` with
-``--json``): plain dicts, without Rich, so that JSON output never imports it. (The thread
-listing's record is :func:`chatbot.store.sqlite.thread_record`: ``threads --json`` imports nothing
-of LangChain, which this module does.)"""
+``--json``): plain dicts, without Rich, so that JSON output never imports it."""
 
 from __future__ import annotations
 
@@ -78,10 +76,9 @@ def _tool_calls(calls: Any) -> list[dict[str, Any]]:
 
 
 def message_from_record(record: Any) -> BaseMessage:
-    """The message a :func:`message_record` record holds: its type, its content (text or
-    content blocks), its id, an ``ai`` message's tool calls, a ``tool`` message's call id, and
-    the ``name`` a record may hold. A record without an id gets a new one. Keys it does not
-    know are left out. :class:`RecordError` says what is wrong with a record that is not one."""
+    """The message a :func:`message_record` record holds (a record without an id gets a new
+    one; keys it does not know are left out); :class:`RecordError` says what is wrong with a
+    record that is not one."""
     import uuid
 
     if not isinstance(record, dict):

@@ -1,12 +1,10 @@
-"""A thread's checkpoints as plain data: :class:`Snapshot` and the state it holds.
-
-The same for a local SQLite thread and a thread on a LangGraph server: a snapshot is built
-from what LangGraph (or its server's API) reports for a checkpoint, and the keys below name
-what chatbot writes into a checkpoint's metadata and state.
+"""A thread's checkpoints as plain data: :class:`Snapshot` and the state it holds, the same
+for a local thread and a LangGraph server's; the keys below name what chatbot writes into a
+checkpoint's metadata and state.
 
 A local thread's snapshots are its checkpoint ids and parents, each one's metadata and state
-read on first use (:mod:`chatbot.store.checkpoints`), so what a reader reads is what it costs:
-following ids and parents is free, metadata cheap, each state a deserialisation.
+read on first use: following ids and parents is free, metadata cheap, each state a
+deserialisation.
 """
 
 from __future__ import annotations
@@ -22,9 +20,8 @@ ACTION_KEY = "chatbot_action"
 ORIGIN_KEY = "chatbot_origin"
 """Checkpoint metadata of a forked thread's first checkpoint: ``thread@checkpoint``."""
 PRUNED_KEY = "chatbot_pruned"
-"""Checkpoint metadata saying checkpoints after it were removed as a side branch (``chatbot
-prune --abandoned-days``), how many: on a checkpoint whose run went on there (the reply a REPL
-/retry replaced), its run did not stop at it; on an /undo, the turn it rewound is gone."""
+"""Checkpoint metadata saying how many checkpoints after it were pruned as a side branch
+(``chatbot prune --abandoned-days``)."""
 FOLDED_KEY = "folded"
 """The graph's state key recording what the summary holds (see
 :func:`~chatbot.history.summary.extend_fold_record`)."""
@@ -60,22 +57,14 @@ class CheckpointState(NamedTuple):
     usage: Mapping[str, Any] | None = None
     """The running record of what the thread's model calls used (:mod:`chatbot.memory.pricing`)."""
     pending: tuple[BaseMessage, ...] = ()
-    """Messages sent to a run that stopped before it took them in: an ``input`` checkpoint
-    whose first step never ran (Ctrl-C just as the turn started). Saved all the same: a
-    resumed run takes them in (LangGraph's ``get_state`` leaves them out of the values)."""
+    """Messages sent to a run that stopped before its first step took them in (Ctrl-C just as
+    the turn started); a resumed run takes them in."""
 
 
 class Snapshot:
-    """One checkpoint of a thread.
-
-    Its id and parent are always at hand. Its metadata (with the step and the source: what
-    wrote it) is given or read on first use through ``meta``, and its state (messages,
-    summary, ``next``, time) is given or read on first use through ``load``: a long thread's
-    history is then its ids and parents, and only the checkpoints a command looks at are read.
-    :attr:`state` keeps what it read (a command that looks at a checkpoint twice reads it
-    once); :meth:`peek` does not (a pass over thousands of checkpoints holds only the few it is
-    comparing).
-    """
+    """One checkpoint of a thread: its id and parent always at hand, its metadata (``meta``)
+    and its state (``load``) given or read on first use. :attr:`state` keeps what it read;
+    :meth:`peek` does not (a pass over thousands of checkpoints holds only a few)."""
 
     __slots__ = (
         "_load",
@@ -270,9 +259,8 @@ def _sent(start: Any) -> tuple[BaseMessage, ...]:
 
 
 def _as_messages(raw: Sequence[Any]) -> tuple[BaseMessage, ...]:
-    """Messages as objects (a server sends dicts); a checkpoint's are objects already, which
-    ``convert_to_messages`` returns as they are, one call each (a pass over a long thread's
-    checkpoints reads its window at every one of them)."""
+    """Messages as objects (a server sends dicts); a checkpoint's are already, and are kept
+    without a call per message."""
     if all(map(_is_message, raw)):
         return tuple(raw)
     return tuple(convert_to_messages(raw))
@@ -303,9 +291,7 @@ def snapshot_from_parts(
 
 
 def fork_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """What a fork's first checkpoint takes from the state it branches from: the messages,
-    the summary, the record of what the summary holds (when there is one) and the thread's
-    system prompt (when it has one)."""
+    """What a fork's first checkpoint takes from the state it branches from."""
     forked = {"messages": list(values.get("messages") or []), "summary": values.get("summary", "")}
     if isinstance(values.get(FOLDED_KEY), Mapping):
         forked[FOLDED_KEY] = dict(values[FOLDED_KEY])

@@ -25,9 +25,8 @@ def taken_out(previous: CheckpointState, state: CheckpointState) -> list[BaseMes
 
 
 def is_fold(snapshot: Snapshot, previous: CheckpointState, state: CheckpointState) -> bool:
-    """True for a step that changed the summary: the summary's text changed, or the fold node
-    took messages out (a summary that came back word for word as it was is a fold all the
-    same)."""
+    """True for a step that changed the summary: its text changed, or the fold node took
+    messages out (a summary that came back word for word is a fold all the same)."""
     if state.summary != previous.summary:
         return True
     if snapshot.source != "loop" or FOLD_NODE not in previous.next:
@@ -51,8 +50,9 @@ class SummaryChange(NamedTuple):
 def summary_story(
     history: Sequence[Snapshot], counter: TokenCounter | None = None
 ) -> tuple[list[SummaryChange], list[BaseMessage]]:
-    """:func:`summary_timeline` and :func:`folded_messages` in one pass over the lineage
-    (what an export needs), each state read once and two held at a time."""
+    """How the summary changed (:func:`summary_timeline`), and the lineage's messages that
+    are no longer live (folded, or a reply /retry replaced), in the order they first
+    appeared: one pass over the lineage, two states held at a time."""
     counter = counter or TokenCounter()
     chain = lineage(history)
     if not chain:
@@ -86,20 +86,8 @@ def summary_story(
 def summary_timeline(
     history: Sequence[Snapshot], counter: TokenCounter | None = None
 ) -> list[SummaryChange]:
-    """Every checkpoint in the lineage where the summary changed, oldest first.
-
-    ``folded`` counts the messages that left ``messages`` in that step (folded into the summary).
-    """
+    """Every checkpoint in the lineage where the summary changed, oldest first."""
     return summary_story(history, counter)[0]
-
-
-def folded_messages(history: Sequence[Snapshot]) -> list[BaseMessage]:
-    """Messages of the lineage that are no longer live: the ones folded into the summary (and
-    a reply /retry replaced, or what an /undo of the first turn cleared).
-
-    In the order they first appeared; each once.
-    """
-    return summary_story(history)[1]
 
 
 # --- what the summary saves -------------------------------------------------------------------
@@ -120,14 +108,9 @@ def extend_fold_record(
     counters: Mapping[str, TokenCounter],
 ) -> dict[str, Any] | None:
     """The record a fold leaves in the state (:data:`FOLDED_KEY`): the messages it folded
-    added to what the summary held before, with their raw tokens by each tokenizer the record
-    counts with.
-
-    A first summary (``summary_before`` empty) starts a record counted with ``counters``
-    (tokenizer name -> counter). A summary extended keeps its record's tokenizers (those
-    ``counters`` lacks are dropped). A summary made before records existed gets none
-    (``None``): what it holds is known only from the checkpoints.
-    """
+    added to what the summary held before, with their raw tokens by tokenizer name. A first
+    summary starts a record counted with ``counters``; an extended one keeps its record's
+    tokenizers; one without a record gets none (``None``)."""
     if not summary_before:
         base: FoldRecord = {"messages": 0, "tokens": dict.fromkeys(counters, 0)}
     elif previous is not None and _valid_record(previous):
@@ -143,14 +126,10 @@ def extend_fold_record(
 
 
 def summary_folds(history: Sequence[Snapshot], head: Snapshot | None = None) -> list[BaseMessage]:
-    """The messages the summary at ``head`` (default: the newest checkpoint) holds, read from
-    the checkpoints: those its lineage's folds took out of ``messages`` since the summary was
-    last empty (an /undo of the first turn empties it). Each once, in the order they were
-    folded. A fold is the fold node's step, or an update (/undo) that applied a finished fold's
-    writes (the summary changed). What this counts is what :func:`extend_fold_record` records,
-    except in a fork: its record carries what was folded in the thread it came from; this sees
-    its own thread only.
-    """
+    """The messages the summary at ``head`` (default: the newest) holds, read from the
+    checkpoints: those its lineage's folds took out since the summary was last empty, each
+    once, in order. A fold is the fold node's step, or an update (/undo) that applied one's
+    writes. (A fork's record also counts what was folded in the thread it came from.)"""
     chain = lineage(history, head)
     state_of = RecentStates(size=2)
     folded: dict[str, BaseMessage] = {}
@@ -189,13 +168,9 @@ def summary_savings(
     *,
     use_record: bool = True,
 ) -> Savings:
-    """The tokens of the messages the summary at ``head`` holds, and how many they are.
-
-    From the state's record of its folds (:func:`extend_fold_record`) when it has one counted
-    with ``counter``'s tokenizer: nothing else is read. Otherwise (a thread summarized before
-    records existed, or counted with another tokenizer) from the lineage's checkpoints
-    (:func:`summary_folds`; ``history`` is called only then).
-    """
+    """The tokens of the messages the summary at ``head`` holds, and how many they are: from
+    the state's record of its folds when it has one counted with ``counter``'s tokenizer,
+    else from the lineage's checkpoints (``history`` is called only then)."""
     counter = counter or TokenCounter()
     if head is None or not head.summary:
         return Savings(0, 0)

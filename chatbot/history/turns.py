@@ -8,12 +8,10 @@ Vocabulary (and see :mod:`chatbot.history.lineage`):
   older checkpoint: ``/retry``) or an ``update`` (``/undo``, ``/fork``, a regenerating
   ``/retry``), and goes on with ``loop`` checkpoints, each the child of the one before.
 - **turn entry**: one run as people think of it: a message and its reply, a retry, an undo, a
-  compaction, a fork. Its checkpoint is the run's last one: the state it left, for /show and
-  /fork.
+  compaction, a fork. Its checkpoint is the run's last one: the state it left.
 
-The functions read only what their answer needs: the newest N entries read those runs'
-checkpoints; which runs were undone, retried or left on a side branch is worked out from ids,
-parents and metadata.
+The functions read only what their answer needs: which runs were undone, retried or left on
+a side branch is worked out from ids, parents and metadata.
 """
 
 from __future__ import annotations
@@ -42,12 +40,7 @@ from chatbot.history.summary import is_fold, taken_out
 from chatbot.parts import describe
 
 
-def _kept(snapshot: Snapshot) -> CheckpointState:
-    """A checkpoint's state, read (and kept on the snapshot) if it was not yet."""
-    return snapshot.state
-
-
-def node_of(snapshot: Snapshot, parent: Snapshot | None, state_of: StateOf = _kept) -> str:
+def node_of(snapshot: Snapshot, parent: Snapshot | None, state_of: StateOf) -> str:
     """What wrote a checkpoint: ``input``, a node name, or an action such as ``undo``."""
     if snapshot.source == "input":
         return "input"
@@ -76,9 +69,8 @@ class HistoryRow(NamedTuple):
 
 
 def history_rows(history: Sequence[Snapshot], limit: int | None = None) -> list[HistoryRow]:
-    """The thread's checkpoints as history rows, side branches included, newest first: the
-    newest ``limit`` (default: all). Reads the states of those checkpoints and, for a step of
-    the graph, of its parent."""
+    """The newest ``limit`` checkpoints (default: all) as history rows, side branches
+    included, newest first."""
     index = by_id(history)
     newest_first = sorted(history, key=lambda s: s.checkpoint_id, reverse=True)
     state_of = RecentStates()
@@ -139,12 +131,9 @@ class TurnEntry(NamedTuple):
 
 
 class _Runs:
-    """The runs of a thread, found from ids, parents and sources (metadata) alone.
-
-    A run's checkpoints: a first one that is not a ``loop`` checkpoint (or whose parent is
-    not an older checkpoint of the thread), then ``loop`` checkpoints, each the child of one
-    before it. Runs are ordered by their first checkpoint; a run is named by its id.
-    """
+    """The runs of a thread, found from ids, parents and sources alone: a first checkpoint
+    that is not a ``loop`` one (or has no older parent), then ``loop`` checkpoints, each the
+    child of one before it. A run is named by its first checkpoint's id."""
 
     def __init__(self, history: Sequence[Snapshot]) -> None:
         self.index = by_id(history)
@@ -258,10 +247,8 @@ def _regenerates(first: Snapshot, runs: _Runs, state_of: StateOf) -> bool:
 
 
 def _undone(runs: _Runs, since: str) -> set[str]:
-    """The checkpoints /undo rewound, among those an undo newer than ``since`` rewound: for
-    each undo, the last turn when it ran (found as /undo found it,
-    :func:`~chatbot.history.lineage.last_turn` on the checkpoints before the undo) and
-    everything after it on the lineage of that time. Metadata only."""
+    """The checkpoints the undos newer than ``since`` rewound: for each, the last turn when it
+    ran and everything after it on the lineage of that time. Metadata only."""
     undone: set[str] = set()
     ordered = runs.ordered
     for position in range(len(ordered) - 1, 0, -1):
@@ -289,11 +276,9 @@ def _undone(runs: _Runs, since: str) -> set[str]:
 def _first_holder(message_id: str | None, holder: Snapshot, runs: _Runs, state_of: StateOf) -> str:
     """The first run that held a message ``holder`` holds (the id of its first checkpoint).
 
-    Walking back while the parent still holds it finds the checkpoint that brought it in. A
-    message comes from one task's writes, recorded against that checkpoint's parent; the
-    checkpoints that brought it in are children of that parent (the run's own next step, or
-    an update such as /undo, which applies the writes a checkpoint's finished tasks left),
-    and whatever else holds it descends from one of them, in the same run or a later one.
+    Walking back while the parent still holds it finds the parent of the checkpoints that
+    brought it in (the run's own next step, or an update such as /undo applying a finished
+    task's writes); the oldest run among those children is the first.
     """
     for parent in ancestors(runs.index, runs.index.get(holder.parent_id or "")):
         if not any(m.id == message_id for m in state_of(parent).messages):
@@ -337,15 +322,9 @@ def _retried(runs: _Runs, window: Sequence[list[Snapshot]], state_of: StateOf) -
 
 def turn_entries(history: Sequence[Snapshot], limit: int | None = None) -> list[TurnEntry]:
     """The thread's history one entry per run, side branches included, newest first: the
-    newest ``limit`` entries (default: all).
-
-    An entry whose state is no longer part of the thread's says why (:attr:`TurnEntry.fate`):
-    nothing a thread ever held is hidden. Only the checkpoints of the entries returned (and
-    the one before each) are read, plus, for a /retry that regenerated, the checkpoints back
-    to where the reply it replaced came in; which runs were undone, retried or left on a side
-    branch is worked out from ids, parents and the metadata of the checkpoints from the
-    oldest entry on.
-    """
+    newest ``limit`` entries (default: all). An entry whose state is no longer the thread's
+    says why (:attr:`TurnEntry.fate`): nothing a thread ever held is hidden. Only the
+    checkpoints of the entries returned (and the one before each) are read."""
     if not history or limit == 0:
         return []
     runs = _Runs(history)
