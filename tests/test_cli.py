@@ -554,3 +554,22 @@ def test_a_database_path_whose_folder_does_not_exist_is_refused_before_writing(
     ours = tmp_path / "data" / "chatbot" / "work" / "x.sqlite"  # chatbot's own data folder
     assert invoke("ask", "hi", "--db", str(ours)).exit_code == 0
     assert ours.is_file()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "x"],
+        ["db", "stats"],
+        ["db", "adopt", "--yes"],
+        ["prune", "--inactive-days", "1", "--yes"],
+        ["models"],
+    ],
+)
+def test_a_server_urls_password_is_never_shown_by_a_command_that_refuses_or_notes_it(
+    args: list[str],
+) -> None:
+    result = invoke(*args, env={"CHATBOT_URL": "http://user:s3cretpw@127.0.0.1:9/"})
+    said = result.stdout + result.stderr
+    assert "127.0.0.1:9" in said, said
+    assert "s3cretpw" not in said and "user:***@" in said, said

@@ -143,7 +143,7 @@ def models(ctx: typer.Context, as_json: JsonOption = False) -> None:
     if state.remote:
         err.print(
             f"[yellow]note:[/] these are this machine's endpoint's; the server at "
-            f"{escape(state.places.url or '')} runs models from its own"
+            f"{escape(state.where)} runs models from its own"
         )
     settings = state.settings
     # without a key or a server the offline model answers, whatever CHATBOT_MODEL says

@@ -48,7 +48,7 @@ def _local_store(
     state = app_state(ctx, db)
     state.read_only = read_only
     if state.remote:
-        fail(f"{what} works on local databases only (this session uses {state.places.url})", 2)
+        fail(f"{what} works on local databases only (this session uses {state.where})", 2)
     if state.nothing_to_read():
         err.print(f"[dim]{escape(state.missing_said)}: nothing to do[/]")
         return None
@@ -183,7 +183,7 @@ def db_adopt(
 
     state = app_state(ctx, db)
     if state.remote:
-        fail(f"db adopt works on local databases only (this session uses {state.places.url})", 2)
+        fail(f"db adopt works on local databases only (this session uses {state.where})", 2)
     where = state.where
     if state.db_missing:
         fail(f"no database {where!r}: nothing to adopt (chatbot makes a new one when used)", 2)

@@ -174,7 +174,7 @@ def search(
     if state.remote:
         fail(
             "search works on local threads only "
-            f"(this session uses the LangGraph server at {state.places.url})",
+            f"(this session uses the LangGraph server at {state.where})",
             2,
         )
     if state.nothing_to_read():
