@@ -1,8 +1,6 @@
 """Rich renderables for listings (threads, /history, search hits), laid out for where they go:
 a table on a wide terminal, a few lines a row on a narrow one, a row a line into a pipe.
-Rendering only: no I/O. The threads table needs Rich alone: what the history tables take from
-a thread's history (:mod:`chatbot.history.lineage`, with LangChain's messages) is imported as
-they draw."""
+Rendering only, no I/O; the threads table needs Rich alone."""
 
 from __future__ import annotations
 
@@ -35,14 +33,9 @@ TABLE_GAP = 2
 
 
 class Listing:
-    """A listing (threads, history, search hits, models) laid out for where it goes.
-
-    On a terminal: ``wide`` (a table) where the screen has ``needs`` columns, else ``narrow``
-    (lines a row); word-wrapped, so that an id, a checkpoint id or a number is never broken
-    (only one longer than the screen is folded). Elsewhere (a pipe, a file): ``wide``, each row
-    on one line however long, so that ``chatbot threads | grep fork1`` finds the row whole; a
-    console that crops at its width (``soft_wrap`` off) gets the terminal's layout instead.
-    """
+    """A listing laid out for where it goes. On a terminal: ``wide`` where the screen has
+    ``needs`` columns, else ``narrow``, word-wrapped so that no id is broken. Elsewhere:
+    ``wide``, a row a line however long (``grep`` finds it whole), unless the console crops."""
 
     def __init__(
         self, wide: RenderableType, narrow: RenderableType | None = None, needs: int = 0
@@ -117,9 +110,8 @@ def _short_time(moment: datetime | None) -> str:
 
 
 def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
-    """/history all and ``chatbot history --all``: one row per checkpoint, newest first; where
-    the table does not fit, each checkpoint as lines: its id, step and time; the node that
-    wrote it → the nodes next; its messages and summary."""
+    """/history all and ``chatbot history --all``: one row per checkpoint, newest first (as
+    lines where the table does not fit)."""
     from chatbot.history.lineage import short_id
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -200,10 +192,8 @@ def _summary_change(entry: TurnEntry) -> str:
 
 
 def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
-    """/history and ``chatbot history``: one row per turn (and per undo, retry, compaction),
-    newest first, with the checkpoint to give /show and /fork. On a narrow screen each turn is
-    a line of facts and, below it, the message (a table would squeeze the message to a sliver).
-    """
+    """/history and ``chatbot history``: one row per turn (and undo, retry, compaction),
+    newest first, with its checkpoint; on a narrow screen, facts then the message below."""
     from chatbot.history.lineage import short_id
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -240,8 +230,7 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
 
 def hits_view(hits: Sequence[Hit]) -> RenderableType:
     """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
-    the terms highlighted under it. Word-wrapped at the screen's width even on a console that
-    leaves long lines to the terminal (which would break a checkpoint id anywhere)."""
+    the terms highlighted under it, word-wrapped at the screen's width."""
     lines: list[Text] = []
     for hit in hits:
         when = hit.time

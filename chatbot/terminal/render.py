@@ -1,9 +1,6 @@
 """Rich renderables for what the REPL and the CLI show of a thread: messages and past states,
 the summary, the context window, and the lines about a turn's summary or failure. Rendering
-only: no I/O. The listings (threads, /history, search hits) are :mod:`chatbot.terminal.listings`.
-A model's text is drawn as Markdown (:mod:`chatbot.terminal.markdown`) and messages are
-LangChain's: both are imported by the views that draw them, so the listings, which use this
-module's helpers, import neither.
+only, no I/O; Markdown and LangChain's messages are imported by the views that draw them.
 """
 
 from __future__ import annotations
@@ -31,12 +28,8 @@ if TYPE_CHECKING:
 
 
 class Wrapped:
-    """A renderable word-wrapped at the console's width, long words folded onto the next line:
-    nothing is ever cut at the edge, whatever the console's defaults.
-
-    The CLI's console soft-wraps (a plain line is left for the terminal to break), and under
-    soft wrap Rich crops whatever sits in a panel or a table cell at its edge.
-    """
+    """A renderable word-wrapped at the console's width, long words folded: under the CLI's
+    soft wrap Rich would crop what sits in a panel or a table cell at its edge."""
 
     def __init__(self, *renderables: RenderableType) -> None:
         self.renderable = Group(*renderables)
@@ -138,11 +131,8 @@ def summary_view(summary: str, tokens: int) -> RenderableType:
 
 
 def summary_timeline_view(changes: Sequence[SummaryChange]) -> RenderableType:
-    """/summary history: each checkpoint where the summary changed, with that version.
-
-    The heading is a line of its own, not a panel title: a title is cut at the panel's edge,
-    and the heading holds the full checkpoint id, to copy into /show or /fork.
-    """
+    """/summary history: each checkpoint where the summary changed, with that version. The
+    heading (the full checkpoint id) is a line of its own: a panel title is cut at its edge."""
     from chatbot.terminal.markdown import Markdown
 
     parts: list[RenderableType] = []
@@ -165,13 +155,8 @@ def checkpoint_heading(snapshot: Snapshot) -> str:
 
 
 def message_view(message: BaseMessage) -> RenderableType:
-    """One message, with its role.
-
-    A model's text is Markdown, as its reply was shown while it streamed. What people wrote
-    (the user's messages, a system prompt) and tool output is plain text, shown as written:
-    its line breaks, indentation and ``*_#<>`` characters are what the model was sent, and
-    Markdown would join the lines and eat them.
-    """
+    """One message, with its role. A model's text is Markdown, as it streamed; what people
+    wrote and tool output is plain text, shown exactly as the model was sent it."""
     from langchain_core.messages import AIMessage
 
     from chatbot.history.records import ROLE_NAMES
