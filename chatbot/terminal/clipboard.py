@@ -1,7 +1,5 @@
-"""Copying text out of the terminal (``/copy``): the OSC 52 escape, which the terminal itself
-puts on the clipboard (so it works over SSH), the system clipboard through ``pyperclip`` when
-this machine has one (wl-copy, xclip, xsel, pbcopy, ...), and inside tmux ``tmux load-buffer``
-(tmux drops an application's OSC 52 unless ``set-clipboard on``)."""
+"""Copying text out of the terminal (``/copy``): the OSC 52 escape (works over SSH), the system
+clipboard through ``pyperclip``, and inside tmux ``tmux load-buffer`` (tmux drops OSC 52)."""
 
 from __future__ import annotations
 
@@ -61,8 +59,7 @@ def copy_to_system(text: str) -> str | None:
 
 def copy_to_tmux(text: str) -> bool:
     """Inside tmux: put ``text`` in tmux's paste buffer and, with ``-w``, on the outer terminal's
-    clipboard (tmux 3.2+ sends its own OSC 52), which works with tmux's default
-    ``set-clipboard external`` where an application's OSC 52 is dropped."""
+    clipboard (tmux sends its own OSC 52)."""
     tmux = shutil.which("tmux") if os.environ.get("TMUX") else None
     if tmux is None:
         return False
@@ -77,10 +74,9 @@ def copy_to_tmux(text: str) -> bool:
 
 
 def copy_text(text: str, terminal: IO[str] | None) -> str | None:
-    """Copy ``text`` everywhere it can go; says where, e.g. ``to the clipboard (wl-copy) and
-    the terminal (OSC 52)``, or None when it went nowhere. ``terminal``: the terminal's
-    stream, None when output is not a terminal (an escape there would be noise in a file).
-    Inside tmux the text goes to tmux's buffer too (see :func:`copy_to_tmux`)."""
+    """Copy ``text`` everywhere it can go; says where (``to the clipboard (wl-copy) and the
+    terminal (OSC 52)``), or None. ``terminal``: the terminal's stream, None when output is not
+    a terminal."""
     places = []
     tool = copy_to_system(text)
     if tool is not None:

@@ -109,8 +109,7 @@ def describe_keep(run_policy: SummaryPolicy) -> str:
 
 
 def check_model(repl: Repl, name: str) -> None:
-    """Refuse a model a run could not use here, asking the graph's own resolver (on a server
-    the server decides, with its own credentials and settings)."""
+    """Refuse a model a run could not use here, by the graph's own resolver."""
     if any(character.isspace() for character in name):  # (a paste's line break too)
         raise CommandError(f"{name!r} is not a model name")
     try:
@@ -123,9 +122,8 @@ def check_model(repl: Repl, name: str) -> None:
 
 
 def _warn_unlisted(repl: Repl, name: str) -> None:
-    """Say when the endpoint's model list, if it is known already (cached: nothing is
-    asked), lacks ``name``, with the closest names; the model is used all the same (a list
-    can be partial: a proxy's, a server's aliases). A server's models are its own."""
+    """Say when the endpoint's cached model list lacks ``name``, with the closest names; the
+    model is used all the same (a list can be partial)."""
     repl.ready()  # (loaded already: the run's settings were asked for)
     if repl.remote or repl.settings is None:
         return

@@ -1,7 +1,6 @@
 """Rich's Markdown as chatbot draws a model's text (replies, the summary): raw HTML off, the
-text made safe to print. Kept apart from :mod:`chatbot.terminal.render` because its parser
-(markdown-it) and Rich's Markdown are imported only where Markdown is drawn: the tables of
-``threads`` and ``history`` draw none."""
+text made safe to print. Apart from :mod:`chatbot.terminal.render`, so that markdown-it is
+imported only where Markdown is drawn."""
 
 from __future__ import annotations
 
@@ -16,12 +15,8 @@ from chatbot.sanitize import sanitize
 
 
 class Markdown(RichMarkdown):
-    """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
-    Escape sequences and control characters in the text are removed (:func:`sanitize`), and
-    links show their address.
-
-    Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
-    """
+    """Rich's Markdown with raw HTML off (``#include <stdio.h>`` stays visible), the text
+    sanitized, links showing their address."""
 
     def __init__(
         self,

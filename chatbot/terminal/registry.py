@@ -1,10 +1,6 @@
 """The slash commands' registry: :data:`COMMANDS`, filled by :func:`command` in the command
-modules, what every command shares (its one-line error, the checks of its argument), and
-the commands about the REPL itself: /help, /exit, /clear.
-
-Each handler gets the REPL and the text after the command. The command modules register in
-/help's order as :mod:`chatbot.terminal.commands` imports them: read the registry from there,
-where it is whole.
+modules (read it from :mod:`chatbot.terminal.commands`, where it is whole), what every command
+shares (its one-line error, the checks of its argument), and /help, /exit, /clear.
 """
 
 from __future__ import annotations
@@ -89,8 +85,7 @@ def checked_thread_id(value: str) -> str:
 
 
 def checkpoints_of(repl: Repl) -> list[Snapshot]:
-    """The current thread's checkpoints (each state read only when used); a thread with none
-    yet is a :class:`CommandError`."""
+    """The current thread's checkpoints; a thread with none yet is a :class:`CommandError`."""
     history = repl.backend.history(repl.thread_id)
     if not history:
         raise CommandError(f"thread {repl.thread_id} has no checkpoints yet: say something first")
@@ -98,8 +93,7 @@ def checkpoints_of(repl: Repl) -> list[Snapshot]:
 
 
 def confirmed(repl: Repl, question: str) -> bool:
-    """True when the user answers yes to ``question``; Ctrl-C, Ctrl-D or anything else is no
-    (piped input: its next line answers)."""
+    """True when the user answers yes to ``question``; Ctrl-C, Ctrl-D or anything else is no."""
     try:
         answer = repl.reader.read(question)
     except (EOFError, KeyboardInterrupt):

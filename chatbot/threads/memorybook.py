@@ -1,8 +1,6 @@
 """The user's memories for the commands (``/memory``, ``chatbot memory``): one class over any
-LangGraph store, the database's own or a LangGraph server's (:class:`ServerStore`, through
-langgraph-sdk's public ``client.store`` API), so a local thread and a server's are told,
-listed and forgotten alike. The store is read and written by
-:mod:`chatbot.engine.remembering`, the graph's own functions, run to their end here.
+LangGraph store, the database's own or a LangGraph server's (:class:`ServerStore`), read and
+written by the graph's own functions (:mod:`chatbot.engine.remembering`).
 """
 
 from __future__ import annotations
@@ -136,8 +134,7 @@ def _checked(text: str) -> str:
 
 class ServerStore(BaseStore):
     """A LangGraph server's store as a ``BaseStore``: each operation one call of langgraph-sdk's
-    sync ``client.store`` (what ``langgraph dev`` and the platform serve), so the memories of
-    a server's threads are the server graph's own."""
+    ``client.store``, so a server's memories are its graph's own."""
 
     def __init__(self, client: Any) -> None:
         self.client = client

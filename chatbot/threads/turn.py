@@ -20,21 +20,12 @@ if TYPE_CHECKING:
 class Turn(TurnStream):
     """One run of the graph on a local thread, as events.
 
-    - :meth:`begin`, once the thread's lease is held (one turn at a time per thread, across
-      processes: a busy thread is waited for, with a :class:`Waiting` event): ``prepare``,
-      then the thread's state (:meth:`LocalBackend.before_turn`), which gives the run's config
-      (the spend so far), the checkpoint the turn starts from, and a message saved by a run
-      that stopped before its first step, sent first;
-    - :meth:`_events`: the graph streamed with ``durability=DURABILITY`` (each step's
-      checkpoint saved before the next starts), as events; its last checkpoint is the state
-      after the turn (:attr:`after`), handed to what needs it (the listing row, the REPL's
-      context size) instead of being read again;
-    - :meth:`end`, however the run ends: the thread's listing row and search rows
-      (``SqlStore.record_turn``), then the lease back.
-
-    A turn that sends the message ``message_id`` says first when the thread's last message
-    never got its reply (:class:`Unanswered`: read under the lease, so never while another
-    window answers it)."""
+    - :meth:`begin`, once the thread's lease is held (a busy thread is waited for, with a
+      :class:`Waiting` event): ``prepare``, then the thread's state, which gives the run's
+      config (the spend so far), and a message saved by a run that stopped early, sent first;
+    - :meth:`_events`: the graph streamed as events; its last checkpoint is :attr:`after`;
+    - :meth:`end`, however the run ends: the thread's listing and search rows, the lease back.
+    """
 
     def __init__(
         self,
@@ -125,8 +116,8 @@ class Turn(TurnStream):
                 self.end(lease, failing)
 
     def end(self, lease: Lease, failing: bool) -> None:
-        """The thread's row, then the lease back. A row that cannot be written (a full disk)
-        is the error only when the turn itself did not fail."""
+        """The thread's row, then the lease back; a row not written is the error only when
+        the turn itself did not fail."""
         try:
             self.backend.record(self.thread_id, self.title_hint, state=self.after)
         except Exception:
