@@ -246,8 +246,7 @@ class Repl:
         if loading is None:
             return
         if loading.finished:
-            if self.interject is not None:
-                self.interject(self._settle)
+            self._wake()
             return
         import chatbot.terminal.display  # noqa: F401  (the spinner's: imported before loading imports)
 
@@ -354,11 +353,13 @@ class Repl:
         from chatbot import __version__
 
         loading = self._loading()
+        model = f"model [bold]{escape(sanitize(self.model_name))}[/]" if self.model_name else ""
+        shown = "" if loading is not None else f" · {model or SERVERS_MODEL}"
+        self.print(
+            f"[bold]chatbot {__version__}[/]{shown} · threads in "
+            f"{escape(sanitize(self.backend.location))} · /help for commands, Ctrl-D to leave"
+        )
         if loading is not None:
-            self.print(
-                f"[bold]chatbot {__version__}[/] · threads in {escape(sanitize(loading.location))}"
-                " · /help for commands, Ctrl-D to leave"
-            )
             info = loading.thread_info(self.thread_id)
             if info is None:
                 self.say(f"new thread {self.thread_id}", "dim")
@@ -369,12 +370,6 @@ class Repl:
                 line = thread_line(self.thread_id, info.message_count or 0, bool(info.has_summary))
                 self.say(line, "dim")
             return
-        model = f"model [bold]{escape(sanitize(self.model_name))}[/]" if self.model_name else ""
-        self.print(
-            f"[bold]chatbot {__version__}[/] · {model or SERVERS_MODEL}"
-            f" · threads in {escape(sanitize(self.backend.location))} · /help for commands, "
-            "Ctrl-D to leave"
-        )
         if self.notice:
             self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
         self.open_thread(self.thread_id)

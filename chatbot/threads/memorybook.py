@@ -83,13 +83,10 @@ class MemoryBook:
         self.forget_all(found)
         return found
 
-    def forget_all(self, memories: Iterable[facts.Memory]) -> int:
-        """Delete these memories from the store; how many there were."""
-        gone = 0
+    def forget_all(self, memories: Iterable[facts.Memory]) -> None:
+        """Delete these memories from the store."""
         for memory in memories:
             blocking(self.store.adelete(remembering.NAMESPACE, memory.id))
-            gone += 1
-        return gone
 
     def from_thread(self, thread_id: str) -> list[facts.Memory]:
         """The memories noted in ``thread_id``."""
