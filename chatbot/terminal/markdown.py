@@ -18,26 +18,15 @@ class Markdown(RichMarkdown):
     """Rich's Markdown with raw HTML off (``#include <stdio.h>`` stays visible), the text
     sanitized, links showing their address."""
 
-    def __init__(
-        self,
-        markup: str,
-        code_theme: str = "monokai",
-        justify: JustifyMethod | None = None,
-        style: str | Style = "none",
-        hyperlinks: bool = False,  # "text (url)": a link never hides its address
-        inline_code_lexer: str | None = None,
-        inline_code_theme: str | None = None,
-    ) -> None:
-        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on):
-        # making one takes as long as parsing a short reply, and a thread shows dozens.
+    def __init__(self, markup: str) -> None:
+        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on).
         self.markup = sanitize(markup)
         self.parsed = _markdown_parser().parse(self.markup)
-        self.code_theme = code_theme
-        self.justify = justify
-        self.style = style
-        self.hyperlinks = hyperlinks
-        self.inline_code_lexer = inline_code_lexer
-        self.inline_code_theme = inline_code_theme or code_theme
+        self.code_theme = self.inline_code_theme = "monokai"
+        self.justify: JustifyMethod | None = None
+        self.style: str | Style = "none"
+        self.hyperlinks = False  # "text (url)": a link never hides its address
+        self.inline_code_lexer: str | None = None
 
 
 @functools.cache

@@ -96,8 +96,7 @@ def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
 class TurnRunner:
     """Runs turns on one event loop kept for the whole session."""
 
-    def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
-        self.tick_seconds = tick_seconds
+    def __init__(self) -> None:
         self._runner: asyncio.Runner | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -198,7 +197,7 @@ class TurnRunner:
     async def _tick(self, display: Display) -> None:
         while True:
             display.tick()
-            await asyncio.sleep(self.tick_seconds)
+            await asyncio.sleep(TICK_SECONDS)
 
     def _unwind(self) -> None:
         """Cancel what a KeyboardInterrupt raised inside the loop left pending, and let it
