@@ -30,8 +30,7 @@ _MECHANISMS = {
 
 
 def osc52(text: str) -> str:
-    """The escape that asks the terminal to put ``text`` on the clipboard:
-    ``ESC ] 52 ; c ; <base64> BEL``."""
+    """The escape that asks the terminal to put ``text`` on the clipboard (OSC 52)."""
     return OSC52_PREFIX + base64.b64encode(text.encode("utf-8")).decode("ascii") + BELL
 
 
@@ -42,8 +41,7 @@ def write_osc52(text: str, terminal: IO[str]) -> None:
 
 
 def copy_to_system(text: str) -> str | None:
-    """Put ``text`` on the system clipboard; the name of the tool that did, or None when this
-    machine has none (no display, no clipboard program) or it failed."""
+    """Put ``text`` on the system clipboard; the name of the tool that did, or None."""
     import pyperclip  # type: ignore[import-untyped]
 
     try:
@@ -58,8 +56,7 @@ def copy_to_system(text: str) -> str | None:
 
 
 def copy_to_tmux(text: str) -> bool:
-    """Inside tmux: put ``text`` in tmux's paste buffer and, with ``-w``, on the outer terminal's
-    clipboard (tmux sends its own OSC 52)."""
+    """Inside tmux: ``text`` in tmux's paste buffer and, with ``-w``, the outer clipboard."""
     tmux = shutil.which("tmux") if os.environ.get("TMUX") else None
     if tmux is None:
         return False

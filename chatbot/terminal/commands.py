@@ -78,8 +78,7 @@ def command_words(line: str) -> tuple[str, str] | None:
 
 
 def dispatch(repl: Repl, line: str) -> Outcome:
-    """Run a line that starts with ``/``: a slash command, or a message (see
-    :func:`command_words`); every problem becomes one clear line."""
+    """Run a line that starts with ``/``; every problem becomes one clear line."""
     words = command_words(line)
     if words is None:
         repl.chat(line[1:] if line.startswith("//") else line)

@@ -48,8 +48,7 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     sent = repl.backend.context_window(
         snapshot, repl.context, tokenizer, thread_id=repl.thread_id
     ).sent  # (as /context)
-    # From the summary's own record; the history is read only for a thread summarized before
-    # records existed.
+    # (from the summary's own record; the history only for a thread summarized before those)
     held = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
     saved = max(0, held.folded - sent.summary_cost) if held.messages else 0
     run = repl.run_settings()  # what the graph resolves for this session's next run

@@ -90,8 +90,7 @@ def retry_words(event: Retrying, seconds: int) -> str:
 
 
 def retry_note(event: Retrying) -> str | None:
-    """The line printed for a wait before a retry where nothing counts it down (Rich
-    markup); None for a wait too short to tell."""
+    """The line for a wait before a retry where nothing counts it down; None if too short."""
     if event.seconds < RETRY_TOLD_FROM:
         return None
     return f"[dim]{escape(retry_words(event, math.ceil(event.seconds)))}[/]"
@@ -237,8 +236,7 @@ class ReplyView:
                 self.notes.append(note_for(event))  # (after the reply: told after it)
                 self._set_status("")
                 return
-            # Before the reply (the graph folds first when the request would not fit, or the
-            # trigger already held): told now, above where the reply will be.
+            # Before the reply (a fold so that the request fits): told now, above the reply.
             self._print_note(note_for(event))
             replying = not (self.text or self.replied) and event.reason != "compact"
             self._set_status(THINKING if replying else "")
@@ -275,8 +273,7 @@ class ReplyView:
     # --- the end --------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Stop drawing and print what has not been printed yet (the last block; a plain
-        reply's held-back end and its line break)."""
+        """Stop drawing and print what has not been printed yet."""
         if self.spinner is not None:
             self.spinner.stop()
         if self._live is not None:

@@ -188,8 +188,7 @@ def _export(repl: Repl, arg: str) -> Outcome:
 
 
 def _write_asking(repl: Repl, path: Path, text: str) -> Path | None:
-    """Write the export; a file already there is replaced only when the user says so
-    (``None``: kept, and said)."""
+    """Write the export; a file already there is replaced only if the user says so."""
     try:
         return write_private(path, text)
     except FileExists as exists:

@@ -102,8 +102,7 @@ def last_word(line: str) -> tuple[int, str]:
 
 
 def _path_completions(arg: str, complete_event: CompleteEvent) -> Iterable[Completion]:
-    """Paths for ``/file``: a name with spaces or quotes comes back escaped, so that the line
-    still splits into the same paths."""
+    """Paths for ``/file``, escaped so that the line still splits into the same paths."""
     start, word = last_word(arg)
     typed = len(arg) - start
     for found in PathCompleter(expanduser=True).get_completions(Document(word), complete_event):
@@ -172,8 +171,7 @@ def private_history_file(path: Path) -> Path:
 
 
 class PrivateFileHistory(FileHistory):
-    """The input history in a file created private (see :func:`private_history_file`) when
-    the first line is stored: opening the REPL creates nothing."""
+    """The input history in a file created private when the first line is stored."""
 
     def store_string(self, string: str) -> None:
         private_history_file(Path(os.fsdecode(self.filename)))
@@ -182,7 +180,7 @@ class PrivateFileHistory(FileHistory):
 
 class PromptToolkitReader:
     """Reads lines in a real terminal: Enter sends, Alt-Enter adds a line, pastes stay whole.
-    ``shown`` is called once each prompt is on the screen, so work started there never delays it."""
+    ``shown`` is called once each prompt is on the screen."""
 
     def __init__(
         self,
@@ -203,8 +201,7 @@ class PromptToolkitReader:
         )
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
-        """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C. The
-        ``toolbar`` is cut to the screen's width with '…'."""
+        """One message; ``EOFError`` on Ctrl-D, ``KeyboardInterrupt`` on Ctrl-C."""
         fitted = None if toolbar is None else lambda: fit_line(toolbar(), self._columns())
         return self.session.prompt(prompt, bottom_toolbar=fitted, pre_run=self._pre_run)
 

@@ -68,8 +68,7 @@ def _columns_need(headers: Sequence[str], rows: Sequence[Sequence[str]], flexibl
 
 
 def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:
-    """/threads and ``chatbot threads``: a table where it fits (the title wraps), else each
-    thread as lines: its id and when it was last active, its messages and summary, its title."""
+    """/threads and ``chatbot threads``: a table where it fits, else each thread as lines."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     headers = ("thread", "messages", "summary", "last active")
     for column in headers:
@@ -110,8 +109,7 @@ def _short_time(moment: datetime | None) -> str:
 
 
 def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
-    """/history all and ``chatbot history --all``: one row per checkpoint, newest first (as
-    lines where the table does not fit)."""
+    """/history all and ``chatbot history --all``: one row per checkpoint, newest first."""
     from chatbot.history.lineage import short_id
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -229,8 +227,7 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
 
 
 def hits_view(hits: Sequence[Hit]) -> RenderableType:
-    """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
-    the terms highlighted under it, word-wrapped at the screen's width."""
+    """Hits for the terminal: thread, time, role and checkpoint, the snippet highlighted under."""
     lines: list[Text] = []
     for hit in hits:
         when = hit.time

@@ -15,8 +15,7 @@ from chatbot.sanitize import sanitize
 
 
 class Markdown(RichMarkdown):
-    """Rich's Markdown with raw HTML off (``#include <stdio.h>`` stays visible), the text
-    sanitized, links showing their address."""
+    """Rich's Markdown with raw HTML off (``<stdio.h>`` stays visible), the text sanitized."""
 
     def __init__(self, markup: str) -> None:
         # Rich's __init__ sets these and parses with a parser it makes each time (HTML on).
@@ -31,6 +30,5 @@ class Markdown(RichMarkdown):
 
 @functools.cache
 def _markdown_parser() -> MarkdownIt:
-    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once, as
-    making one takes as long as parsing a short reply."""
+    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once."""
     return MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")

@@ -31,8 +31,7 @@ def source(memory: Memory) -> str:
 
 
 def memories_table(memories: Sequence[Memory]) -> RenderableType:
-    """The memories as a listing: id, text, source (and, for a superseded one, what replaced
-    it); a table where it fits, else lines a memory."""
+    """The memories as a listing: id, text, source; a table where it fits, else lines."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("id", no_wrap=True)
     table.add_column("memory", overflow="fold")

@@ -29,8 +29,7 @@ def _effective_prompt(repl: Repl) -> tuple[Snapshot | None, PromptChoice]:
 
 
 def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
-    """Set the thread's system prompt (empty: remove it), refusing one the model's input
-    cannot hold; True when it changed."""
+    """Set the thread's system prompt (empty: remove it) if it fits; True when it changed."""
     if prompt:
         from chatbot.threads.attachments import check_system_prompt
 

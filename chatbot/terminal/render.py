@@ -75,8 +75,7 @@ def describe_summary(event: Summarized) -> str:
 
 
 def describe_nothing_to_fold(event: NothingToFold) -> str:
-    """The line shown when a fold is not made: nothing safe to fold, or folding would not
-    make the context smaller."""
+    """The line shown when a fold is not made."""
     if event.messages:
         folding = counted(event.messages, "message")
         return f"nothing to fold: folding {folding} would not make the context smaller"
@@ -104,8 +103,7 @@ def failed_turn(problem: str, kept: Kept | None, shown: bool, again: str) -> str
 
 
 def name_table(rows: Iterable[tuple[RenderableType, RenderableType]]) -> Table:
-    """Rows of a name (bold) and its value, with no border, header or padding at the edges:
-    what /help, /tokens and /role list."""
+    """Rows of a name (bold) and its value, with no border, header or edge padding."""
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -280,8 +278,7 @@ def _next_fold(window: ContextWindow) -> str:
 
 
 def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
-    """/context: the context window as a bar, and the figures of each part, the trigger, the
-    free space and the next fold."""
+    """/context: the context window as a bar, the figures of each part, the next fold."""
     about = "about " if window.estimated else ""
     head = f"context of thread {thread_id}: {about}{window.total:,}"
     if window.window:

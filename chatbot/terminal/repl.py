@@ -57,8 +57,7 @@ class HeldKeys:
 
 @runtime_checkable
 class HoldsKeys(Protocol):
-    """A terminal's reader: keys pressed while the REPL is busy (a reply streams) wait for
-    the next prompt, where they are as if typed there."""
+    """A terminal's reader: keys pressed while the REPL is busy wait for the next prompt."""
 
     def hold_keys(self) -> contextlib.AbstractContextManager[HeldKeys]: ...
 
@@ -240,8 +239,7 @@ class Repl:
             self._settle()
 
     def prompt_shown(self) -> None:
-        """Called as each prompt is drawn: the first starts loading; once it has ended, what
-        it has to say is said above the prompt."""
+        """Called as each prompt is drawn: the first starts loading; then says what it made."""
         loading = self._loading()
         if loading is None:
             return
@@ -332,8 +330,7 @@ class Repl:
         return f"{self._message_count}/{int(first.value)} messages"
 
     def measure(self, snapshot: Snapshot | None) -> int:
-        """Refresh the context size from a snapshot, counted as the graph counts it (on a
-        server: an estimate). Returns the tokens."""
+        """Refresh the context size from a snapshot, as the graph counts; returns the tokens."""
         self._priced = snapshot
         if snapshot is None:
             self._context_tokens = self._message_count = 0
@@ -348,8 +345,7 @@ class Repl:
     # --- threads ---------------------------------------------------------------------------
 
     def greet(self) -> None:
-        """The opening lines: version, where threads live, the model; any notice; the thread
-        (while loading, from its listing row)."""
+        """The opening lines: version, the model, where threads live; any notice; the thread."""
         from chatbot import __version__
 
         loading = self._loading()

@@ -81,8 +81,7 @@ def _delete(repl: Repl, arg: str) -> Outcome:
     if not repl.backend.thread_exists(thread_id):
         if thread_id != repl.thread_id:
             raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
-        # The current thread, new and empty (only its name, as /rename can give it): nothing
-        # is stored, so nothing to ask about.
+        # The current thread, new and empty: nothing is stored, so nothing to ask about.
         repl.say(f"deleted {thread_id} (it had no messages yet)")
         repl.open_thread(new_thread_id())
         return None

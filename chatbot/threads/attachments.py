@@ -144,8 +144,7 @@ def image_type(data: bytes) -> str | None:
 
 
 def display_name(given: str) -> str:
-    """The name a file goes by in the message: the path as given when it is relative, else
-    (absolute, or from the home folder) the file's own name."""
+    """The name a file goes by in the message: a relative path as given, else the file's name."""
     path = Path(given)
     if path.is_absolute() or given.startswith("~"):
         return path.name
@@ -234,8 +233,7 @@ def _read(given: str) -> tuple[Path, bytes]:
 
 
 def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Attachment:
-    """Read one file as an attachment for the model of ``limits`` (``pending``: the files
-    already attached to the same message, which it must fit with)."""
+    """Read one file as an attachment for the model of ``limits``, fitting with ``pending``."""
     path, data = _read(given)
     name = display_name(given)
     source = str(path.resolve())

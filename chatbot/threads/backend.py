@@ -86,8 +86,7 @@ class LocalBackend(LocalReader, ThreadOperations):
     def send(
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Run one turn: stream the reply, then report a summary if one was made. ``content``:
-        the message's text, or its content blocks (text, attached files)."""
+        """Run one turn: stream the reply, then report a summary if one was made."""
         import uuid
 
         message = HumanMessage(content=content, id=str(uuid.uuid4()))
@@ -222,8 +221,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         return blocking(note_on_leaving(run, store, thread_id, state.messages, state.summary))
 
     def _memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
-        """The memories block the next request of ``thread_id`` would carry after
-        ``messages``, read from the graph's store as the graph reads it."""
+        """The memories block the next request would carry, read as the graph reads it."""
         from chatbot.engine.remembering import Mind, block_of
         from chatbot.threads.memorybook import MemoryBook
 
@@ -401,8 +399,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         self.memory_book().move_thread(thread_id, new_id)
 
     def delete(self, thread_id: str) -> bool:
-        """Delete a thread and its checkpoints; False if there was none. Refused while a turn
-        runs on it elsewhere."""
+        """Delete a thread; False if there was none. Refused while a turn runs on it elsewhere."""
         with self._unless_busy(thread_id, "deleted"):
             return self.store.delete_thread(thread_id)
 

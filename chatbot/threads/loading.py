@@ -167,8 +167,7 @@ class LoadingBackend:
         raise AttributeError(name)
 
     def as_backend(self) -> Backend:
-        """This object where a :class:`~chatbot.threads.backend.Backend` is expected (it is one
-        by delegation)."""
+        """This object where a ``Backend`` is expected (it is one, by delegation)."""
         return cast("Backend", self)
 
 

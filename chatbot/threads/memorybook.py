@@ -28,12 +28,10 @@ from chatbot.threads.runner import blocking
 
 
 class MemoryBook:
-    """The user's memories in ``store``: listed, added, edited, forgotten; and each thread's
-    own switch (``/memory off`` for one thread)."""
+    """The user's memories in ``store``, and each thread's own switch (``/memory off``)."""
 
     def __init__(self, store: BaseStore, thread_key: Callable[[str], str] = str) -> None:
-        """``thread_key``: the id the graph knows a thread by, from the name the user gives
-        (a server's threads have ids of their own)."""
+        """``thread_key``: the id the graph knows a thread by, from the name the user gives."""
         self.store = store
         self.thread_key = thread_key
 

@@ -43,8 +43,7 @@ class Undone(NamedTuple):
 
 @dataclass(frozen=True)
 class ContextWindow:
-    """What the chat model would be sent for a thread now, part by part, against the limits of
-    the run's settings."""
+    """What the chat model would be sent for a thread now, part by part, against the limits."""
 
     sent: Sent
     """What the next run sends, part by part (:mod:`chatbot.memory.sent`)."""
@@ -213,8 +212,7 @@ class ThreadOperations:
         return Undone(before, current.checkpoint_id)
 
     def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
-        """The last reply asked for again (see the module); :class:`BackendError` when the
-        thread has no reply to ask for."""
+        """The last reply asked for again (see the module); else :class:`BackendError`."""
         current = self.current(thread_id)
         if current is not None and current.unfinished:
             # An interrupted or failed run (a reply, or the fold after one): carry on with

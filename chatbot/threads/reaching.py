@@ -20,8 +20,7 @@ class ServerUnreachable(FriendlyError, RuntimeError):
 
 
 def start_hint(url: str) -> str:
-    """What to do when the server at ``url`` does not answer: on this machine, the command that
-    starts one on the port ``url`` asks for."""
+    """What to do when the server at ``url`` does not answer (here: the command to start it)."""
     try:
         parts = urlsplit(url)
         port = parts.port

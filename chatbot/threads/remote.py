@@ -282,8 +282,7 @@ class RemoteBackend(ThreadOperations):
         return TurnStream(cancellable, message_id=message_id, current=lambda: self.current(name))
 
     def _async_client(self) -> Any:
-        """The SDK's async client for the running event loop (its pooled connections belong
-        to the loop that opened them)."""
+        """The SDK's async client for the running loop (its connections belong to a loop)."""
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -369,8 +368,7 @@ class RemoteBackend(ThreadOperations):
         }
 
     async def _aprobe(self, probe: dict[str, Any]) -> NothingToFold | None:
-        """Run a compaction probe to its end: its :class:`NothingToFold`, or ``None`` when the
-        compaction would fold something."""
+        """Run a compaction probe to its end: its :class:`NothingToFold`, or ``None``."""
         found: NothingToFold | None = None
         answered = False
         with self._answering(streaming=True):
@@ -499,8 +497,7 @@ class RemoteBackend(ThreadOperations):
         return None
 
     def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
-        """Store the thread's own system prompt (the thread is made if new); False when it
-        already was this prompt."""
+        """Store the thread's own system prompt; False when it already was this prompt."""
         server_id = self._find(thread_id)
         if server_id is None and not prompt:
             return False

@@ -63,14 +63,12 @@ def session_runner() -> TurnRunner:
 
 
 def blocking(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` to its end on this thread's session loop; Ctrl-C cancels it and raises
-    ``KeyboardInterrupt``."""
+    """Run ``work`` to its end on this thread's session loop (Ctrl-C: ``KeyboardInterrupt``)."""
     return session_runner().call(work)
 
 
 def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
-    """The items of an async iterator, each awaited on this thread's session loop; closed
-    however the iteration ends."""
+    """The items of an async iterator, each awaited on this thread's session loop."""
     runner = session_runner()
 
     async def step() -> T:
@@ -107,8 +105,7 @@ class TurnRunner:
         return self._runner
 
     def call(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` to its end on the session's loop; a ``KeyboardInterrupt`` leaves
-        nothing pending behind it."""
+        """Run ``work`` on the session's loop; a ``KeyboardInterrupt`` leaves nothing pending."""
         try:
             return self._on_loop(work)
         except KeyboardInterrupt:
@@ -156,8 +153,7 @@ class TurnRunner:
     def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
         assert self._runner is not None
         try:
-            # The first Ctrl-C cancels this task, then raises KeyboardInterrupt once the task
-            # has unwound (closing the HTTP request): see _on_loop.
+            # The first Ctrl-C cancels this task, then raises KeyboardInterrupt (_on_loop).
             self._on_loop(self._consume(turn, display))
         except KeyboardInterrupt:
             self._unwind()
@@ -200,8 +196,7 @@ class TurnRunner:
             await asyncio.sleep(TICK_SECONDS)
 
     def _unwind(self) -> None:
-        """Cancel what a KeyboardInterrupt raised inside the loop left pending, and let it
-        finish unwinding."""
+        """Cancel what a KeyboardInterrupt inside the loop left pending, and let it unwind."""
         assert self._runner is not None
         loop = self._runner.get_loop()
         pending = [task for task in asyncio.all_tasks(loop) if not task.done()]

@@ -55,8 +55,7 @@ class Turn(TurnStream):
         now = self.backend.before_turn(self.thread_id)
         self.started_from = now.checkpoint_id if now is not None else None
         if now is not None and (now.messages or now.summary or now.state.pending):
-            # (a thread's title is its first message: here, the state's first, in case its
-            # first turn was killed before its listing row was written)
+            # (the title is the state's first message: its first turn may have been killed)
             self.title_hint = ""
         if now is not None and now.state.pending and self.message_id is not None:
             # A message saved by a run that stopped before taking it in: new input would
