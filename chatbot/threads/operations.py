@@ -84,27 +84,17 @@ class ContextWindow:
 class ThreadOperations:
     """Undo, retry and the context's size over the primitives every backend has."""
 
-    def current(self, thread_id: str) -> Snapshot | None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # (each backend's own)
+        Context = dict[str, Any] | None
 
-    def history(self, thread_id: str) -> list[Snapshot]:
-        raise NotImplementedError
-
-    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
-        raise NotImplementedError
-
-    def resume(
-        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
-    ) -> TurnStream:
-        raise NotImplementedError
-
-    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
-        raise NotImplementedError
-
-    def run_settings(
-        self, context: dict[str, Any] | None, thread_prompt: str = ""
-    ) -> RunSettings | None:
-        raise NotImplementedError
+        def current(self, thread_id: str) -> Snapshot | None: ...
+        def history(self, thread_id: str) -> list[Snapshot]: ...
+        def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
+        def resume(
+            self, thread_id: str, checkpoint_id: str | None, context: Context = None
+        ) -> TurnStream: ...
+        def regenerate(self, thread_id: str, context: Context = None) -> TurnStream: ...
+        def run_settings(self, context: Context, thread_prompt: str = "") -> RunSettings | None: ...
 
     def _memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
         """The memories block the next request of ``thread_id`` would carry; here the run's."""
