@@ -54,7 +54,10 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     run = repl.run_settings()  # what the graph resolves for this session's next run
     run_policy = run.policy if run else None
     trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"
-    keep = describe_keep(run_policy) if run_policy else "set by the server's settings"
+    keep = "set by the server's settings"
+    if run_policy is not None:
+        first = ", and the first user message" if run_policy.keep_first_message else ""
+        keep = f"{run_policy.keep}{first}"
     threshold = run_policy.trigger_tokens() if run_policy else None
     scale = counter.scale(snapshot.messages) if snapshot else 1.0
     counted_with = f"{counter.name} tokenizer"
@@ -99,12 +102,6 @@ def _compact(repl: Repl, arg: str) -> Outcome:
 def describe_trigger(run_policy: SummaryPolicy) -> str:
     """The trigger as it is written in settings: ``tokens:12000,messages:40`` or ``off``."""
     return ",".join(str(limit) for limit in run_policy.trigger) or TRIGGER_OFF
-
-
-def describe_keep(run_policy: SummaryPolicy) -> str:
-    """What stays verbatim: ``messages:2``, and the first message when it is pinned."""
-    first = ", and the first user message" if run_policy.keep_first_message else ""
-    return f"{run_policy.keep}{first}"
 
 
 def check_model(repl: Repl, name: str) -> None:

@@ -202,15 +202,16 @@ class PromptToolkitReader:
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
         """One message; ``EOFError`` on Ctrl-D, ``KeyboardInterrupt`` on Ctrl-C."""
-        fitted = None if toolbar is None else lambda: fit_line(toolbar(), self._columns())
+        fitted = (
+            None
+            if toolbar is None
+            else lambda: fit_line(toolbar(), self.session.app.output.get_size().columns)
+        )
         return self.session.prompt(prompt, bottom_toolbar=fitted, pre_run=self._pre_run)
 
     def echo(self, prompt: str, text: str) -> None:
         """Show ``text`` as a line sent at ``prompt`` (kept in the input history)."""
         self.session.prompt(prompt, default=text, accept_default=True)
-
-    def _columns(self) -> int:
-        return self.session.app.output.get_size().columns
 
     @contextlib.contextmanager
     def hold_keys(self) -> Iterator[HeldKeys]:

@@ -183,12 +183,6 @@ TURN_TABLE_MIN_WIDTH = 72
 """Narrower than this, /history shows each turn as two lines rather than a table row."""
 
 
-def _summary_change(entry: TurnEntry) -> str:
-    if entry.folded:
-        return f"folded {entry.folded}"
-    return "changed" if entry.summary_changed else "-"
-
-
 def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
     """/history and ``chatbot history``: one row per turn (and undo, retry, compaction),
     newest first, with its checkpoint; on a narrow screen, facts then the message below."""
@@ -203,11 +197,12 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
     lines: list[RenderableType] = []
     cells: list[tuple[str, str, str, str]] = []
     for entry in entries:
+        change = "changed" if entry.summary_changed else "-"
         fixed = (
             short_id(entry.checkpoint_id),
             _short_time(entry.created_at),
             f"{entry.messages_before}→{entry.messages_after}",
-            _summary_change(entry),
+            f"folded {entry.folded}" if entry.folded else change,
         )
         cells.append(fixed)
         checkpoint, time, counts, change = fixed

@@ -52,8 +52,6 @@ class LocalBackend(LocalReader, ThreadOperations):
     :class:`~chatbot.threads.reading.LocalReader`'s and needs no graph, so the graph can be
     given as a function that builds it at the first run or state update."""
 
-    local_only_note = ""
-
     def __init__(
         self,
         graph: ChatGraph | None,
@@ -242,26 +240,23 @@ class LocalBackend(LocalReader, ThreadOperations):
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
         """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
         with self.lease(new_id):
-            self._fork(thread_id, checkpoint_id, new_id)
-
-    def _fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
-        if self.thread_exists(new_id):
-            raise BackendError(f"thread {new_id!r} already exists: pick another name")
-        source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
-        if not source.values:
-            raise BackendError(f"thread {thread_id!r} has no state to fork")
-        origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
-        self.graph.update_state(
-            thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
-            fork_values(source.values),
-            as_node="summarize_conversation",
-        )
-        info = self.store.thread_info(thread_id)
-        self.record(
-            new_id,
-            title_hint=info.title if info else "",
-            origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
-        )
+            if self.thread_exists(new_id):
+                raise BackendError(f"thread {new_id!r} already exists: pick another name")
+            source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
+            if not source.values:
+                raise BackendError(f"thread {thread_id!r} has no state to fork")
+            origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
+            self.graph.update_state(
+                thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
+                fork_values(source.values),
+                as_node="summarize_conversation",
+            )
+            info = self.store.thread_info(thread_id)
+            self.record(
+                new_id,
+                title_hint=info.title if info else "",
+                origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
+            )
 
     def import_thread(
         self,
@@ -329,32 +324,29 @@ class LocalBackend(LocalReader, ThreadOperations):
         """Make an older checkpoint's state current again, as a new checkpoint (undo);
         ``None``: the empty state before the first turn. Waits for a turn elsewhere."""
         with self.lease(thread_id):
-            self._restore(thread_id, checkpoint_id, action)
+            from chatbot.memory.pricing import spent_metadata
 
-    def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
-        from chatbot.memory.pricing import spent_metadata
+            now = self.current(thread_id)
+            metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
+            kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
+            if checkpoint_id is None:
+                from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-        now = self.current(thread_id)
-        metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
-        kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
-        if checkpoint_id is None:
-            from langgraph.graph.message import REMOVE_ALL_MESSAGES
-
-            self.graph.update_state(
-                thread_config(thread_id, metadata=metadata),
-                {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
-                as_node="summarize_conversation",
-            )
-        else:
-            self.graph.update_state(
-                thread_config(thread_id, checkpoint_id, metadata=metadata),
-                None,
-                as_node="__end__",
-            )
-            # The system prompt is the thread's setting, not part of a turn: one set after the
-            # restored state stays (written again, as its own /system checkpoint).
-            self._set_system_prompt(thread_id, *kept)
-        self.record(thread_id)
+                self.graph.update_state(
+                    thread_config(thread_id, metadata=metadata),
+                    {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
+                    as_node="summarize_conversation",
+                )
+            else:
+                self.graph.update_state(
+                    thread_config(thread_id, checkpoint_id, metadata=metadata),
+                    None,
+                    as_node="__end__",
+                )
+                # The system prompt is the thread's setting, not part of a turn: one set after the
+                # restored state stays (written again, as its own /system checkpoint).
+                self._set_system_prompt(thread_id, *kept)
+            self.record(thread_id)
 
     # --- the thread's system prompt ------------------------------------------------------
 
