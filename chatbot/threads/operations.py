@@ -1,14 +1,9 @@
 """Thread operations written once over a backend's primitives, so that the local and the remote
-backend do them alike and the REPL's commands only parse, call and render.
+backend do them alike: undo, retry, and what the chat model would be sent (/context).
 
-- :meth:`ThreadOperations.undo`: rewind the last turn (the state before its message comes
-  back; the undone state stays in the history, marked undone).
-- :meth:`ThreadOperations.retry`: ask for the last reply again: carry on an unfinished run,
-  answer from the state now when going back would undo a compaction or a system prompt set
-  since, else resume from the checkpoint where the message had arrived.
-- :meth:`ThreadOperations.context_tokens`: what the chat model would be sent for a state now,
-  counted as the graph counts it; :meth:`ThreadOperations.context_window`: the same, part by
-  part, against the model's input, the trigger, and what the next fold would take (/context).
+:meth:`ThreadOperations.retry` carries on an unfinished run, answers from the state now when
+going back would undo a compaction or a system prompt set since, else resumes from the
+checkpoint where the message had arrived.
 """
 
 from __future__ import annotations
