@@ -185,30 +185,18 @@ class ReplyView:
             self._live.start()
 
     def show(self, event: Event) -> None:
-        from chatbot.threads.events import (
-            Folding,
-            NothingToFold,
-            Recalling,
-            RecallOff,
-            Reply,
-            Retrying,
-            Summarized,
-            SummaryFailed,
-            Token,
-            Unanswered,
-            Waiting,
-        )
+        from chatbot.threads import events
 
-        if isinstance(event, Token | Reply) and self.spinner is not None:
+        if isinstance(event, events.Token | events.Reply) and self.spinner is not None:
             self.spinner.stop()  # (the reply goes to stdout: the spinner goes first)
-        if isinstance(event, Token):
+        if isinstance(event, events.Token):
             self.status = ""
             if self.plain:
                 if self.live:
                     self._write(event.text)
                 return
             self.text += event.text
-        elif isinstance(event, Reply):
+        elif isinstance(event, events.Reply):
             self.status = ""
             if self.plain:
                 self._plain_reply(event.message.text)
@@ -217,21 +205,21 @@ class ReplyView:
             final = event.message.text  # the whole reply, notes included
             if final and final.startswith(self.text[: self._printed]):
                 self.text = final  # (what is printed already stays as it was)
-        elif isinstance(event, Waiting):
+        elif isinstance(event, events.Waiting):
             if self.plain:
                 self._print_note(f"[dim]{escape(sanitize(event.words))}[/]")
             self._set_status(event.words)
-        elif isinstance(event, Unanswered):
+        elif isinstance(event, events.Unanswered):
             if self.plain:  # (the REPL says it as it opens the thread)
                 self._print_note(f"[yellow]note:[/] {escape(event.words)}")
-        elif isinstance(event, Folding):  # (the seconds count from the fold's first part)
+        elif isinstance(event, events.Folding):  # (the seconds count from the fold's first part)
             self._set_status(event.words, restart=event.part == 1)
-        elif isinstance(event, Retrying):
+        elif isinstance(event, events.Retrying):
             self._retrying(event)
-        elif isinstance(event, Recalling | RecallOff):
+        elif isinstance(event, events.Recalling | events.RecallOff):
             self._print_note(recall_note(event))  # (before the reply it leads to)
             self._set_status(THINKING)
-        elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
+        elif isinstance(event, events.Summarized | events.SummaryFailed | events.NothingToFold):
             if (self.text or self.replied) and not self.plain:
                 self.notes.append(note_for(event))  # (after the reply: told after it)
                 self._set_status("")

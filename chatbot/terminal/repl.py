@@ -23,7 +23,7 @@ from chatbot.logs import logger
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.threads.loading import LoadFailed, LoadingBackend
-from chatbot.threads.runner import TICK_SECONDS, TurnOutcome, TurnRunner, session_runner
+from chatbot.threads.runner import TICK_SECONDS, TurnOutcome, session_runner
 
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
     from chatbot.config.settings import Settings
@@ -123,14 +123,12 @@ class Repl:
     dispatch: Dispatch
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
-    err: Console | None = None
     interject: Callable[[Callable[[], None]], bool] | None = None
     """Runs output above a prompt being read, from any thread (a terminal reader's)."""
     _context_tokens: int = 0
     _message_count: int = 0
     _priced: Snapshot | None = None
     """The checkpoint the status line's cost is read from (its usage record)."""
-    runner: TurnRunner = field(default_factory=session_runner)
     _untold: str | None = None
     """The thread whose state the greeting told only from its listing row (before loading)."""
     _counts_told: bool = True
@@ -456,7 +454,7 @@ class Repl:
             with self._keys_held(view.live):
                 started = True
                 try:
-                    outcome = self.runner.run(turn, view)
+                    outcome = session_runner().run(turn, view)
                 finally:
                     view.finish()
         except KeyboardInterrupt:
