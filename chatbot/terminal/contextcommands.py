@@ -15,7 +15,7 @@ from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.terminal import render
-from chatbot.terminal.registry import CommandError, Outcome, command, no_argument
+from chatbot.terminal.registry import CommandError, command, no_argument
 
 if TYPE_CHECKING:
     from chatbot.terminal.repl import Repl
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     "/context",
     "what fills the context window; the trigger, free space, the next fold",
 )
-def _context(repl: Repl, arg: str) -> Outcome:
+def _context(repl: Repl, arg: str) -> None:
     no_argument("context", arg)
     snapshot = repl.backend.current(repl.thread_id)
     repl.measure(snapshot)  # (the status line agrees with it)
@@ -35,11 +35,10 @@ def _context(repl: Repl, arg: str) -> Outcome:
         snapshot, repl.context, tokenizer, thread_id=repl.thread_id
     )
     repl.console.print(render.context_view(window, repl.thread_id))
-    return None
 
 
 @command("tokens", "/tokens", "context size now, the trigger, tokens saved by summaries, cost")
-def _tokens(repl: Repl, arg: str) -> Outcome:
+def _tokens(repl: Repl, arg: str) -> None:
     no_argument("tokens", arg)
     snapshot = repl.backend.current(repl.thread_id)
     tokens = repl.measure(snapshot)
@@ -79,7 +78,6 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     rows += [(name, escape(value)) for name, value in cost_rows(snapshot_cost(snapshot))]
     rows.append(("counted with", counted_with))
     repl.console.print(render.name_table(rows))
-    return None
 
 
 @command(
@@ -88,7 +86,7 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     "fold older messages into the summary now; FOCUS: what the summary should keep",
     writes=True,
 )
-def _compact(repl: Repl, arg: str) -> Outcome:
+def _compact(repl: Repl, arg: str) -> None:
     refusal = compact_refusal(repl.backend.current(repl.thread_id))
     if refusal:
         raise CommandError(refusal)
@@ -96,7 +94,6 @@ def _compact(repl: Repl, arg: str) -> Outcome:
         repl.backend.compact(repl.thread_id, arg, repl.context),
         waiting_for="folding older messages into the summary…",
     )
-    return None
 
 
 def describe_trigger(run_policy: SummaryPolicy) -> str:
@@ -139,16 +136,15 @@ def _warn_unlisted(repl: Repl, name: str) -> None:
 
 
 @command("model", "/model [NAME]", "show or switch the chat model until you leave")
-def _model(repl: Repl, arg: str) -> Outcome:
+def _model(repl: Repl, arg: str) -> None:
     if not arg:
         repl.ready()  # the model's name is known once the models are loaded
         shown = repl.model_name or "the server's (its CHATBOT_MODEL)"
         repl.say(f"chat model: {shown}")
-        return None
+        return
     check_model(repl, arg)
     repl.context["chat_model"] = arg
     repl.model_name = arg
     repl.measure(repl.backend.current(repl.thread_id))  # counted as the new model counts
     where = " (on the server)" if repl.remote else ""
     repl.say(f"chat model is now {arg} for this session{where}")
-    return None

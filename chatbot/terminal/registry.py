@@ -110,7 +110,7 @@ def _local_note(repl: Repl, found: Command) -> str:
 
 
 @command("help", "/help [COMMAND]", "list the commands, or explain one")
-def _help(repl: Repl, arg: str) -> Outcome:
+def _help(repl: Repl, arg: str) -> None:
     if arg:
         name = ALIASES.get(arg.lstrip("/").lower(), arg.lstrip("/").lower())
         if name not in COMMANDS:
@@ -119,7 +119,7 @@ def _help(repl: Repl, arg: str) -> Outcome:
             raise CommandError(f"no command /{name}: {hint}")
         found = COMMANDS[name]
         repl.say(f"{found.usage}  {found.help}{_local_note(repl, found)}")
-        return None
+        return
     rows = [
         (escape(item.usage), escape(item.help + _local_note(repl, item)))
         for item in COMMANDS.values()
@@ -131,7 +131,6 @@ def _help(repl: Repl, arg: str) -> Outcome:
         "starts with / goes as typed unless it starts with a command: //text sends /text.",
         "dim",
     )
-    return None
 
 
 @command("exit", "/exit", "leave (Ctrl-D does too)")
@@ -141,7 +140,6 @@ def _exit(repl: Repl, arg: str) -> Outcome:
 
 
 @command("clear", "/clear", "clear the screen")
-def _clear(repl: Repl, arg: str) -> Outcome:
+def _clear(repl: Repl, arg: str) -> None:
     no_argument("clear", arg)
     repl.console.clear()
-    return None

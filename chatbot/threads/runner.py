@@ -153,13 +153,8 @@ class TurnRunner:
     def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
         assert self._runner is not None
         try:
-            # The first Ctrl-C cancels this task, then raises KeyboardInterrupt (_on_loop).
             self._on_loop(self._consume(turn, display))
-        except KeyboardInterrupt:
-            self._unwind()
-            return TurnOutcome(interrupted=True)
-        except asyncio.CancelledError:
-            # By SIGTERM or SIGHUP (see run).
+        except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C (_on_loop); SIGTERM, SIGHUP
             self._unwind()
             return TurnOutcome(interrupted=True)
         except Exception as error:  # a model, network or server error: the caller says it
