@@ -34,12 +34,6 @@ def osc52(text: str) -> str:
     return OSC52_PREFIX + base64.b64encode(text.encode("utf-8")).decode("ascii") + BELL
 
 
-def write_osc52(text: str, terminal: IO[str]) -> None:
-    """Write the OSC 52 escape for ``text`` to the terminal."""
-    terminal.write(osc52(text))
-    terminal.flush()
-
-
 def copy_to_system(text: str) -> str | None:
     """Put ``text`` on the system clipboard; the name of the tool that did, or None."""
     import pyperclip  # type: ignore[import-untyped]
@@ -81,13 +75,11 @@ def copy_text(text: str, terminal: IO[str] | None) -> str | None:
     if copy_to_tmux(text):
         places.append("the tmux buffer")
     if terminal is not None:
-        write_osc52(text, terminal)
-        big = len(osc52(text)) > OSC52_SAFE_BYTES
-        places.append(
-            "the terminal (OSC 52; some terminals drop one this big)"
-            if big
-            else "the terminal (OSC 52)"
-        )
+        escape = osc52(text)
+        terminal.write(escape)
+        terminal.flush()
+        big = "; some terminals drop one this big" if len(escape) > OSC52_SAFE_BYTES else ""
+        places.append(f"the terminal (OSC 52{big})")
     if not places:
         return None
     listed = ", ".join(places[:-1]) + " and " + places[-1] if len(places) > 1 else places[0]

@@ -237,6 +237,14 @@ class RemoteBackend(ThreadOperations):
         self._call(lambda: self.client.threads.update(server_id, metadata={"title": title}))
         metadata["title"] = title
 
+    def _update(self, server_id: str, values: dict[str, Any]) -> None:
+        """Write ``values`` into the thread's state, as its graph's last node would."""
+        self._call(
+            lambda: self.client.threads.update_state(
+                server_id, values, as_node="summarize_conversation"
+            )
+        )
+
     def _marked(self, server_id: str, state: dict[str, Any]) -> dict[str, Any]:
         """A server state with a fork's first checkpoint marked as the local store marks it."""
         origin = (self._metadata.get(server_id) or {}).get(ORIGIN_KEY)
@@ -383,13 +391,8 @@ class RemoteBackend(ThreadOperations):
         messages = self._values(server_id).get("messages") or []
         if not messages or messages[-1].get("type") != "ai":
             raise BackendError("nothing to regenerate: the last message has no reply")
-        self._call(
-            lambda: self.client.threads.update_state(
-                server_id,
-                {"messages": [{"type": "remove", "id": messages[-1]["id"], "content": ""}]},
-                as_node="summarize_conversation",
-            )
-        )
+        last = {"type": "remove", "id": messages[-1]["id"], "content": ""}
+        self._update(server_id, {"messages": [last]})
         return self.resume(thread_id, None, context)
 
     # --- reading ----------------------------------------------------------------------------
@@ -508,13 +511,7 @@ class RemoteBackend(ThreadOperations):
                 return False
         else:
             server_id = self._create(thread_id)
-        self._call(
-            lambda: self.client.threads.update_state(
-                server_id,
-                {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
-                as_node="summarize_conversation",
-            )
-        )
+        self._update(server_id, {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role})
         return True
 
     # --- changing ---------------------------------------------------------------------------
@@ -534,12 +531,7 @@ class RemoteBackend(ThreadOperations):
         origin = f"{thread_id}@{source.checkpoint_id}"
         title = (thread.get("metadata") or {}).get("title", "")
         new_server_id = self._create(new_id, {ORIGIN_KEY: origin, "title": title})
-        values = state.get("values") or {}
-        self._call(
-            lambda: self.client.threads.update_state(
-                new_server_id, fork_values(values), as_node="summarize_conversation"
-            )
-        )
+        self._update(new_server_id, fork_values(state.get("values") or {}))
 
     def _local_only(self, what: str) -> BackendError:
         return BackendError(f"{what} works on local threads only ({self.local_only_note})")
