@@ -57,8 +57,7 @@ def _summary(repl: Repl, arg: str) -> None:
         return
     tokenizer = repl.settings.tokenizer if repl.settings else "auto"
     window = repl.backend.context_window(snapshot, repl.context, tokenizer)  # (as /context)
-    tokens = window.sent.summary
-    repl.console.print(render.summary_view(snapshot.summary, tokens))
+    repl.console.print(render.summary_view(snapshot.summary, window.sent.summary))
 
 
 @command(
@@ -111,8 +110,9 @@ def _fork(repl: Repl, arg: str) -> None:
     source = find_checkpoint(history, arg) if arg else lineage(history)[-1]
     new_id = next_fork_id(repl.thread_id, repl.backend.thread_exists)
     repl.backend.fork(repl.thread_id, source.checkpoint_id, new_id)
-    origin = repl.thread_id
-    repl.say(f"forked {origin} at checkpoint {short_id(source.checkpoint_id)} into {new_id}")
+    repl.say(
+        f"forked {repl.thread_id} at checkpoint {short_id(source.checkpoint_id)} into {new_id}"
+    )
     repl.open_thread(new_id)
 
 

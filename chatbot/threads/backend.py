@@ -1,8 +1,6 @@
-"""Where threads live: the operations the CLI and the REPL need, over one interface.
-
-``LocalBackend`` drives the graph in this process with SQLite checkpoints. A remote backend
-(``chatbot.threads.remote``) drives the same graph on a LangGraph server. Both report checkpoints as
-:class:`~chatbot.history.snapshots.Snapshot` and turns as :mod:`chatbot.threads.events` events.
+"""Where threads live: the operations the CLI and the REPL need. ``LocalBackend`` drives the graph
+in this process over a local store; ``RemoteBackend`` (:mod:`chatbot.threads.remote`) drives it on
+a LangGraph server. Both report checkpoints as snapshots and turns as events.
 """
 
 from __future__ import annotations
