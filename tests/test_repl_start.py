@@ -29,7 +29,7 @@ from chatbot.errors import ModelCallFailed
 from chatbot.store.sqlite import Store
 from chatbot.terminal.commands import dispatch
 from chatbot.terminal.repl import Repl
-from chatbot.threads.backend import Backend, LocalBackend
+from chatbot.threads.backend import LocalBackend
 from chatbot.threads.loading import READS, RUNS, Loaded, LoadingBackend, Opened
 from tests.helpers import wait_until
 from tests.scripted import ScriptedChatModel
@@ -304,11 +304,12 @@ def test_a_failure_is_raised_at_the_next_prompt_without_a_line(
 
 
 def test_every_backend_operation_waits_for_the_stage_it_needs() -> None:
-    operations = {
-        name
-        for name, value in vars(Backend).items()
-        if callable(value) and not name.startswith("_")
-    }
+    from chatbot.threads.remote import RemoteBackend
+
+    def public(kind: type) -> set[str]:
+        return {n for n in dir(kind) if not n.startswith("_") and callable(getattr(kind, n))}
+
+    operations = public(LocalBackend) & public(RemoteBackend)  # what a Backend is
     assert operations <= READS | RUNS, operations - (READS | RUNS)
     assert not READS & RUNS
 

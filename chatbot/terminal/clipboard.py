@@ -1,7 +1,5 @@
-"""Copying text out of the terminal (``/copy``): the OSC 52 escape, which the terminal itself
-puts on the clipboard (so it works over SSH), the system clipboard through ``pyperclip`` when
-this machine has one (wl-copy, xclip, xsel, pbcopy, ...), and inside tmux ``tmux load-buffer``
-(tmux drops an application's OSC 52 unless ``set-clipboard on``)."""
+"""Copying text out of the terminal (``/copy``): the OSC 52 escape (works over SSH), the system
+clipboard through ``pyperclip``, and inside tmux ``tmux load-buffer`` (tmux drops OSC 52)."""
 
 from __future__ import annotations
 
@@ -32,20 +30,12 @@ _MECHANISMS = {
 
 
 def osc52(text: str) -> str:
-    """The escape that asks the terminal to put ``text`` on the clipboard:
-    ``ESC ] 52 ; c ; <base64> BEL``."""
+    """The escape that asks the terminal to put ``text`` on the clipboard (OSC 52)."""
     return OSC52_PREFIX + base64.b64encode(text.encode("utf-8")).decode("ascii") + BELL
 
 
-def write_osc52(text: str, terminal: IO[str]) -> None:
-    """Write the OSC 52 escape for ``text`` to the terminal."""
-    terminal.write(osc52(text))
-    terminal.flush()
-
-
 def copy_to_system(text: str) -> str | None:
-    """Put ``text`` on the system clipboard; the name of the tool that did, or None when this
-    machine has none (no display, no clipboard program) or it failed."""
+    """Put ``text`` on the system clipboard; the name of the tool that did, or None."""
     import pyperclip  # type: ignore[import-untyped]
 
     try:
@@ -60,9 +50,7 @@ def copy_to_system(text: str) -> str | None:
 
 
 def copy_to_tmux(text: str) -> bool:
-    """Inside tmux: put ``text`` in tmux's paste buffer and, with ``-w``, on the outer terminal's
-    clipboard (tmux 3.2+ sends its own OSC 52), which works with tmux's default
-    ``set-clipboard external`` where an application's OSC 52 is dropped."""
+    """Inside tmux: ``text`` in tmux's paste buffer and, with ``-w``, the outer clipboard."""
     tmux = shutil.which("tmux") if os.environ.get("TMUX") else None
     if tmux is None:
         return False
@@ -77,10 +65,9 @@ def copy_to_tmux(text: str) -> bool:
 
 
 def copy_text(text: str, terminal: IO[str] | None) -> str | None:
-    """Copy ``text`` everywhere it can go; says where, e.g. ``to the clipboard (wl-copy) and
-    the terminal (OSC 52)``, or None when it went nowhere. ``terminal``: the terminal's
-    stream, None when output is not a terminal (an escape there would be noise in a file).
-    Inside tmux the text goes to tmux's buffer too (see :func:`copy_to_tmux`)."""
+    """Copy ``text`` everywhere it can go; says where (``to the clipboard (wl-copy) and the
+    terminal (OSC 52)``), or None. ``terminal``: the terminal's stream, None when output is not
+    a terminal."""
     places = []
     tool = copy_to_system(text)
     if tool is not None:
@@ -88,13 +75,11 @@ def copy_text(text: str, terminal: IO[str] | None) -> str | None:
     if copy_to_tmux(text):
         places.append("the tmux buffer")
     if terminal is not None:
-        write_osc52(text, terminal)
-        big = len(osc52(text)) > OSC52_SAFE_BYTES
-        places.append(
-            "the terminal (OSC 52; some terminals drop one this big)"
-            if big
-            else "the terminal (OSC 52)"
-        )
+        escape = osc52(text)
+        terminal.write(escape)
+        terminal.flush()
+        big = "; some terminals drop one this big" if len(escape) > OSC52_SAFE_BYTES else ""
+        places.append(f"the terminal (OSC 52{big})")
     if not places:
         return None
     listed = ", ".join(places[:-1]) + " and " + places[-1] if len(places) > 1 else places[0]

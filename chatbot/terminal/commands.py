@@ -1,10 +1,6 @@
 """The REPL's slash commands, all of them: :data:`COMMANDS` whole, in /help's order, and
-:func:`dispatch`, which reads a line as a command (or a message) and runs it.
-
-The commands live in modules by concern, each registering its own with ``@command``
-(:mod:`chatbot.terminal.registry`). Importing them here is what fills the registry, so
-whoever reads :data:`COMMANDS` (dispatch, /help, completion, the README's cheat sheet) reads
-it from this module.
+:func:`dispatch`, which reads a line as a command (or a message) and runs it. Importing the
+command modules here is what fills the registry.
 """
 
 from __future__ import annotations
@@ -45,9 +41,7 @@ HELP_ORDER = (
     lookupcommands,
     memorycommands,
 )
-"""The command modules, in the order /help lists their commands (a module's in the order it
-defines them): not the order they happen to be imported in, which their imports of each other
-decide."""
+"""The command modules in the order /help lists their commands (not their import order)."""
 
 
 def _in_help_order() -> None:
@@ -64,14 +58,11 @@ _COMMAND_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 
 
 def command_words(line: str) -> tuple[str, str] | None:
-    """A line starting with ``/`` as a command's name and argument, or ``None`` when it is a
-    message that happens to start with ``/``.
+    """A line starting with ``/`` as a command's name and argument, or ``None`` for a message.
 
-    A command is a known name (``/history 3``, ``/system`` with a prompt of several lines), or
-    a word that looks like one on a line of its own (``/hisotry``, ``/foo bar``: said to be
-    unknown, with the nearest command). A path, code or a regex (``/usr/bin/env``, ``/* x */``,
-    ``/^\\d+$/``) is a message, and so is a paste of several lines unless it starts with a
-    command or a near miss of one. ``//`` starts a message that starts with ``/``.
+    A command is a known name, or a word that looks like one (``/hisotry``: said to be unknown).
+    A path, code or a regex (``/usr/bin/env``, ``/* x */``) is a message, and so is a paste of
+    several lines unless it starts with a command or a near miss; ``//`` starts a message.
     """
     found = re.match(r"/(\S*)\s*(.*)\Z", line, re.DOTALL)
     if found is None or line.startswith("//"):
@@ -87,8 +78,7 @@ def command_words(line: str) -> tuple[str, str] | None:
 
 
 def dispatch(repl: Repl, line: str) -> Outcome:
-    """Run a line that starts with ``/``: a slash command, or a message (see
-    :func:`command_words`); every problem becomes one clear line."""
+    """Run a line that starts with ``/``; every problem becomes one clear line."""
     words = command_words(line)
     if words is None:
         repl.chat(line[1:] if line.startswith("//") else line)

@@ -15,7 +15,7 @@ from chatbot.memory.pricing import cost_rows, snapshot_cost
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.terminal import render
-from chatbot.terminal.registry import CommandError, Outcome, command, no_argument
+from chatbot.terminal.registry import CommandError, command, no_argument
 
 if TYPE_CHECKING:
     from chatbot.terminal.repl import Repl
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     "/context",
     "what fills the context window; the trigger, free space, the next fold",
 )
-def _context(repl: Repl, arg: str) -> Outcome:
+def _context(repl: Repl, arg: str) -> None:
     no_argument("context", arg)
     snapshot = repl.backend.current(repl.thread_id)
     repl.measure(snapshot)  # (the status line agrees with it)
@@ -35,11 +35,10 @@ def _context(repl: Repl, arg: str) -> Outcome:
         snapshot, repl.context, tokenizer, thread_id=repl.thread_id
     )
     repl.console.print(render.context_view(window, repl.thread_id))
-    return None
 
 
 @command("tokens", "/tokens", "context size now, the trigger, tokens saved by summaries, cost")
-def _tokens(repl: Repl, arg: str) -> Outcome:
+def _tokens(repl: Repl, arg: str) -> None:
     no_argument("tokens", arg)
     snapshot = repl.backend.current(repl.thread_id)
     tokens = repl.measure(snapshot)
@@ -48,14 +47,16 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     sent = repl.backend.context_window(
         snapshot, repl.context, tokenizer, thread_id=repl.thread_id
     ).sent  # (as /context)
-    # From the summary's own record; the history is read only for a thread summarized before
-    # records existed.
+    # (from the summary's own record; the history only for a thread summarized before those)
     held = summary_savings(snapshot, lambda: repl.backend.history(repl.thread_id), counter)
     saved = max(0, held.folded - sent.summary_cost) if held.messages else 0
     run = repl.run_settings()  # what the graph resolves for this session's next run
     run_policy = run.policy if run else None
     trigger = describe_trigger(run_policy) if run_policy else "set by the server's settings"
-    keep = describe_keep(run_policy) if run_policy else "set by the server's settings"
+    keep = "set by the server's settings"
+    if run_policy is not None:
+        first = ", and the first user message" if run_policy.keep_first_message else ""
+        keep = f"{run_policy.keep}{first}"
     threshold = run_policy.trigger_tokens() if run_policy else None
     scale = counter.scale(snapshot.messages) if snapshot else 1.0
     counted_with = f"{counter.name} tokenizer"
@@ -77,7 +78,6 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     rows += [(name, escape(value)) for name, value in cost_rows(snapshot_cost(snapshot))]
     rows.append(("counted with", counted_with))
     repl.console.print(render.name_table(rows))
-    return None
 
 
 @command(
@@ -86,7 +86,7 @@ def _tokens(repl: Repl, arg: str) -> Outcome:
     "fold older messages into the summary now; FOCUS: what the summary should keep",
     writes=True,
 )
-def _compact(repl: Repl, arg: str) -> Outcome:
+def _compact(repl: Repl, arg: str) -> None:
     refusal = compact_refusal(repl.backend.current(repl.thread_id))
     if refusal:
         raise CommandError(refusal)
@@ -94,7 +94,6 @@ def _compact(repl: Repl, arg: str) -> Outcome:
         repl.backend.compact(repl.thread_id, arg, repl.context),
         waiting_for="folding older messages into the summary…",
     )
-    return None
 
 
 def describe_trigger(run_policy: SummaryPolicy) -> str:
@@ -102,15 +101,8 @@ def describe_trigger(run_policy: SummaryPolicy) -> str:
     return ",".join(str(limit) for limit in run_policy.trigger) or TRIGGER_OFF
 
 
-def describe_keep(run_policy: SummaryPolicy) -> str:
-    """What stays verbatim: ``messages:2``, and the first message when it is pinned."""
-    first = ", and the first user message" if run_policy.keep_first_message else ""
-    return f"{run_policy.keep}{first}"
-
-
 def check_model(repl: Repl, name: str) -> None:
-    """Refuse a model a run could not use here, asking the graph's own resolver (on a server
-    the server decides, with its own credentials and settings)."""
+    """Refuse a model a run could not use here, by the graph's own resolver."""
     if any(character.isspace() for character in name):  # (a paste's line break too)
         raise CommandError(f"{name!r} is not a model name")
     try:
@@ -123,9 +115,8 @@ def check_model(repl: Repl, name: str) -> None:
 
 
 def _warn_unlisted(repl: Repl, name: str) -> None:
-    """Say when the endpoint's model list, if it is known already (cached: nothing is
-    asked), lacks ``name``, with the closest names; the model is used all the same (a list
-    can be partial: a proxy's, a server's aliases). A server's models are its own."""
+    """Say when the endpoint's cached model list lacks ``name``, with the closest names; the
+    model is used all the same (a list can be partial)."""
     repl.ready()  # (loaded already: the run's settings were asked for)
     if repl.remote or repl.settings is None:
         return
@@ -145,16 +136,15 @@ def _warn_unlisted(repl: Repl, name: str) -> None:
 
 
 @command("model", "/model [NAME]", "show or switch the chat model until you leave")
-def _model(repl: Repl, arg: str) -> Outcome:
+def _model(repl: Repl, arg: str) -> None:
     if not arg:
         repl.ready()  # the model's name is known once the models are loaded
         shown = repl.model_name or "the server's (its CHATBOT_MODEL)"
         repl.say(f"chat model: {shown}")
-        return None
+        return
     check_model(repl, arg)
     repl.context["chat_model"] = arg
     repl.model_name = arg
     repl.measure(repl.backend.current(repl.thread_id))  # counted as the new model counts
     where = " (on the server)" if repl.remote else ""
     repl.say(f"chat model is now {arg} for this session{where}")
-    return None

@@ -1,16 +1,10 @@
 """How a turn looks while it runs: a spinner with words while waiting, then the reply, as
-Markdown drawn in time linear in its length (the REPL) or as plain text (``chatbot ask``).
+Markdown (the REPL) or as plain text (``chatbot ask``).
 
-The Markdown reply is cut into blocks at blank lines outside code fences. A finished block is
-printed once, above the live area, and never drawn again; the live area holds only the block
-being written, redrawn at the runner's tick (not per token). Long replies therefore scroll past
-the screen like any output, nothing is duplicated or cropped, and the cost of a redraw does not
-grow with the reply.
-
-Rendering Markdown and reading events import markdown-it and langchain-core (through
-:mod:`chatbot.terminal.markdown` and :mod:`chatbot.threads.events`), so they are imported when
-first needed: the REPL shows this spinner while the models are still loading, and must not
-import them at the same time.
+The Markdown reply is cut into blocks at blank lines outside code fences: a finished block is
+printed once, above the live area, which holds only the block being written, redrawn at the
+runner's tick. So long replies scroll like any output and a redraw does not grow with the reply.
+Markdown and events are imported when first needed: this spinner shows while models load.
 """
 
 from __future__ import annotations
@@ -70,8 +64,7 @@ def seconds_text(elapsed: float) -> str:
 
 
 RETRY_TOLD_FROM = 2.0
-"""A wait before a model call is asked again is told from this many seconds on; a shorter
-one (the first backoffs, half a second and one) passes under the spinner's words."""
+"""A wait before a model call is asked again is told from this many seconds on."""
 
 _WHY = {
     "rate_limited": "rate limited by the server",
@@ -97,8 +90,7 @@ def retry_words(event: Retrying, seconds: int) -> str:
 
 
 def retry_note(event: Retrying) -> str | None:
-    """The line printed for a wait before a retry where nothing counts it down (Rich
-    markup); None for a wait too short to tell."""
+    """The line for a wait before a retry where nothing counts it down; None if too short."""
     if event.seconds < RETRY_TOLD_FROM:
         return None
     return f"[dim]{escape(retry_words(event, math.ceil(event.seconds)))}[/]"
@@ -155,17 +147,10 @@ class ReplyView:
     """One turn on the screen. ``live``: the reply is drawn as it streams (a terminal);
     otherwise it is printed whole (a pipe, a test).
 
-    The REPL's view is Markdown: printed at the end when not ``live``; notes that come after
-    the reply wait in :attr:`notes` for the REPL to print under it. ``plain`` is
-    ``chatbot ask``'s: the reply as plain text, written as it streams or whole as it arrives;
-    every note at once, on ``notes_to``, and a turn that waits for another window or follows
-    one left unanswered says so there. ``spinner`` (``ask`` on a terminal): a
-    :class:`WaitSpinner` already running, which says what the turn waits for instead of a live
-    area of the view's own, and is stopped as the reply starts.
-
-    A wait before a model call is asked again (:data:`RETRY_TOLD_FROM` seconds or more) is
-    counted down where the spinner is, then the spinner's words come back; with no spinner
-    (a pipe, a test) it is one line, printed as the wait starts."""
+    The REPL's view is Markdown; notes after the reply wait in :attr:`notes` for the REPL.
+    ``plain`` is ``chatbot ask``'s: plain text, every note at once on ``notes_to``.
+    ``spinner``: a :class:`WaitSpinner` already running (``ask`` on a terminal), stopped as the
+    reply starts. A long wait before a retry is counted down where the spinner is, else one line."""
 
     console: Console
     live: bool
@@ -179,8 +164,7 @@ class ReplyView:
     notes: list[str] = field(default_factory=list)
     status: str = ""
     unprinted: FriendlyError | None = None
-    """Why a ``plain`` reply that came whole could not be printed (a closed or full stdout):
-    the turn goes on, so that the reply is saved, and the caller says so after it."""
+    """Why a ``plain`` reply could not be printed (stdout closed or full): the turn goes on."""
     _status_since: float = 0.0
     _countdown: Countdown | None = None
     """A wait before a retry, said instead of :attr:`status` until it is over."""
@@ -201,30 +185,18 @@ class ReplyView:
             self._live.start()
 
     def show(self, event: Event) -> None:
-        from chatbot.threads.events import (
-            Folding,
-            NothingToFold,
-            Recalling,
-            RecallOff,
-            Reply,
-            Retrying,
-            Summarized,
-            SummaryFailed,
-            Token,
-            Unanswered,
-            Waiting,
-        )
+        from chatbot.threads import events
 
-        if isinstance(event, Token | Reply) and self.spinner is not None:
+        if isinstance(event, events.Token | events.Reply) and self.spinner is not None:
             self.spinner.stop()  # (the reply goes to stdout: the spinner goes first)
-        if isinstance(event, Token):
+        if isinstance(event, events.Token):
             self.status = ""
             if self.plain:
                 if self.live:
                     self._write(event.text)
                 return
             self.text += event.text
-        elif isinstance(event, Reply):
+        elif isinstance(event, events.Reply):
             self.status = ""
             if self.plain:
                 self._plain_reply(event.message.text)
@@ -233,27 +205,26 @@ class ReplyView:
             final = event.message.text  # the whole reply, notes included
             if final and final.startswith(self.text[: self._printed]):
                 self.text = final  # (what is printed already stays as it was)
-        elif isinstance(event, Waiting):
+        elif isinstance(event, events.Waiting):
             if self.plain:
                 self._print_note(f"[dim]{escape(sanitize(event.words))}[/]")
             self._set_status(event.words)
-        elif isinstance(event, Unanswered):
+        elif isinstance(event, events.Unanswered):
             if self.plain:  # (the REPL says it as it opens the thread)
                 self._print_note(f"[yellow]note:[/] {escape(event.words)}")
-        elif isinstance(event, Folding):  # (the seconds count from the fold's first part)
+        elif isinstance(event, events.Folding):  # (the seconds count from the fold's first part)
             self._set_status(event.words, restart=event.part == 1)
-        elif isinstance(event, Retrying):
+        elif isinstance(event, events.Retrying):
             self._retrying(event)
-        elif isinstance(event, Recalling | RecallOff):
+        elif isinstance(event, events.Recalling | events.RecallOff):
             self._print_note(recall_note(event))  # (before the reply it leads to)
             self._set_status(THINKING)
-        elif isinstance(event, Summarized | SummaryFailed | NothingToFold):
+        elif isinstance(event, events.Summarized | events.SummaryFailed | events.NothingToFold):
             if (self.text or self.replied) and not self.plain:
                 self.notes.append(note_for(event))  # (after the reply: told after it)
                 self._set_status("")
                 return
-            # Before the reply (the graph folds first when the request would not fit, or the
-            # trigger already held): told now, above where the reply will be.
+            # Before the reply (a fold so that the request fits): told now, above the reply.
             self._print_note(note_for(event))
             replying = not (self.text or self.replied) and event.reason != "compact"
             self._set_status(THINKING if replying else "")
@@ -290,8 +261,7 @@ class ReplyView:
     # --- the end --------------------------------------------------------------------------
 
     def finish(self) -> None:
-        """Stop drawing and print what has not been printed yet (the last block; a plain
-        reply's held-back end and its line break)."""
+        """Stop drawing and print what has not been printed yet."""
         if self.spinner is not None:
             self.spinner.stop()
         if self._live is not None:
@@ -318,9 +288,8 @@ class ReplyView:
         self._printed = len(self.text)
 
     def _plain_reply(self, final: str) -> None:
-        """The whole reply came: the rest of it after what streamed, or all of it. A console
-        that cannot take it (stdout closed or full) does not stop the turn: the reply is saved,
-        and :attr:`unprinted` says why it was not printed."""
+        """The whole reply came: the rest of it after what streamed, or all of it (a console
+        that cannot take it: :attr:`unprinted`)."""
         if self.text:
             if final.startswith(self.text):
                 self._write(final[len(self.text) :])
@@ -335,8 +304,7 @@ class ReplyView:
         self.replied = True
 
     def _print_note(self, note: str) -> None:
-        """A line printed at once: above the live area on a terminal, in its place otherwise
-        (where nothing of a Markdown reply is printed before the end)."""
+        """A line printed at once: above the live area on a terminal, in its place otherwise."""
         if self.notes_to is not None:
             console = self.notes_to
         else:
@@ -360,8 +328,7 @@ class ReplyView:
 
     @property
     def _soft_wrap(self) -> bool | None:
-        """On a terminal Rich wraps the reply at word boundaries (a soft-wrapping console
-        leaves long lines to the terminal, which breaks them in the middle of words)."""
+        """On a terminal Rich wraps the reply at word boundaries, not the terminal mid-word."""
         return False if self.live else None
 
     def _set_status(self, status: str, restart: bool = True) -> None:
@@ -389,10 +356,8 @@ LOADING = "loading the model…"
 
 
 class WaitSpinner:
-    """The REPL's spinner (its words and the seconds so far, dim) for a wait the waiting thread
-    cannot draw through (imports, a blocking call: ``chatbot ask`` loading the model): a
-    thread of Rich's draws it, and it is erased when it stops. Nothing but ``console`` may
-    print while it runs (print there, and it goes above the spinner)."""
+    """The spinner for a wait the waiting thread cannot draw through (``chatbot ask`` loading
+    the model): a thread of Rich's draws it; print only on ``console`` while it runs."""
 
     def __init__(self, console: Console, words: str) -> None:
         self.console = console

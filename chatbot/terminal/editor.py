@@ -24,8 +24,7 @@ FALLBACK_EDITORS = ("editor", "nano", "pico", "vi", "emacs")
 
 def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
     """The editor to run, as prompt_toolkit picks it for Ctrl-X Ctrl-E: ``$VISUAL``, else
-    ``$EDITOR`` (either may carry arguments, e.g. ``code --wait``), else the first of
-    :data:`FALLBACK_EDITORS` on the PATH."""
+    ``$EDITOR`` (with arguments), else the first of :data:`FALLBACK_EDITORS` on the PATH."""
     import shutil
 
     env = os.environ if environ is None else environ
@@ -47,11 +46,7 @@ def editor_command(environ: Mapping[str, str] | None = None) -> list[str]:
 
 def edit_text(initial: str = "") -> str:
     """Open the editor on ``initial``; the saved text, without the one newline editors add.
-
-    The file is created 0600 (it holds a message) and removed afterwards. An editor needs the
-    terminal: with stdin or stdout not one (``chatbot < script``), none is started (vi would
-    wait for keys that never come).
-    """
+    The file is private and removed after; without a terminal no editor is started."""
     import sys
 
     for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):

@@ -24,7 +24,6 @@ from chatbot.terminal import listings, render
 from chatbot.terminal.contextcommands import check_model, describe_trigger
 from chatbot.terminal.registry import (
     CommandError,
-    Outcome,
     checkpoints_of,
     command,
     confirmed,
@@ -37,14 +36,14 @@ if TYPE_CHECKING:
 
 
 @command("summary", "/summary [history]", "the current summary; 'history': how it evolved")
-def _summary(repl: Repl, arg: str) -> Outcome:
+def _summary(repl: Repl, arg: str) -> None:
     if arg == "history":
         changes = summary_timeline(checkpoints_of(repl), repl.counter())
         if not changes:
             repl.say("the summary has not changed yet in this thread", "dim")
-            return None
+            return
         repl.console.print(render.summary_timeline_view(changes))
-        return None
+        return
     if arg:
         raise CommandError(f"unknown argument {arg!r}: /summary or /summary history")
     snapshot = repl.backend.current(repl.thread_id)
@@ -52,15 +51,13 @@ def _summary(repl: Repl, arg: str) -> Outcome:
         run = repl.run_settings()
         if run is not None and not run.policy.automatic:
             repl.say("no summary yet: automatic folding is off; /compact makes one", "dim")
-            return None
+            return
         trigger = describe_trigger(run.policy) if run else "the server's trigger"
         repl.say(f"no summary yet: one is made when the conversation passes {trigger}", "dim")
-        return None
+        return
     tokenizer = repl.settings.tokenizer if repl.settings else "auto"
     window = repl.backend.context_window(snapshot, repl.context, tokenizer)  # (as /context)
-    tokens = window.sent.summary
-    repl.console.print(render.summary_view(snapshot.summary, tokens))
-    return None
+    repl.console.print(render.summary_view(snapshot.summary, window.sent.summary))
 
 
 @command(
@@ -68,7 +65,7 @@ def _summary(repl: Repl, arg: str) -> Outcome:
     "/history [all] [N]",
     "the thread's turns, newest first (default 20); 'all': every checkpoint",
 )
-def _history_command(repl: Repl, arg: str) -> Outcome:
+def _history_command(repl: Repl, arg: str) -> None:
     words = arg.split()
     every = "all" in words
     numbers = [word for word in words if word != "all"]
@@ -83,22 +80,20 @@ def _history_command(repl: Repl, arg: str) -> Outcome:
         if len(history) > limit:
             older = counted(len(history) - limit, "older checkpoint")
             repl.say(f"... {older} (/history all {len(history)})", "dim")
-        return None
+        return
     repl.console.print(listings.turn_table(turn_entries(history, limit)))
     total = turn_count(history)
     if total > limit:
         repl.say(f"... {counted(total - limit, 'older turn')} (/history {total})", "dim")
-    return None
 
 
 @command("show", "/show CHECKPOINT", "the full state at a past checkpoint")
-def _show(repl: Repl, arg: str) -> Outcome:
+def _show(repl: Repl, arg: str) -> None:
     if not arg:
         raise CommandError("give a checkpoint id from /history: /show CHECKPOINT")
     history = checkpoints_of(repl)
     snapshot = find_checkpoint(history, arg)
     repl.console.print(render.state_view(snapshot, title=render.checkpoint_heading(snapshot)))
-    return None
 
 
 # --- branching -----------------------------------------------------------------------------------
@@ -110,21 +105,21 @@ def _show(repl: Repl, arg: str) -> Outcome:
     "a new thread branched from a checkpoint (default: now)",
     writes=True,
 )
-def _fork(repl: Repl, arg: str) -> Outcome:
+def _fork(repl: Repl, arg: str) -> None:
     history = checkpoints_of(repl)
     source = find_checkpoint(history, arg) if arg else lineage(history)[-1]
     new_id = next_fork_id(repl.thread_id, repl.backend.thread_exists)
     repl.backend.fork(repl.thread_id, source.checkpoint_id, new_id)
-    origin = repl.thread_id
-    repl.say(f"forked {origin} at checkpoint {short_id(source.checkpoint_id)} into {new_id}")
+    repl.say(
+        f"forked {repl.thread_id} at checkpoint {short_id(source.checkpoint_id)} into {new_id}"
+    )
     repl.open_thread(new_id)
-    return None
 
 
 @command(
     "undo", "/undo", "rewind the last turn (/history still lists it)", remote=False, writes=True
 )
-def _undo(repl: Repl, arg: str) -> Outcome:
+def _undo(repl: Repl, arg: str) -> None:
     no_argument("undo", arg)
     undone = repl.backend.undo(repl.thread_id)
     if undone.restored is None:  # the first turn: back to the empty thread
@@ -140,7 +135,6 @@ def _undo(repl: Repl, arg: str) -> Outcome:
         f"rewound the last turn: back to {where}. It stays in /history, marked undone, as "
         f"checkpoint {left} (/show {left} to see it, /fork {left} to carry on from it)"
     )
-    return None
 
 
 @command(
@@ -149,20 +143,19 @@ def _undo(repl: Repl, arg: str) -> Outcome:
     "regenerate the last reply, optionally with another model",
     writes=True,
 )
-def _retry(repl: Repl, arg: str) -> Outcome:
+def _retry(repl: Repl, arg: str) -> None:
     context = dict(repl.context)
     if arg:
         check_model(repl, arg)
         context["reply_model"] = arg  # (the summary model stays the session's)
     repl.stream(repl.backend.retry(repl.thread_id, context))
-    return None
 
 
 # --- export, tokens, model -----------------------------------------------------------------------
 
 
 @command("export", "/export [PATH]", "save the conversation as Markdown (or JSON by extension)")
-def _export(repl: Repl, arg: str) -> Outcome:
+def _export(repl: Repl, arg: str) -> None:
     try:
         parts = shlex.split(arg) if arg else []
     except ValueError:
@@ -177,19 +170,17 @@ def _export(repl: Repl, arg: str) -> Outcome:
     target = path if path is not None else default_path(repl.thread_id, fmt).absolute()
     written = _write_asking(repl, target, text)
     if written is None:
-        return None
+        return
     checkout = untracked_in(written) if path is None else None
     note = f"; untracked in the git checkout at {checkout}" if checkout else ""
     folded, live = len(document["folded_messages"]), len(document["messages"])
     repl.say(
         f"exported {repl.thread_id} to {written} ({folded} folded + {live} live messages{note})"
     )
-    return None
 
 
 def _write_asking(repl: Repl, path: Path, text: str) -> Path | None:
-    """Write the export; a file already there is replaced only when the user says so
-    (``None``: kept, and said)."""
+    """Write the export; a file already there is replaced only if the user says so."""
     try:
         return write_private(path, text)
     except FileExists as exists:

@@ -102,8 +102,7 @@ def last_word(line: str) -> tuple[int, str]:
 
 
 def _path_completions(arg: str, complete_event: CompleteEvent) -> Iterable[Completion]:
-    """Paths for ``/file``: a name with spaces or quotes comes back escaped, so that the line
-    still splits into the same paths."""
+    """Paths for ``/file``, escaped so that the line still splits into the same paths."""
     start, word = last_word(arg)
     typed = len(arg) - start
     for found in PathCompleter(expanduser=True).get_completions(Document(word), complete_event):
@@ -172,8 +171,7 @@ def private_history_file(path: Path) -> Path:
 
 
 class PrivateFileHistory(FileHistory):
-    """The input history in a file created private (see :func:`private_history_file`) when
-    the first line is stored: opening the REPL creates nothing."""
+    """The input history in a file created private when the first line is stored."""
 
     def store_string(self, string: str) -> None:
         private_history_file(Path(os.fsdecode(self.filename)))
@@ -182,10 +180,7 @@ class PrivateFileHistory(FileHistory):
 
 class PromptToolkitReader:
     """Reads lines in a real terminal: Enter sends, Alt-Enter adds a line, pastes stay whole.
-
-    ``shown`` is called once each prompt is on the screen (from the prompt's event loop):
-    work started there does not delay the prompt.
-    """
+    ``shown`` is called once each prompt is on the screen."""
 
     def __init__(
         self,
@@ -206,39 +201,28 @@ class PromptToolkitReader:
         )
 
     def read(self, prompt: str, toolbar: Callable[[], str] | None = None) -> str:
-        """One message; raises ``EOFError`` on Ctrl-D and ``KeyboardInterrupt`` on Ctrl-C. The
-        ``toolbar`` (the status bar) is cut to the screen's width, with '…' where it is cut
-        (prompt_toolkit cuts it at the edge, and nothing said that more was there)."""
-        fitted = None if toolbar is None else lambda: fit_line(toolbar(), self._columns())
+        """One message; ``EOFError`` on Ctrl-D, ``KeyboardInterrupt`` on Ctrl-C."""
+        fitted = (
+            None
+            if toolbar is None
+            else lambda: fit_line(toolbar(), self.session.app.output.get_size().columns)
+        )
         return self.session.prompt(prompt, bottom_toolbar=fitted, pre_run=self._pre_run)
 
     def echo(self, prompt: str, text: str) -> None:
-        """Show ``text`` as a line sent at ``prompt``: the prompt draws it and takes it at once,
-        as it draws and takes the text Ctrl-X Ctrl-E brings back from the editor (kept in the
-        input history, as that text is)."""
+        """Show ``text`` as a line sent at ``prompt`` (kept in the input history)."""
         self.session.prompt(prompt, default=text, accept_default=True)
-
-    def _columns(self) -> int:
-        return self.session.app.output.get_size().columns
 
     @contextlib.contextmanager
     def hold_keys(self) -> Iterator[HeldKeys]:
-        """While the REPL is busy (a reply streams): keys pressed are not echoed and wait for
-        the next prompt, which takes them as if typed there, editable (Enter sends, as it
-        would have); a paste stays text. Ctrl-D among them is dropped and reported in the
-        :class:`HeldKeys` given; Ctrl-C still interrupts, and what was typed before it stays.
+        """While the REPL is busy: keys pressed are not echoed and wait for the next prompt,
+        which takes them as if typed there; a Ctrl-D among them is dropped and reported in the
+        :class:`HeldKeys`; Ctrl-C still interrupts.
 
-        The terminal reads keys as they come, not echoed (an echoed ``^C`` or typed text
-        would move the cursor, so the live display could no longer erase itself), with
-        signals on (Ctrl-C), its input kept when Ctrl-C signals (``NOFLSH``: the terminal
-        would otherwise throw away what was typed), and with bracketed paste on. When the
-        block ends, what was typed is read and handed to prompt_toolkit's type-ahead. (A
-        terminal that reads lines would make Ctrl-D end the line typed so far, sent at the
-        next prompt as a message.)
-
-        Keys pressed after Enter while the prompt was still ending came while the terminal
-        took Ctrl-C as a key, not a signal: they are read as the block starts, and a Ctrl-C
-        among them raises ``KeyboardInterrupt`` there, as if it had come within the block.
+        The terminal reads keys unechoed (an echo would move the cursor under the live
+        display), signals on, its input kept at Ctrl-C (``NOFLSH``), bracketed paste on; what
+        was typed goes to prompt_toolkit's type-ahead. Keys typed as the prompt ended are read
+        as the block starts, and a Ctrl-C among them raises ``KeyboardInterrupt`` there.
         """
         held = HeldKeys()
         try:
@@ -295,13 +279,9 @@ class PromptToolkitReader:
             asyncio.get_running_loop().call_soon(self.shown)
 
     def interject(self, action: Callable[[], None]) -> bool:
-        """Run ``action`` at the prompt being read, from any thread: the prompt is erased,
-        what ``action`` prints appears above it, and it is drawn again with the text typed so
-        far (and the bottom toolbar redrawn). If ``action`` raises, the read raises that.
-
-        Best effort: False when no line is being read, and a prompt that ends before it gets
-        to ``action`` drops it; the caller then runs ``action`` itself.
-        """
+        """Run ``action`` at the prompt being read, from any thread: what it prints appears
+        above the prompt, drawn again after. If ``action`` raises, the read raises that. False
+        when no line is being read (the caller then runs ``action`` itself)."""
         app = self.session.app
         loop = app.loop
         if loop is None or not app.is_running:

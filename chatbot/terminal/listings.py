@@ -1,8 +1,6 @@
 """Rich renderables for listings (threads, /history, search hits), laid out for where they go:
 a table on a wide terminal, a few lines a row on a narrow one, a row a line into a pipe.
-Rendering only: no I/O. The threads table needs Rich alone: what the history tables take from
-a thread's history (:mod:`chatbot.history.lineage`, with LangChain's messages) is imported as
-they draw."""
+Rendering only, no I/O; the threads table needs Rich alone."""
 
 from __future__ import annotations
 
@@ -35,14 +33,9 @@ TABLE_GAP = 2
 
 
 class Listing:
-    """A listing (threads, history, search hits, models) laid out for where it goes.
-
-    On a terminal: ``wide`` (a table) where the screen has ``needs`` columns, else ``narrow``
-    (lines a row); word-wrapped, so that an id, a checkpoint id or a number is never broken
-    (only one longer than the screen is folded). Elsewhere (a pipe, a file): ``wide``, each row
-    on one line however long, so that ``chatbot threads | grep fork1`` finds the row whole; a
-    console that crops at its width (``soft_wrap`` off) gets the terminal's layout instead.
-    """
+    """A listing laid out for where it goes. On a terminal: ``wide`` where the screen has
+    ``needs`` columns, else ``narrow``, word-wrapped so that no id is broken. Elsewhere:
+    ``wide``, a row a line however long (``grep`` finds it whole), unless the console crops."""
 
     def __init__(
         self, wide: RenderableType, narrow: RenderableType | None = None, needs: int = 0
@@ -75,8 +68,7 @@ def _columns_need(headers: Sequence[str], rows: Sequence[Sequence[str]], flexibl
 
 
 def threads_table(threads: Sequence[ThreadInfo], current: str | None = None) -> RenderableType:
-    """/threads and ``chatbot threads``: a table where it fits (the title wraps), else each
-    thread as lines: its id and when it was last active, its messages and summary, its title."""
+    """/threads and ``chatbot threads``: a table where it fits, else each thread as lines."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     headers = ("thread", "messages", "summary", "last active")
     for column in headers:
@@ -117,9 +109,7 @@ def _short_time(moment: datetime | None) -> str:
 
 
 def history_table(rows: Sequence[HistoryRow]) -> RenderableType:
-    """/history all and ``chatbot history --all``: one row per checkpoint, newest first; where
-    the table does not fit, each checkpoint as lines: its id, step and time; the node that
-    wrote it → the nodes next; its messages and summary."""
+    """/history all and ``chatbot history --all``: one row per checkpoint, newest first."""
     from chatbot.history.lineage import short_id
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -193,17 +183,9 @@ TURN_TABLE_MIN_WIDTH = 72
 """Narrower than this, /history shows each turn as two lines rather than a table row."""
 
 
-def _summary_change(entry: TurnEntry) -> str:
-    if entry.folded:
-        return f"folded {entry.folded}"
-    return "changed" if entry.summary_changed else "-"
-
-
 def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
-    """/history and ``chatbot history``: one row per turn (and per undo, retry, compaction),
-    newest first, with the checkpoint to give /show and /fork. On a narrow screen each turn is
-    a line of facts and, below it, the message (a table would squeeze the message to a sliver).
-    """
+    """/history and ``chatbot history``: one row per turn (and undo, retry, compaction),
+    newest first, with its checkpoint; on a narrow screen, facts then the message below."""
     from chatbot.history.lineage import short_id
 
     table = Table(box=None, header_style="bold", pad_edge=False)
@@ -215,11 +197,12 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
     lines: list[RenderableType] = []
     cells: list[tuple[str, str, str, str]] = []
     for entry in entries:
+        change = "changed" if entry.summary_changed else "-"
         fixed = (
             short_id(entry.checkpoint_id),
             _short_time(entry.created_at),
             f"{entry.messages_before}→{entry.messages_after}",
-            _summary_change(entry),
+            f"folded {entry.folded}" if entry.folded else change,
         )
         cells.append(fixed)
         checkpoint, time, counts, change = fixed
@@ -239,9 +222,7 @@ def turn_table(entries: Sequence[TurnEntry]) -> RenderableType:
 
 
 def hits_view(hits: Sequence[Hit]) -> RenderableType:
-    """Hits for the terminal: thread, time, role and checkpoint on one line, the snippet with
-    the terms highlighted under it. Word-wrapped at the screen's width even on a console that
-    leaves long lines to the terminal (which would break a checkpoint id anywhere)."""
+    """Hits for the terminal: thread, time, role and checkpoint, the snippet highlighted under."""
     lines: list[Text] = []
     for hit in hits:
         when = hit.time

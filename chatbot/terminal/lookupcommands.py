@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from chatbot.plural import counted
 from chatbot.terminal import listings
-from chatbot.terminal.registry import CommandError, Outcome, command, no_argument
+from chatbot.terminal.registry import CommandError, command, no_argument
 
 if TYPE_CHECKING:
     from chatbot.terminal.repl import Repl
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     "find messages in every thread, folded ones too, newest first",
     remote=False,
 )
-def _search(repl: Repl, arg: str) -> Outcome:
+def _search(repl: Repl, arg: str) -> None:
     from chatbot.store.search import SearchError
 
     if not arg:
@@ -33,17 +33,16 @@ def _search(repl: Repl, arg: str) -> Outcome:
     if not hits:
         shown = arg if len(arg) <= 80 else arg[:79] + "…"  # (not a pasted page back)
         repl.say(f"nothing found for {shown!r}", "dim")
-        return None
+        return
     repl.print(listings.hits_view(hits[:limit]))
     more = ""
     if len(hits) > limit:
         more = f"the newest {limit} shown (chatbot search --limit N for more); "
     repl.say(f"{more}/thread THREAD, then /show CHECKPOINT or /fork CHECKPOINT, opens one", "dim")
-    return None
 
 
 @command("models", "/models", "list the models the endpoint serves (Tab after /model completes)")
-def _models(repl: Repl, arg: str) -> Outcome:
+def _models(repl: Repl, arg: str) -> None:
     no_argument("models", arg)
     if repl.remote:
         raise CommandError(
@@ -59,4 +58,3 @@ def _models(repl: Repl, arg: str) -> Outcome:
         current = "  (current)" if model.id == repl.model_name else ""
         repl.say(f"{model.id}{current}")
     repl.say(f"{counted(len(listing), 'model')} · /model NAME switches (Tab completes)", "dim")
-    return None

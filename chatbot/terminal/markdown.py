@@ -1,7 +1,6 @@
 """Rich's Markdown as chatbot draws a model's text (replies, the summary): raw HTML off, the
-text made safe to print. Kept apart from :mod:`chatbot.terminal.render` because its parser
-(markdown-it) and Rich's Markdown are imported only where Markdown is drawn: the tables of
-``threads`` and ``history`` draw none."""
+text made safe to print. Apart from :mod:`chatbot.terminal.render`, so that markdown-it is
+imported only where Markdown is drawn."""
 
 from __future__ import annotations
 
@@ -16,37 +15,20 @@ from chatbot.sanitize import sanitize
 
 
 class Markdown(RichMarkdown):
-    """Rich's Markdown with raw HTML off: ``<T>`` or ``#include <stdio.h>`` stay visible text.
-    Escape sequences and control characters in the text are removed (:func:`sanitize`), and
-    links show their address.
+    """Rich's Markdown with raw HTML off (``<stdio.h>`` stays visible), the text sanitized."""
 
-    Rich drops inline HTML it does not know; a chat about code is full of angle brackets.
-    """
-
-    def __init__(
-        self,
-        markup: str,
-        code_theme: str = "monokai",
-        justify: JustifyMethod | None = None,
-        style: str | Style = "none",
-        hyperlinks: bool = False,  # "text (url)": a link never hides its address
-        inline_code_lexer: str | None = None,
-        inline_code_theme: str | None = None,
-    ) -> None:
-        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on):
-        # making one takes as long as parsing a short reply, and a thread shows dozens.
+    def __init__(self, markup: str) -> None:
+        # Rich's __init__ sets these and parses with a parser it makes each time (HTML on).
         self.markup = sanitize(markup)
         self.parsed = _markdown_parser().parse(self.markup)
-        self.code_theme = code_theme
-        self.justify = justify
-        self.style = style
-        self.hyperlinks = hyperlinks
-        self.inline_code_lexer = inline_code_lexer
-        self.inline_code_theme = inline_code_theme or code_theme
+        self.code_theme = self.inline_code_theme = "monokai"
+        self.justify: JustifyMethod | None = None
+        self.style: str | Style = "none"
+        self.hyperlinks = False  # "text (url)": a link never hides its address
+        self.inline_code_lexer: str | None = None
 
 
 @functools.cache
 def _markdown_parser() -> MarkdownIt:
-    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once, as
-    making one takes as long as parsing a short reply."""
+    """CommonMark without raw HTML, with tables and strikethrough as Rich's: made once."""
     return MarkdownIt("commonmark", {"html": False}).enable("strikethrough").enable("table")

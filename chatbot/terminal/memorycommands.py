@@ -12,7 +12,7 @@ from rich.table import Table
 from chatbot.memory.facts import Memory
 from chatbot.plural import counted
 from chatbot.terminal.listings import Listing
-from chatbot.terminal.registry import CommandError, Outcome, command, confirmed
+from chatbot.terminal.registry import CommandError, command, confirmed
 from chatbot.terminal.render import plain
 
 if TYPE_CHECKING:
@@ -31,8 +31,7 @@ def source(memory: Memory) -> str:
 
 
 def memories_table(memories: Sequence[Memory]) -> RenderableType:
-    """The memories as a listing: id, text, source (and, for a superseded one, what replaced
-    it); a table where it fits, else lines a memory."""
+    """The memories as a listing: id, text, source; a table where it fits, else lines."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("id", no_wrap=True)
     table.add_column("memory", overflow="fold")
@@ -55,7 +54,7 @@ def memories_table(memories: Sequence[Memory]) -> RenderableType:
     "/memory [ACTION]",
     "what is remembered about you: forget ID|TEXT, add TEXT, edit ID, off, on, all",
 )
-def _memory(repl: Repl, arg: str) -> Outcome:
+def _memory(repl: Repl, arg: str) -> None:
     word, _, rest = arg.strip().partition(" ")
     rest = rest.strip()
     book = repl.backend.memory_book()
@@ -64,18 +63,18 @@ def _memory(repl: Repl, arg: str) -> Outcome:
         state = "" if book.thread_on(repl.thread_id) else " (off in this thread: /memory on)"
         if not memories:
             repl.say(f"nothing is remembered yet{state}", "dim")
-            return None
+            return
         repl.console.print(memories_table(memories))
         repl.say(f"{counted(len(memories), 'memory', 'memories')}{state}", "dim")
-        return None
+        return
     if word == "forget":
         for memory in book.forget(rest):
             repl.say(f"forgotten {memory.id}: {memory.text}")
-        return None
+        return
     if word == "add":
         memory = book.add(rest, repl.thread_id)
         repl.say(f"remembered {memory.id}: {memory.text}")
-        return None
+        return
     if word == "edit":
         memory_id, _, text = rest.partition(" ")
         if not memory_id:
@@ -84,14 +83,14 @@ def _memory(repl: Repl, arg: str) -> Outcome:
             text = _edited(book.all(), memory_id)
         memory = book.edit(memory_id, text)
         repl.say(f"changed {memory.id}: {memory.text}")
-        return None
+        return
     if word in ("off", "on"):
         if rest:
             raise CommandError(f"/memory {word} takes no argument (CHATBOT_MEMORY sets it for all)")
         book.set_thread(repl.thread_id, word == "on")
         said = "uses and notes" if word == "on" else "neither uses nor notes"
         repl.say(f"thread {repl.thread_id} {said} your memories")
-        return None
+        return
     raise CommandError(f"unknown /memory {word!r}: {USAGE}")
 
 

@@ -7,7 +7,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from chatbot.plural import counted
-from chatbot.terminal.registry import CommandError, Outcome, command
+from chatbot.terminal.registry import CommandError, command
 
 if TYPE_CHECKING:
     from chatbot.terminal.repl import Repl
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     "/file [PATH...]",
     "attach files to the next message; alone: list them; clear: drop them",
 )
-def _file(repl: Repl, arg: str) -> Outcome:
+def _file(repl: Repl, arg: str) -> None:
     from chatbot.threads.attachments import (
         AlreadyAttached,
         AttachmentError,
@@ -38,13 +38,13 @@ def _file(repl: Repl, arg: str) -> Outcome:
         else:
             names = ", ".join(a.describe() for a in repl.attachments)
             repl.say(f"attached to the next message: {names} (/file clear drops them)")
-        return None
+        return
     if paths == ["clear"] and not sep:
         count = len(repl.attachments)
         repl.attachments = []
         if count:  # (nothing attached: nothing to say)
             repl.say(f"dropped {counted(count, 'attached file')}", "dim")
-        return None
+        return
     repl.ready()  # what the model takes is known once it is loaded
     limits = limits_for(repl.run_settings(), repl.model_name, repl.counter())
     failed = False
@@ -66,7 +66,6 @@ def _file(repl: Repl, arg: str) -> Outcome:
         if not text.strip() and not repl.attachments:
             raise CommandError("nothing to send: /file PATH -- TEXT")
         repl.chat(text.strip())
-    return None
 
 
 @command(
@@ -74,7 +73,7 @@ def _file(repl: Repl, arg: str) -> Outcome:
     "/edit [TEXT]",
     "write the message in $VISUAL/$EDITOR, then send it (Ctrl-X Ctrl-E too)",
 )
-def _edit(repl: Repl, arg: str) -> Outcome:
+def _edit(repl: Repl, arg: str) -> None:
     from chatbot.terminal.editor import EditorError, edit_text
 
     try:
@@ -83,14 +82,13 @@ def _edit(repl: Repl, arg: str) -> Outcome:
         raise CommandError(str(error)) from None
     if not text.strip():
         repl.say("nothing sent: the editor left the message empty", "dim")
-        return None
+        return
     repl.echo(text)  # (the scrollback shows "/edit ...": the message sent follows it)
     repl.chat(text)
-    return None
 
 
 @command("copy", "/copy [N]", "copy the last reply (or the N-th last) to the clipboard")
-def _copy(repl: Repl, arg: str) -> Outcome:
+def _copy(repl: Repl, arg: str) -> None:
     from chatbot.terminal.clipboard import copy_text
 
     if arg and (not (arg.isascii() and arg.isdigit()) or int(arg) < 1):
@@ -110,4 +108,3 @@ def _copy(repl: Repl, arg: str) -> Outcome:
     if where is None:
         raise CommandError("nothing copied: no system clipboard here, and output is not a terminal")
     repl.say(f"copied reply {number} ({len(text):,} characters) {where}")
-    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from chatbot.terminal import render
-from chatbot.terminal.registry import CommandError, Outcome, command
+from chatbot.terminal.registry import CommandError, command
 
 if TYPE_CHECKING:
     from chatbot.config.roles import PromptChoice
@@ -29,8 +29,7 @@ def _effective_prompt(repl: Repl) -> tuple[Snapshot | None, PromptChoice]:
 
 
 def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
-    """Set the thread's system prompt (empty: remove it), refusing one the model's input
-    cannot hold; True when it changed."""
+    """Set the thread's system prompt (empty: remove it) if it fits; True when it changed."""
     if prompt:
         from chatbot.threads.attachments import check_system_prompt
 
@@ -47,7 +46,7 @@ def _set_prompt(repl: Repl, prompt: str, role: str = "") -> bool:
     "show or set this thread's system prompt; clear: remove it",
     writes=True,
 )
-def _system(repl: Repl, arg: str) -> Outcome:
+def _system(repl: Repl, arg: str) -> None:
     if not arg:
         repl.ready(reading=True)
         _, choice = _effective_prompt(repl)
@@ -58,47 +57,45 @@ def _system(repl: Repl, arg: str) -> Outcome:
                 "this thread, /role NAME uses a saved one",
                 "dim",
             )
-            return None
+            return
         repl.say(f"system prompt, from {choice.source}:", "dim")
         repl.print(render.plain(choice.text))
-        return None
+        return
     if arg.lower() == "clear":
         if not _set_prompt(repl, ""):
             repl.say("this thread has no system prompt of its own", "dim")
-            return None
+            return
         _, choice = _effective_prompt(repl)
         after = f"; {choice.source} applies" if choice.text else ""
         repl.say(f"removed the system prompt of thread {repl.thread_id}{after}")
-        return None
+        return
     if not _set_prompt(repl, arg):
         repl.say("unchanged: this thread already has that system prompt", "dim")
-        return None
+        return
     repl.say(f"system prompt set for thread {repl.thread_id} (/system clear removes it)")
-    return None
 
 
 @command("role", "/role [NAME]", "use a saved prompt (a role) as this thread's system prompt")
-def _role(repl: Repl, arg: str) -> Outcome:
+def _role(repl: Repl, arg: str) -> None:
     from chatbot.config.roles import RoleError, how_to_add, list_roles, load_role, roles_dir
 
     if not arg:
         roles = list_roles()
         if not roles:
             repl.say(f"no roles yet: {how_to_add()}, then /role NAME", "dim")
-            return None
+            return
         rows = [
             (render.plain(role.name), render.plain(render.preview(role.first_line)))
             for role in roles
         ]
         repl.console.print(render.name_table(rows))
         repl.say(f"roles live in {roles_dir()}: /role NAME uses one", "dim")
-        return None
+        return
     try:
         role = load_role(arg)
     except RoleError as error:
         raise CommandError(str(error)) from None
     if not _set_prompt(repl, role.prompt, role.name):
         repl.say(f"unchanged: this thread already uses role {role.name}", "dim")
-        return None
+        return
     repl.say(f"system prompt set from role {role.name} for thread {repl.thread_id}")
-    return None

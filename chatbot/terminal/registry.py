@@ -1,10 +1,6 @@
 """The slash commands' registry: :data:`COMMANDS`, filled by :func:`command` in the command
-modules, what every command shares (its one-line error, the checks of its argument), and
-the commands about the REPL itself: /help, /exit, /clear.
-
-Each handler gets the REPL and the text after the command. The command modules register in
-/help's order as :mod:`chatbot.terminal.commands` imports them: read the registry from there,
-where it is whole.
+modules (read it from :mod:`chatbot.terminal.commands`, where it is whole), what every command
+shares (its one-line error, the checks of its argument), and /help, /exit, /clear.
 """
 
 from __future__ import annotations
@@ -89,8 +85,7 @@ def checked_thread_id(value: str) -> str:
 
 
 def checkpoints_of(repl: Repl) -> list[Snapshot]:
-    """The current thread's checkpoints (each state read only when used); a thread with none
-    yet is a :class:`CommandError`."""
+    """The current thread's checkpoints; a thread with none yet is a :class:`CommandError`."""
     history = repl.backend.history(repl.thread_id)
     if not history:
         raise CommandError(f"thread {repl.thread_id} has no checkpoints yet: say something first")
@@ -98,8 +93,7 @@ def checkpoints_of(repl: Repl) -> list[Snapshot]:
 
 
 def confirmed(repl: Repl, question: str) -> bool:
-    """True when the user answers yes to ``question``; Ctrl-C, Ctrl-D or anything else is no
-    (piped input: its next line answers)."""
+    """True when the user answers yes to ``question``; Ctrl-C, Ctrl-D or anything else is no."""
     try:
         answer = repl.reader.read(question)
     except (EOFError, KeyboardInterrupt):
@@ -116,7 +110,7 @@ def _local_note(repl: Repl, found: Command) -> str:
 
 
 @command("help", "/help [COMMAND]", "list the commands, or explain one")
-def _help(repl: Repl, arg: str) -> Outcome:
+def _help(repl: Repl, arg: str) -> None:
     if arg:
         name = ALIASES.get(arg.lstrip("/").lower(), arg.lstrip("/").lower())
         if name not in COMMANDS:
@@ -125,7 +119,7 @@ def _help(repl: Repl, arg: str) -> Outcome:
             raise CommandError(f"no command /{name}: {hint}")
         found = COMMANDS[name]
         repl.say(f"{found.usage}  {found.help}{_local_note(repl, found)}")
-        return None
+        return
     rows = [
         (escape(item.usage), escape(item.help + _local_note(repl, item)))
         for item in COMMANDS.values()
@@ -137,7 +131,6 @@ def _help(repl: Repl, arg: str) -> Outcome:
         "starts with / goes as typed unless it starts with a command: //text sends /text.",
         "dim",
     )
-    return None
 
 
 @command("exit", "/exit", "leave (Ctrl-D does too)")
@@ -147,7 +140,6 @@ def _exit(repl: Repl, arg: str) -> Outcome:
 
 
 @command("clear", "/clear", "clear the screen")
-def _clear(repl: Repl, arg: str) -> Outcome:
+def _clear(repl: Repl, arg: str) -> None:
     no_argument("clear", arg)
     repl.console.clear()
-    return None

@@ -1,9 +1,6 @@
 """Rich renderables for what the REPL and the CLI show of a thread: messages and past states,
 the summary, the context window, and the lines about a turn's summary or failure. Rendering
-only: no I/O. The listings (threads, /history, search hits) are :mod:`chatbot.terminal.listings`.
-A model's text is drawn as Markdown (:mod:`chatbot.terminal.markdown`) and messages are
-LangChain's: both are imported by the views that draw them, so the listings, which use this
-module's helpers, import neither.
+only, no I/O; Markdown and LangChain's messages are imported by the views that draw them.
 """
 
 from __future__ import annotations
@@ -31,12 +28,8 @@ if TYPE_CHECKING:
 
 
 class Wrapped:
-    """A renderable word-wrapped at the console's width, long words folded onto the next line:
-    nothing is ever cut at the edge, whatever the console's defaults.
-
-    The CLI's console soft-wraps (a plain line is left for the terminal to break), and under
-    soft wrap Rich crops whatever sits in a panel or a table cell at its edge.
-    """
+    """A renderable word-wrapped at the console's width, long words folded: under the CLI's
+    soft wrap Rich would crop what sits in a panel or a table cell at its edge."""
 
     def __init__(self, *renderables: RenderableType) -> None:
         self.renderable = Group(*renderables)
@@ -82,8 +75,7 @@ def describe_summary(event: Summarized) -> str:
 
 
 def describe_nothing_to_fold(event: NothingToFold) -> str:
-    """The line shown when a fold is not made: nothing safe to fold, or folding would not
-    make the context smaller."""
+    """The line shown when a fold is not made."""
     if event.messages:
         folding = counted(event.messages, "message")
         return f"nothing to fold: folding {folding} would not make the context smaller"
@@ -111,8 +103,7 @@ def failed_turn(problem: str, kept: Kept | None, shown: bool, again: str) -> str
 
 
 def name_table(rows: Iterable[tuple[RenderableType, RenderableType]]) -> Table:
-    """Rows of a name (bold) and its value, with no border, header or padding at the edges:
-    what /help, /tokens and /role list."""
+    """Rows of a name (bold) and its value, with no border, header or edge padding."""
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -138,11 +129,8 @@ def summary_view(summary: str, tokens: int) -> RenderableType:
 
 
 def summary_timeline_view(changes: Sequence[SummaryChange]) -> RenderableType:
-    """/summary history: each checkpoint where the summary changed, with that version.
-
-    The heading is a line of its own, not a panel title: a title is cut at the panel's edge,
-    and the heading holds the full checkpoint id, to copy into /show or /fork.
-    """
+    """/summary history: each checkpoint where the summary changed, with that version. The
+    heading (the full checkpoint id) is a line of its own: a panel title is cut at its edge."""
     from chatbot.terminal.markdown import Markdown
 
     parts: list[RenderableType] = []
@@ -165,13 +153,8 @@ def checkpoint_heading(snapshot: Snapshot) -> str:
 
 
 def message_view(message: BaseMessage) -> RenderableType:
-    """One message, with its role.
-
-    A model's text is Markdown, as its reply was shown while it streamed. What people wrote
-    (the user's messages, a system prompt) and tool output is plain text, shown as written:
-    its line breaks, indentation and ``*_#<>`` characters are what the model was sent, and
-    Markdown would join the lines and eat them.
-    """
+    """One message, with its role. A model's text is Markdown, as it streamed; what people
+    wrote and tool output is plain text, shown exactly as the model was sent it."""
     from langchain_core.messages import AIMessage
 
     from chatbot.history.records import ROLE_NAMES
@@ -295,8 +278,7 @@ def _next_fold(window: ContextWindow) -> str:
 
 
 def context_view(window: ContextWindow, thread_id: str) -> RenderableType:
-    """/context: the context window as a bar, and the figures of each part, the trigger, the
-    free space and the next fold."""
+    """/context: the context window as a bar, the figures of each part, the next fold."""
     about = "about " if window.estimated else ""
     head = f"context of thread {thread_id}: {about}{window.total:,}"
     if window.window:

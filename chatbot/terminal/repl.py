@@ -1,15 +1,9 @@
 """The interactive chat loop: reads lines, streams replies, runs slash commands.
 
-The loop gets its console and its line reader injected, so it runs the same in a terminal
-(prompt_toolkit + Rich) and in tests (a list of lines + a Rich console writing to a buffer).
-Slash commands live in :mod:`chatbot.terminal.commands`, which the caller hands in as ``dispatch``.
-
-A REPL can start before its slow parts exist. Given a :class:`LoadingBackend`, it greets and
-shows the prompt at once, while a daemon thread checks the settings and opens the backend
-(then threads can be read), then makes the models and the graph (then turns can run). A line
-that needs a part not made yet waits for it with the spinner; what needs them (the notice of
-the offline model, a last turn that did not finish, the status line's model and context) is
-shown above the prompt once they are there.
+The loop gets its console, line reader and slash commands (``dispatch``) injected, so it runs
+the same in a terminal and in tests. Given a :class:`LoadingBackend`, it shows the prompt at
+once while the backend and models load; a line that needs them waits with the spinner, and what
+needs them (the model's notice, an unfinished turn, the status line) is shown once loaded.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from chatbot.logs import logger
 from chatbot.plural import counted
 from chatbot.sanitize import sanitize
 from chatbot.threads.loading import LoadFailed, LoadingBackend
-from chatbot.threads.runner import TICK_SECONDS, TurnOutcome, TurnRunner, session_runner
+from chatbot.threads.runner import TICK_SECONDS, TurnOutcome, session_runner
 
 if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind the prompt
     from chatbot.config.settings import Settings
@@ -44,8 +38,7 @@ if TYPE_CHECKING:  # LangGraph, langchain-core and pydantic are imported behind 
 log = logger("repl")
 
 SERVERS_MODEL = "the server's model"
-"""What the REPL calls the chat model on a server that was not told one (its own setting,
-not known here): ``model_name`` is empty until ``/model NAME``."""
+"""The chat model on a server that was not told one (``model_name`` is empty)."""
 
 
 class LineReader(Protocol):
@@ -59,22 +52,19 @@ class HeldKeys:
     """What a reader did with the keys pressed while no prompt was up (:class:`HoldsKeys`)."""
 
     ctrl_d: bool = False
-    """Ctrl-D was among them: dropped (at the prompt it would have left, or deleted a
-    character), and the REPL says so."""
+    """Ctrl-D was among them: dropped, and the REPL says so."""
 
 
 @runtime_checkable
 class HoldsKeys(Protocol):
-    """A terminal's reader: keys pressed while the REPL is busy (a reply streams) wait for
-    the next prompt, where they are as if typed there."""
+    """A terminal's reader: keys pressed while the REPL is busy wait for the next prompt."""
 
     def hold_keys(self) -> contextlib.AbstractContextManager[HeldKeys]: ...
 
 
 @runtime_checkable
 class EchoesLines(Protocol):
-    """A terminal's reader: it can show a line as its prompt shows one sent, for a message a
-    command sends in place of the line typed (what ``/edit`` brought back from the editor)."""
+    """A terminal's reader: it can show a line as its prompt shows one sent (``/edit``'s)."""
 
     def echo(self, prompt: str, text: str) -> None: ...
 
@@ -98,9 +88,8 @@ class ScriptedReader:
 
 
 Dispatch = Callable[["Repl", str], "str | None"]
-"""Runs one line that starts with ``/`` on a REPL: a slash command, or a message that starts
-with ``/`` (a path, code, ``//``), which it sends; ``"exit"`` ends the loop. The REPL is given
-its commands (``chatbot.terminal.commands.dispatch``) and knows nothing about them."""
+"""Runs one line that starts with ``/`` on a REPL (a command, or a message it sends);
+``"exit"`` ends the loop."""
 
 
 # --- starting behind the prompt ---------------------------------------------------------------
@@ -111,8 +100,7 @@ class LoadingInterrupted(KeyboardInterrupt):
 
 
 def thread_line(thread_id: str, messages: int, summary: bool) -> str:
-    """``thread t1: 2 messages, no summary yet``: what a thread holds, as the REPL says it when
-    it opens the thread and at ``/thread``."""
+    """``thread t1: 2 messages, no summary yet``: what a thread holds."""
     told = "with a summary" if summary else "no summary yet"
     return f"thread {thread_id}: {counted(messages, 'message')}, {told}"
 
@@ -122,11 +110,8 @@ def thread_line(thread_id: str, messages: int, summary: bool) -> str:
 
 @dataclass
 class Repl:
-    """One interactive session: a current thread, a chat model name, and the screen.
-
-    With a :class:`LoadingBackend` as its ``backend`` (``settings`` ``None``, ``model_name``
-    not yet known), it starts before those are made; it takes them into use once loaded.
-    """
+    """One interactive session: a current thread, a chat model name, and the screen. With a
+    :class:`LoadingBackend` (``settings`` ``None``), it takes what loads into use once loaded."""
 
     backend: Backend
     console: Console
@@ -138,15 +123,12 @@ class Repl:
     dispatch: Dispatch
     notice: str = ""
     context: dict[str, Any] = field(default_factory=dict)
-    err: Console | None = None
     interject: Callable[[Callable[[], None]], bool] | None = None
-    """Runs output above a prompt being read, from any thread (a terminal reader's
-    ``interject``); without it, what loading has to say waits for the next line."""
+    """Runs output above a prompt being read, from any thread (a terminal reader's)."""
     _context_tokens: int = 0
     _message_count: int = 0
     _priced: Snapshot | None = None
     """The checkpoint the status line's cost is read from (its usage record)."""
-    runner: TurnRunner = field(default_factory=session_runner)
     _untold: str | None = None
     """The thread whose state the greeting told only from its listing row (before loading)."""
     _counts_told: bool = True
@@ -155,7 +137,7 @@ class Repl:
     _ctrl_d_ignored: bool = False
     """Ctrl-D was pressed while the REPL was busy: said above the next prompt."""
     _spoken: set[str] = field(default_factory=set)
-    """The threads this session sent a message in: read for facts about the user when left."""
+    """The threads this session sent a message in (read for memories when left)."""
 
     def __post_init__(self) -> None:
         loading = self._loading()
@@ -166,21 +148,17 @@ class Repl:
     # --- output helpers ------------------------------------------------------------------
 
     def print(self, *objects: Any) -> None:
-        """Print; on a terminal Rich wraps at word boundaries (a soft-wrapping console leaves
-        long lines to the terminal, which breaks them in the middle of words)."""
+        """Print; on a terminal Rich wraps at word boundaries, not the terminal mid-word."""
         self.console.print(*objects, soft_wrap=False if self.console.is_terminal else None)
 
     def say(self, text: str, style: str = "") -> None:
-        """One line of feedback (escaped and sanitized: user text never becomes markup or
-        reaches the terminal as control codes)."""
+        """One line of feedback, escaped and sanitized (never markup, never control codes)."""
         text = escape(sanitize(text))
         self.print(f"[{style}]{text}[/]" if style else text)
 
     def echo(self, text: str) -> None:
-        """Show a message about to be sent that is not the line typed (``/edit``'s, from the
-        editor) as the prompt shows a line sent, so the scrollback holds what the model was
-        sent: drawn by a terminal's reader, as Ctrl-X Ctrl-E's text is. Other readers show
-        no prompt, and draw nothing."""
+        """Show a message about to be sent that is not the line typed (``/edit``'s) as the
+        prompt shows a line sent, so the scrollback holds what was sent (terminal readers)."""
         if isinstance(self.reader, EchoesLines):
             self.reader.echo(self.prompt(), text)
 
@@ -191,8 +169,7 @@ class Repl:
     # --- the loop --------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Chat until /exit or Ctrl-D. Returns the exit code. If loading fails, raises its
-        error (a :class:`~chatbot.config.sources.SettingsError` for a bad setting)."""
+        """Chat until /exit or Ctrl-D. Returns the exit code; raises a failed loading's error."""
         try:
             self._loop()
         except LoadFailed as failed:
@@ -252,25 +229,20 @@ class Repl:
         return backend if isinstance(backend, LoadingBackend) else None
 
     def ready(self, *, reading: bool = False) -> None:
-        """Wait, with the spinner, until the session is loaded: settings, models and graph
-        (with ``reading``: until threads can be read). At once when they are there, or the
-        REPL was not started before them. Ctrl-C stops waiting (:class:`LoadingInterrupted`);
-        a failed loading raises :class:`LoadFailed`."""
+        """Wait, with the spinner, until turns can run (``reading``: threads can be read).
+        Ctrl-C: :class:`LoadingInterrupted`; a failed loading: :class:`LoadFailed`."""
         loading = self._loading()
         if loading is not None:
             loading.wait(reading=reading)
             self._settle()
 
     def prompt_shown(self) -> None:
-        """A terminal's reader calls this once each prompt is drawn (in the prompt's event
-        loop): the first starts loading; once loading has ended, what it has to say is said
-        above the prompt, if it ended while no prompt was up to say it."""
+        """Called as each prompt is drawn: the first starts loading; then says what it made."""
         loading = self._loading()
         if loading is None:
             return
         if loading.finished:
-            if self.interject is not None:
-                self.interject(self._settle)
+            self._wake()
             return
         import chatbot.terminal.display  # noqa: F401  (the spinner's: imported before loading imports)
 
@@ -304,9 +276,8 @@ class Repl:
             self.interject(self._settle)
 
     def _settle(self) -> None:
-        """Once loading has finished, take what it made into use and say what needed it: the
-        model's notice, the opened thread's unfinished turn, the context. Raises
-        :class:`LoadFailed` if it failed. On the REPL's own thread only."""
+        """Once loading has finished, take what it made into use and say what needed it.
+        Raises :class:`LoadFailed` if it failed. On the REPL's own thread only."""
         loading = self._loading()
         if loading is None or not loading.finished:
             return
@@ -327,10 +298,8 @@ class Repl:
         return bool(self.backend.local_only_note)
 
     def run_settings(self, thread_prompt: str = "") -> RunSettings | None:
-        """What the next run in this session uses: the graph's own resolver applied to the
-        session's context (a /model switch included) and the thread's own system prompt.
-        ``None`` on a server, which resolves its runs with its own settings, or when the
-        context does not resolve."""
+        """What the next run in this session uses (its context, the thread's own prompt);
+        ``None`` on a server, or when the context does not resolve."""
         try:
             return self.backend.run_settings(self.context, thread_prompt)
         except SettingsError:
@@ -359,9 +328,7 @@ class Repl:
         return f"{self._message_count}/{int(first.value)} messages"
 
     def measure(self, snapshot: Snapshot | None) -> int:
-        """Refresh the context size from a snapshot: what the graph would send now, counted as
-        the graph counts it (on a server, whose default system prompt is its own: an estimate
-        of the thread's system prompt, the messages and the summary). Returns the tokens."""
+        """Refresh the context size from a snapshot, as the graph counts; returns the tokens."""
         self._priced = snapshot
         if snapshot is None:
             self._context_tokens = self._message_count = 0
@@ -376,16 +343,17 @@ class Repl:
     # --- threads ---------------------------------------------------------------------------
 
     def greet(self) -> None:
-        """The opening lines: version, where threads live, the model; any notice; the thread.
-        While loading, what the thread's listing row says (the rest follows once loaded)."""
+        """The opening lines: version, the model, where threads live; any notice; the thread."""
         from chatbot import __version__
 
         loading = self._loading()
+        model = f"model [bold]{escape(sanitize(self.model_name))}[/]" if self.model_name else ""
+        shown = "" if loading is not None else f" · {model or SERVERS_MODEL}"
+        self.print(
+            f"[bold]chatbot {__version__}[/]{shown} · threads in "
+            f"{escape(sanitize(self.backend.location))} · /help for commands, Ctrl-D to leave"
+        )
         if loading is not None:
-            self.print(
-                f"[bold]chatbot {__version__}[/] · threads in {escape(sanitize(loading.location))}"
-                " · /help for commands, Ctrl-D to leave"
-            )
             info = loading.thread_info(self.thread_id)
             if info is None:
                 self.say(f"new thread {self.thread_id}", "dim")
@@ -396,19 +364,13 @@ class Repl:
                 line = thread_line(self.thread_id, info.message_count or 0, bool(info.has_summary))
                 self.say(line, "dim")
             return
-        model = f"model [bold]{escape(sanitize(self.model_name))}[/]" if self.model_name else ""
-        self.print(
-            f"[bold]chatbot {__version__}[/] · {model or SERVERS_MODEL}"
-            f" · threads in {escape(sanitize(self.backend.location))} · /help for commands, "
-            "Ctrl-D to leave"
-        )
         if self.notice:
             self.print(f"[yellow]note:[/] {escape(sanitize(self.notice))}")
         self.open_thread(self.thread_id)
 
     def leave_thread(self) -> None:
-        """The current thread is left: one that this session spoke in, and that never folded,
-        is read once for facts about the user (``LocalBackend.leave``); Ctrl-C skips it."""
+        """The current thread is left: one this session spoke in is read for memories
+        (``LocalBackend.leave``); Ctrl-C skips it."""
         if self.thread_id not in self._spoken:
             return
         self._spoken.discard(self.thread_id)
@@ -468,8 +430,7 @@ class Repl:
     # --- a turn ----------------------------------------------------------------------------
 
     def chat(self, text: str) -> None:
-        """Send a message, with the files attached to it, and stream the reply (once the
-        model is loaded)."""
+        """Send a message with the attached files and stream the reply."""
         from chatbot.threads.attachments import message_content
 
         self.ready()
@@ -479,9 +440,8 @@ class Repl:
         self.stream(self.backend.send(self.thread_id, content, self.context))
 
     def stream(self, turn: TurnStream, waiting_for: str | None = None) -> None:
-        """Run a turn: a spinner while waiting (saying ``waiting_for``, by default
-        "thinking…"), the reply as Markdown while it streams, then notes about the summary.
-        Ctrl-C stops the turn at once (see :mod:`chatbot.threads.runner`)."""
+        """Run a turn: a spinner saying ``waiting_for``, the reply as Markdown while it streams,
+        then notes about the summary. Ctrl-C stops the turn at once."""
         from chatbot.errors import describe_error
         from chatbot.terminal.display import THINKING, ReplyView
         from chatbot.terminal.render import failed_turn
@@ -494,7 +454,7 @@ class Repl:
             with self._keys_held(view.live):
                 started = True
                 try:
-                    outcome = self.runner.run(turn, view)
+                    outcome = session_runner().run(turn, view)
                 finally:
                     view.finish()
         except KeyboardInterrupt:
@@ -520,10 +480,8 @@ class Repl:
 
     @contextlib.contextmanager
     def _keys_held(self, live: bool) -> Iterator[None]:
-        """While a live display is up (a reply streams, loading is waited for), keys pressed
-        are not echoed into it and wait for the next prompt (:class:`HoldsKeys`); a Ctrl-D
-        among them is said there. Ctrl-C still interrupts; one pressed after Enter while the
-        prompt was still ending raises ``KeyboardInterrupt`` as the block starts."""
+        """While a live display is up, keys pressed wait for the next prompt
+        (:class:`HoldsKeys`); Ctrl-C still interrupts, even as the block starts."""
         if not live or not isinstance(self.reader, HoldsKeys):
             yield
             return
@@ -542,8 +500,7 @@ class Repl:
 
 
 def _after_ctrl_c(kept: Kept | None, view: ReplyView) -> str:
-    """What a turn stopped with Ctrl-C leaves (``kept``: None for a turn without a message
-    of its own, a /retry: what was on the screen tells)."""
+    """What a turn stopped with Ctrl-C leaves (without a message of its own: the screen tells)."""
     from chatbot.threads.events import Kept
 
     if kept is None:

@@ -10,7 +10,6 @@ from chatbot.terminal import listings
 from chatbot.terminal.memorycommands import offer_to_forget
 from chatbot.terminal.registry import (
     CommandError,
-    Outcome,
     checked_thread_id,
     command,
     confirmed,
@@ -24,36 +23,33 @@ if TYPE_CHECKING:
 
 
 @command("thread", "/thread [ID]", "switch to a thread (created if new); alone: show the current")
-def _thread(repl: Repl, arg: str) -> Outcome:
+def _thread(repl: Repl, arg: str) -> None:
     if not arg:
         snapshot = repl.backend.current(repl.thread_id)
         count = len(snapshot.messages) if snapshot else 0
         repl.say(thread_line(repl.thread_id, count, bool(snapshot and snapshot.summary)))
-        return None
+        return
     repl.open_thread(checked_thread_id(arg))
-    return None
 
 
 @command("threads", "/threads", "list threads: id, messages, summary, last active, title")
-def _threads(repl: Repl, arg: str) -> Outcome:
+def _threads(repl: Repl, arg: str) -> None:
     no_argument("threads", arg)
     threads = repl.backend.threads()
     if all(info.thread_id != repl.thread_id for info in threads):
         # The current thread, new and empty (nothing stored yet): listed, as the prompt names it.
         threads = [ThreadInfo(repl.thread_id, 0, None, "", 0, False), *threads]
     repl.console.print(listings.threads_table(threads, current=repl.thread_id))
-    return None
 
 
 @command("new", "/new", "start a fresh thread with a generated id")
-def _new(repl: Repl, arg: str) -> Outcome:
+def _new(repl: Repl, arg: str) -> None:
     no_argument("new", arg)
     repl.open_thread(new_thread_id())
-    return None
 
 
 @command("rename", "/rename NEW", "rename the current thread", remote=False, writes=True)
-def _rename(repl: Repl, arg: str) -> Outcome:
+def _rename(repl: Repl, arg: str) -> None:
     if not arg:
         raise CommandError("give the new name: /rename NEW")
     new_id = checked_thread_id(arg)
@@ -64,7 +60,6 @@ def _rename(repl: Repl, arg: str) -> Outcome:
     old = repl.thread_id
     repl.thread_id = new_id
     repl.say(f"renamed {old} to {new_id}")
-    return None
 
 
 @command(
@@ -74,28 +69,26 @@ def _rename(repl: Repl, arg: str) -> Outcome:
     remote=False,
     writes=True,
 )
-def _delete(repl: Repl, arg: str) -> Outcome:
+def _delete(repl: Repl, arg: str) -> None:
     if not arg:
         raise CommandError("give the thread to delete: /delete ID (/threads lists them)")
     thread_id = checked_thread_id(arg)
     if not repl.backend.thread_exists(thread_id):
         if thread_id != repl.thread_id:
             raise CommandError(f"no thread {thread_id!r} (/threads lists them)")
-        # The current thread, new and empty (only its name, as /rename can give it): nothing
-        # is stored, so nothing to ask about.
+        # The current thread, new and empty: nothing is stored, so nothing to ask about.
         repl.say(f"deleted {thread_id} (it had no messages yet)")
         repl.open_thread(new_thread_id())
-        return None
+        return
     if not confirmed(repl, f"Delete thread {thread_id} and all its history? [y/N] "):
         unasked = _delete_command(repl, thread_id)
         repl.say(f"kept {thread_id}: {unasked} deletes it without asking", "dim")
-        return None
+        return
     repl.backend.delete(thread_id)
     repl.say(f"deleted {thread_id}")
     offer_to_forget(repl, thread_id)
     if thread_id == repl.thread_id:
         repl.open_thread(new_thread_id())
-    return None
 
 
 def _delete_command(repl: Repl, thread_id: str) -> str:

@@ -1,23 +1,16 @@
 """Files attached to a message (``/file PATH`` in the REPL, ``chatbot ask -f PATH``).
 
 Vocabulary:
-- *attachment*: one file read for the next message, as one content block of it. A text file
-  is a text block, its name then its content fenced (``notes.txt:`` + a fenced block); an
-  image (PNG, JPEG, GIF or WebP, told by its first bytes, not its name) is langchain-core's
-  standard image block (``{"type": "image", "base64": ..., "mime_type": ...}``, the name in
-  ``extras``), which langchain-openai sends as an ``image_url`` data URL.
+- *attachment*: one file read for the next message, as one content block of it: a text file
+  is its name then its content fenced; an image (told by its first bytes) is langchain-core's
+  standard image block, the name in ``extras``.
 - *content*: what a message holds: a string when nothing is attached, else a list of blocks,
-  the typed text first. An attachment is an ordinary part of the message, so the checkpoint,
-  the summary (which reads images as ``[image: name]``), ``/show`` and exports all have it;
-  :mod:`chatbot.parts` reads it back, for all of them.
-- *limits*: what the model in use accepts: images or not (``None``: unknown, sent and left to
-  the provider), and its input size in tokens (a file that alone, or with the files already
-  attached, would not fit is refused).
+  the typed text first; :mod:`chatbot.parts` reads it back.
+- *limits*: what the model in use accepts: images or not (``None``: unknown, left to the
+  provider), and its input size (a file that would not fit is refused).
 
-Anything else (a missing file, a folder, an unreadable or binary file, one too big, an image
-whose header is damaged) is one :class:`AttachmentError` line. In the REPL a path with ``*``,
-``?`` or ``[`` that names no file is a pattern (``/file src/*.py``), as in aichat's ``.file``.
-No LangGraph here.
+Any other problem is one :class:`AttachmentError` line. In the REPL a path with ``*``, ``?`` or
+``[`` that names no file is a pattern (``/file src/*.py``).
 """
 
 from __future__ import annotations
@@ -98,9 +91,8 @@ class Attachment(NamedTuple):
 def limits_for(
     run: RunSettings | None, model: str = "", counter: TokenCounter | None = None
 ) -> Limits:
-    """The limits of a run's chat model; without run settings (on a server, whose model this
-    side does not know) nothing is known and the server decides (``counter``: what sizes are
-    counted with there, as the status line counts them)."""
+    """The limits of a run's chat model; without run settings (a server's model) nothing is
+    known and the server decides (``counter``: what sizes are counted with)."""
     if run is None:
         return Limits(model=model or "the server's model", counter=counter)
     from chatbot.engine.models import OfflineChatModel
@@ -122,9 +114,8 @@ def limits_for(
 
 
 def check_system_prompt(prompt: str, run: RunSettings | None, model: str = "") -> None:
-    """Refuse (one :class:`~chatbot.config.roles.RoleError` line) a thread's system prompt that
-    alone fills the input of the model ``run`` sends it to (``model``: its name, if known);
-    without run settings (a server's model) nothing is known and nothing is refused."""
+    """Refuse (:class:`~chatbot.config.roles.RoleError`) a thread's system prompt that alone
+    fills the input of the model ``run`` sends it to; without run settings nothing is refused."""
     if run is None:
         return
     from chatbot.config.roles import check_prompt_fits
@@ -153,8 +144,7 @@ def image_type(data: bytes) -> str | None:
 
 
 def display_name(given: str) -> str:
-    """The name a file goes by in the message: the path as given when it is relative, else
-    (absolute, or from the home folder) the file's own name."""
+    """The name a file goes by in the message: a relative path as given, else the file's name."""
     path = Path(given)
     if path.is_absolute() or given.startswith("~"):
         return path.name
@@ -162,9 +152,8 @@ def display_name(given: str) -> str:
 
 
 def expand_patterns(given: Sequence[str]) -> list[str]:
-    """The paths given, each pattern (``*``, ``?``, ``[``; ``**`` for any depth) that is not
-    itself a file's name replaced by the files it matches, sorted; a pattern matching no file
-    stays as given (and is refused as missing)."""
+    """The paths given, each pattern (``*``, ``?``, ``[``; ``**``) that is not a file's name
+    replaced by the files it matches, sorted; one matching nothing stays (refused as missing)."""
     import glob  # (here: showing a thread reads attachments' text, never a pattern)
 
     paths: list[str] = []
@@ -244,8 +233,7 @@ def _read(given: str) -> tuple[Path, bytes]:
 
 
 def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Attachment:
-    """Read one file as an attachment for the model of ``limits`` (``pending``: the files
-    already attached to the same message, which it must fit with)."""
+    """Read one file as an attachment for the model of ``limits``, fitting with ``pending``."""
     path, data = _read(given)
     name = display_name(given)
     source = str(path.resolve())

@@ -1,8 +1,6 @@
-"""Where threads live: the operations the CLI and the REPL need, over one interface.
-
-``LocalBackend`` drives the graph in this process with SQLite checkpoints. A remote backend
-(``chatbot.threads.remote``) drives the same graph on a LangGraph server. Both report checkpoints as
-:class:`~chatbot.history.snapshots.Snapshot` and turns as :mod:`chatbot.threads.events` events.
+"""Where threads live: the operations the CLI and the REPL need. ``LocalBackend`` drives the graph
+in this process over a local store; ``RemoteBackend`` (:mod:`chatbot.threads.remote`) drives it on
+a LangGraph server. Both report checkpoints as snapshots and turns as events.
 """
 
 from __future__ import annotations
@@ -10,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 
@@ -23,9 +21,9 @@ from chatbot.history.snapshots import (
     Snapshot,
     fork_values,
 )
-from chatbot.store.base import LEASE_SECONDS, SqlStore, ThreadInfo, thread_config
+from chatbot.store.base import LEASE_SECONDS, SqlStore, thread_config
 from chatbot.threads.events import TurnStream
-from chatbot.threads.operations import BackendError, ContextWindow, ThreadOperations, Undone
+from chatbot.threads.operations import BackendError, ThreadOperations
 from chatbot.threads.reading import LocalReader
 from chatbot.threads.turn import Turn
 
@@ -39,83 +37,18 @@ if TYPE_CHECKING:  # (turns import leases, pricing and session when they run: re
     from chatbot.engine.runsettings import RunSettings
     from chatbot.memory.state import ChatGraph
     from chatbot.store.leases import Lease
-    from chatbot.store.search import Hit
     from chatbot.threads.attachments import Content
-    from chatbot.threads.memorybook import MemoryBook
+    from chatbot.threads.remote import RemoteBackend
 
 
-class Backend(Protocol):
-    """The thread operations the CLI and REPL use."""
-
-    location: str
-    local_only_note: str
-
-    def send(
-        self, thread_id: str, content: Content, context: dict[str, Any] | None = None
-    ) -> TurnStream: ...
-    def resume(
-        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
-    ) -> TurnStream: ...
-    def compact(
-        self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
-    ) -> TurnStream: ...
-    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
-    def current(self, thread_id: str) -> Snapshot | None: ...
-    def history(self, thread_id: str) -> list[Snapshot]: ...
-    def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]: ...
-    def threads(self) -> list[ThreadInfo]: ...
-    def thread_exists(self, thread_id: str) -> bool: ...
-    def run_settings(
-        self, context: dict[str, Any] | None, thread_prompt: str = ""
-    ) -> RunSettings | None: ...
-    def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool: ...
-    def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None: ...
-    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
-    def rename(self, thread_id: str, new_id: str) -> None: ...
-    def delete(self, thread_id: str) -> bool: ...
-    def memory_book(self) -> MemoryBook: ...
-    def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int: ...
-    def answering_elsewhere(self, thread_id: str) -> bool: ...
-    def undo(self, thread_id: str) -> Undone: ...
-    def context_tokens(
-        self,
-        snapshot: Snapshot,
-        context: dict[str, Any] | None = None,
-        tokenizer: str = "auto",
-        *,
-        thread_id: str = "",
-    ) -> int: ...
-    def context_window(
-        self,
-        snapshot: Snapshot | None,
-        context: dict[str, Any] | None = None,
-        tokenizer: str = "auto",
-        *,
-        thread_id: str = "",
-    ) -> ContextWindow: ...
-    def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream: ...
-    def search(
-        self,
-        text: str,
-        *,
-        thread_id: str | None = None,
-        limit: int = 20,
-        progress: Any = None,
-        index: bool = True,
-    ) -> list[Hit]: ...
+Backend: TypeAlias = "LocalBackend | RemoteBackend"
+"""The thread operations the CLI and REPL use, local or on a LangGraph server."""
 
 
 class LocalBackend(LocalReader, ThreadOperations):
-    """Threads in a local SQLite file, driven by a graph in this process.
-
-    Listing, search and reading checkpoints are :class:`~chatbot.threads.reading.LocalReader`'s:
-    reading needs no graph, checkpoints are read from the store
-    (:mod:`chatbot.store.checkpoints`).
-    The graph (and with it the models) can be given as a function that builds it, called at
-    the first run or state update.
-    """
-
-    local_only_note = ""
+    """Threads in a local store, driven by a graph in this process. Reading is
+    :class:`~chatbot.threads.reading.LocalReader`'s and needs no graph, so the graph can be
+    given as a function that builds it at the first run or state update."""
 
     def __init__(
         self,
@@ -149,8 +82,7 @@ class LocalBackend(LocalReader, ThreadOperations):
     def send(
         self, thread_id: str, content: Content, context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Run one turn: stream the reply, then report a summary if one was made. ``content``:
-        the message's text, or its content blocks (text, attached files)."""
+        """Run one turn: stream the reply, then report a summary if one was made."""
         import uuid
 
         message = HumanMessage(content=content, id=str(uuid.uuid4()))
@@ -168,10 +100,8 @@ class LocalBackend(LocalReader, ThreadOperations):
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Fold the older messages into the summary now (a run with no message, not a turn).
-        With nothing to fold, or a fold that would not make the context smaller, nothing is
-        run: a run would leave a checkpoint that changes nothing, a row in the thread's history
-        at every try."""
+        """Fold the older messages into the summary now (a run with no message). With nothing
+        to fold nothing runs: a run would leave a checkpoint that changes nothing."""
         run_context = {**(context or {}), "compact": True, "compact_focus": focus}
         unchanged = self._nothing_to_compact(thread_id, run_context)
         if unchanged is not None:
@@ -180,9 +110,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         return Turn(self, thread_id, {"messages": []}, config, run_context)
 
     def _nothing_to_compact(self, thread_id: str, context: dict[str, Any]) -> TurnStream | None:
-        """The events of a compaction that has nothing to fold, or whose fold would not make
-        the context smaller (the graph's own rule), or None when it folds (or its last message
-        waits for a reply: the graph says so)."""
+        """The events of a compaction the graph's own rule says has nothing to fold, else None."""
         from chatbot.engine import folding
         from chatbot.threads.events import just
 
@@ -228,7 +156,7 @@ class LocalBackend(LocalReader, ThreadOperations):
         state: Snapshot | None = None,
     ) -> None:
         """The thread's listing row and its new messages indexed, in one transaction, from
-        ``state`` (its latest checkpoint; read now when not given)."""
+        ``state`` (default: its latest checkpoint)."""
         from chatbot.store.search import index_statements
         from chatbot.threads.events import thread_title
 
@@ -245,9 +173,8 @@ class LocalBackend(LocalReader, ThreadOperations):
         )
 
     def list_unlisted(self) -> int:
-        """Give the listing a row for each thread that has checkpoints and none (the threads
-        of a LangGraph program's database, adopted): its title and counts, read from its
-        latest checkpoint. Returns how many were listed."""
+        """Give the listing a row for each thread that has checkpoints and none (an adopted
+        LangGraph database's threads). Returns how many were listed."""
         unlisted = [info.thread_id for info in self.store.list_threads() if info.title == ""]
         listed = 0
         for thread_id in unlisted:
@@ -257,9 +184,8 @@ class LocalBackend(LocalReader, ThreadOperations):
         return listed
 
     def before_turn(self, thread_id: str) -> Snapshot | None:
-        """The thread's latest checkpoint for a turn to start from: the state the last turn
-        in this process ended with while it still is the latest (a checkpoint never changes),
-        else read."""
+        """The thread's latest checkpoint: the state the last turn here ended with while it
+        still is the latest, else read."""
         ended = self.ended.get(thread_id)
         if ended is not None and self.store.latest_checkpoint_id(thread_id) == ended.checkpoint_id:
             return ended
@@ -270,16 +196,14 @@ class LocalBackend(LocalReader, ThreadOperations):
     def run_settings(
         self, context: dict[str, Any] | None, thread_prompt: str = ""
     ) -> RunSettings | None:
-        """What a run with this context uses, in a thread whose own system prompt is
-        ``thread_prompt``: the graph's own resolver's answer (a bad value is one
-        ``SettingsError``)."""
+        """What a run with this context uses in a thread whose own system prompt is
+        ``thread_prompt``, by the graph's own resolver (a bad value: ``SettingsError``)."""
         from chatbot.engine.graph import run_resolver
 
         return run_resolver(self.graph)(context, thread_prompt)  # (the graph is built for this)
 
     def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int:
-        """The thread is being left (another is opened, or the session ends): a thread that
-        never folded is read once for facts about the user, what is new since the last time
+        """The thread is being left: one that never folded is read for facts about the user
         (:func:`chatbot.engine.remembering.note_on_leaving`). How many memories it added."""
         from chatbot.engine.remembering import note_on_leaving
         from chatbot.threads.runner import blocking
@@ -292,10 +216,8 @@ class LocalBackend(LocalReader, ThreadOperations):
         store = self.graph.store  # (the graph's own: a graph without one has no memories)
         return blocking(note_on_leaving(run, store, thread_id, state.messages, state.summary))
 
-    def memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
-        """The memories block the next request of ``thread_id`` would carry after
-        ``messages``, read from the graph's store as the graph reads it
-        (:func:`chatbot.engine.remembering.carried`)."""
+    def _memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
+        """The memories block the next request would carry, read as the graph reads it."""
         from chatbot.engine.remembering import Mind, block_of
         from chatbot.threads.memorybook import MemoryBook
 
@@ -316,26 +238,23 @@ class LocalBackend(LocalReader, ThreadOperations):
     def fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
         """Start ``new_id`` with the state of a checkpoint of ``thread_id`` (default: latest)."""
         with self.lease(new_id):
-            self._fork(thread_id, checkpoint_id, new_id)
-
-    def _fork(self, thread_id: str, checkpoint_id: str | None, new_id: str) -> None:
-        if self.thread_exists(new_id):
-            raise BackendError(f"thread {new_id!r} already exists: pick another name")
-        source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
-        if not source.values:
-            raise BackendError(f"thread {thread_id!r} has no state to fork")
-        origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
-        self.graph.update_state(
-            thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
-            fork_values(source.values),
-            as_node="summarize_conversation",
-        )
-        info = self.store.thread_info(thread_id)
-        self.record(
-            new_id,
-            title_hint=info.title if info else "",
-            origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
-        )
+            if self.thread_exists(new_id):
+                raise BackendError(f"thread {new_id!r} already exists: pick another name")
+            source = self.graph.get_state(thread_config(thread_id, checkpoint_id))
+            if not source.values:
+                raise BackendError(f"thread {thread_id!r} has no state to fork")
+            origin = f"{thread_id}@{source.config['configurable']['checkpoint_id']}"
+            self.graph.update_state(
+                thread_config(new_id, metadata={ACTION_KEY: "fork", ORIGIN_KEY: origin}),
+                fork_values(source.values),
+                as_node="summarize_conversation",
+            )
+            info = self.store.thread_info(thread_id)
+            self.record(
+                new_id,
+                title_hint=info.title if info else "",
+                origin=(thread_id, source.config["configurable"]["checkpoint_id"]),
+            )
 
     def import_thread(
         self,
@@ -349,16 +268,12 @@ class LocalBackend(LocalReader, ThreadOperations):
         system_role: str = "",
     ) -> None:
         """Start ``new_id`` as the thread an export describes: ``messages`` live, ``folded``
-        folded into ``summary``, ``unanswered`` (sent, not answered yet) last, waiting for
-        their reply, and the thread's own system prompt and role. Messages keep their ids.
+        folded into ``summary``, ``unanswered`` last, and its own system prompt and role.
 
-        Two checkpoints, marked :data:`ACTION_KEY` ``import``: the folded messages followed by
-        the others, with the prompt and role; then, when there is a summary or anything folded,
-        the folded messages removed and the summary set, with the record of what it holds, as a
-        fold leaves them. So the thread's history holds the folded messages, where an export
-        and search find them. Its listing row and search rows are written after, titled by its
-        first message. Whole or not at all: a write that fails takes back what was written. A
-        thread ``new_id`` that exists already is a :class:`BackendError`, nothing written."""
+        Two checkpoints marked ``import``: every message; then, if anything was folded, the
+        folded ones removed and the summary set, as a fold leaves them, so that the history
+        (export, search) still holds them. Whole or not at all; an existing ``new_id`` is a
+        :class:`BackendError`."""
         from chatbot.history.snapshots import FOLDED_KEY
 
         everything = [*folded, *messages, *unanswered]
@@ -395,8 +310,7 @@ class LocalBackend(LocalReader, ThreadOperations):
     def _imported_fold_record(
         self, summary: str, folded: Sequence[BaseMessage], system_prompt: str
     ) -> dict[str, Any] | None:
-        """What an imported summary holds (the state's ``folded``), counted as a fold of the
-        ``folded`` messages would count it; none without a summary or anything folded."""
+        """The ``folded`` record of an imported summary, as a fold of ``folded`` counts it."""
         if not summary or not folded:
             return None
         from chatbot.engine.folding import fold_record
@@ -405,46 +319,38 @@ class LocalBackend(LocalReader, ThreadOperations):
         return fold_record({}, folded, run.counter) if run is not None else None
 
     def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
-        """Make an older checkpoint's state current again, as a new checkpoint (undo).
-
-        ``checkpoint_id=None`` restores the empty state a thread had before its first turn.
-        Waits for a turn another process is taking on the thread.
-        """
+        """Make an older checkpoint's state current again, as a new checkpoint (undo);
+        ``None``: the empty state before the first turn. Waits for a turn elsewhere."""
         with self.lease(thread_id):
-            self._restore(thread_id, checkpoint_id, action)
+            from chatbot.memory.pricing import spent_metadata
 
-    def _restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
-        from chatbot.memory.pricing import spent_metadata
+            now = self.current(thread_id)
+            metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
+            kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
+            if checkpoint_id is None:
+                from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-        now = self.current(thread_id)
-        metadata = {ACTION_KEY: action, **spent_metadata(now)}  # spent stays spent (pricing)
-        kept = (now.system_prompt, now.system_role) if now is not None else ("", "")
-        if checkpoint_id is None:
-            from langgraph.graph.message import REMOVE_ALL_MESSAGES
-
-            self.graph.update_state(
-                thread_config(thread_id, metadata=metadata),
-                {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
-                as_node="summarize_conversation",
-            )
-        else:
-            self.graph.update_state(
-                thread_config(thread_id, checkpoint_id, metadata=metadata),
-                None,
-                as_node="__end__",
-            )
-            # The system prompt is the thread's setting, not part of a turn: one set after the
-            # restored state stays (written again, as its own /system checkpoint).
-            self._set_system_prompt(thread_id, *kept)
-        self.record(thread_id)
+                self.graph.update_state(
+                    thread_config(thread_id, metadata=metadata),
+                    {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "summary": ""},
+                    as_node="summarize_conversation",
+                )
+            else:
+                self.graph.update_state(
+                    thread_config(thread_id, checkpoint_id, metadata=metadata),
+                    None,
+                    as_node="__end__",
+                )
+                # The system prompt is the thread's setting, not part of a turn: one set after the
+                # restored state stays (written again, as its own /system checkpoint).
+                self._set_system_prompt(thread_id, *kept)
+            self.record(thread_id)
 
     # --- the thread's system prompt ------------------------------------------------------
 
     def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
-        """Store the thread's own system prompt (``""``: none) and the role it came from, as
-        a checkpoint of its own (``/system`` in /history); the thread is made if it is new.
-        False when it already was this prompt (nothing written). Waits for a turn another
-        process is taking on the thread."""
+        """Store the thread's own system prompt (``""``: none) and its role as a checkpoint
+        of its own; the thread is made if new. False when it already was this prompt."""
         with self.lease(thread_id):
             return self._set_system_prompt(thread_id, prompt, role)
 
@@ -469,8 +375,8 @@ class LocalBackend(LocalReader, ThreadOperations):
         return True
 
     def rename(self, thread_id: str, new_id: str) -> None:
-        """Give a thread another id, keeping every checkpoint. Refused while another window
-        or process takes a turn on it (its next checkpoint would land under the old id)."""
+        """Give a thread another id, keeping every checkpoint; refused while a turn runs on it
+        elsewhere (its next checkpoint would land under the old id)."""
         if not self.thread_exists(thread_id):
             raise BackendError(f"no thread {thread_id!r}")
         taken = BackendError(f"thread {new_id!r} already exists: pick another name")
@@ -483,16 +389,13 @@ class LocalBackend(LocalReader, ThreadOperations):
         self.memory_book().move_thread(thread_id, new_id)
 
     def delete(self, thread_id: str) -> bool:
-        """Delete a thread and its checkpoints; False if there was none. Refused while
-        another window or process takes a turn on it (its next checkpoint would bring it
-        back, broken)."""
+        """Delete a thread; False if there was none. Refused while a turn runs on it elsewhere."""
         with self._unless_busy(thread_id, "deleted"):
             return self.store.delete_thread(thread_id)
 
     @contextlib.contextmanager
     def _unless_busy(self, thread_id: str, done: str) -> Iterator[None]:
-        """Hold the thread's lease while its checkpoints are changed all at once; a
-        :class:`BackendError` at once if a turn holds it."""
+        """Hold the thread's lease; a :class:`BackendError` at once if a turn holds it."""
         lease = self.lease(thread_id)
         if not lease.try_acquire():
             if not done:  # (a new name another window is starting a thread under)

@@ -50,8 +50,7 @@ class Reply:
 
 @dataclass(frozen=True)
 class Waiting:
-    """Another window or process is taking a turn on this thread; this one waits for it to
-    finish (see :mod:`chatbot.store.leases`), then runs."""
+    """Another window or process is taking a turn on this thread; this one waits, then runs."""
 
     thread_id: str
 
@@ -62,9 +61,8 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Unanswered:
-    """The thread's last message never got its reply (its turn failed, was stopped, or its
-    process died) and stays before this turn's message. Said once the turn holds the thread,
-    so never about a turn that another window is still answering."""
+    """The thread's last message never got its reply and stays before this turn's message
+    (said once the turn holds the thread: never of one another window still answers)."""
 
     thread_id: str
 
@@ -96,9 +94,8 @@ class Kept(NamedTuple):
 
 
 def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -> Kept:
-    """What ``after`` (the thread's latest checkpoint, read after the turn) holds of the
-    message ``message_id`` and its reply. ``started_from``: the checkpoint the turn started
-    from (``None`` for a new thread, or when the turn never got to start)."""
+    """What ``after`` (the thread's latest checkpoint) holds of the message ``message_id`` and
+    its reply; ``started_from``: the checkpoint the turn started from, if it started."""
     if after is None:
         return Kept(message=False, reply=False)
     if any(message.id == message_id for message in after.state.pending):
@@ -117,15 +114,12 @@ def kept_of(after: Snapshot | None, message_id: str, started_from: str | None) -
 
 
 class TurnStream:
-    """A turn's events: ``async for`` them in a task, which Ctrl-C cancels (closing the model's
-    HTTP request); a plain ``for`` runs the same on this thread's loop
-    (:func:`~chatbot.threads.runner.blocking_iter`: scripts, tests).
+    """A turn's events: ``async for`` them in a task, which Ctrl-C cancels; a plain ``for``
+    runs the same on this thread's loop (scripts, tests).
 
-    A turn that sends a message knows its id (``message_id``), and once it holds the thread,
-    the checkpoint it started from, so that :meth:`kept` can say what the thread holds of it
-    when it failed or was stopped. A turn that knows the thread's state after it
-    (:attr:`after`: a local turn's last checkpoint) hands it on, so that nothing reads it
-    again."""
+    A turn that sends a message knows its id and the checkpoint it started from, so that
+    :meth:`kept` can say what the thread holds of a failed or stopped turn; :attr:`after` is
+    the state after it, when known, so that nothing reads it again."""
 
     def __init__(
         self,
@@ -138,10 +132,9 @@ class TurnStream:
         self.message_id = message_id
         self._current = current
         self.started_from: str | None = None
-        """The thread's latest checkpoint when the turn began to run (None: not yet, or none)."""
+        """The thread's latest checkpoint when the turn began to run."""
         self.after: Snapshot | None = None
-        """The thread's state once the turn ended well, when the turn knows it (None: not
-        known, or the turn failed or was stopped: then it is read from the store)."""
+        """The thread's state once the turn ended well, when the turn knows it."""
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._events()
@@ -152,8 +145,7 @@ class TurnStream:
         return blocking_iter(self._events())
 
     def kept(self) -> Kept | None:
-        """What the thread holds of this turn's message and reply; ``None`` for a turn without
-        a message of its own, or when the thread cannot be read."""
+        """What the thread holds of this turn's message and reply (``None``: not known)."""
         if self.message_id is None or self._current is None:
             return None
         try:
@@ -174,8 +166,7 @@ def just(*events: Event) -> TurnStream:
 
 
 def snapshot_of_checkpoint(part: dict[str, Any]) -> Snapshot:
-    """The snapshot of a ``stream_mode="checkpoints"`` part: the checkpoint a run just saved,
-    as ``get_state`` would read it."""
+    """The snapshot of a ``stream_mode="checkpoints"`` part, as ``get_state`` would read it."""
     from chatbot.history.snapshots import snapshot_from_parts
 
     parent = (part.get("parent_config") or {}).get("configurable") or {}
@@ -189,8 +180,7 @@ def snapshot_of_checkpoint(part: dict[str, Any]) -> Snapshot:
 
 
 def make_title(text: Any) -> str:
-    """A thread's title: its first user message on one line, shortened (attached files as
-    ``[+ notes.txt]`` after the text; ``text`` may be a message's content list)."""
+    """A thread's title: its first user message (text or content list) on one line, shortened."""
     from chatbot.parts import describe
 
     line = " ".join(describe(text).replace("\x00", "\ufffd").split())  # (NUL: see searchable)
@@ -198,9 +188,8 @@ def make_title(text: Any) -> str:
 
 
 def thread_title(messages: Iterable[BaseMessage], hint: Any = "") -> str:
-    """The title a thread is listed with, by one rule wherever it lives: ``hint`` when given
-    (the message a thread's first turn sends, a fork's origin's title), else its first user
-    message among ``messages`` (read only as far as that one); ``""`` for neither."""
+    """The title a thread is listed with, local or remote: ``hint`` when given, else its first
+    user message among ``messages`` (read only as far as that one)."""
     if not hint:
         first = next((m for m in messages if isinstance(m, HumanMessage)), None)
         hint = first.content if first is not None else ""
@@ -217,8 +206,7 @@ def is_reply_chunk(message: Any, metadata: dict[str, Any]) -> bool:
 
 
 def custom_event(payload: Any) -> Event | None:
-    """The event a ``stream_mode="custom"`` payload of a node stands for (a fold's progress,
-    a recall, a wait before a model call is asked again)."""
+    """The event a ``stream_mode="custom"`` payload of a node stands for."""
     return from_payload(payload)
 
 

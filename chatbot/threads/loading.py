@@ -41,9 +41,8 @@ class Loaded:
 
 
 class LoadFailed(BaseException):
-    """Loading failed (a bad setting, a database that cannot be opened): the REPL ends with
-    ``error``. A BaseException, as KeyboardInterrupt is, so that no command's error handling
-    turns it into one more line and carries on."""
+    """Loading failed: the REPL ends with ``error``. A BaseException, so that no command's
+    error handling turns it into one more line and carries on."""
 
     def __init__(self, error: BaseException) -> None:
         super().__init__(error)
@@ -66,15 +65,11 @@ Waiter = Callable[[threading.Event, str], None]
 
 
 class LoadingBackend:
-    """A local backend while it is being made, on a daemon thread started behind the prompt.
-
-    ``open_backend`` checks the settings and opens the backend (importing LangGraph's checkpoint
-    code); ``load_models`` makes the models and the graph. Each operation waits for the stage it
-    needs (:data:`READS`, :data:`RUNS`) through ``waiting`` (the REPL shows its spinner there),
-    then is the real backend's. Listing threads never waits: until the backend is open it reads
-    the database the REPL started from (``store``; ``None`` when none exists yet). Once loading
-    failed, every wait raises :class:`LoadFailed`.
-    """
+    """A local backend while it is being made, on a daemon thread started behind the prompt:
+    ``open_backend``, then ``load_models``. Each operation waits through ``waiting`` for the
+    stage it needs, then is the real backend's; listing threads never waits (it reads
+    ``store`` until the backend is open). Once loading failed, every wait raises
+    :class:`LoadFailed`."""
 
     local_only_note = ""
 
@@ -172,8 +167,7 @@ class LoadingBackend:
         raise AttributeError(name)
 
     def as_backend(self) -> Backend:
-        """This object where a :class:`~chatbot.threads.backend.Backend` is expected (it is one, by
-        delegation: :data:`READS` and :data:`RUNS` cover the protocol's operations)."""
+        """This object where a ``Backend`` is expected (it is one, by delegation)."""
         return cast("Backend", self)
 
 

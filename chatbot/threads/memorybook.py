@@ -1,8 +1,6 @@
 """The user's memories for the commands (``/memory``, ``chatbot memory``): one class over any
-LangGraph store, the database's own or a LangGraph server's (:class:`ServerStore`, through
-langgraph-sdk's public ``client.store`` API), so a local thread and a server's are told,
-listed and forgotten alike. The store is read and written by
-:mod:`chatbot.engine.remembering`, the graph's own functions, run to their end here.
+LangGraph store, the database's own or a LangGraph server's (:class:`ServerStore`), read and
+written by the graph's own functions (:mod:`chatbot.engine.remembering`).
 """
 
 from __future__ import annotations
@@ -30,12 +28,10 @@ from chatbot.threads.runner import blocking
 
 
 class MemoryBook:
-    """The user's memories in ``store``: listed, added, edited, forgotten; and each thread's
-    own switch (``/memory off`` for one thread)."""
+    """The user's memories in ``store``, and each thread's own switch (``/memory off``)."""
 
     def __init__(self, store: BaseStore, thread_key: Callable[[str], str] = str) -> None:
-        """``thread_key``: the id the graph knows a thread by, from the name the user gives
-        (a server's threads have ids of their own)."""
+        """``thread_key``: the id the graph knows a thread by, from the name the user gives."""
         self.store = store
         self.thread_key = thread_key
 
@@ -85,13 +81,10 @@ class MemoryBook:
         self.forget_all(found)
         return found
 
-    def forget_all(self, memories: Iterable[facts.Memory]) -> int:
-        """Delete these memories from the store; how many there were."""
-        gone = 0
+    def forget_all(self, memories: Iterable[facts.Memory]) -> None:
+        """Delete these memories from the store."""
         for memory in memories:
             blocking(self.store.adelete(remembering.NAMESPACE, memory.id))
-            gone += 1
-        return gone
 
     def from_thread(self, thread_id: str) -> list[facts.Memory]:
         """The memories noted in ``thread_id``."""
@@ -136,8 +129,7 @@ def _checked(text: str) -> str:
 
 class ServerStore(BaseStore):
     """A LangGraph server's store as a ``BaseStore``: each operation one call of langgraph-sdk's
-    sync ``client.store`` (what ``langgraph dev`` and the platform serve), so the memories of
-    a server's threads are the server graph's own."""
+    ``client.store``, so a server's memories are its graph's own."""
 
     def __init__(self, client: Any) -> None:
         self.client = client

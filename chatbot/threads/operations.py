@@ -1,14 +1,9 @@
 """Thread operations written once over a backend's primitives, so that the local and the remote
-backend do them alike and the REPL's commands only parse, call and render.
+backend do them alike: undo, retry, and what the chat model would be sent (/context).
 
-- :meth:`ThreadOperations.undo`: rewind the last turn (the state before its message comes
-  back; the undone state stays in the history, marked undone).
-- :meth:`ThreadOperations.retry`: ask for the last reply again: carry on an unfinished run,
-  answer from the state now when going back would undo a compaction or a system prompt set
-  since, else resume from the checkpoint where the message had arrived.
-- :meth:`ThreadOperations.context_tokens`: what the chat model would be sent for a state now,
-  counted as the graph counts it; :meth:`ThreadOperations.context_window`: the same, part by
-  part, against the model's input, the trigger, and what the next fold would take (/context).
+:meth:`ThreadOperations.retry` carries on an unfinished run, answers from the state now when
+going back would undo a compaction or a system prompt set since, else resumes from the
+checkpoint where the message had arrived.
 """
 
 from __future__ import annotations
@@ -43,13 +38,10 @@ class Undone(NamedTuple):
 
 @dataclass(frozen=True)
 class ContextWindow:
-    """What the chat model would be sent for a thread now, part by part (the figures sum to
-    what the status line counts; the words are :mod:`chatbot.memory.sent`'s), against the
-    limits of the run's settings."""
+    """What the chat model would be sent for a thread now, part by part, against the limits."""
 
     sent: Sent
-    """What the next run sends, part by part: system prompt, memories, summary (its text),
-    summary message, recall tool, messages."""
+    """What the next run sends, part by part (:mod:`chatbot.memory.sent`)."""
     message_count: int
     counted_with: str
     """The tokenizer's name."""
@@ -67,13 +59,11 @@ class ContextWindow:
     """How many messages the next fold takes into the summary (``None``: not known here)."""
     fold_tokens: int = 0
     estimated: bool = False
-    """On a server, whose settings decide the model, trigger and keep: the figures are this
-    side's estimate (the thread's own system prompt, the tokenizer given), the rest unknown."""
+    """On a server, whose own settings decide: the figures are this side's estimate."""
     window_from: str = ""
-    """Where the model's window is known from, and since when (``''``: not known)."""
+    """Where the model's window is known from, and since when."""
     server_window: int | None = None
-    """The server's window, when the request and the reply share it (``window`` is what a
-    request may hold of it)."""
+    """The server's window, when the request and the reply share it."""
     reply_room: int | None = None
     """Tokens kept for the reply (sent as ``max_tokens``; ``None``: nothing is)."""
     reply_from: str = ""
@@ -87,34 +77,22 @@ class ContextWindow:
 
 
 class ThreadOperations:
-    """Undo and retry over the primitives every backend has (``current``, ``history``,
-    ``restore``, ``resume``, ``regenerate``)."""
+    """Undo, retry and the context's size over the primitives every backend has."""
 
-    def current(self, thread_id: str) -> Snapshot | None:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # (each backend's own)
+        Context = dict[str, Any] | None
 
-    def history(self, thread_id: str) -> list[Snapshot]:
-        raise NotImplementedError
+        def current(self, thread_id: str) -> Snapshot | None: ...
+        def history(self, thread_id: str) -> list[Snapshot]: ...
+        def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None: ...
+        def resume(
+            self, thread_id: str, checkpoint_id: str | None, context: Context = None
+        ) -> TurnStream: ...
+        def regenerate(self, thread_id: str, context: Context = None) -> TurnStream: ...
+        def run_settings(self, context: Context, thread_prompt: str = "") -> RunSettings | None: ...
 
-    def restore(self, thread_id: str, checkpoint_id: str | None, action: str) -> None:
-        raise NotImplementedError
-
-    def resume(
-        self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
-    ) -> TurnStream:
-        raise NotImplementedError
-
-    def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
-        raise NotImplementedError
-
-    def run_settings(
-        self, context: dict[str, Any] | None, thread_prompt: str = ""
-    ) -> RunSettings | None:
-        raise NotImplementedError
-
-    def memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
-        """The memories block the next request of ``thread_id`` would carry after
-        ``messages``; here none: a backend whose graph reads the store says what it holds."""
+    def _memories_carried(self, run: RunSettings, thread_id: str, messages: list[Any]) -> str:
+        """The memories block the next request of ``thread_id`` would carry; here the run's."""
         return run.memories
 
     def _sent(
@@ -125,10 +103,8 @@ class ThreadOperations:
         thread_id: str = "",
     ) -> tuple[RunSettings | None, TokenCounter, Sent]:
         """The settings a run with ``context`` has here (None on a server, or when the context
-        does not resolve), their counter, and what the run would send for ``snapshot`` of
-        ``thread_id``: the graph's own count (:func:`chatbot.engine.folding.request_tokens`),
-        with the memories block the request would carry; else an estimate with the thread's
-        own system prompt and ``tokenizer``."""
+        does not resolve), their counter, and what the run would send for ``snapshot``: the
+        graph's own count, else an estimate with the thread's system prompt and ``tokenizer``."""
         from chatbot.config.sources import SettingsError
         from chatbot.memory.sent import sent_tokens
         from chatbot.memory.tokens import counter_for
@@ -143,7 +119,7 @@ class ThreadOperations:
         if run is not None:
             from chatbot.engine import folding
 
-            memories = self.memories_carried(run, thread_id, messages)
+            memories = self._memories_carried(run, thread_id, messages)
             run = dataclasses.replace(run, memories=memories)
             return run, run.counter, folding.request_tokens(messages, summary, run)
         counter = counter_for("", tokenizer)
@@ -157,11 +133,8 @@ class ThreadOperations:
         *,
         thread_id: str = "",
     ) -> int:
-        """Tokens the chat model would be sent for ``snapshot`` of ``thread_id`` by a run with
-        ``context``: its system prompt, the user's memories, summary in its message, the
-        recall tool and messages, counted as the graph counts them. On a server, which
-        resolves runs with its own settings (or when the context does not resolve): an
-        estimate with the thread's own system prompt and ``tokenizer``."""
+        """Tokens the chat model would be sent for ``snapshot`` by a run with ``context``,
+        counted as the graph counts them (on a server: an estimate)."""
         return self._sent(snapshot, context, tokenizer, thread_id)[2].total
 
     def context_window(
@@ -172,10 +145,8 @@ class ThreadOperations:
         *,
         thread_id: str = "",
     ) -> ContextWindow:
-        """What :meth:`context_tokens` counts, part by part, with the limits a run with
-        ``context`` has and what its next fold would take (the graph's own plan: the messages
-        a ``/compact`` now, or the trigger once passed, folds). On a server: an estimate
-        (see :attr:`ContextWindow.estimated`)."""
+        """What :meth:`context_tokens` counts, part by part, with the run's limits and what
+        its next fold would take (the graph's own plan). On a server: an estimate."""
         run, counter, sent = self._sent(snapshot, context, tokenizer, thread_id)
         messages = list(snapshot.messages) if snapshot else []
         summary = snapshot.summary if snapshot else ""
@@ -226,8 +197,7 @@ class ThreadOperations:
         return Undone(before, current.checkpoint_id)
 
     def retry(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
-        """The last reply asked for again (see the module); :class:`BackendError` when the
-        thread has no reply to ask for."""
+        """The last reply asked for again (see the module); else :class:`BackendError`."""
         current = self.current(thread_id)
         if current is not None and current.unfinished:
             # An interrupted or failed run (a reply, or the fold after one): carry on with

@@ -1,9 +1,5 @@
 """Whether anything answers at a LangGraph server's address, asked before the server's client
-(langgraph-sdk, langchain-core) is imported, and how to say that nothing does.
-
-A command given ``--url`` of a server that is down then ends in the time a TCP connection
-takes to be refused, not after a second of imports; the REPL says so before it draws a prompt.
-Whether what answers is a LangGraph server is the backend's own check (``GET /ok``).
+is imported (a server that is down is said at once), and how to say that nothing does.
 """
 
 from __future__ import annotations
@@ -16,8 +12,7 @@ from chatbot.errors import FriendlyError, causes, redact, unreachable_cause
 DEV_SERVER_PORT = 2024
 """The port ``langgraph dev`` serves on unless told another."""
 CONNECT_SECONDS = 3.0
-"""How long a connection to the server may take to be made (a host that drops what is sent
-to it never refuses)."""
+"""How long a connection to the server may take to be made."""
 
 
 class ServerUnreachable(FriendlyError, RuntimeError):
@@ -25,9 +20,7 @@ class ServerUnreachable(FriendlyError, RuntimeError):
 
 
 def start_hint(url: str) -> str:
-    """What to do when the server at ``url`` does not answer: on this machine, the command that
-    starts one (langgraph-cli is in the dev group: ``uv run langgraph dev`` alone fails on a
-    fresh clone), with the port ``url`` asks for."""
+    """What to do when the server at ``url`` does not answer (here: the command to start it)."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -54,8 +47,7 @@ def unreachable_line(url: str, error: BaseException) -> str:
 
 def check_connects(url: str, timeout: float = CONNECT_SECONDS) -> None:
     """Raise :class:`ServerUnreachable` when no TCP connection to ``url``'s host and port can
-    be made within ``timeout`` (refused, no such host, no answer). Through a proxy, the proxy
-    is what connects: then nothing is asked here, and the backend's own check says."""
+    be made within ``timeout``; through a proxy nothing is asked here."""
     import socket
     import urllib.request
 

@@ -1,13 +1,9 @@
 """Reading local threads without a graph: the listing, search and checkpoint-reading part of
-the Backend.
+the Backend, used by the reading commands and the REPL before its backend is open.
 
-:class:`LocalReader` is what the reading commands (``chatbot threads``, ``history``, ``show``,
-``export``, ``search``) and the REPL's listing before its backend is open use.
-:class:`~chatbot.threads.backend.LocalBackend` is a ``LocalReader`` too, so there is one door
-to threads: a reading command only asks for less of it. This module imports nothing but the
-store's types, and each method what it reads with, so a command that only lists threads starts
-as fast as a plain SQL script, and one that reads checkpoints imports LangGraph's saver and
-LangChain's messages, not what runs a turn (``benchmarks/startup.py``).
+:class:`~chatbot.threads.backend.LocalBackend` is a ``LocalReader`` too: one door to threads.
+Each method imports only what it reads with, so a reading command never imports what runs a
+turn and starts fast.
 """
 
 from __future__ import annotations
@@ -57,22 +53,17 @@ class LocalReader:
         return read_checkpoint(self.store, thread_id)
 
     def history(self, thread_id: str) -> list[Snapshot]:
-        """Every checkpoint of the thread (all branches), newest first; each one's state is
-        deserialised when first used."""
+        """Every checkpoint of the thread (all branches), newest first, deserialised lazily."""
         from chatbot.store.checkpoints import lazy_history
 
         return lazy_history(self.store, thread_id)
 
     def recent_checkpoint_ids(self, thread_id: str, limit: int) -> list[str]:
-        """The ids of the thread's newest ``limit`` checkpoints, newest first (for completing
-        /show and /fork): from the index, nothing deserialised."""
+        """The ids of the thread's newest ``limit`` checkpoints, newest first (completion)."""
         return self.store.recent_checkpoint_ids(thread_id, limit)
 
     def unindexed(self) -> bool:
-        """True if some threads' latest checkpoints are not in the search index yet (a turn
-        stopped before its thread was indexed, a database adopted): a search still finds
-        their messages, reading those checkpoints (:meth:`search` indexes them first unless
-        told not to)."""
+        """True if some threads' latest checkpoints are not in the search index yet."""
         from chatbot.store.search import lagging_threads
 
         return bool(lagging_threads(self.store))
@@ -87,9 +78,8 @@ class LocalReader:
         index: bool = True,
     ) -> list[Hit]:
         """The messages of every thread (or one) holding every term of ``text``, folded ones
-        too, newest first. With ``index``, the threads the index lags behind are indexed
-        first, ``progress`` told after each how many of how many are done; without it (a
-        read-only command) their checkpoints are read and matched as they are. Raises
+        too, newest first. With ``index``, lagging threads are indexed first (``progress``
+        told after each); without, their checkpoints are matched as they are. Raises
         :class:`~chatbot.store.search.SearchError` for a query it cannot run."""
         from chatbot.store.search import catch_up, search
 

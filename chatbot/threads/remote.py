@@ -90,8 +90,7 @@ def snapshot_from_state(state: dict[str, Any]) -> Snapshot | None:
 
 
 def _title_of(values: dict[str, Any]) -> str:
-    """The title of a thread that was given none (made in Studio, or by the SDK): as a local
-    thread's, its first user message (only the messages up to it are converted)."""
+    """The title of a thread given none (made in Studio): its first user message."""
     raw = values.get("messages") or []
     return thread_title(convert_to_messages([m])[0] for m in raw if isinstance(m, dict))
 
@@ -158,7 +157,7 @@ class RemoteBackend(ThreadOperations):
         try:
             answer = httpx.get(f"{self.url}/ok", timeout=5)
         except httpx.HTTPError as error:
-            raise self._unreachable(error) from None
+            raise BackendError(unreachable_line(self.url, error)) from None
         if answer.status_code != 200:
             raise BackendError(
                 f"{self.location} answered HTTP {answer.status_code} to /ok: "
@@ -167,40 +166,26 @@ class RemoteBackend(ThreadOperations):
 
     def _call(self, action: Any) -> Any:
         """Run an SDK call; a connection or HTTP problem becomes one BackendError line."""
-        import httpx
-        from langgraph_sdk import errors
-
-        try:
+        with self._answering():
             return action()
-        except httpx.TransportError as error:
-            raise self._unreachable(error) from None
-        except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-            raise self._refused(error) from None
-
-    def _unreachable(self, error: Exception) -> BackendError:
-        return BackendError(unreachable_line(self.url, error))
-
-    def _refused(self, error: Exception) -> BackendError:
-        return BackendError(f"the LangGraph server at {self.location} refused: {error}")
 
     @contextmanager
-    def _streaming(self) -> Iterator[None]:
-        """Around reading a run's stream: the connection lost, or the server refusing, is one
-        BackendError line."""
+    def _answering(self, streaming: bool = False) -> Iterator[None]:
+        """Around an SDK call (or reading a run's stream): the server unreachable (or lost),
+        or refusing, is one BackendError line."""
         import httpx
         from langgraph_sdk import errors
 
         try:
             yield
         except httpx.TransportError as error:
-            raise self._lost(error) from None
+            if streaming:
+                lost = f"lost the LangGraph server at {self.location} ({type(error).__name__})"
+                raise BackendError(lost) from None
+            raise BackendError(unreachable_line(self.url, error)) from None
         except (httpx.HTTPStatusError, errors.APIStatusError) as error:
-            raise self._refused(error) from None
-
-    def _lost(self, error: Exception) -> BackendError:
-        return BackendError(
-            f"lost the LangGraph server at {self.location} ({type(error).__name__})"
-        )
+            refused = f"the LangGraph server at {self.location} refused: {error}"
+            raise BackendError(refused) from None
 
     # --- names ----------------------------------------------------------------------------
 
@@ -245,17 +230,23 @@ class RemoteBackend(ThreadOperations):
         return self._remember(name, thread)
 
     def _title(self, server_id: str, title: str) -> None:
-        """Give a thread made before its first message (by /system, or a fork of an untitled
-        one) that message's title, as the local store does."""
+        """Give a thread made before its first message that message's title, as locally."""
         metadata = self._metadata.get(server_id)
         if metadata is None or metadata.get("title") or not title:
             return
         self._call(lambda: self.client.threads.update(server_id, metadata={"title": title}))
         metadata["title"] = title
 
+    def _update(self, server_id: str, values: dict[str, Any]) -> None:
+        """Write ``values`` into the thread's state, as its graph's last node would."""
+        self._call(
+            lambda: self.client.threads.update_state(
+                server_id, values, as_node="summarize_conversation"
+            )
+        )
+
     def _marked(self, server_id: str, state: dict[str, Any]) -> dict[str, Any]:
-        """A server state with a fork's first checkpoint marked as the local store marks it
-        (the server's state updates carry no metadata of ours; the thread's does)."""
+        """A server state with a fork's first checkpoint marked as the local store marks it."""
         origin = (self._metadata.get(server_id) or {}).get(ORIGIN_KEY)
         metadata = state.get("metadata") or {}
         if not origin or state.get("parent_checkpoint") or metadata.get("source") != "update":
@@ -272,11 +263,10 @@ class RemoteBackend(ThreadOperations):
         probe: dict[str, Any] | None = None,
         **arguments: Any,
     ) -> TurnStream:
-        """A run on the server as events (``first`` before them). The stream asks the server
-        to cancel the run when the client goes away, so Ctrl-C (which closes the stream) stops
-        the run too. ``sent``: the thread's name and the id of the message the run sends.
-        ``probe``: a stateless run asked first (see :meth:`_compaction_probe`); when it finds
-        nothing to fold, that is the run's one event and the thread is not run at all."""
+        """A run on the server as events (``first`` before them), cancelled by the server when
+        the stream closes (Ctrl-C). ``sent``: the thread's name and the id of the message sent.
+        ``probe``: a compaction probe asked first; when it finds nothing to fold, that is the
+        one event and the thread is not run."""
         arguments = {"stream_mode": STREAM_MODES, "on_disconnect": "cancel", **arguments}
 
         async def cancellable() -> AsyncIterator[Event]:
@@ -287,7 +277,7 @@ class RemoteBackend(ThreadOperations):
                 if nothing is not None:
                     yield nothing
                     return
-            with self._streaming():
+            with self._answering(streaming=True):
                 async for part in self._async_client().runs.stream(
                     server_id, self.assistant, **arguments
                 ):
@@ -300,8 +290,7 @@ class RemoteBackend(ThreadOperations):
         return TurnStream(cancellable, message_id=message_id, current=lambda: self.current(name))
 
     def _async_client(self) -> Any:
-        """The SDK's async client for the running event loop (its pooled connections belong
-        to the loop that opened them: a turn run on another loop gets a client of its own)."""
+        """The SDK's async client for the running loop (its connections belong to a loop)."""
         import asyncio
 
         loop = asyncio.get_running_loop()
@@ -339,9 +328,8 @@ class RemoteBackend(ThreadOperations):
         self, thread_id: str, checkpoint_id: str | None, context: dict[str, Any] | None = None
     ) -> TurnStream:
         """Run on from a checkpoint (default: the latest), as LangGraph time travel does. What
-        the thread has spent, read from its latest state, goes with the run as its floor (in
-        its metadata: a server takes no ``configurable`` beside a context), so that the calls
-        after the checkpoint still count (:mod:`chatbot.memory.pricing`)."""
+        the thread has spent goes with the run in its metadata, so that it still counts
+        (:mod:`chatbot.memory.pricing`)."""
         from chatbot.memory.pricing import spent_metadata
 
         server_id = self._require(thread_id)
@@ -356,10 +344,8 @@ class RemoteBackend(ThreadOperations):
     def compact(
         self, thread_id: str, focus: str = "", context: dict[str, Any] | None = None
     ) -> TurnStream:
-        """Fold the older messages into the summary now, on the server. With nothing to fold,
-        nothing is run on the thread (as locally: no checkpoint, no /compact row, the thread's
-        last activity unchanged): a stateless run on a copy of its state asks the server's own
-        rule first (:meth:`_compaction_probe`)."""
+        """Fold the older messages into the summary now, on the server. With nothing to fold
+        nothing runs on the thread, as locally: a probe asks the server's own rule first."""
         server_id = self._require(thread_id)
         run_context = {**(context or {}), "compact": True, "compact_focus": focus}
         return self._run(
@@ -371,14 +357,11 @@ class RemoteBackend(ThreadOperations):
         )
 
     def _compaction_probe(self, server_id: str, context: dict[str, Any]) -> dict[str, Any] | None:
-        """The arguments of a stateless run that tells whether a compaction of the thread
-        would fold anything, by the server's settings and rule: the thread's messages, summary
-        and system prompt as its input, the compaction's context, and the offline model as its
-        summary model, so that no provider is ever called (a fold announces itself before its
-        summary call, and a compaction with nothing to fold says so, then ends). ``None`` when
-        the thread's state is not one to probe (no reply yet: the real run says why)."""
-        state = self._call(lambda: self.client.threads.get_state(server_id))
-        values = state.get("values") if isinstance(state.get("values"), dict) else {}
+        """The arguments of a stateless run telling whether a compaction would fold anything
+        by the server's rule: the thread's values as input, the offline model as summary model
+        (no provider is called: a fold announces itself first). ``None`` when there is no
+        reply yet (the real run says why)."""
+        values = self._values(server_id)
         messages = values.get("messages") or []
         if not messages or messages[-1].get("type") != "ai":
             return None
@@ -393,12 +376,10 @@ class RemoteBackend(ThreadOperations):
         }
 
     async def _aprobe(self, probe: dict[str, Any]) -> NothingToFold | None:
-        """Run a compaction probe, reading its stream to the end (a stateless run: the server
-        deletes its thread then): its :class:`NothingToFold`, or ``None`` when the compaction
-        would fold something."""
+        """Run a compaction probe to its end: its :class:`NothingToFold`, or ``None``."""
         found: NothingToFold | None = None
         answered = False
-        with self._streaming():
+        with self._answering(streaming=True):
             async for part in self._async_client().runs.stream(None, self.assistant, **probe):
                 if not answered:
                     answered, found = _probe_answer(part)
@@ -407,17 +388,11 @@ class RemoteBackend(ThreadOperations):
     def regenerate(self, thread_id: str, context: dict[str, Any] | None = None) -> TurnStream:
         """Answer the last message again from the state as it is now (summary included)."""
         server_id = self._require(thread_id)
-        state = self._call(lambda: self.client.threads.get_state(server_id))
-        messages = (state.get("values") or {}).get("messages") or []
+        messages = self._values(server_id).get("messages") or []
         if not messages or messages[-1].get("type") != "ai":
             raise BackendError("nothing to regenerate: the last message has no reply")
-        self._call(
-            lambda: self.client.threads.update_state(
-                server_id,
-                {"messages": [{"type": "remove", "id": messages[-1]["id"], "content": ""}]},
-                as_node="summarize_conversation",
-            )
-        )
+        last = {"type": "remove", "id": messages[-1]["id"], "content": ""}
+        self._update(server_id, {"messages": [last]})
         return self.resume(thread_id, None, context)
 
     # --- reading ----------------------------------------------------------------------------
@@ -512,7 +487,7 @@ class RemoteBackend(ThreadOperations):
         index: bool = True,
     ) -> list[Hit]:
         """Not on a server: its threads have no search index of chatbot's."""
-        raise BackendError(f"search works on local threads only ({self.local_only_note})")
+        raise self._local_only("search")
 
     def thread_exists(self, thread_id: str) -> bool:
         """True if the server has a thread by that name (or id)."""
@@ -525,26 +500,18 @@ class RemoteBackend(ThreadOperations):
         return None
 
     def set_system_prompt(self, thread_id: str, prompt: str, role: str = "") -> bool:
-        """Store the thread's own system prompt on the server (the thread is made if new);
-        False when it already was this prompt."""
+        """Store the thread's own system prompt; False when it already was this prompt."""
         server_id = self._find(thread_id)
         if server_id is None and not prompt:
             return False
         if server_id is not None:
-            state = self._call(lambda: self.client.threads.get_state(server_id))
-            values = state.get("values") if isinstance(state.get("values"), dict) else {}
+            values = self._values(server_id)
             now = (values.get(SYSTEM_PROMPT_KEY) or "", values.get(SYSTEM_ROLE_KEY) or "")
             if now == (prompt, role):
                 return False
         else:
             server_id = self._create(thread_id)
-        self._call(
-            lambda: self.client.threads.update_state(
-                server_id,
-                {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role},
-                as_node="summarize_conversation",
-            )
-        )
+        self._update(server_id, {SYSTEM_PROMPT_KEY: prompt, SYSTEM_ROLE_KEY: role})
         return True
 
     # --- changing ---------------------------------------------------------------------------
@@ -564,12 +531,7 @@ class RemoteBackend(ThreadOperations):
         origin = f"{thread_id}@{source.checkpoint_id}"
         title = (thread.get("metadata") or {}).get("title", "")
         new_server_id = self._create(new_id, {ORIGIN_KEY: origin, "title": title})
-        values = state.get("values") or {}
-        self._call(
-            lambda: self.client.threads.update_state(
-                new_server_id, fork_values(values), as_node="summarize_conversation"
-            )
-        )
+        self._update(new_server_id, fork_values(state.get("values") or {}))
 
     def _local_only(self, what: str) -> BackendError:
         return BackendError(f"{what} works on local threads only ({self.local_only_note})")
@@ -592,10 +554,8 @@ class RemoteBackend(ThreadOperations):
         )
 
     def leave(self, thread_id: str, context: dict[str, Any] | None = None) -> int:
-        """The thread is being left: one that never folded is read for facts about the user on
-        the server, by its ``remember`` graph (a run of no thread, with the server's models and
-        store: :func:`chatbot.engine.graph.build_leaving_graph`). How many memories it added;
-        none from a server that serves no such graph."""
+        """The thread is being left: one that never folded is read for facts about the user by
+        the server's ``remember`` graph. How many memories it added (none without that graph)."""
         from langgraph_sdk import errors
 
         server_id = self._find(thread_id)

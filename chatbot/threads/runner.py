@@ -1,21 +1,11 @@
 """Running a turn: one asyncio event loop for the session, each turn a task that Ctrl-C cancels.
 
-Cancelling the task cancels the graph's ``astream`` and with it the model's HTTP request, whose
-connection closes at once: the provider stops generating, nothing arrives late to be saved,
-and no thread is left running. The user's message was checkpointed before the model was
-called, so the thread stays usable and ``/retry`` regenerates the reply.
+Cancelling the task cancels the graph's ``astream`` and the model's HTTP request at once; the
+message was checkpointed before, so ``/retry`` regenerates the reply. SIGTERM and SIGHUP cancel
+the turn the same way (so that its lease is given back), then end the process.
 
-SIGTERM and SIGHUP (a closed terminal) cancel the turn the same way, so that it gives its
-thread's lease back, then end the process (:mod:`chatbot.interrupts`).
-
-The REPL and ``chatbot ask`` both run turns here; what they show is a :class:`Display`. After
-each turn the call log's lines are written (:func:`chatbot.engine.calllog.settle`), and what could
-not be written is told once, in the outcome's ``warnings``.
-
-The graph runs only awaited. Blocking callers (scripts, tests, benchmarks) run it on the same
-loop with :func:`blocking` (a coroutine, such as ``graph.ainvoke(...)``) or
-:func:`blocking_iter` (an async iterator, such as a turn's events): each thread has its own
-loop, the main thread's being the session's.
+The graph runs only awaited: blocking callers use :func:`blocking` or :func:`blocking_iter`, on
+this thread's loop (the main thread's is the session's).
 """
 
 from __future__ import annotations
@@ -55,7 +45,7 @@ class TurnOutcome:
     interrupted: bool = False
     error: Exception | None = None
     warnings: tuple[str, ...] = ()
-    """Problems beside the turn, each told once (call-log lines that could not be written)."""
+    """Problems beside the turn, each told once."""
 
 
 _sessions = threading.local()
@@ -63,9 +53,8 @@ T = TypeVar("T")
 
 
 def session_runner() -> TurnRunner:
-    """This thread's turn runner (the main thread's: the session's): one event loop for the
-    whole session, because the model clients keep pooled connections that belong to the loop
-    they were opened in. Closed at exit."""
+    """This thread's turn runner: one event loop for the whole session, as the model clients'
+    pooled connections belong to the loop they were opened in. Closed at exit."""
     runner: TurnRunner | None = getattr(_sessions, "runner", None)
     if runner is None:
         runner = _sessions.runner = TurnRunner()
@@ -74,14 +63,12 @@ def session_runner() -> TurnRunner:
 
 
 def blocking(work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work`` (``graph.ainvoke(...)``, say) to its end on this thread's session loop.
-    Ctrl-C cancels it (closing a model's HTTP request) and raises ``KeyboardInterrupt``."""
+    """Run ``work`` to its end on this thread's session loop (Ctrl-C: ``KeyboardInterrupt``)."""
     return session_runner().call(work)
 
 
 def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
-    """The items of an async iterator, each awaited on this thread's session loop (a turn's
-    events, ``graph.astream(...)``'s parts); closed however the iteration ends."""
+    """The items of an async iterator, each awaited on this thread's session loop."""
     runner = session_runner()
 
     async def step() -> T:
@@ -105,11 +92,9 @@ def blocking_iter(items: AsyncIterator[T]) -> Iterator[T]:
 
 
 class TurnRunner:
-    """Runs turns on one event loop kept for the whole session (the model clients' pooled
-    connections belong to it). Close it when the session ends."""
+    """Runs turns on one event loop kept for the whole session."""
 
-    def __init__(self, tick_seconds: float = TICK_SECONDS) -> None:
-        self.tick_seconds = tick_seconds
+    def __init__(self) -> None:
         self._runner: asyncio.Runner | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -120,8 +105,7 @@ class TurnRunner:
         return self._runner
 
     def call(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` to its end on the session's loop. A ``KeyboardInterrupt`` (Ctrl-C, or
-        raised inside a task) leaves nothing pending on the loop behind it."""
+        """Run ``work`` on the session's loop; a ``KeyboardInterrupt`` leaves nothing pending."""
         try:
             return self._on_loop(work)
         except KeyboardInterrupt:
@@ -129,9 +113,8 @@ class TurnRunner:
             raise
 
     def _on_loop(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run ``work`` as the loop's main task; where Python's own Ctrl-C handler is in place
-        (the main thread), a first Ctrl-C cancels the task and raises ``KeyboardInterrupt``
-        once it has unwound (:class:`_CtrlC`, as asyncio.Runner's own handler does)."""
+        """Run ``work`` as the loop's main task; on the main thread a first Ctrl-C cancels it
+        and raises ``KeyboardInterrupt`` once it has unwound (:class:`_CtrlC`)."""
         runner = self.loop()
         if threading.current_thread() is not threading.main_thread() or (
             signal.getsignal(signal.SIGINT) is not signal.default_int_handler
@@ -170,14 +153,8 @@ class TurnRunner:
     def _run(self, turn: AsyncIterable[Event], display: Display, ended: list[int]) -> TurnOutcome:
         assert self._runner is not None
         try:
-            # The first Ctrl-C cancels this task, then raises KeyboardInterrupt once the task
-            # has unwound (closing the HTTP request): see _on_loop.
             self._on_loop(self._consume(turn, display))
-        except KeyboardInterrupt:
-            self._unwind()
-            return TurnOutcome(interrupted=True)
-        except asyncio.CancelledError:
-            # By SIGTERM or SIGHUP (see run).
+        except (KeyboardInterrupt, asyncio.CancelledError):  # Ctrl-C (_on_loop); SIGTERM, SIGHUP
             self._unwind()
             return TurnOutcome(interrupted=True)
         except Exception as error:  # a model, network or server error: the caller says it
@@ -211,11 +188,10 @@ class TurnRunner:
     async def _tick(self, display: Display) -> None:
         while True:
             display.tick()
-            await asyncio.sleep(self.tick_seconds)
+            await asyncio.sleep(TICK_SECONDS)
 
     def _unwind(self) -> None:
-        """Cancel what a KeyboardInterrupt raised inside the loop (not by the SIGINT handler,
-        which cancels cleanly) left pending, and let it finish unwinding."""
+        """Cancel what a KeyboardInterrupt inside the loop left pending, and let it unwind."""
         assert self._runner is not None
         loop = self._runner.get_loop()
         pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
@@ -233,11 +209,9 @@ class TurnRunner:
 
 
 class _CtrlC:
-    """The Ctrl-C handler while the loop runs a main task: the first Ctrl-C cancels the task
-    (and wakes the loop), a second raises ``KeyboardInterrupt`` at once: asyncio.Runner's
-    own rule. Not asyncio.Runner's own handler, whose repr holds the task's, which formats
-    the task's coroutine: ``signal.getsignal`` formats the handler's repr each time it is
-    asked (the checkpoint decoder asks at each value, :func:`chatbot.interrupts.decoding`)."""
+    """The Ctrl-C handler while the loop runs a main task: the first Ctrl-C cancels the task,
+    a second raises ``KeyboardInterrupt``, as asyncio.Runner's does. Not that one: its repr
+    formats the task's coroutine, and ``signal.getsignal`` is asked often while decoding."""
 
     def __init__(self) -> None:
         self.task: asyncio.Task[Any] | None = None
@@ -257,7 +231,6 @@ class _CtrlC:
 
 
 def _call_log_news() -> list[str]:
-    """The call log's lines written, and what could not be, said once (nothing to do when no
-    call log was ever opened: the module is not even imported then)."""
+    """The call log's lines written, and what could not be, said once (if it was opened)."""
     calllog = sys.modules.get("chatbot.engine.calllog")
     return calllog.settle() if calllog is not None else []

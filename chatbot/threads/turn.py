@@ -4,62 +4,32 @@ listing row and search rows written, the lease given back (:class:`Turn`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 
 from chatbot.threads.events import TurnStream
 
 if TYPE_CHECKING:
-    from chatbot.history.snapshots import Snapshot
-    from chatbot.memory.state import ChatGraph
     from chatbot.store.leases import Lease
     from chatbot.threads.attachments import Content
+    from chatbot.threads.backend import LocalBackend
     from chatbot.threads.events import Event
-
-
-class TurnHost(Protocol):
-    """What a turn needs of the backend it runs on
-    (:class:`~chatbot.threads.backend.LocalBackend`)."""
-
-    ended: dict[str, Snapshot]
-
-    @property
-    def graph(self) -> ChatGraph: ...
-    def current(self, thread_id: str) -> Snapshot | None: ...
-    def before_turn(self, thread_id: str) -> Snapshot | None: ...
-    def lease(self, thread_id: str) -> Lease: ...
-    def record(
-        self,
-        thread_id: str,
-        title_hint: Content = "",
-        origin: tuple[str, str] | None = None,
-        state: Snapshot | None = None,
-    ) -> None: ...
 
 
 class Turn(TurnStream):
     """One run of the graph on a local thread, as events.
 
-    - :meth:`begin`, once the thread's lease is held (one turn at a time per thread, across
-      processes: a busy thread is waited for, with a :class:`Waiting` event): ``prepare``,
-      then the thread's state (:meth:`LocalBackend.before_turn`), which gives the run's config
-      (the spend so far), the checkpoint the turn starts from, and a message saved by a run
-      that stopped before its first step, sent first;
-    - :meth:`_events`: the graph streamed with ``durability=DURABILITY`` (each step's
-      checkpoint saved before the next starts), as events; its last checkpoint is the state
-      after the turn (:attr:`after`), handed to what needs it (the listing row, the REPL's
-      context size) instead of being read again;
-    - :meth:`end`, however the run ends: the thread's listing row and search rows
-      (``SqlStore.record_turn``), then the lease back.
-
-    A turn that sends the message ``message_id`` says first when the thread's last message
-    never got its reply (:class:`Unanswered`: read under the lease, so never while another
-    window answers it)."""
+    - :meth:`begin`, once the thread's lease is held (a busy thread is waited for, with a
+      :class:`Waiting` event): ``prepare``, then the thread's state, which gives the run's
+      config (the spend so far), and a message saved by a run that stopped early, sent first;
+    - :meth:`_events`: the graph streamed as events; its last checkpoint is :attr:`after`;
+    - :meth:`end`, however the run ends: the thread's listing and search rows, the lease back.
+    """
 
     def __init__(
         self,
-        backend: TurnHost,
+        backend: LocalBackend,
         thread_id: str,
         payload: Any,
         config: RunnableConfig,
@@ -85,8 +55,7 @@ class Turn(TurnStream):
         now = self.backend.before_turn(self.thread_id)
         self.started_from = now.checkpoint_id if now is not None else None
         if now is not None and (now.messages or now.summary or now.state.pending):
-            # (a thread's title is its first message: here, the state's first, in case its
-            # first turn was killed before its listing row was written)
+            # (the title is the state's first message: its first turn may have been killed)
             self.title_hint = ""
         if now is not None and now.state.pending and self.message_id is not None:
             # A message saved by a run that stopped before taking it in: new input would
@@ -146,8 +115,8 @@ class Turn(TurnStream):
                 self.end(lease, failing)
 
     def end(self, lease: Lease, failing: bool) -> None:
-        """The thread's row, then the lease back. A row that cannot be written (a full disk)
-        is the error only when the turn itself did not fail."""
+        """The thread's row, then the lease back; a row not written is the error only when
+        the turn itself did not fail."""
         try:
             self.backend.record(self.thread_id, self.title_hint, state=self.after)
         except Exception:
