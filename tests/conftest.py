@@ -48,7 +48,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 LONGEST = (
-    "tests/test_search_index.py::test_a_term_longer_than_sqlites_like_patterns_is_found[postgres]",
     "tests/test_leases.py::test_four_processes_taking_turns_on_one_thread_lose_nothing",
     "tests/test_store_faults.py::test_the_campaign_counts_every_round",
     "tests/test_benchmarks.py::test_startup_benchmark_prints_every_row",
