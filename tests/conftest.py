@@ -48,7 +48,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 LONGEST = (
-    "tests/test_search_index.py::test_a_term_longer_than_sqlites_like_patterns_is_found[postgres]",
     "tests/test_leases.py::test_four_processes_taking_turns_on_one_thread_lose_nothing",
     "tests/test_store_faults.py::test_the_campaign_counts_every_round",
     "tests/test_benchmarks.py::test_startup_benchmark_prints_every_row",
@@ -60,12 +59,10 @@ LONGEST = (
     "tests/test_turn_faults.py::test_on_postgresql_a_disk_that_fills_while_the_model_answers",
     "tests/test_turn_faults.py::test_a_turn_waiting_for_another_window_never_says",
     "tests/test_turn_faults.py::test_a_lease_left_by_a_killed_process_on_this_machine",
-    "tests/test_leases.py::test_four_processes_taking_turns_on_their_own_threads",
     "tests/test_http_memory.py::test_a_chinese_conversation_at_fraction_0_8",
     "tests/test_startup.py::test_reading_commands_never_make_a_model_or_the_graph",
     "tests/test_faults.py::test_kill_during_the_chat_call_keeps_the_message_and_says_so",
     "tests/test_faults.py::test_concurrent_asks_on_one_database_all_land",
-    "tests/test_store.py::test_processes_opening_a_fresh_file_together_do_not_fail",
     "tests/test_lazy_history.py::test_any_mix_of_operations_reads_the_same_lazily",
 )
 """Tests that take 15 s or more on a busy machine (``--durations``), started first."""

@@ -356,3 +356,76 @@ def chatbot_argv(*args: str, blocked: str = "") -> list[str]:
     script's entry point (:mod:`chatbot.cli.main`), with the modules ``blocked`` names
     (comma-separated, and their submodules) failing to import."""
     return [sys.executable, "-c", _GUARDED_ENTRY, blocked, *args]
+
+
+_FORKED_ENTRIES = """
+import json, os, sys
+import chatbot.cli.main, chatbot.engine.graph, chatbot.store.postgres, chatbot.threads.backend
+import langchain_openai
+argvs, folder = json.loads(sys.argv[1]), sys.argv[2]
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
+children = []
+for n, argv in enumerate(argvs):
+    pid = os.fork()
+    if pid:
+        children.append(pid)
+        continue
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+    for fd, kind in ((1, "out"), (2, "err")):
+        path = os.path.join(folder, f"{n}.{kind}")
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    os.write(ready_w, b"r")
+    os.read(go_r, 1)
+    sys.argv = ["chatbot", *argv]
+    chatbot.cli.main.main()  # (its exit, with the exit handlers of a process that ends)
+    sys.exit(0)
+for _ in children:
+    os.read(ready_r, 1)
+os.write(go_w, b"g" * len(children))
+codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+print(json.dumps(codes))
+"""
+
+
+@dataclass
+class Ended:
+    """How a ``chatbot`` process ended: its exit code and what it wrote."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def chatbots_together(
+    folder: Path, *argvs: list[str], env: dict[str, str] | None = None, timeout: float = 300
+) -> list[Ended]:
+    """``chatbot ARGV`` for each of ``argvs``, each a process of its own (stdin empty) forked
+    from one Python that imported what the entry point and a turn import, an OpenAI model's
+    too (once, not in each: no test of what a command imports runs here),
+    all let go at the same moment; how each ended. ``folder`` keeps what they wrote."""
+    folder.mkdir(parents=True, exist_ok=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _FORKED_ENTRIES, json.dumps(argvs), str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # (its group: on a timeout, it and every process it forked)
+    )
+    try:
+        out, err = parent.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.communicate()
+        raise AssertionError(f"still running after {timeout} s: {argvs}") from None
+    assert parent.returncode == 0, err[-2000:]
+    codes = json.loads(out)
+    return [
+        Ended(
+            code,
+            (folder / f"{n}.out").read_text(encoding="utf-8", errors="replace"),
+            (folder / f"{n}.err").read_text(encoding="utf-8", errors="replace"),
+        )
+        for n, code in enumerate(codes)
+    ]

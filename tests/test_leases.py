@@ -82,47 +82,77 @@ def test_a_killed_process_blocks_the_thread_no_longer_than_its_lease(any_db: str
         holder.wait(10)
 
 
-_WORKER = """
-import json, sys, time
+_WORKERS = """
+import json, os, sys, time, traceback
 from chatbot.threads.backend import LocalBackend
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
 from chatbot.store.postgres import open_store
-db, name, turns = sys.argv[1], sys.argv[2], int(sys.argv[3])
-thread = sys.argv[4] if len(sys.argv) > 4 else "shared"
-store = open_store(db)
-graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), None, store.saver)
-backend = LocalBackend(graph, store)
-done = []
-for turn in range(turns):
-    text = f"{name} turn {turn}"
-    list(backend.send(thread.format(turn=turn), text))
-    done.append([time.time(), text])
-print(json.dumps(done))
+db, turns, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ready_r, ready_w = os.pipe()
+go_r, go_w = os.pipe()
+children = []
+for n, thread in enumerate(threads):
+    pid = os.fork()  # (a process of its own: its pid, its connections, its lease holder)
+    if pid:
+        children.append(pid)
+        continue
+    code, ready = 1, False
+    try:
+        store = open_store(db)
+        graph = build_graph(OfflineChatModel(), OfflineChatModel(role="summary"), None, store.saver)
+        backend = LocalBackend(graph, store)
+        os.write(ready_w, b"r")
+        ready = True
+        os.read(go_r, 1)  # (every worker ready: their turns all overlap)
+        done = []
+        for turn in range(turns):
+            text = f"w{n} turn {turn}"
+            list(backend.send(thread.format(turn=turn), text))
+            done.append([time.time(), text])
+        os.write(1, (json.dumps(done) + "\\n").encode())  # (one write: lines never mix)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+        if not ready:
+            os.write(ready_w, b"r")  # (the others go without it; its exit code fails the run)
+    finally:
+        os._exit(code)
+for _ in children:
+    os.read(ready_r, 1)
+os.write(go_w, b"g" * len(children))
+codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+sys.exit(max(codes))
 """
+"""Workers, each a process forked from one that imported what a turn needs (once, not per
+worker), taking ``turns`` turns on ``db`` together: on the thread given (``{turn}`` in it
+names a thread per turn); each prints the turns it took, when each ended."""
+
+
+def _workers(db: str, turns: int, *threads: str) -> tuple[list[list[Any]], str]:
+    """The turns :data:`_WORKERS` took, each ``[end time, text]``, and their stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKERS, db, str(turns), *threads],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(threads), done.stdout
+    return [json.loads(line) for line in lines], done.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.integration
 def test_four_processes_taking_turns_on_one_thread_lose_nothing(any_db: str) -> None:
-    workers, turns = 4, 30
+    workers, turns = 4, 8
     with open_store(any_db):
         pass  # the schema exists before the workers race to open it
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, any_db, f"w{n}", str(turns)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(workers)
-    ]
-    finished = []
-    for process in processes:
-        out, err = process.communicate(timeout=600)
-        assert process.returncode == 0, err
-        assert "Traceback" not in err and "locked" not in err, err
-        finished += json.loads(out)
+    taken, err = _workers(any_db, turns, *["shared"] * workers)
+    assert "Traceback" not in err and "locked" not in err, err
+    finished = [turn for each in taken for turn in each]
     completed = [text for _, text in sorted(finished)]
     assert len(completed) == workers * turns
 
@@ -153,22 +183,12 @@ def test_four_processes_taking_turns_on_their_own_threads_never_meet_a_locked_da
     LangGraph writes a turn's checkpoints from worker threads while ours read the same
     connection (the search index reads a thread's known messages at its first write: every
     turn here starts a thread): no turn may fail on "database is locked"."""
-    workers, turns = 4, 25
+    workers, turns = 4, 8
     with open_store(any_db):
         pass
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WORKER, any_db, f"w{n}", str(turns), f"own-{n}-{{turn}}"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(workers)
-    ]
-    for process in processes:
-        out, err = process.communicate(timeout=600)
-        assert process.returncode == 0 and "locked" not in err, err[-2000:]
-        assert len(json.loads(out)) == turns
+    taken, err = _workers(any_db, turns, *(f"own-{n}-{{turn}}" for n in range(workers)))
+    assert "locked" not in err, err[-2000:]
+    assert [len(each) for each in taken] == [turns] * workers
     with open_store(any_db) as store:
         counts = {t.thread_id: t.message_count for t in store.list_threads()}
     assert counts == {f"own-{n}-{t}": 2 for n in range(workers) for t in range(turns)}

@@ -76,17 +76,17 @@ def a_new_process(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(windows, "BOOK", WindowBook())
 
 
-@pytest.mark.slow  # (40 turns, about 8 s each)
+@pytest.mark.slow  # (30 turns, seconds each)
 @pytest.mark.parametrize("kind", list(SERVERS))
-def test_forty_turns_with_only_the_url_key_and_model_answer_fold_and_fit(
+def test_thirty_turns_with_only_the_url_key_and_model_answer_fold_and_fit(
     kind: str, servers: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     server = servers(SERVERS[kind], window=2048)
     if kind == "Ollama":
         server = servers(Ollama, num_ctx=2048)
     cli = Cli(server, tmp_path / "chat.sqlite")
-    for number in range(40):
-        if number == 20:
+    for number in range(30):  # (it folds at turns 11, 20 and 29)
+        if number == 15:
             a_new_process(monkeypatch)  # (later processes read the window from the cache)
         result = ok(cli.ask(turn_text(number), **ONLY))
         assert result.stdout.strip() == "echo: " + turn_text(number).strip()
@@ -98,7 +98,7 @@ def test_forty_turns_with_only_the_url_key_and_model_answer_fold_and_fit(
         assert request_tokens(request.body) + room <= server.window
     state = cli.show()
     assert state["summary"], "the older turns are in the summary"
-    assert state["messages"][-1]["content"].strip() == "echo: " + turn_text(39).strip()
+    assert state["messages"][-1]["content"].strip() == "echo: " + turn_text(29).strip()
     if isinstance(server, Ollama):
         assert server.truncated == 0, "Ollama never had to cut a request silently"
 

@@ -186,33 +186,55 @@ def test_unopenable_database_is_one_clear_error(tmp_path: Path) -> None:
 
 
 _OPEN_AND_WRITE = """
-import sys
+import os, sys, traceback
 from chatbot.engine.graph import build_graph
 from chatbot.engine.models import OfflineChatModel
 from chatbot.threads.backend import LocalBackend
 from chatbot.store.sqlite import Store
-with Store(sys.argv[1]) as store:
-    graph = build_graph(OfflineChatModel(), checkpointer=store.saver)
-    list(LocalBackend(graph, store).send(sys.argv[2], "hello from " + sys.argv[2]))
-print("ok")
+for db in sys.argv[1:]:
+    ready_r, ready_w = os.pipe()
+    go_r, go_w = os.pipe()
+    children = []
+    for name in ("p0", "p1", "p2"):
+        pid = os.fork()  # (a process of its own, forked before it opens the file)
+        if pid:
+            children.append(pid)
+            continue
+        code = 1
+        try:
+            os.write(ready_w, b"r")
+            os.read(go_r, 1)  # (all three open the new file at once)
+            with Store(db) as store:
+                graph = build_graph(OfflineChatModel(), checkpointer=store.saver)
+                list(LocalBackend(graph, store).send(name, "hello from " + name))
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    for _ in children:
+        os.read(ready_r, 1)
+    os.write(go_w, b"g" * len(children))
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+    print(db, codes, flush=True)
 """
+"""For each database file named, three processes (forked from this one, which imported what
+a turn needs) opening it together, each then taking a turn on a thread of its own."""
 
 
 @pytest.mark.slow
 def test_processes_opening_a_fresh_file_together_do_not_fail(tmp_path: Path) -> None:
-    for attempt in range(2):
-        db = tmp_path / f"race{attempt}.sqlite"
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _OPEN_AND_WRITE, str(db), f"p{i}"],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for i in range(3)
-        ]
-        results = [p.communicate(timeout=120) for p in procs]
-        assert all(p.returncode == 0 for p in procs), [r[1][-500:] for r in results]
+    dbs = [tmp_path / f"race{attempt}.sqlite" for attempt in range(2)]
+    done = subprocess.run(
+        [sys.executable, "-c", _OPEN_AND_WRITE, *map(str, dbs)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [f"{db} [0, 0, 0]" for db in dbs], done.stderr[-2000:]
+    for db in dbs:
         with sqlite3.connect(db) as conn:
             threads = conn.execute("SELECT COUNT(DISTINCT thread_id) FROM checkpoints").fetchone()
         assert threads == (3,)

@@ -33,7 +33,7 @@ from chatbot.store.postgres import PgStore, open_store
 from chatbot.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from chatbot.store.search import lagging_threads
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import Cli, echo_or_summary, ok, one_error
+from tests.helpers import Cli, chatbots_together, echo_or_summary, ok, one_error
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -152,22 +152,22 @@ def _finish_all(processes: list[subprocess.Popen[str]], timeout: float) -> list[
 
 @pytest.mark.slow
 def test_eight_processes_starting_together_on_a_new_postgresql_database_all_come_up(
-    postgres_url: str,
+    postgres_url: str, tmp_path: Path
 ) -> None:
     # On main all of them hung for ever: one held the set-up lock on one connection while its
     # other connection built an index CONCURRENTLY, which waited for the others' lock waits.
-    processes = [_start("db", "vacuum", "--db", postgres_url) for _ in range(8)]
-    results = _finish_all(processes, timeout=300)
-    assert [code for code, _ in results] == [0] * 8, results
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATBOT_", "OPENAI_"))}
+    env["CHATBOT_MODEL"] = "offline"
+    vacuums = [["db", "vacuum", "--db", postgres_url]] * 8
+    results = chatbots_together(tmp_path / "vacuum", *vacuums, env=env, timeout=300)
+    assert [ended.returncode for ended in results] == [0] * 8, results
     with psycopg.connect(postgres_url) as conn:
         invalid = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()
         versions = conn.execute("SELECT version FROM chatbot_schema").fetchall()
     assert invalid == (0,) and versions == [(SCHEMA_VERSION,)], "set up once"
-    processes = [
-        _start("ask", f"hello from {n}", "--thread", f"p{n}", "--db", postgres_url)
-        for n in range(8)
-    ]
-    assert [code for code, _ in _finish_all(processes, timeout=300)] == [0] * 8
+    asks = [["ask", f"hello from {n}", "--thread", f"p{n}", "--db", postgres_url] for n in range(8)]
+    results = chatbots_together(tmp_path / "ask", *asks, env=env, timeout=300)
+    assert [ended.returncode for ended in results] == [0] * 8, results
 
 
 @pytest.mark.slow  # (it waits out a second)
