@@ -378,3 +378,39 @@ def test_memories_that_tip_a_request_past_the_budget_fold_it_before_the_call() -
     assert "Fact 0" in last[0].text, "the call carries the memories"
     assert run.counter.raw(last) <= budget
     assert graph.get_state(config).values["summary"] == "- the summary"
+
+
+def test_a_view_drawn_while_an_event_loop_runs_counts_the_memories(tmp_path: Path) -> None:
+    """The REPL draws its status line from the prompt's event loop: the memories block is read
+    with the store's own calls there, and counted as it is outside a loop."""
+    import asyncio
+    import warnings
+
+    from chatbot.config.settings import Settings
+    from chatbot.engine.graph import build_graph
+    from chatbot.engine.models import OfflineChatModel
+    from chatbot.store.sqlite import Store
+    from chatbot.threads.backend import LocalBackend
+    from chatbot.threads.memorybook import MemoryBook
+
+    settings = Settings(_env_file=None, model="offline")  # type: ignore[call-arg]
+    with Store(str(tmp_path / "t.sqlite")) as store:
+        graph = build_graph(
+            OfflineChatModel(), None, settings, store.saver, store=store.memory_store
+        )
+        backend = LocalBackend(graph, store)
+        list(backend.send("t", "hello"))
+        snapshot = backend.current("t")
+        assert snapshot is not None
+        without = backend.context_tokens(snapshot, thread_id="t")
+        MemoryBook(store.memory_store).add("Writes Rust in Lisbon every single day")
+        outside = backend.context_tokens(snapshot, thread_id="t")
+
+        async def inside() -> int:
+            return backend.context_tokens(snapshot, thread_id="t")
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # (a coroutine never awaited would warn)
+            drawn = asyncio.run(inside())
+    assert outside > without
+    assert drawn == outside

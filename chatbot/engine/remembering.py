@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from langgraph.config import get_config
 from langgraph.runtime import get_runtime
-from langgraph.store.base import BaseStore
+from langgraph.store.base import BaseStore, Item
 
 from chatbot.logs import logger
 from chatbot.memory import facts, finish, prompts
@@ -46,17 +46,25 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-async def read_all(store: BaseStore) -> list[facts.Memory]:
-    """Every memory in the store, superseded ones too, oldest first."""
-    items = await store.asearch(NAMESPACE, limit=MOST)
+def memories_of(items: Sequence[Item]) -> list[facts.Memory]:
+    """The memories the items of :data:`NAMESPACE` hold, oldest first."""
     found = [facts.Memory.from_value(item.key, item.value) for item in items]
     return sorted(found, key=lambda memory: (memory.created_at, memory.id))
 
 
+def record_of(item: Item | None) -> dict[str, Any]:
+    """A thread's memory record from its item of :data:`THREADS` (empty: none)."""
+    return dict(item.value) if item is not None else {}
+
+
+async def read_all(store: BaseStore) -> list[facts.Memory]:
+    """Every memory in the store, superseded ones too, oldest first."""
+    return memories_of(await store.asearch(NAMESPACE, limit=MOST))
+
+
 async def thread_record(store: BaseStore, thread_id: str) -> dict[str, Any]:
     """A thread's memory record (empty for a thread never told anything)."""
-    item = await store.aget(THREADS, thread_id) if thread_id else None
-    return dict(item.value) if item is not None else {}
+    return record_of(await store.aget(THREADS, thread_id) if thread_id else None)
 
 
 async def update_thread(store: BaseStore, thread_id: str, **values: Any) -> None:

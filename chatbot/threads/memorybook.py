@@ -37,7 +37,10 @@ class MemoryBook:
 
     def all(self) -> list[facts.Memory]:
         """Every memory, superseded ones too, oldest first."""
-        return blocking(remembering.read_all(self.store))
+        # (the store's own sync call: a view may ask while a loop runs on this thread)
+        return remembering.memories_of(
+            self.store.search(remembering.NAMESPACE, limit=remembering.MOST)
+        )
 
     def in_force(self) -> list[facts.Memory]:
         """The memories the model is given (not superseded)."""
@@ -92,7 +95,7 @@ class MemoryBook:
 
     def thread_on(self, thread_id: str) -> bool:
         """False when the thread has its memories turned off (``/memory off``)."""
-        record = blocking(remembering.thread_record(self.store, self.thread_key(thread_id)))
+        record = self._record(self.thread_key(thread_id))
         return record.get("memory") != "off"
 
     def set_thread(self, thread_id: str, on: bool) -> None:
@@ -105,10 +108,13 @@ class MemoryBook:
         old, new = self.thread_key(thread_id), self.thread_key(new_id)
         moved = [replace(memory, thread_id=new) for memory in facts.from_thread(self.all(), old)]
         blocking(remembering.write(self.store, facts.Changes(moved, [])))
-        record = blocking(remembering.thread_record(self.store, old))
+        record = self._record(old)
         if record:
             blocking(remembering.update_thread(self.store, new, **record))
             self.forget_thread(thread_id)
+
+    def _record(self, key: str) -> dict[str, Any]:
+        return remembering.record_of(self.store.get(remembering.THREADS, key) if key else None)
 
     def forget_thread(self, thread_id: str) -> None:
         """Drop the thread's own record (the thread is deleted)."""
