@@ -30,6 +30,7 @@ from tests.helpers import (
     ROOT,
     SECRET,
     Cli,
+    chatbots_together,
     closed_port,
     is_summary_request,
     one_error,
@@ -593,35 +594,26 @@ def test_kill_during_the_chat_call_keeps_the_message_and_says_so(
     assert texts == ["one", "two", "echo: two"]
 
 
-PARALLEL = 4  # processes: each start costs seconds on a 2-core machine
-
-
 @pytest.mark.slow
 def test_concurrent_asks_on_one_database_all_land(
     openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
+    """Eight asks let go at the same moment on a file none of them finds: each sets the
+    database up (LangGraph's tables and migrations, chatbot's schema, the memories' store)
+    as the others do, and every one lands; three rounds, each on a new file."""
     openai_server.responder = Script()
-    env = _env(openai_server, tmp_path / "c.sqlite")
-    chatbot = [sys.executable, "-m", "chatbot"]
-    processes = [
-        subprocess.Popen(
-            [*chatbot, "ask", f"hello {n}", "--thread", f"t{n}"],
-            stdin=subprocess.DEVNULL,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        for n in range(PARALLEL)
-    ]
-    for n, process in enumerate(processes):
-        out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
-        assert f"echo: hello {n}".encode() in out
-    listing = runner.invoke(app, ["threads", "--json"], env=env)
-    threads = {t["thread_id"]: t["messages"] for t in json.loads(listing.stdout)}
-    assert threads == {f"t{n}": 2 for n in range(PARALLEL)}
-    with sqlite3.connect(tmp_path / "c.sqlite") as connection:
-        assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    for round_ in range(3):
+        db = tmp_path / f"c{round_}.sqlite"
+        env = _env(openai_server, db)
+        asks = [["ask", f"hello {n}", "--thread", f"t{n}"] for n in range(8)]
+        for n, ended in enumerate(chatbots_together(tmp_path / f"r{round_}", *asks, env=env)):
+            assert ended.returncode == 0, ended.stderr
+            assert f"echo: hello {n}" in ended.stdout
+        listing = runner.invoke(app, ["threads", "--json"], env=env)
+        threads = {t["thread_id"]: t["messages"] for t in json.loads(listing.stdout)}
+        assert threads == {f"t{n}": 2 for n in range(8)}
+        with sqlite3.connect(db) as connection:
+            assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 def _raised(make: Any) -> BaseException:

@@ -89,7 +89,18 @@ def _refuse_a_missing_folder(path: str) -> None:
 def _sqlite_owner(conn: sqlite3.Connection) -> Owner:
     """Whose the open SQLite database is (reads only): marked with :data:`APPLICATION_ID`,
     chatbot's at the version ``user_version`` says (0 with tables, or no mark with
-    ``chatbot_threads``: a development build's)."""
+    ``chatbot_threads``: a development build's). Read in one transaction: another process's
+    set-up committing meanwhile is seen whole or not at all."""
+    if conn.in_transaction:
+        return _owner_now(conn)
+    conn.execute("BEGIN")
+    try:
+        return _owner_now(conn)
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def _owner_now(conn: sqlite3.Connection) -> Owner:
     (application_id,) = conn.execute("PRAGMA application_id").fetchone()
     (user_version,) = conn.execute("PRAGMA user_version").fetchone()
     tables = sorted(

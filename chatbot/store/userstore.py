@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -49,10 +50,28 @@ def sqlite_store(conn: sqlite3.Connection, lock: threading.RLock, *, read_only: 
     if read_only:
         store.is_setup = True
     else:
-        with lock:
-            store.setup()
-            conn.commit()  # (LangGraph's set-up leaves its migrations' rows uncommitted)
+        _set_up(store, conn, lock)
     return store
+
+
+def _set_up(store: SqliteStore, conn: sqlite3.Connection, lock: threading.RLock) -> None:
+    """LangGraph's set-up of the store, run again while another process runs its own on the
+    same new file (LangGraph's migrations are not made for two at once: the second applies
+    one the first just applied)."""
+    for attempt in range(40):
+        try:
+            with lock:
+                store.setup()
+                conn.commit()  # (LangGraph's set-up leaves its migrations' rows uncommitted)
+            return
+        except (sqlite3.IntegrityError, sqlite3.OperationalError) as error:
+            with lock:
+                conn.rollback()
+            said = str(error)
+            racing = "store_migrations" in said or "duplicate column" in said or "locked" in said
+            if not racing or attempt == 39:
+                raise
+            time.sleep(0.02 * (attempt + 1))
 
 
 def postgres_store(
