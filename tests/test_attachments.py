@@ -138,7 +138,7 @@ def test_models_without_image_input_refuse_images_by_name(cli: Cli, files: Path)
     offline = ask(cli, "x", "-f", str(files / "cat.png"), CHATBOT_MODEL="offline")
     line = one_error(offline, 2)
     assert "the offline model does not take images: cat.png" in line
-    assert "--model NAME for ask" in line  # the way out that works from the command line
+    assert "chatbot --model NAME ask" in line  # the way out that works from the command line
 
     # gpt-3.5-turbo's profile (from langchain-openai) says it takes no images
     old = ask(cli, "x", "-f", str(files / "cat.png"), CHATBOT_MODEL="gpt-3.5-turbo")

@@ -217,3 +217,21 @@ def test_a_plain_reply_on_a_terminal_streams_and_ends_its_line() -> None:
     view.show(Reply(AIMessage("one \x1b[31mtwo three")))
     view.finish()
     assert out.getvalue() == "one two three\n"
+
+
+def test_a_note_longer_than_the_terminal_is_wrapped_between_words() -> None:
+    from chatbot.threads.events import NothingToFold
+
+    out = io.StringIO()  # (soft wrap, as the CLI's consoles: a pipe gets whole lines)
+    console = Console(
+        file=out, width=80, height=12, force_terminal=True, color_system=None, soft_wrap=True
+    )
+    view = ReplyView(console, live=True)
+    view.start()
+    view.tick()
+    view.show(NothingToFold(context=94, reason="compact", messages=0))
+    view.finish()
+    lines = [line.rstrip() for line in seen_by_a_terminal(out.getvalue(), 80, 12) if line.strip()]
+    said = " ".join(lines)
+    assert "; CHATBOT_SUMMARY_KEEP sets its size" in said, lines
+    assert all(len(line) <= 80 for line in lines)

@@ -88,6 +88,7 @@ def test_stats_and_vacuum_report_and_give_back_the_space(tmp_path: Path) -> None
     assert freed["threads"] == 0 and freed["free_bytes"] > 0
     result = invoke("db", "vacuum", "--db", str(db))
     assert result.exit_code == 0, result.output
+    assert f"{db}: " in result.stdout and " → " in result.stdout  # (sizes before → after)
     after = json.loads(invoke("db", "stats", "--json", "--db", str(db)).stdout)
     assert after["bytes"] < stats["bytes"] / 2 and after["free_bytes"] == 0
     text = invoke("db", "stats", "--db", str(db)).stdout

@@ -129,7 +129,7 @@ def db_vacuum(ctx: typer.Context, db: DbOption = None) -> None:
     if store is None:
         return
     before, after = store.vacuum()
-    out.print(f"{escape(store.path)}: {_size(before)} -> {_size(after)}")
+    out.print(f"{escape(store.path)}: {_size(before)} → {_size(after)}")
 
 
 @command("copy", group=db_app)

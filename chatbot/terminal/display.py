@@ -309,7 +309,7 @@ class ReplyView:
             console = self.notes_to
         else:
             console = self._live.console if self._live is not None else self.console
-        console.print(note)
+        console.print(note, soft_wrap=False if console.is_terminal else None)  # (at words)
         self._drawn = (-1, -1, "", -1)  # (the live area is drawn again below it)
 
     def _print_finished_blocks(self) -> None:

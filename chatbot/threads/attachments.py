@@ -245,7 +245,7 @@ def load(given: str, limits: Limits, pending: Sequence[Attachment] = ()) -> Atta
         if limits.images is False:
             raise AttachmentError(
                 f"{limits.model} does not take images: {name} not attached "
-                "(pick one that does: /model NAME in the chat, --model NAME for ask)"
+                "(pick one that does: /model NAME in the chat, chatbot --model NAME ask for ask)"
             )
         import base64
 
