@@ -573,3 +573,13 @@ def test_a_server_urls_password_is_never_shown_by_a_command_that_refuses_or_note
     said = result.stdout + result.stderr
     assert "127.0.0.1:9" in said, said
     assert "s3cretpw" not in said and "user:***@" in said, said
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["memory", "list"], ["memory", "export"], ["memory", "forget"], ["db", "stats"], ["threads"]],
+)
+def test_a_flag_in_the_help_takes_no_value(command: list[str]) -> None:
+    shown = invoke(*command, "--help", env={"COLUMNS": "100"})
+    assert shown.exit_code == 0, shown.output
+    assert "--help" in shown.stdout and "<bool>" not in shown.stdout, shown.stdout

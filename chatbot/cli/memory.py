@@ -14,11 +14,11 @@ from chatbot.cli.app import (
     OutputOption,
     UrlOption,
     app_state,
+    command,
     command_group,
     err,
     escape,
     fail,
-    guarded,
     out,
     print_json,
     write_output,
@@ -48,8 +48,7 @@ def _book(
     return state.reader().memory_book()
 
 
-@memory_app.command("list")
-@guarded
+@command("list", group=memory_app)
 def list_(
     ctx: typer.Context,
     as_json: JsonOption = False,
@@ -72,8 +71,7 @@ def list_(
         err.print("[dim]nothing is remembered yet[/]")
 
 
-@memory_app.command()
-@guarded
+@command(group=memory_app)
 def forget(
     ctx: typer.Context,
     what: Annotated[str, typer.Argument(metavar="ID|TEXT", help="A memory's id, or its text.")],
@@ -88,8 +86,7 @@ def forget(
         err.print(f"forgotten {escape(memory.id)}: {escape(sanitize(memory.text))}")
 
 
-@memory_app.command()
-@guarded
+@command(group=memory_app)
 def export(
     ctx: typer.Context,
     output: OutputOption = None,
