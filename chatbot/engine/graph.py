@@ -18,15 +18,10 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
 - ``recall``: the reply called the recall tool (:mod:`chatbot.memory.recall`): the folded
   messages it asked for go back to ``conversation`` as tool messages.
 
-Nodes are async functions of the state and the run's settings
-(:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
-defaults) that await their model calls, so the graph runs under ``ainvoke``/``astream`` only
-(LangGraph's ``invoke`` refuses an async node): blocking callers run it with ``asyncio.run``
-or :func:`chatbot.threads.runner.blocking`. Routers are plain functions, which LangGraph runs
-both ways: ``update_state`` (undo, forks, import, Studio's state editor) is synchronous and
-runs the routers of the node it writes as, never a node. :func:`build_graph` binds both to
-its settings; a router reads the run's context with LangGraph's public ``get_runtime()`` and
-works without one, so ``update_state`` needs no ``as_node``.
+Nodes are async functions of the state and the run's
+:class:`~chatbot.engine.runsettings.RunSettings`, so the graph runs under ``ainvoke``/``astream``
+only. Routers are plain functions that read the run's context with ``get_runtime()`` and work
+without one: the synchronous ``update_state`` (undo, forks, import, Studio) runs them.
 """
 
 from __future__ import annotations
@@ -37,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph, add_messages
@@ -68,30 +63,23 @@ DONE: Literal["__end__"] = "__end__"
 assert DONE == END
 
 DURABILITY: Durability = "sync"
-"""The durability a run of this graph is meant to have: pass ``durability=DURABILITY`` to
-``ainvoke``/``astream`` (a graph with a checkpointer only). With LangGraph's "sync"
-durability each step's checkpoint and writes are saved before the next step starts: the
-user's message is in the database before the model is called, and the store's writes do not
-run beside the next step in another thread (as under "async", LangGraph's default, which
-costs more CPU a turn: docs/benchmarks.md). LangGraph has no public way to give a compiled
-graph a default durability (its run loop reads it only from the call's argument or from a
-private config key), so each caller passes it."""
+"""Pass ``durability=DURABILITY`` to ``ainvoke``/``astream`` of a graph with a checkpointer:
+each step is saved before the next starts, so the user's message is stored before the model is
+called. LangGraph has no public way to make it a compiled graph's default."""
 
 _RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
 
 
 def run_resolver(graph: ChatGraph) -> RunResolver:
-    """The resolver a graph made by :func:`build_graph` applies to each run's context: ask it
-    what a run would use (policy, models, counter, language, prompts) and get the graph's
-    own answer."""
+    """The resolver a graph made by :func:`build_graph` applies to each run's context."""
     return _RESOLVERS[graph]
 
 
 def _paid(
     state: State, role: pricing.Role, model: BaseChatModel, replies: list[AIMessage]
 ) -> dict[str, Any]:
-    """The state update recording the calls' usage (none when no call was answered), added
-    to the thread's record, never below the run's floor (see :mod:`chatbot.memory.pricing`)."""
+    """The state update adding the answered calls' usage to the thread's record, never below
+    the run's floor (:mod:`chatbot.memory.pricing`)."""
     if not replies:
         return {}
     floor = pricing.run_floor(get_config())
@@ -117,20 +105,13 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     if run.memories and not state.get("fold_tried") and _memories_tip_over(state, run):
         return {"memories": run.memories}  # (should_continue folds, then this node answers)
     offer = recalling.offers_recall(state, run)
-    sent = prompts.conversation_input(
-        messages, summary, run.system_prompt, run.language, offer, run.memories
-    )
-    # (the whole request, the tool's definition too: for the usage record, and an overflow's note)
-    raw = folding.request_tokens(messages, summary, run, offer).raw
+    sent, raw = _request(messages, summary, run, offer)
     overflow.check_message_fits(messages, summary, run, raw)
     model: Any = recalling.with_tools(run.chat_model) if offer else run.chat_model
     if model is None:  # (the model cannot take tools at all)
         get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, "")))
         offer, model = False, run.chat_model
-        sent = prompts.conversation_input(
-            messages, summary, run.system_prompt, run.language, memories=run.memories
-        )
-        raw = folding.request_tokens(messages, summary, run, offered=False).raw
+        sent, raw = _request(messages, summary, run, False)
     model = model.bind(**run.chat_call) if run.chat_call else model  # (max_tokens)
     empty: BaseException | None = None
     response: AIMessage
@@ -143,10 +124,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
                 get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, error)))
                 offer = False
                 model = run.chat_model.bind(**run.chat_call) if run.chat_call else run.chat_model
-                sent = prompts.conversation_input(
-                    messages, summary, run.system_prompt, run.language, memories=run.memories
-                )
-                raw = folding.request_tokens(messages, summary, run, offered=False).raw
+                sent, raw = _request(messages, summary, run, False)
                 continue
             pending = folding.pending_reply(messages)
             counted = run.counter.scaled(raw, sent)
@@ -191,6 +169,17 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     return update
 
 
+def _request(
+    messages: list[AnyMessage], summary: str, run: RunSettings, offer: bool
+) -> tuple[list[BaseMessage], int]:
+    """What the chat call sends, and its raw count with the tool's definition (for the usage
+    record, and an overflow's note)."""
+    sent = prompts.conversation_input(
+        messages, summary, run.system_prompt, run.language, offer, run.memories
+    )
+    return sent, folding.request_tokens(messages, summary, run, offer).raw
+
+
 def _memories_tip_over(state: RunState, run: RunSettings) -> bool:
     """True when the request would fit the model's input budget without the memories block
     but not with it, and a fold would help: ``fold_first`` decides before the block is read."""
@@ -200,13 +189,10 @@ def _memories_tip_over(state: RunState, run: RunSettings) -> bool:
 
 
 async def summarize_conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
-    """Fold the older messages into ``summary`` and remove exactly those messages (and
-    condense a summary grown far past its limit).
+    """Fold the older messages into ``summary`` and remove exactly those messages.
 
-    On a failed summary the state is left exactly as it was; the failure is logged and sent
-    to ``stream_mode="custom"`` listeners, and the next turn tries again (this run does not:
-    the update notes ``fold_tried``). After an overflow a failure, or a fold that cannot
-    shrink the request, ends the run with one clear error instead (the message is kept).
+    A failed summary leaves the state as it was, is logged and streamed, and is tried again
+    next turn (``fold_tried``); after an overflow it ends the run with one clear error.
     """
     update = await _fold(state, run)
     return {**update, "fold_tried": True}
@@ -318,13 +304,10 @@ Route = TypeVar("Route", bound=str)
 
 
 def _run_context() -> Any:
-    """The run's context, from LangGraph's public ``get_runtime()``; None where there is no
-    runtime: outside a run, and under ``update_state``, which runs the routers of the node it
-    writes as (``as_node``, given or inferred) with the caller's config, where there is none."""
+    """The run's context from ``get_runtime()``; None outside a run and under ``update_state``."""
     try:
         runtime = get_runtime()
-    except (RuntimeError, KeyError):  # (no runnable config at all; a config without
-        # ``configurable``)
+    except (RuntimeError, KeyError):  # (no runnable config; a config without ``configurable``)
         return None
     return None if runtime is None else runtime.context
 
@@ -338,14 +321,9 @@ def _settings(resolver: RunResolver, state: RunState) -> RunSettings:
 def _router(
     decide: Callable[[RunState, RunSettings], Route], resolver: RunResolver
 ) -> Callable[[RunState], Route]:
-    """``decide`` as a plain routing function of the state: the run's settings come from the
-    run's context where there is a runtime, from the defaults where there is none (a router
-    that asked for the ``Runtime`` as a parameter would fail under ``update_state``,
-    langgraph issue #6340). Named as ``decide`` is: the branch takes the router's name.
-
-    LangGraph traces a routing function, a nested run at each call (two a turn, three when it
-    folds), which makes the router's config the current one: what ``get_runtime()`` reads.
-    A plain function, not an async one: ``update_state``, which is synchronous, runs it."""
+    """``decide`` as a plain routing function named as it is: the run's settings come from the
+    run's context where there is a runtime, else the defaults (a router asking for ``Runtime``
+    as a parameter would fail under the synchronous ``update_state``)."""
 
     def route(state: RunState) -> Route:
         return decide(state, _settings(resolver, state))
@@ -359,10 +337,8 @@ Logic = Callable[[RunState, RunSettings], Awaitable[dict[str, Any]]]
 
 
 def _node(logic: Logic, resolver: RunResolver) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """``logic`` as an async node bound to ``resolver``: LangGraph hands it the run's
-    ``Runtime`` (a node runs only inside a run, where there is one). Async, so that under
-    ``astream`` the model call is awaited in the run's event loop and cancelling the task
-    closes its HTTP request (a sync node would run in a worker thread, out of reach)."""
+    """``logic`` as an async node bound to ``resolver``, given the run's ``Runtime``. Async, so
+    cancelling the task closes the model call's HTTP request (a sync node runs in a thread)."""
 
     async def node(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
         return await logic(state, resolver(runtime.context, state.get("system_prompt", "")))
@@ -382,16 +358,10 @@ def build_graph(
 ) -> ChatGraph:
     """Build and compile the summarizing chat graph.
 
-    ``summary_model`` defaults to ``chat_model``; ``settings`` to defaults read from the
-    environment; without a ``checkpointer`` the graph keeps no memory between runs (which is
-    what ``langgraph dev`` wants: it brings its own). ``recall_search`` searches a thread's
-    messages for the recall tool (``chatbot.store.search.recaller``, or a server's async
-    :func:`~chatbot.engine.recalling.history_search`); without it the model is never
-    offered the tool. ``store`` keeps the user's memories across threads
-    (:mod:`chatbot.engine.remembering`); without one the graph uses the store a LangGraph
-    server gives its runs, and with neither it has no memories.
-
-    Runs of a graph with a checkpointer are meant to pass ``durability=``:data:`DURABILITY`.
+    ``summary_model`` defaults to ``chat_model``, ``settings`` to the environment's; without a
+    ``checkpointer`` no memory is kept between runs (``langgraph dev`` brings its own).
+    ``recall_search`` searches a thread's messages for the recall tool (without it the tool
+    is never offered). ``store`` keeps the user's memories (else a LangGraph server's store).
     """
     settings = settings or Settings()
     for secret in settings.secrets():  # provider errors are logged and streamed: never these
@@ -445,11 +415,9 @@ class _LeavingState(Leaving, total=False):
 
 
 def build_leaving_graph(graph: ChatGraph, store: BaseStore | None = None) -> Any:
-    """A one-node graph that reads a thread being left for facts about the user, with the
-    settings and models of ``graph`` (:func:`chatbot.engine.remembering.note_on_leaving`),
-    into ``store`` or the one a LangGraph server gives its runs. A server serves it beside the
-    chat graph, so that a client leaving a server's thread has it read on the server, with
-    the server's models and store, in a run of no thread."""
+    """A one-node graph that reads a thread being left for facts about the user
+    (:func:`chatbot.engine.remembering.note_on_leaving`) with ``graph``'s settings and models,
+    into ``store`` or a LangGraph server's: a server serves it beside the chat graph."""
     resolver = run_resolver(graph)
 
     async def remember(state: _LeavingState, runtime: Runtime[Context]) -> Left:
