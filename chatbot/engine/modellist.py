@@ -1,10 +1,8 @@
 """The models the endpoint serves: ``GET /v1/models``, and the names kept for completion.
 
-:func:`list_models` asks the configured OpenAI-compatible endpoint (through the ``openai``
-client, with the configured key and timeout); without credentials only the offline model is
-there. Each listing is kept in the model cache (:mod:`chatbot.engine.modelcache`) so that Tab
-completion of ``/model NAME`` and the shell's completion of ``--model`` know the names without
-asking the network; :class:`ModelCatalog` refreshes that list once in the background.
+:func:`list_models` asks the configured endpoint through the ``openai`` client; each listing
+is kept in the model cache (:mod:`chatbot.engine.modelcache`) so that completion knows the names
+without the network; :class:`ModelCatalog` refreshes it once in the background.
 """
 
 from __future__ import annotations
@@ -64,9 +62,8 @@ def _model_info(model: Any) -> ModelInfo | None:
 
 
 def list_models(settings: Settings) -> list[ModelInfo]:
-    """The models the endpoint serves, sorted by name (and cached for completion). Without an
-    API key or a base URL, the offline model alone, without asking anything. Errors are the
-    ``openai`` client's (a refused key, an unreachable server)."""
+    """The models the endpoint serves, sorted by name (and cached); without credentials the
+    offline model alone. Errors are the ``openai`` client's."""
     if not settings.has_credentials:
         return [ModelInfo(OFFLINE, "chatbot")]
     from openai import NotFoundError, OpenAI
@@ -127,10 +124,8 @@ def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
 
 
 def unlisted(name: str, endpoint: str, path: Path | None = None) -> list[str] | None:
-    """Whether the endpoint's last listing lacks ``name``: ``None`` when it lists it, or no
-    listing of ``endpoint`` is known (only the cache is read: nothing is asked); else the
-    listed names closest to it, best first (none may be close). The offline model is
-    chatbot's own, never listed."""
+    """The cached listing's names closest to ``name`` when it lacks it, best first; ``None``
+    when it lists it, none is cached, or ``name`` is the offline model (never listed)."""
     names = cached_names(endpoint, path)
     if not names or name in names or name.strip().lower() == OFFLINE:
         return None

@@ -30,8 +30,6 @@ from chatbot.memory import recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter
 from chatbot.parts import readable_text
 
-"""Tag on every summary call, next to LangGraph's ``nostream``, so streams can tell it apart."""
-
 OFFLINE_MAX_INPUT_TOKENS = 32_000
 OFFLINE_SUMMARY_HEADER = "Offline extractive summary (no LLM was asked) - what the user said:"
 _MAX_BULLET_CHARS = 300
@@ -115,29 +113,19 @@ class OfflineChatModel(BaseChatModel):
     def _result(self, messages: list[BaseMessage], tools: Any = None) -> ChatResult:
         call = self._recall_call(messages, tools)
         if call is not None:
-            text = ""
-            return ChatResult(
-                generations=[
-                    ChatGeneration(
-                        message=AIMessage(
-                            content="",
-                            tool_calls=[call],
-                            usage_metadata=self._usage(messages, json.dumps(call["args"]), tools),
-                            response_metadata={
-                                "model_name": OFFLINE_MODEL,
-                                "model_provider": OFFLINE_MODEL,
-                                "finish_reason": "tool_calls",
-                            },
-                        )
-                    )
-                ]
+            message = AIMessage(
+                content="",
+                tool_calls=[call],
+                usage_metadata=self._usage(messages, json.dumps(call["args"]), tools),
+                response_metadata=_metadata("tool_calls"),
             )
-        text = self._reply(messages)
-        message = AIMessage(
-            content=text,
-            usage_metadata=self._usage(messages, text, tools),
-            response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
-        )
+        else:
+            text = self._reply(messages)
+            message = AIMessage(
+                content=text,
+                usage_metadata=self._usage(messages, text, tools),
+                response_metadata=_metadata(),
+            )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _chunks(
@@ -158,11 +146,7 @@ class OfflineChatModel(BaseChatModel):
                 message=AIMessageChunk(
                     content="",
                     usage_metadata=self._usage(messages, arguments, tools),
-                    response_metadata={
-                        "model_name": OFFLINE_MODEL,
-                        "model_provider": OFFLINE_MODEL,
-                        "finish_reason": "tool_calls",
-                    },
+                    response_metadata=_metadata("tool_calls"),
                     chunk_position="last",
                 )
             )
@@ -174,7 +158,7 @@ class OfflineChatModel(BaseChatModel):
             message=AIMessageChunk(
                 content="",
                 usage_metadata=self._usage(messages, text, tools),
-                response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
+                response_metadata=_metadata(),
                 chunk_position="last",
             )
         )
@@ -222,6 +206,12 @@ class OfflineChatModel(BaseChatModel):
             if run_manager and chunk.text:
                 await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
             yield chunk
+
+
+def _metadata(finish_reason: str = "") -> dict[str, Any]:
+    """The offline model's ``response_metadata`` (with a finish reason for a tool call)."""
+    metadata = {"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL}
+    return {**metadata, "finish_reason": finish_reason} if finish_reason else metadata
 
 
 def _recalled_reply(answer: ToolMessage) -> str:
@@ -280,9 +270,8 @@ class Models:
     chat_name: str
     summary_name: str
     notice: str = ""
-    """What to say at start-up: that the offline model stands in because nothing real is
-    configured, or (once) what the server said of a model's window that a user should know
-    (:meth:`chatbot.engine.windows.WindowBook.take_note`)."""
+    """What to say at start-up: the offline model stands in, or (once) what the server said of
+    a model's window (:meth:`chatbot.engine.windows.WindowBook.take_note`)."""
 
 
 def is_offline(name: str) -> bool:
@@ -352,10 +341,9 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
 
 
 def reply_limit(tokens: int | None, settings: Settings) -> dict[str, Any]:
-    """What a call is bound with so that its reply stops at ``tokens``: ``max_tokens`` as
-    the request's own field for an OpenAI-compatible server (Ollama and llama-cpp-python
-    read no other), OpenAI's ``max_completion_tokens`` otherwise (ChatOpenAI's own
-    ``max_tokens``); nothing for None."""
+    """What a call is bound with so its reply stops at ``tokens``: the request's own
+    ``max_tokens`` for a compatible server (Ollama and llama-cpp-python read no other), else
+    ChatOpenAI's ``max_tokens``."""
     if not tokens:
         return {}
     if settings.openai_base_url:

@@ -2,11 +2,8 @@
 when a fold notes facts, when the user asks (``remember that …``), and when a thread that
 never folded is left (:mod:`chatbot.memory.facts` has the rules).
 
-The store is the one LangGraph hands the graph: the one compiled in locally (the database's
-own, :mod:`chatbot.store.userstore`), the server's under ``langgraph dev`` (a graph compiled
-without one is given the server's). Every memory is in :data:`NAMESPACE`; each thread's own
-record (memory off for it, how far its messages were read for facts) in :data:`THREADS`.
-Without a store, or with memory off, nothing is read or written.
+The store is the one LangGraph hands the graph (the database's locally, the server's under
+``langgraph dev``). Without a store, or with memory off, nothing is read or written.
 """
 
 from __future__ import annotations
@@ -131,9 +128,8 @@ def query_of(messages: Sequence[BaseMessage]) -> str:
 
 
 async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> Mind:
-    """What a run in ``thread_id`` knows of the user's memories: every memory in ``store``;
-    a mind without a store when memory is off for the run or the thread, or there is no
-    store."""
+    """Every memory in ``store``; a mind without a store when memory is off for the run or the
+    thread."""
     if not run.memory or store is None:
         return Mind(None, thread_id)
     if (await thread_record(store, thread_id)).get("memory") == "off":
@@ -142,8 +138,7 @@ async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> 
 
 
 def block_of(mind: Mind, messages: Sequence[BaseMessage], run: RunSettings) -> str:
-    """The memories block a request of ``messages`` carries ('' for none): the memories in
-    force chosen by its latest messages within the run's budget, in the run's language."""
+    """The memories block a request carries ('' for none), chosen by its latest messages."""
     if not mind.on:
         return ""
     chosen = facts.choose(mind.memories, query_of(messages), run.memory_tokens, run.counter.text)
@@ -153,11 +148,9 @@ def block_of(mind: Mind, messages: Sequence[BaseMessage], run: RunSettings) -> s
 async def recalled(
     messages: Sequence[BaseMessage], run: RunSettings, *, requests: bool = False
 ) -> tuple[RunSettings, Mind]:
-    """The run with the memories its requests carry (:attr:`RunSettings.memories`), and what it
-    knows of them; unchanged, and a mind without a store, when memory is off for the run or
-    the thread, or the graph has no store. With ``requests``, what the latest message asks to
-    be remembered (``remember that …``) is stored first. A store that fails is logged, and the
-    run goes on without memories."""
+    """The run with the memories its requests carry, and what it knows of them (unchanged
+    without memories). With ``requests``, a ``remember that …`` in the latest message is
+    stored first. A store that fails is logged, and the run goes on without memories."""
     store, thread_id = _context()
     try:
         mind = await mind_of(run, store, thread_id)
@@ -216,10 +209,9 @@ async def note_on_leaving(
     messages: Sequence[BaseMessage],
     summary: str,
 ) -> int:
-    """When a thread that never folded is left: one summary-model call for the durable facts
-    in what it said since the last such call; returns how many memories it added. Nothing is
-    asked when memory is off, the thread has a summary (its folds note facts), or no user
-    message is new. A failed call is logged and changes nothing."""
+    """When a thread that never folded is left: one summary-model call for the facts in what
+    it said since the last such call; returns how many memories it added. A failed call is
+    logged and changes nothing."""
     from langgraph.constants import TAG_NOSTREAM
 
     from chatbot.engine.folding import ask

@@ -58,15 +58,13 @@ class RunSettings:
     summary_call: Mapping[str, Any] = field(default_factory=dict)
     """What every summary call is bound with (``max_tokens``)."""
     max_retries: int = 0
-    """How many times a model call that failed in a way that may pass is asked again
-    (``CHATBOT_MAX_RETRIES``: :func:`chatbot.engine.folding.ask`)."""
+    """``CHATBOT_MAX_RETRIES``: :func:`chatbot.engine.folding.ask`."""
     endpoint: str = ""
     """The model server's endpoint (what learned windows are kept by)."""
     settings: Settings | None = None
     """The settings the run was resolved from (to ask the server again about its window)."""
     memory: bool = False
-    """The user's memories are given to the model and noted (``CHATBOT_MEMORY``, the run's
-    ``memory``); a thread can turn them off for itself (:mod:`chatbot.engine.remembering`)."""
+    """The user's memories are given and noted (``CHATBOT_MEMORY``, the run's ``memory``)."""
     memory_tokens: int = 0
     """The most tokens the memories block may take in a request."""
     memories: str = ""
@@ -210,9 +208,8 @@ def _memory(settings: Settings, context: Any) -> bool:
 
 
 def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None, int | None]:
-    """What a request may hold in ``window``, and the room kept for the reply (sent as
-    ``max_tokens``): a shared window keeps room out of itself (:func:`windows.reply_room`);
-    ``CHATBOT_REPLY_TOKENS`` set is sent whatever the window."""
+    """What a request may hold in ``window``, and the reply's room sent as ``max_tokens``
+    (``CHATBOT_REPLY_TOKENS``, or :func:`windows.reply_room` of a shared window)."""
     setting = settings.reply_tokens
     if window is None:
         return None, setting
@@ -261,16 +258,11 @@ def _context_key(context: Any) -> tuple[Any, ...] | None:
 
 
 class RunResolver:
-    """:func:`resolve_run` bound to a graph's settings and default models.
+    """:func:`resolve_run` bound to a graph's settings and default models: called with a run's
+    context and the thread's system prompt, it gives that run's :class:`RunSettings`.
 
-    Call it with a run's context (a ``Context``, a dict or None) and the thread's own system
-    prompt to get the :class:`RunSettings` that run uses; models named in contexts are made
-    once and shared by every caller.
-
-    Every router and node of a run asks, and so do the terminal's status line and /tokens:
-    the answers are kept by what the context says (its values, not the object: a run's
-    context is made anew for each run, and a dict can be changed between runs) and the
-    thread's prompt, for the last :data:`REMEMBERED` of them.
+    Every router and node asks, so answers are kept by the context's values (a context is
+    made anew for each run) and the prompt, for the last :data:`REMEMBERED` of them.
     """
 
     REMEMBERED = 64
@@ -292,11 +284,12 @@ class RunResolver:
     def __call__(self, context: Any, thread_prompt: str = "") -> RunSettings:
         key = _context_key(context)
         if key is None:
-            run = resolve_run(self.settings, self.models, context, thread_prompt)
-            return run if self.recall or not run.recall else replace(run, recall=False)
+            return self._resolve_context(context, thread_prompt)
         return self._resolved(key, thread_prompt, windows.BOOK.version)
 
     def _resolve(self, key: tuple[Any, ...], thread_prompt: str, _learned: int) -> RunSettings:
-        context = dict(zip(CONTEXT_FIELDS, key, strict=True))
+        return self._resolve_context(dict(zip(CONTEXT_FIELDS, key, strict=True)), thread_prompt)
+
+    def _resolve_context(self, context: Any, thread_prompt: str) -> RunSettings:
         run = resolve_run(self.settings, self.models, context, thread_prompt)
         return run if self.recall or not run.recall else replace(run, recall=False)

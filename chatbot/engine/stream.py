@@ -1,11 +1,9 @@
 """What the graph streams about folding (and recalling, and waiting to ask a model again), as
 small typed records, and their form on the wire.
 
-The summarize node writes each record to LangGraph's ``stream_mode="custom"`` as a plain dict
-(:meth:`as_payload`: ``{"event": "summarized", ...}``), which is what a LangGraph server,
-Studio and the SDK pass on; :func:`from_payload` reads such a dict back into its record, for a
-local graph and a server's stream alike. Both directions are written here, once. Imports
-nothing: the readers of a stream take it without the graph.
+Each record goes to LangGraph's ``stream_mode="custom"`` as a plain dict (:func:`as_payload`),
+which a server, Studio and the SDK pass on; :func:`from_payload` reads it back, for a local
+graph and a server's stream alike. Imports nothing: readers of a stream need no graph.
 """
 
 from __future__ import annotations
@@ -128,9 +126,8 @@ def _number(value: Any) -> int:
 
 
 def from_payload(payload: Any) -> FoldEvent | None:
-    """The record a ``stream_mode="custom"`` payload stands for; ``None`` for anything else
-    (another node's custom data). A payload that lacks a field (another version of the
-    graph on a server) takes its default."""
+    """The record a custom-stream payload stands for (``None`` for anything else); a field a
+    payload lacks (another version of the graph on a server) takes its default."""
     if not isinstance(payload, dict):
         return None
     kind = payload.get("event")
