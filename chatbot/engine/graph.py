@@ -143,9 +143,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
                 # provider errors can quote the API key: store (and raise) only the redacted text.
                 raise ModelCallFailed(describe_error(error)) from None
             return overflow.refusal_update(state, refusal, counted, run.reply_tokens)
-    if offer and recall.wants_tools(response):
-        pass  # a recall round: its text (if any) and calls are kept; the answer comes after
-    else:
+    if not (offer and recall.wants_tools(response)):  # (a recall round is kept as it is)
         if response.tool_calls and finish.usable_text(response):  # (a tool not offered:
             # the text is the reply)
             response = response.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})

@@ -178,7 +178,7 @@ def resolve_run(
         ),
         compact=context_flag(context, "compact"),
         compact_focus=context_value(context, "compact_focus"),
-        recall=_recall(settings, context),
+        recall=_choice(context, "recall", settings.recall, ("auto", "off")),
         window=window,
         reply_tokens=reply,
         chat_call=reply_limit(reply, settings),
@@ -186,7 +186,7 @@ def resolve_run(
         max_retries=settings.max_retries,
         endpoint=endpoint,
         settings=settings,
-        memory=_memory(settings, context),
+        memory=_choice(context, "memory", settings.memory, ("on", "off")),
         memory_tokens=memory_budget(settings.memory_tokens, limit),
     )
 
@@ -200,11 +200,12 @@ def memory_budget(setting: int, limit: int | None) -> int:
     return setting if limit is None else max(1, min(setting, limit // MEMORY_SHARE))
 
 
-def _memory(settings: Settings, context: Any) -> bool:
-    value = context_value(context, "memory").lower() or settings.memory
-    if value not in ("on", "off"):
-        raise SettingsError(f"memory={value!r} is not valid: use on or off")
-    return value == "on"
+def _choice(context: Any, name: str, default: str, choices: tuple[str, str]) -> bool:
+    """A two-way field of the run's context (else ``default``): True for its first choice."""
+    value = context_value(context, name).lower() or default
+    if value not in choices:
+        raise SettingsError(f"{name}={value!r} is not valid: use {choices[0]} or {choices[1]}")
+    return value == choices[0]
 
 
 def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None, int | None]:
@@ -217,13 +218,6 @@ def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None
         return window.tokens, setting
     reply = windows.reply_room(window, setting)
     return window.tokens - reply, reply
-
-
-def _recall(settings: Settings, context: Any) -> bool:
-    value = context_value(context, "recall").lower() or settings.recall
-    if value not in ("auto", "off"):
-        raise SettingsError(f"recall={value!r} is not valid: use auto or off")
-    return value == "auto"
 
 
 CONTEXT_FIELDS = (

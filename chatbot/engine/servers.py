@@ -157,13 +157,8 @@ def _ask(
     if owner == "llamacpp" or (entry and isinstance(entry.get("meta"), dict)):
         return _llama_cpp(asker, root, model, entry or {})
     if owner == "me" and entry is not None and "permissions" in entry:
-        return Window(
-            LLAMA_CPP_PYTHON_DEFAULT,
-            "server",
-            "llama-cpp-python",
-            "its default n_ctx",
-            assumed=True,
-        )
+        default = LLAMA_CPP_PYTHON_DEFAULT
+        return Window(default, "server", "llama-cpp-python", "its default n_ctx", assumed=True)
     if owner == "organization_owner":
         return _lm_studio(asker, root, model)
     for ask in (_ollama, _llama_cpp_props, _lm_studio):

@@ -83,13 +83,6 @@ def merged(*records: Any) -> dict[str, Any] | None:
     return out
 
 
-def with_call(
-    record: Any, role: Role, model: str, reply: Any, *, earlier_turns: bool
-) -> dict[str, Any]:
-    """``record`` plus one call's reply (a new record with ``earlier_turns`` is partial)."""
-    return with_calls((record,), role, [(model, reply)], earlier_turns=earlier_turns)
-
-
 def with_calls(
     records: Sequence[Any],
     role: Role,
@@ -97,7 +90,8 @@ def with_calls(
     *,
     earlier_turns: bool,
 ) -> dict[str, Any]:
-    """The ``records`` merged (:func:`merged`), plus each ``(model, reply)`` call."""
+    """The ``records`` merged (:func:`merged`), plus each ``(model, reply)`` call; a new record
+    on a thread with ``earlier_turns`` (replies without a record) is partial."""
     out = merged(*records) or {"chat": {}, "summary": {}, "partial": earlier_turns}
     for model, reply in calls:
         _add_call(out, role, model, reply)
