@@ -367,14 +367,10 @@ async def summarize(
     call: Ask = ask,
     known: Sequence[facts.Memory] | None = None,
 ) -> Summary:
-    """Fold messages into the summary with the summary model, chunk by chunk; with ``known``
-    (memories on) also the facts each call noted (:func:`chatbot.memory.facts.split_facts`).
-
-    Each chunk extends the running summary, so nothing is truncated; a chunk the model refuses
-    as too long makes the rest chunked at half the size (up to three times), and an empty
-    answer is asked once more without streaming (servers then say why). Raises
-    :class:`SummaryError` if a call fails or its reply is no usable summary.
-    """
+    """Fold messages into the summary chunk by chunk, each extending the running summary (with
+    ``known``, also the facts each call noted); a chunk refused as too long makes the rest
+    chunked at half the size (up to three times), an empty answer is asked once more without
+    streaming. Raises :class:`SummaryError` if a call fails or gives no usable summary."""
     counter = run.summary_counter
     if summary_oversized(summary, run):
         folded = [prompts.summary_context_message(summary, run.language), *folded]

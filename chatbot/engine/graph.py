@@ -94,12 +94,9 @@ def _paid(
 
 
 async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
-    """Answer the latest message, seeing the summary as a SystemMessage before the messages.
-
-    With recall on (:mod:`chatbot.memory.recall`) and a summary to recall from, the model is
-    offered the recall tool for up to :data:`~chatbot.memory.recall.MAX_ROUNDS` rounds a
-    turn; a reply that calls it goes to the ``recall`` node and back here. A model that
-    refuses tools is asked once more without them (and not offered them again)."""
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages,
+    offered the recall tool when there is a summary (a reply calling it goes to ``recall`` and
+    back here); a model that refuses tools is asked once more without them."""
     messages, summary = state["messages"], state.get("summary", "")
     run, _ = await remembering.recalled(messages, run, requests=True)
     if run.memories and not state.get("fold_tried") and _memories_tip_over(state, run):
@@ -187,11 +184,8 @@ def _memories_tip_over(state: RunState, run: RunSettings) -> bool:
 
 
 async def summarize_conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
-    """Fold the older messages into ``summary`` and remove exactly those messages.
-
-    A failed summary leaves the state as it was, is logged and streamed, and is tried again
-    next turn (``fold_tried``); after an overflow it ends the run with one clear error.
-    """
+    """Fold the older messages into ``summary`` and remove exactly those. A failed summary
+    leaves the state as it was and is tried again next turn; after an overflow it ends the run."""
     update = await _fold(state, run)
     return {**update, "fold_tried": True}
 
@@ -354,13 +348,9 @@ def build_graph(
     recall_search: Searcher | AsyncSearcher | None = None,
     store: BaseStore | None = None,
 ) -> ChatGraph:
-    """Build and compile the summarizing chat graph.
-
-    ``summary_model`` defaults to ``chat_model``, ``settings`` to the environment's; without a
-    ``checkpointer`` no memory is kept between runs (``langgraph dev`` brings its own).
-    ``recall_search`` searches a thread's messages for the recall tool (without it the tool
-    is never offered). ``store`` keeps the user's memories (else a LangGraph server's store).
-    """
+    """Build and compile the summarizing chat graph. Without a ``checkpointer`` no memory is kept
+    between runs (``langgraph dev`` brings its own); without ``recall_search`` the recall tool is
+    never offered; ``store`` keeps the user's memories (else a LangGraph server's store)."""
     settings = settings or Settings()
     for secret in settings.secrets():  # provider errors are logged and streamed: never these
         remember_secret(secret)

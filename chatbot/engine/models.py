@@ -39,12 +39,8 @@ _CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
 
 
 class OfflineChatModel(BaseChatModel):
-    """A deterministic chat model for offline use and demos; it is not a language model.
-
-    As a chat model it acknowledges and quotes the user's last message. As a summary model
-    (``role="summary"``) it keeps the earlier summary's points and adds one bullet per user
-    message being folded in: an extractive summary, no invention.
-    """
+    """A deterministic chat model for offline use and demos, not a language model: it quotes
+    the user's last message, and as a summary model writes an extractive summary."""
 
     role: Literal["chat", "summary"] = "chat"
     max_summary_tokens: int = 1000
@@ -235,11 +231,8 @@ def _recalled_reply(answer: ToolMessage) -> str:
 
 
 def extractive_summary(request: str, max_tokens: int = 1000) -> str:
-    """The offline summary: earlier bullet points, then one bullet per user message folded in.
-
-    Extractive, never invented: past ``max_tokens`` the oldest points give way to newer ones
-    (a language model would condense them; this stand-in cannot).
-    """
+    """The offline summary: earlier bullet points, then one bullet per user message folded in;
+    past ``max_tokens`` the oldest points give way to newer ones."""
     outside = _CONVERSATION.sub("", request)
     previous = [line.strip() for line in outside.splitlines() if line.strip().startswith("- ")]
     conversation = _CONVERSATION.search(request)
@@ -290,12 +283,9 @@ def needs_credentials(name: str, settings: Settings) -> bool:
 
 
 def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"]) -> BaseChatModel:
-    """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server.
-
-    Summary models run at temperature 0. The API key is passed as a secret, never logged. A
-    model that :func:`needs_credentials` is refused with one :class:`MissingCredentials` line.
-    With ``CHATBOT_LOG`` set, each call is logged (:mod:`chatbot.engine.calllog`).
-    """
+    """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server
+    (summaries at temperature 0; calls logged with ``CHATBOT_LOG``). One that
+    :func:`needs_credentials` is refused with one :class:`MissingCredentials` line."""
     if needs_credentials(name, settings):
         raise MissingCredentials(
             f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works "

@@ -90,13 +90,10 @@ def learn(run: RunSettings, model: Any, overflow: ContextOverflow, counted: int)
 
 
 def after_reply(run: RunSettings, reply: AIMessage, sent: Sequence[BaseMessage], raw: int) -> bool:
-    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window;
-    True when its usage may not scale later counts.
-
-    Ollama cuts a request past its ``num_ctx`` silently, which only its usage shows
-    (:func:`cut_by_the_server`); counts also differ by script, so the server is asked again
-    rather than trusted, and the usage is set aside. A window assumed until the model is
-    loaded, or not known, is asked again too."""
+    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window; True
+    when its usage may not scale later counts. Ollama cuts a request past its ``num_ctx``
+    silently, which only its usage shows (:func:`cut_by_the_server`): the server is asked again
+    then, as it is for a window assumed until the model is loaded, or not known."""
     settings = run.settings
     if settings is None or not settings.openai_base_url:
         return False

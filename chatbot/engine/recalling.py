@@ -159,12 +159,9 @@ async def history_search(
     *,
     client: Any = None,
 ) -> list[recall_search.Recalled]:
-    """A searcher for a graph without chatbot's store (a LangGraph server, Studio): the messages
-    of this thread's history that the store's search would find
-    (:func:`chatbot.memory.recall_search.recalled`), newest first.
-
-    The history comes through langgraph-sdk's ``get_client()``, which without a url talks to
-    the server it runs in, in process; ``client``: an SDK client to use instead."""
+    """A searcher for a graph without chatbot's store (a LangGraph server, Studio): what the
+    store's search would find in this thread's history, newest first, read through
+    langgraph-sdk's ``get_client()`` (in process, on the server it runs in) or ``client``."""
     try:
         terms = recall_search.parse_query(query)
     except recall_search.SearchError:

@@ -72,10 +72,7 @@ class RunSettings:
 
 
 class ModelCache:
-    """Models named in a run's context, made once per name and kept for the graph's life.
-
-    A model that needs credentials the settings lack is refused (``MissingCredentials``).
-    """
+    """Models named in a run's context, made once per name and kept for the graph's life."""
 
     def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
         self._settings = settings
@@ -252,12 +249,9 @@ def _context_key(context: Any) -> tuple[Any, ...] | None:
 
 
 class RunResolver:
-    """:func:`resolve_run` bound to a graph's settings and default models: called with a run's
-    context and the thread's system prompt, it gives that run's :class:`RunSettings`.
-
-    Every router and node asks, so answers are kept by the context's values (a context is
-    made anew for each run) and the prompt, for the last :data:`REMEMBERED` of them.
-    """
+    """:func:`resolve_run` bound to a graph's settings and default models. Every router and node
+    asks, so answers are kept by the context's values (a context is made anew for each run)
+    and the thread's prompt, for the last :data:`REMEMBERED` of them."""
 
     REMEMBERED = 64
 

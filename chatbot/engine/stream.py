@@ -37,13 +37,9 @@ class Folding:
 
 @dataclass(frozen=True)
 class Summarized:
-    """Older messages were folded into the summary.
-
-    ``reason``: ``trigger`` (after a reply), ``fit`` (before the call, so it fits the model),
-    ``overflow`` (the provider said the context was too long; the call is tried again) or
-    ``compact`` (asked for). ``context_before``/``context_after``: tokens the chat model is
-    sent, before and after (0 when a server did not say).
-    """
+    """Older messages were folded into the summary, for ``reason`` (``trigger``, ``fit``,
+    ``overflow`` or ``compact``); ``context_before``/``context_after``: tokens the chat model
+    is sent (0 when a server did not say)."""
 
     event: ClassVar[str] = "summarized"
     messages: int
@@ -97,12 +93,9 @@ class RecallOff:
 
 @dataclass(frozen=True)
 class Retrying:
-    """A model call failed in a way that may pass (:mod:`chatbot.engine.retries`): it is asked
-    again after ``seconds``, retry ``retry`` of ``retries``.
-
-    ``reason``: ``rate_limited`` (429), ``server_failed`` (5xx), ``status`` (another status the
-    server says to retry), ``timeout`` or ``connection`` (no answer came); ``status``: the
-    HTTP status (0 for none); ``call``: ``reply`` (the chat call) or ``summary``."""
+    """A model call failed in a way that may pass: it is asked again after ``seconds``, retry
+    ``retry`` of ``retries``; ``reason`` as :data:`chatbot.engine.retries.Reason`, ``status``
+    the HTTP status (0 for none), ``call`` ``reply`` or ``summary``."""
 
     event: ClassVar[str] = "retrying"
     seconds: float

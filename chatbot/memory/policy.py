@@ -110,10 +110,7 @@ def parse_limit(text: str, setting: str = "value") -> Limit:
 
 
 def parse_trigger(text: str) -> tuple[Limit, ...]:
-    """Parse ``CHATBOT_SUMMARY_TRIGGER``: one or more limits joined by commas (any fires).
-
-    ``off`` gives no limit at all: automatic summaries are off.
-    """
+    """Parse ``CHATBOT_SUMMARY_TRIGGER``: limits joined by commas (any fires), or ``off``."""
     if text.strip().lower() == TRIGGER_OFF:
         return ()
     parts = [part for part in text.split(",") if part.strip()]
@@ -198,12 +195,9 @@ class SummaryPolicy:
 
 
 def fitted_to_window(policy: SummaryPolicy) -> SummaryPolicy:
-    """The policy scaled to a model whose window is too small for it.
-
-    A token trigger above the input budget would never fire (folding to fit comes first, at
-    every turn), so it is lowered to :data:`FITTED_TRIGGER` of the budget, and a token keep by
-    the same proportion: the conversation folds a few turns apart, as in a big window.
-    """
+    """The policy scaled to a model whose window is too small for it: a token trigger above the
+    input budget would never fire, so it is lowered to :data:`FITTED_TRIGGER` of the budget,
+    and a token keep by the same proportion (folds stay a few turns apart)."""
     budget = policy.input_budget()
     lowest = policy.trigger_tokens()
     if budget is None or lowest is None or lowest <= budget:
@@ -235,10 +229,8 @@ def summary_size(max_summary_tokens: int, max_input_tokens: int | None) -> int:
 
 
 def trigger_fired(policy: SummaryPolicy, message_count: int, context_tokens: int) -> bool:
-    """True when any trigger holds: more than N messages, or more than N tokens in context.
-
-    ``context_tokens`` counts everything sent to the model (system prompt and summary too).
-    """
+    """True when any trigger holds: more than N messages, or more than N tokens in the whole
+    request (``context_tokens``)."""
     for limit in policy.trigger:
         if limit.kind == "messages":
             if message_count > limit.value:
@@ -298,11 +290,8 @@ def keep_target(
     token_counts: Sequence[int],
     max_input_tokens: int | None,
 ) -> int:
-    """Where the kept window would start to hold the ``keep`` amount, before safety.
-
-    A token budget keeps the newest messages that fit, and always at least the last one, even
-    when it alone is bigger than the budget: the model always sees the latest turn verbatim.
-    """
+    """Where the kept window would start to hold the ``keep`` amount, before safety; a token
+    budget always keeps at least the last message, even one bigger than the budget."""
     if keep.kind == "messages":
         return max(0, len(messages) - int(keep.value))
     budget = keep.as_tokens(max_input_tokens) or 0
@@ -370,12 +359,9 @@ def plan_summary(
     *,
     max_kept_tokens: int | None = None,
 ) -> SummaryPlan:
-    """Choose the older messages to fold, honouring keep, tool-call groups and the pinned message.
-
-    With ``max_kept_tokens`` (a *fit*) the kept window is cut to at most that many tokens, the
-    latest message never folded: the cut moves forward to a safe place rather than back. The
-    plan may be empty (nothing safe to fold).
-    """
+    """Choose the older messages to fold, honouring keep, tool-call groups and the pinned
+    message; with ``max_kept_tokens`` (a *fit*) the kept window is cut to at most that many
+    tokens, never folding the latest message. The plan may be empty."""
     counts = list(token_counts)
     pinned = first_human_index(messages) if policy.keep_first_message else None
     target = _window_start(messages, counts, policy.keep, pinned, policy.max_input_tokens)

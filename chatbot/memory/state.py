@@ -87,11 +87,8 @@ class ChatInput(TypedDict):
 
 
 class RunState(State):
-    """The state as the nodes and routers see it during one run.
-
-    ``fold_tried`` is set once the run has tried a fold: a turn folds at most once. Untracked
-    values are never checkpointed, so each run starts without them.
-    """
+    """The state as the nodes and routers see it during one run; its untracked values are never
+    checkpointed. ``fold_tried``: the run has tried a fold (a turn folds at most once)."""
 
     fold_tried: NotRequired[Annotated[bool, UntrackedValue]]
     memories: NotRequired[Annotated[str, UntrackedValue]]

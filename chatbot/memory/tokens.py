@@ -146,16 +146,11 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 
 def estimate_tokens(text: str, lines: LineCounts | None = None) -> int:
-    """A script-aware estimate of a modern BPE tokenizer's count (calibrated on o200k_base).
-
-    CJK ideographs and kana ~0.7 tokens each, Hangul ~0.6; an ASCII word 1 token per 9
-    letters (rounded up), other letters 1 per 4; digits in groups of 3; a run of punctuation
-    1 per 3 ASCII marks plus 1 per symbol or emoji; a single space joins the next word, longer
-    runs of blanks and line breaks are 1 each.
-
-    With ``lines`` (a cache the caller keeps), a long text is counted line by line, each line
-    looked up there first (no piece spans a line break): a summary extended by a few lines
-    costs only those.
+    """A script-aware estimate of a modern BPE tokenizer's count (calibrated on o200k_base):
+    CJK ~0.7 tokens a character, Hangul ~0.6; an ASCII word 1 per 9 letters, other letters 1
+    per 4; digits in threes; punctuation 1 per 3 ASCII marks plus 1 per symbol; runs of blanks
+    and line breaks 1 each. With ``lines`` (a cache the caller keeps) a long text is counted
+    line by line, so a summary extended by a few lines costs only those.
     """
     if not text:
         return 0
