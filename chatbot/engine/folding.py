@@ -282,7 +282,6 @@ def could_shrink(state: Mapping[str, Any], run: RunSettings, plan: policy.Summar
 class Fold:
     """A finished fold: the new summary and what went into it."""
 
-    reason: FoldReason
     summary: str
     folded: list[BaseMessage]
     folded_tokens: int
@@ -329,7 +328,6 @@ async def fold(
         known=known,
     )
     return Fold(
-        reason=reason,
         summary=made.text,
         folded=folded,
         folded_tokens=run.counter.part(folded, messages),
@@ -384,8 +382,7 @@ async def summarize(
         run.summary_input_tokens - overhead - summary_room - run.max_summary_tokens,
     )
     chunks = policy.chunk_for_summary(folded, budget, counter)
-    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
-    model = bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
+    model = summary_runnable(run, "summarize")
     done = calls = halvings = 0
     unstreamed = False
     while done < len(chunks):
@@ -440,6 +437,12 @@ async def summarize(
         calls += condensing
         done += 1
     return Summary(summary, calls, noted)
+
+
+def summary_runnable(run: RunSettings, name: str) -> Runnable[Any, Any]:
+    """The summary model bound for its calls (``max_tokens``), tagged so streams leave it out."""
+    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
+    return bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name=name)
 
 
 @functools.lru_cache(maxsize=32)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatbot.config.sources import endpoint_of, without_password
@@ -98,19 +97,19 @@ def list_models(settings: Settings) -> list[ModelInfo]:
     return models
 
 
-def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> None:
+def save_cache(endpoint: str, names: list[str]) -> None:
     """Keep the last listing for completion, in the model cache (best effort)."""
 
     def listing(document: dict[str, object]) -> None:
         document.update(endpoint=without_password(endpoint), models=names)
 
-    update_cache(listing, path)
+    update_cache(listing)
 
 
-def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
+def cached_names(endpoint: str) -> list[str]:
     """The names of the last listing of ``endpoint`` (``[]`` if there is none). A cache
     holding an endpoint with its password in it is deleted."""
-    path = path or cache_path()
+    path = cache_path()
     data = read_cache(path)
     cached = data.get("endpoint")
     if isinstance(cached, str) and without_password(cached) != cached:
@@ -123,10 +122,10 @@ def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
-def unlisted(name: str, endpoint: str, path: Path | None = None) -> list[str] | None:
+def unlisted(name: str, endpoint: str) -> list[str] | None:
     """The cached listing's names closest to ``name`` when it lacks it, best first; ``None``
     when it lists it, none is cached, or ``name`` is the offline model (never listed)."""
-    names = cached_names(endpoint, path)
+    names = cached_names(endpoint)
     if not names or name in names or name.strip().lower() == OFFLINE:
         return None
     import difflib

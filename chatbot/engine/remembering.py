@@ -212,10 +212,7 @@ async def note_on_leaving(
     """When a thread that never folded is left: one summary-model call for the facts in what
     it said since the last such call; returns how many memories it added. A failed call is
     logged and changes nothing."""
-    from langgraph.constants import TAG_NOSTREAM
-
-    from chatbot.engine.folding import ask
-    from chatbot.engine.stream import SUMMARY_TAG
+    from chatbot.engine.folding import ask, summary_runnable
 
     if not run.memory or store is None or summary or not thread_id:
         return 0
@@ -226,8 +223,7 @@ async def note_on_leaving(
     if not any(isinstance(message, HumanMessage) for message in new):
         return 0
     mind = Mind(store, thread_id, await read_all(store))
-    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
-    model = bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="remember")
+    model = summary_runnable(run, "remember")
     try:
         reply = await ask(model, leaving_request(new, mind.memories, run.language))
     except Exception as error:  # (a thread left must never fail for it)
