@@ -44,8 +44,7 @@ _MAX_ERROR_CHARS = 500
 
 
 class LogFile:
-    """An append-only JSON-lines file shared by every handler writing to it, written by a
-    thread of its own."""
+    """An append-only JSON-lines file shared by its handlers, written by a thread of its own."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -154,8 +153,7 @@ def log_file(path: str) -> LogFile:
 
 
 def settle(timeout: float = 1.0) -> list[str]:
-    """Wait up to ``timeout`` seconds for every call log's queued lines, and return the
-    problems with them not said yet."""
+    """Wait up to ``timeout`` seconds for every queued line; the problems not said yet."""
     with _FILES_LOCK:
         files = list(_FILES.values())
     deadline = time.monotonic() + timeout

@@ -20,8 +20,7 @@ from chatbot.errors import FriendlyError, unreachable_cause
 
 
 class ServerUnreachable(openai.APIConnectionError, FriendlyError):
-    """Nothing answers at the model server's address, or its host name does not resolve: one
-    line for people, and no retry."""
+    """Nothing answers at the model server's address, or its host name does not resolve."""
 
     def __init__(self, line: str, request: Any) -> None:
         super().__init__(message=line, request=request)

@@ -53,8 +53,7 @@ _MAX_HALVINGS = 3
 
 
 Ask = Callable[[Runnable[Any, Any], list[BaseMessage]], Awaitable[AIMessage]]
-"""Sends a model messages and returns its reply: :func:`ask`, or a caller of it that notes the
-reply (what a fold's calls cost)."""
+""":func:`ask`, or a caller of it that notes each reply (what a fold's calls cost)."""
 
 
 async def ask(
@@ -98,8 +97,7 @@ def valid_reply(reply: AIMessage) -> AIMessage:
 
 
 class SummaryError(RuntimeError):
-    """The summary model raised, timed out or returned no usable summary; the state was left
-    untouched."""
+    """The summary model failed or gave no usable summary; the state was left untouched."""
 
 
 def pending_reply(messages: Sequence[BaseMessage]) -> bool:
@@ -168,8 +166,7 @@ def _trigger_holds(messages: Sequence[BaseMessage], summary: str, run: RunSettin
 
 
 def summary_limit(run: RunSettings) -> int:
-    """The most tokens a summary may hold (:data:`~chatbot.memory.policy.SUMMARY_SLACK` times
-    the setting)."""
+    """The most tokens a summary may hold (``SUMMARY_SLACK`` times the setting)."""
     return run.max_summary_tokens * policy.SUMMARY_SLACK
 
 

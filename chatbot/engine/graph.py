@@ -167,8 +167,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
 def _request(
     messages: list[AnyMessage], summary: str, run: RunSettings, offer: bool
 ) -> tuple[list[BaseMessage], int]:
-    """What the chat call sends, and its raw count with the tool's definition (for the usage
-    record, and an overflow's note)."""
+    """What the chat call sends, and its raw count with the tool's definition."""
     sent = prompts.conversation_input(
         messages, summary, run.system_prompt, run.language, offer, run.memories
     )

@@ -134,8 +134,7 @@ def unlisted(name: str, endpoint: str) -> list[str] | None:
 
 
 def completion_names(endpoint: str, configured: str = "") -> list[str]:
-    """What completes a model name: the configured model, the endpoint's last listing and
-    the offline model, each once."""
+    """What completes a model name: the configured one, the last listing, the offline model."""
     names = [configured.strip(), *cached_names(endpoint), OFFLINE]
     return list(dict.fromkeys(name for name in names if name))
 

@@ -41,8 +41,7 @@ NEAR_WINDOW = 0.75
 CUTS_SILENTLY = ("Ollama",)
 """Servers that answer a request past their window after cutting it, without a word."""
 CUT_SHARE = 0.6
-"""A server that says it read less than this share of what chatbot counted may have cut the
-request."""
+"""A server that read less than this share of what chatbot counted may have cut the request."""
 CUT_SMALLEST = 256
 """A request below this many tokens is never taken as cut: no server's window is that small,
 and the counts of a short request differ most (each message's few tokens of framing)."""

@@ -202,8 +202,7 @@ async def history_search(
 
 
 async def _history(client: Any, thread_id: str, at: str | None) -> list[dict[str, Any]]:
-    """Every state of the thread, newest first, once this run's checkpoint ``at`` is saved
-    (or half a second has passed)."""
+    """Every state of the thread, newest first, once checkpoint ``at`` is saved (or 0.5 s)."""
     if at:  # (a run's checkpoints are saved in the background, in order: once this run's
         # is there, so is its whole line)
         deadline = time.monotonic() + _WAIT

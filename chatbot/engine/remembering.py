@@ -74,8 +74,7 @@ async def write(store: BaseStore, changes: facts.Changes) -> None:
 
 @dataclass
 class Mind:
-    """What a run knows of the user's memories: the store (None: no memories this run), the
-    thread, and every memory read."""
+    """What a run knows of the user's memories (``store`` None: none this run)."""
 
     store: BaseStore | None
     thread_id: str
@@ -128,8 +127,7 @@ def query_of(messages: Sequence[BaseMessage]) -> str:
 
 
 async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> Mind:
-    """Every memory in ``store``; a mind without a store when memory is off for the run or the
-    thread."""
+    """Every memory in ``store``; no store when memory is off for the run or the thread."""
     if not run.memory or store is None:
         return Mind(None, thread_id)
     if (await thread_record(store, thread_id)).get("memory") == "off":
@@ -175,8 +173,7 @@ async def _asked_to_remember(mind: Mind, messages: Sequence[BaseMessage]) -> Non
 async def noted_in_fold(
     mind: Mind, noted: Sequence[facts.Noted], folded: Sequence[BaseMessage]
 ) -> None:
-    """Store the facts a fold's summary calls noted; a store that fails is logged (the summary
-    is kept)."""
+    """Store the facts a fold noted; a store that fails is logged (the summary is kept)."""
     try:
         await mind.note(noted, folded, "fold")
     except Exception as error:
@@ -194,8 +191,7 @@ def leaving_request(
 
 
 def unread(messages: Sequence[BaseMessage], noted: str) -> list[BaseMessage]:
-    """The messages after ``noted`` (the last one read for facts), all of them when it is not
-    among them."""
+    """The messages after ``noted`` (the last one read for facts); all when it is not there."""
     ids = [str(message.id or "") for message in messages]
     if noted and noted in ids:
         return list(messages[ids.index(noted) + 1 :])

@@ -28,8 +28,7 @@ from langchain_core.messages import (
 KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
 
 MESSAGES_SNAPSHOT_EVERY = 60
-"""Updates of ``messages`` between two checkpoints that store the whole window (a turn makes
-two or three)."""
+"""Updates of ``messages`` between two checkpoints that store the whole window."""
 
 _NAMESPACE = uuid.UUID("5f0c2d3e-8b9a-4f51-9a7e-2c61b0d4e8a1")
 
@@ -60,8 +59,7 @@ def _messages(values: Sequence[Any]) -> list[Any]:
 
 
 def merge_messages(left: list[Any], right: list[Any]) -> list[BaseMessage]:
-    """LangGraph's ``add_messages``, each message of ``right`` without an id given one first
-    (:func:`_given_ids`)."""
+    """LangGraph's ``add_messages``, each new message without an id given one first."""
     from langgraph.graph.message import add_messages
 
     kept, new = _messages(left), _messages(right)
@@ -147,8 +145,7 @@ REDUCERS: dict[str, tuple[Any, type]] = {
 (:func:`delta_channel` makes the channels from it)."""
 
 SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 2}
-"""Updates of each delta channel between two checkpoints that store it (the summary changes
-only at a fold)."""
+"""Updates of each delta channel between two checkpoints that store it."""
 
 
 def delta_channel(key: str) -> Any:

@@ -173,8 +173,7 @@ def facts_request(known: Sequence[Memory], language: Language = "en", alone: boo
 
 
 def split_facts(reply: str) -> tuple[str, list[Noted]]:
-    """The summary a reply holds without its ``<memories>`` section, and the facts noted in it
-    (in order, without repeats)."""
+    """The reply without its ``<memories>`` section, and the facts noted there, each once."""
     noted: list[Noted] = []
     seen: set[str] = set()
     for section in _SECTION.findall(reply):
@@ -286,8 +285,7 @@ def source_of(fact: str, messages: Sequence[tuple[str, str]]) -> str:
 
 
 def terms(text: str) -> set[str]:
-    """The words of a text, lower-cased: words of two letters or more, and each pair of
-    adjacent CJK characters."""
+    """A text's lower-cased words of two letters or more, and its pairs of CJK characters."""
     found: set[str] = set()
     for word in _WORD.findall(text.lower()):
         if _CJK.search(word):
@@ -332,8 +330,7 @@ def line(memory: Memory) -> str:
 
 
 def render(memories: Sequence[Memory], language: Language = "en") -> str:
-    """The memories block of a request ('' for none): after the system prompt, before the
-    summary."""
+    """The memories block of a request ('' for none)."""
     if not memories:
         return ""
     return "\n".join([_HEADING[language], *(line(memory) for memory in memories)])

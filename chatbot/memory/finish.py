@@ -55,8 +55,7 @@ _REASONING_BLOCKS = {"reasoning", "thinking", "redacted_thinking"}
 
 
 def usable_text(message: AIMessage) -> str:
-    """The text a reply holds for people, stripped, without a leading ``<think>`` block; empty
-    when nothing in it would show."""
+    """A reply's text for people, stripped, without a leading ``<think>``; '' if nothing shows."""
     text = str(message.text)
     thinking = _THINKING.match(text)
     if thinking:

@@ -229,8 +229,7 @@ def summary_size(max_summary_tokens: int, max_input_tokens: int | None) -> int:
 
 
 def trigger_fired(policy: SummaryPolicy, message_count: int, context_tokens: int) -> bool:
-    """True when any trigger holds: more than N messages, or more than N tokens in the whole
-    request (``context_tokens``)."""
+    """True when any trigger holds: more than N messages, or N tokens in the whole request."""
     for limit in policy.trigger:
         if limit.kind == "messages":
             if message_count > limit.value:

@@ -119,8 +119,7 @@ _REFUSES_TOOLS = re.compile(
 
 
 def refuses_tools(error: BaseException) -> bool:
-    """True for a provider's error that says the model takes no tools (a request it would
-    answer without them)."""
+    """True for a provider's error that says the model takes no tools."""
     if isinstance(error, NotImplementedError):
         return True
     return bool(_REFUSES_TOOLS.search(str(error)))

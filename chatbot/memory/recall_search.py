@@ -43,8 +43,7 @@ def spaced(text: str) -> str:
 
 
 def parse_query(text: str) -> list[str]:
-    """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
-    end), each once."""
+    """A query's terms, each once: words, or ``"quoted phrases"`` (an open quote runs on)."""
     terms = [spaced(quoted or word) for quoted, word in _TERM.findall(searchable(text))]
     terms = list(dict.fromkeys(term for term in terms if term))
     if not terms:
@@ -84,8 +83,7 @@ def holds(text: str, terms: Sequence[str]) -> bool:
 
 @dataclass(frozen=True)
 class Recalled:
-    """One folded message found: its role, its text, the checkpoint that first held it, and
-    when (ISO 8601, or '')."""
+    """One folded message found, with the checkpoint that first held it, and when (or '')."""
 
     role: str
     text: str

@@ -91,8 +91,7 @@ def _ascii_chunks() -> re.Pattern[str]:
 
 
 def _class_table(member: Any, mark: str) -> bytes:
-    """A ``bytes.translate`` table: the ASCII characters ``member`` accepts become ``mark``,
-    every other byte a blank."""
+    """A ``bytes.translate`` table: ASCII that ``member`` accepts to ``mark``, the rest blank."""
     return bytes(ord(mark) if c < 128 and member(chr(c)) else 32 for c in range(256))
 
 
@@ -110,8 +109,7 @@ _ASCII_CLASSES = tuple(
         (lambda c: not (c.isalnum() or c == "_" or c.isspace()), "p", 3),  # [^\w\s]{1,3}
     )
 )
-"""Letters, digits and marks, each with the size of the chunks :func:`_ascii_chunks` cuts a
-run of them into."""
+"""Letters, digits and marks, each with the size of :func:`_ascii_chunks`' chunks of them."""
 
 
 def _ascii_tokens(text: str) -> int:
