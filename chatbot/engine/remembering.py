@@ -121,11 +121,6 @@ def _context() -> tuple[BaseStore | None, str]:
     return store, thread_id
 
 
-def query_of(messages: Sequence[BaseMessage]) -> str:
-    """The text the memories of a request are chosen by: its latest messages."""
-    return "\n".join(message.text for message in messages[-RECENT:])
-
-
 async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> Mind:
     """Every memory in ``store``; no store when memory is off for the run or the thread."""
     if not run.memory or store is None:
@@ -139,7 +134,8 @@ def block_of(mind: Mind, messages: Sequence[BaseMessage], run: RunSettings) -> s
     """The memories block a request carries ('' for none), chosen by its latest messages."""
     if not mind.on:
         return ""
-    chosen = facts.choose(mind.memories, query_of(messages), run.memory_tokens, run.counter.text)
+    query = "\n".join(message.text for message in messages[-RECENT:])
+    chosen = facts.choose(mind.memories, query, run.memory_tokens, run.counter.text)
     return facts.render(chosen, run.language)
 
 

@@ -117,9 +117,6 @@ class Window:
         )
         return f"{line}; {how}" if how else line
 
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 RAISE_HINTS = {
     "Ollama": "to give it more, start Ollama with OLLAMA_CONTEXT_LENGTH=32768, or set "
@@ -348,7 +345,7 @@ def _shown(endpoint: str) -> str:
 
 
 def _stored(entry: _Entry) -> dict[str, Any]:
-    window = entry.window.record() if entry.window else None
+    window = asdict(entry.window) if entry.window else None
     stored = {"window": window, "asked_at": entry.asked_at, "noted": entry.noted}
     return {**stored, "slow": True} if entry.slow else stored
 
