@@ -22,7 +22,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
@@ -287,14 +287,6 @@ class Fold:
     """The facts about the user the summary calls noted (when asked: ``known`` given)."""
 
 
-class Summary(NamedTuple):
-    """What :func:`summarize` made: the summary, its calls, and the facts noted."""
-
-    text: str
-    calls: int
-    noted: list[facts.Noted]
-
-
 Progress = Callable[[int, int], None]
 """Told ``(part, parts)`` before each summary call of a fold (parts can grow: a chunk the
 model refused as too long is cut smaller)."""
@@ -303,7 +295,6 @@ model refused as too long is cut smaller)."""
 async def fold(
     state: Mapping[str, Any],
     run: RunSettings,
-    reason: FoldReason,
     plan: policy.SummaryPlan,
     progress: Progress | None = None,
     call: Ask = ask,
@@ -315,7 +306,7 @@ async def fold(
     messages = state["messages"]
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
-    made = await summarize(
+    summary, calls, noted = await summarize(
         folded,
         state.get("summary", ""),
         run,
@@ -324,13 +315,7 @@ async def fold(
         call=call,
         known=known,
     )
-    return Fold(
-        summary=made.text,
-        folded=folded,
-        folded_tokens=run.counter.part(folded, messages),
-        calls=made.calls,
-        noted=made.noted,
-    )
+    return Fold(summary, folded, run.counter.part(folded, messages), calls, noted)
 
 
 def fold_record(
@@ -361,11 +346,11 @@ async def summarize(
     progress: Progress | None = None,
     call: Ask = ask,
     known: Sequence[facts.Memory] | None = None,
-) -> Summary:
-    """Fold messages into the summary chunk by chunk, each extending the running summary (with
-    ``known``, also the facts each call noted); a chunk refused as too long makes the rest
-    chunked at half the size (up to three times), an empty answer is asked once more without
-    streaming. Raises :class:`SummaryError` if a call fails or gives no usable summary."""
+) -> tuple[str, int, list[facts.Noted]]:
+    """Fold messages into the summary chunk by chunk, each extending the running summary: the
+    new summary, its calls, and (with ``known``) the facts each call noted. A chunk refused as
+    too long makes the rest chunked at half the size (up to three times), an empty answer is
+    asked once more without streaming. :class:`SummaryError` if a call fails or gives none."""
     counter = run.summary_counter
     if summary_oversized(summary, run):
         folded = [prompts.summary_context_message(summary, run.language), *folded]
@@ -433,7 +418,7 @@ async def summarize(
         summary, condensing = await _kept_to_limit(text, run, model, call)
         calls += condensing
         done += 1
-    return Summary(summary, calls, noted)
+    return summary, calls, noted
 
 
 def summary_runnable(run: RunSettings, name: str) -> Runnable[Any, Any]:

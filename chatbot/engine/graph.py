@@ -220,7 +220,7 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
 
     try:
         known = mind.memories if mind.on else None
-        done = await folding.fold(state, run, reason, plan, progress, paid, known)
+        done = await folding.fold(state, run, plan, progress, paid, known)
     except folding.SummaryError as error:
         if reason == "overflow":
             raise overflow.fold_failed(error) from None
