@@ -5,12 +5,9 @@ guard that folds before a call, ``/tokens``, ``/context`` and the status line; a
 counted part by part with it in :mod:`chatbot.memory.sent`.
 
 Vocabulary:
-- *tokenizer*: counts the tokens of a text. ``o200k_base`` (GPT-4o, GPT-4.1, GPT-5, o-series)
-  and ``cl100k_base`` (GPT-4, GPT-3.5) are OpenAI's real vocabularies, from the ``bpe-openai``
-  wheel (no download, no network). Every other model gets ``estimate``: a script-aware
-  estimate calibrated on o200k_base (a CJK character is ~0.7 tokens, an English word ~1, digits
-  in threes), which the tests hold close to it on English, Chinese, Japanese, Korean, Russian,
-  code and JSON.
+- *tokenizer*: counts the tokens of a text: OpenAI's real vocabularies ``o200k_base`` and
+  ``cl100k_base`` from the ``bpe-openai`` wheel (no network), else ``estimate``
+  (:func:`estimate_tokens`), calibrated on o200k_base.
 - *raw count*: what the tokenizer says, plus a small per-message overhead (role markers).
 - *usage scale*: the provider's reported ``input_tokens`` over our raw count of the request,
   which the conversation node records on each reply (:data:`USAGE_KEY`); every count is
