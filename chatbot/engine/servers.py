@@ -49,16 +49,11 @@ LM_STUDIO_DEFAULT = 4096
 LLAMA_CPP_PYTHON_DEFAULT = 2048
 
 
-class Unknown:
-    """The server could not be asked (not there, too slow, refused the key): nothing was
-    learned. ``slow``: it did not answer in time (asked again some minutes later, not at
-    every start: a start would wait for it each time)."""
+class Unknown(Exception):
+    """The server could not be asked (not there, too slow, refused the key): raised by a
+    question, answered by :func:`ask_server`. ``slow``: it did not answer in time (asked again
+    some minutes later, not at every start, which would wait for it each time)."""
 
-    def __init__(self, slow: bool = False) -> None:
-        self.slow = slow
-
-
-class _Unreachable(Exception):
     def __init__(self, slow: bool = False) -> None:
         super().__init__()
         self.slow = slow
@@ -74,13 +69,13 @@ class _Asker:
 
     def json(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
         """The answer's JSON document; None for a path the server lacks or a body not JSON.
-        Raises :class:`_Unreachable` when the server cannot be reached in time, refuses the key
+        Raises :class:`Unknown` when the server cannot be reached in time, refuses the key
         or fails (then nothing it said is kept)."""
         import httpx2
 
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise _Unreachable(slow=True)
+            raise Unknown(slow=True)
         try:
             response = self.client.request(
                 method, url, headers=self.headers, json=body, timeout=min(left, ASK_TIMEOUT)
@@ -89,13 +84,13 @@ class _Asker:
             from chatbot.config.sources import without_password
 
             log.debug("asking %s failed: %s", without_password(url), type(error).__name__)
-            raise _Unreachable(slow=isinstance(error, httpx2.TimeoutException)) from None
+            raise Unknown(slow=isinstance(error, httpx2.TimeoutException)) from None
         except Exception as error:  # (the client's own "not there": ServerUnreachable)
             if type(error).__name__ == "ServerUnreachable":
-                raise _Unreachable from None
+                raise Unknown from None
             raise
         if response.status_code in (401, 403) or response.status_code >= 500:
-            raise _Unreachable  # (a refused key, a server still loading: ask another time)
+            raise Unknown  # (a refused key, a server still loading: ask another time)
         if response.status_code != 200:
             return None
         try:
@@ -139,8 +134,8 @@ def ask_server(
     try:
         with http_client(endpoint) as client:
             return _ask(_Asker(client, key, deadline), endpoint, model, listing)
-    except _Unreachable as error:
-        return Unknown(error.slow)
+    except Unknown as error:
+        return Unknown(error.slow)  # (a fresh one: no traceback holding the client)
 
 
 def _ask(
