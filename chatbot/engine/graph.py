@@ -7,16 +7,12 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
                       \\-> summarize_conversation -> after_summary -> conversation | END
                                  conversation -> should_continue -> recall -> conversation
 
-- ``fold_first`` (from START): fold before the call when the request would pass the model's
-  input budget, when the trigger already held (a resumed thread, a failed summary), or when
-  the run asks to compact; otherwise answer at once.
-- ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
-  a fold already (one fold a turn); or, when the provider refused the request as too long,
-  fold and try again once. ``conversation`` itself sends the turn there before calling when
-  the memories block, read only by the node, tips the request past the input budget.
+- ``fold_first``: fold before the call when the request would not fit, the trigger already
+  held (a resumed thread, a failed summary) or the run asks to compact; else answer.
+- ``should_continue``: the tutorial's trigger, one fold a turn; after a refusal as too long,
+  fold and ask again once (also when the memories block tips the request past the budget).
 - ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
-- ``recall``: the reply called the recall tool (:mod:`chatbot.memory.recall`): the folded
-  messages it asked for go back to ``conversation`` as tool messages.
+- ``recall``: the folded messages the reply asked for go back to ``conversation``.
 
 Nodes are async functions of the state and the run's
 :class:`~chatbot.engine.runsettings.RunSettings`, so the graph runs under ``ainvoke``/``astream``
