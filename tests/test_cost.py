@@ -204,7 +204,7 @@ def test_a_new_thread_has_cost_nothing(make_world: Callable[..., World]) -> None
 
 
 def test_each_call_is_priced_on_its_own_where_the_price_depends_on_its_size() -> None:
-    from chatbot.memory.pricing import cost_rows, thread_cost, with_call
+    from chatbot.memory.pricing import cost_rows, thread_cost, with_calls
 
     # Gemini 2.5 Pro charges more per token above 200k input tokens in one call: three calls
     # of 100k cost three times one, not what one call of 300k would
@@ -217,7 +217,8 @@ def test_each_call_is_priced_on_its_own_where_the_price_depends_on_its_size() ->
 
     record: Any = None
     for _ in range(3):
-        record = with_call(record, "chat", "gemini-2.5-pro", call(100_000), earlier_turns=False)
+        calls = [("gemini-2.5-pro", call(100_000))]
+        record = with_calls((record,), "chat", calls, earlier_turns=False)
     one = calc_price(Usage(input_tokens=100_000, output_tokens=1000), "gemini-2.5-pro")
     expected = format_usd(one.total_price * 3)
     (cost, _) = cost_rows(thread_cost(record, has_turns=True))

@@ -35,7 +35,6 @@ from chatbot.memory.policy import (
     parse_limit,
     parse_trigger,
     summary_size,
-    text_and_media,
     trigger_fired,
     unsafe_cutoffs,
 )
@@ -43,6 +42,7 @@ from chatbot.memory.policy import chunk_for_summary as _chunk_for_summary
 from chatbot.memory.policy import plan_summary as _plan_summary
 from chatbot.memory.policy import split_message as _split_message
 from chatbot.memory.tokens import TokenCounter
+from chatbot.parts import text_and_media
 
 COUNTER = TokenCounter()
 """The estimate: what counts tokens for models without a known tokenizer (and in these tests)."""
@@ -1142,10 +1142,11 @@ def test_split_message_keeps_images_and_files_with_its_first_part() -> None:
     message = HumanMessage(content=[image, {"type": "text", "text": "word " * 3000}, pdf])
     parts = split_message(message, 2500)  # room for both blocks (1,000 tokens each) and text
     assert len(parts) > 1
-    _, first_media = text_and_media(parts[0])
+    _, first_media = text_and_media(parts[0].content)
     assert first_media == [image, pdf]
-    assert all(text_and_media(part)[1] == [] for part in parts[1:])
-    assert "".join(PART_LABEL.sub("", text_and_media(p)[0]) for p in parts) == "word " * 3000
+    assert all(text_and_media(part.content)[1] == [] for part in parts[1:])
+    texts = (text_and_media(p.content)[0] for p in parts)
+    assert "".join(PART_LABEL.sub("", text) for text in texts) == "word " * 3000
     assert all(COUNTER.raw([part]) <= 2500 for part in parts)
 
 
@@ -1153,8 +1154,8 @@ def test_media_bigger_than_the_budget_goes_alone_in_the_first_part() -> None:
     image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
     message = HumanMessage(content=[image, {"type": "text", "text": "word " * 600}])
     parts = split_message(message, 300)  # the image alone counts 1,000 tokens
-    assert text_and_media(parts[0]) == (f"[part 1/{len(parts)}] ", [image])
-    assert "".join(PART_LABEL.sub("", text_and_media(p)[0]) for p in parts) == "word " * 600
+    assert text_and_media(parts[0].content) == (f"[part 1/{len(parts)}] ", [image])
+    assert "".join(PART_LABEL.sub("", text_and_media(p.content)[0]) for p in parts) == "word " * 600
 
 
 def test_chinese_text_is_split_at_punctuation_within_the_budget() -> None:

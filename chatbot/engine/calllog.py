@@ -7,16 +7,12 @@ the one asked), ``role`` (``chat`` or ``summary``), ``thread`` (when the run has
 and ``cancelled``. Never the API key, never what was said.
 
 It is a LangChain callback handler attached where the models are made
-(:func:`chatbot.engine.models.make_model`), so every call is logged: replies, summaries, the fold
-before a call, ``/compact``, retries. The file is created 0600 (its folder 0700 when this
-makes it); a path that cannot be written (a folder that is a file, ``/dev/full``, a file of
-``/proc``, a named pipe that nothing reads) is refused when the models are made. With ``--url``
-the server makes the calls: the log is written by the server started with ``CHATBOT_LOG``.
+(:func:`chatbot.engine.models.make_model`), so every call is logged. The file is created 0600;
+a path that cannot be written is refused when the models are made.
 
-A call ends on an event loop (the terminal's, or the LangGraph server's, which forbids blocking
-I/O there), so the handler only queues the line: one writer thread per file appends it, a
-whole line per write. A turn waits for its lines to be written (:func:`settle`), and so does
-the process's exit. Lines that cannot be written (a full disk) are dropped, and said once.
+A call ends on an event loop, which must not block, so the handler only queues the line: one
+writer thread per file appends it. A turn and the process's exit wait for the lines
+(:func:`settle`); lines that cannot be written are dropped, and said once.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ _MAX_ERROR_CHARS = 500
 
 
 class LogFile:
-    """An append-only JSON-lines file shared by every handler writing to it, written by a
-    thread of its own."""
+    """An append-only JSON-lines file shared by its handlers, written by a thread of its own."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -62,9 +57,8 @@ class LogFile:
         """True once :attr:`problem` was handed to someone to say (:func:`settle`)."""
 
     def open(self) -> None:
-        """Create the file (0600; the folders it makes 0700) or check it can be appended to,
-        making one that others could read 0600, and start its writer; a path that cannot be
-        written is one :class:`SettingsError` line."""
+        """Create the file (0600, folders 0700) or check it can be appended to, and start its
+        writer; a path that cannot be written is one :class:`SettingsError` line."""
         from chatbot.files import make_private_dirs
 
         try:
@@ -126,9 +120,8 @@ class LogFile:
 
 
 def _open_to_append(path: Path) -> int:
-    """Open ``path`` to append (made 0600), never waiting for a reader: a FIFO that nothing
-    reads refuses at once (ENXIO), where a blocking open waits for one for ever. The writes
-    block as usual."""
+    """Open ``path`` to append (made 0600) without waiting for a reader: a FIFO that nothing
+    reads refuses at once (ENXIO) instead of blocking for ever."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o600)
     os.set_blocking(fd, True)
     return fd
@@ -160,8 +153,7 @@ def log_file(path: str) -> LogFile:
 
 
 def settle(timeout: float = 1.0) -> list[str]:
-    """Wait (at most ``timeout`` seconds) for every call log's queued lines to be written, and
-    return what went wrong with them that was not said yet: each problem is said once."""
+    """Wait up to ``timeout`` seconds for every queued line; the problems not said yet."""
     with _FILES_LOCK:
         files = list(_FILES.values())
     deadline = time.monotonic() + timeout

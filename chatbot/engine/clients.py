@@ -1,17 +1,10 @@
 """The HTTP clients of the calls to the model server: chat, summary and the model list.
 
-A failed connection is asked again with a backoff, as a rate limit or a server error is
-(``CHATBOT_MAX_RETRIES`` times: :mod:`chatbot.engine.retries`): with nothing listening at the
-address, the user would wait through every backoff to be told so. A refused connection and a
-host name that does not resolve are not a busy server, and asking again does not help: these
-clients raise them as :class:`ServerUnreachable`, an ``openai.APIConnectionError`` that is
-never asked again, and its line names the address (without its password). Every other failure
-keeps its retries.
-
-Every client of a process shares one TLS context (:func:`tls_context`): the HTTP library would
-make one per client, loading the system's certificates each time, and the models of a turn make
-four clients (a blocking and an awaited one for the chat model and for the summary
-model).
+A refused connection and a host name that does not resolve are not a busy server, so asking
+again (:mod:`chatbot.engine.retries`) would only make the user wait through every backoff: these
+clients raise them as :class:`ServerUnreachable`, never asked again, its line naming the address
+without its password. Every client shares one TLS context (:func:`tls_context`), so the
+system's certificates are loaded once, not once per client.
 """
 
 from __future__ import annotations
@@ -27,9 +20,7 @@ from chatbot.errors import FriendlyError, unreachable_cause
 
 
 class ServerUnreachable(openai.APIConnectionError, FriendlyError):
-    """Nothing answers at the model server's address, or its host name does not resolve: one
-    line for people, and no retry (:func:`chatbot.engine.retries.wait_before_retry`; the
-    ``openai`` client passes its own errors on too)."""
+    """Nothing answers at the model server's address, or its host name does not resolve."""
 
     def __init__(self, line: str, request: Any) -> None:
         super().__init__(message=line, request=request)
@@ -89,10 +80,8 @@ class _AsyncFailFastClient(openai.DefaultAsyncHttpxClient):
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """The TLS context every model client of this process uses: the one ``openai``'s HTTP
-    library (``httpx2``) would make for each client (the certificates ``SSL_CERT_FILE`` or
-    ``SSL_CERT_DIR`` name, else the system's), made once. An ``ssl.SSLContext`` is made to be
-    shared by connections and threads."""
+    """The TLS context ``httpx2`` would make for each client (``SSL_CERT_FILE``,
+    ``SSL_CERT_DIR``, else the system's), made once for every model client of the process."""
     import httpx2
 
     return httpx2.create_ssl_context()

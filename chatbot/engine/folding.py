@@ -11,10 +11,9 @@ this module decides *whether*, *what* and does it. Four reasons, in order of pre
 - ``trigger``: the summary trigger holds (after a reply; before a call, when it already held
   before the new message — a resumed thread, or a summary that failed last turn).
 
-A fold also condenses a summary grown far past ``CHATBOT_MAX_SUMMARY_TOKENS`` (one stored
-before that was checked, or edited in by hand): its text is folded in like the oldest
-message, into a new summary. A new summary that comes back without usable text, or far past
-the limit even after asking once to condense it, is a failed summary.
+A fold also condenses a summary grown far past ``CHATBOT_MAX_SUMMARY_TOKENS``: its text is
+folded in like the oldest message. A new summary without usable text, or far past the limit
+even after asking once to condense it, is a failed summary.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
@@ -51,12 +50,10 @@ from chatbot.sanitize import valid_data
 FoldReason = Literal["overflow", "fit", "compact", "trigger"]
 MIN_CHUNK_TOKENS = 256
 _MAX_HALVINGS = 3
-SUMMARY_SLACK = policy.SUMMARY_SLACK
 
 
 Ask = Callable[[Runnable[Any, Any], list[BaseMessage]], Awaitable[AIMessage]]
-"""Sends a model (or a model with its config) messages and returns its reply: :func:`ask`, or
-a function that calls it and notes the reply (what a fold's calls cost)."""
+""":func:`ask`, or a caller of it that notes each reply (what a fold's calls cost)."""
 
 
 async def ask(
@@ -66,13 +63,10 @@ async def ask(
     retries: int = 0,
     call: Literal["reply", "summary"] = "reply",
 ) -> AIMessage:
-    """The model's reply to ``request``, awaited (cancelling the task closes the HTTP
-    request), with its text made valid (:func:`valid_reply`).
+    """The model's reply to ``request``, awaited, with its text made valid (:func:`valid_reply`).
 
-    A failure that may pass (a rate limit, a server error, a timeout: the rules of
-    :mod:`chatbot.engine.retries`) is asked again up to ``retries`` times. Each wait is told
-    to the run's custom stream as it starts (a :class:`~chatbot.engine.stream.Retrying`
-    naming the ``call``), and is a sleep that cancelling the task (Ctrl-C) ends at once."""
+    A failure that may pass (:mod:`chatbot.engine.retries`) is asked again up to ``retries``
+    times; each wait is streamed as a :class:`~chatbot.engine.stream.Retrying` naming ``call``."""
     taken = 0
     while True:
         began = ReplyBegan()
@@ -90,11 +84,8 @@ async def ask(
 
 
 def valid_reply(reply: AIMessage) -> AIMessage:
-    """The reply with its text valid (content, tool call arguments, metadata): the reply
-    itself when it already was. Every model call of the graph goes through :func:`ask`, so
-    this is where a provider's text enters chatbot: a lone surrogate in what it sent is
-    U+FFFD in the reply, the summary, the store and the terminal alike
-    (:func:`chatbot.sanitize.valid_data`)."""
+    """The reply with its text valid (:func:`chatbot.sanitize.valid_data`): every model call
+    goes through :func:`ask`, so this is where a provider's text enters chatbot."""
     fields = ("content", "additional_kwargs", "response_metadata", "tool_calls")
     changed = {}
     for name in fields:
@@ -106,8 +97,7 @@ def valid_reply(reply: AIMessage) -> AIMessage:
 
 
 class SummaryError(RuntimeError):
-    """The summary model raised, timed out or returned no usable summary; the state was left
-    untouched."""
+    """The summary model failed or gave no usable summary; the state was left untouched."""
 
 
 def pending_reply(messages: Sequence[BaseMessage]) -> bool:
@@ -118,20 +108,11 @@ def pending_reply(messages: Sequence[BaseMessage]) -> bool:
 def request_tokens(
     messages: Sequence[BaseMessage], summary: str, run: RunSettings, offered: bool | None = None
 ) -> Sent:
-    """What the chat model would be sent, part by part (:mod:`chatbot.memory.sent`): system
-    prompt, the user's memories, summary in its message, the recall tool when the call offers
-    it (``offered``; by default when recall is on for the run and there is a summary), and the
-    messages."""
+    """What the chat model would be sent, part by part (:mod:`chatbot.memory.sent`); the recall
+    tool when ``offered`` (by default when recall is on for the run)."""
     on = run.recall if offered is None else offered
-    return sent_tokens(
-        run.counter,
-        messages,
-        summary,
-        run.system_prompt,
-        run.language,
-        on,
-        memories=run.memories,
-    )
+    shape = (run.system_prompt, run.language, on)
+    return sent_tokens(run.counter, messages, summary, *shape, memories=run.memories)
 
 
 def context_tokens(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> int:
@@ -167,9 +148,8 @@ def fold_reason(state: Mapping[str, Any], run: RunSettings, *, compact: bool) ->
 
 
 def fold_before_answer(state: Mapping[str, Any], run: RunSettings) -> bool:
-    """True when a run should fold before its chat call: the request would not fit, the
-    trigger already held before the new message, the provider refused it as too long, or the
-    run asks to compact (the fold explains when there is nothing to fold)."""
+    """True when a run should fold before its chat call (see :func:`fold_reason`); a compact or
+    an overflow always goes to the fold, which explains when there is nothing to fold."""
     reason = fold_reason(state, run, compact=run.compact)
     if reason in ("compact", "overflow"):
         return True
@@ -177,8 +157,7 @@ def fold_before_answer(state: Mapping[str, Any], run: RunSettings) -> bool:
 
 
 def _trigger_holds(messages: Sequence[BaseMessage], summary: str, run: RunSettings) -> bool:
-    """True when the automatic trigger holds for these messages; their tokens are counted only
-    for a trigger that counts tokens (``messages:N`` alone never needs them)."""
+    """True when the automatic trigger holds (tokens counted only for a token trigger)."""
     if not run.policy.automatic:
         return False
     counted = run.policy.trigger_tokens() is not None
@@ -187,8 +166,8 @@ def _trigger_holds(messages: Sequence[BaseMessage], summary: str, run: RunSettin
 
 
 def summary_limit(run: RunSettings) -> int:
-    """The most tokens a summary may hold (:data:`SUMMARY_SLACK` times the setting)."""
-    return run.max_summary_tokens * SUMMARY_SLACK
+    """The most tokens a summary may hold (``SUMMARY_SLACK`` times the setting)."""
+    return run.max_summary_tokens * policy.SUMMARY_SLACK
 
 
 def summary_oversized(summary: str, run: RunSettings) -> bool:
@@ -197,11 +176,9 @@ def summary_oversized(summary: str, run: RunSettings) -> bool:
 
 
 def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason) -> bool:
-    """True when a fold for ``reason`` would leave a smaller request: the summary is too big
-    to keep (condensed, it shrinks), or there are messages safe to fold and the request
-    without them, with the summary's message and the recall tool the fold brings, is smaller
-    (:func:`~chatbot.memory.policy.fold_shrinks`). A fold to make the request fit must shrink
-    it by :data:`~chatbot.memory.policy.MIN_SHRINK` at least."""
+    """True when a fold for ``reason`` would leave a smaller request: the summary is too big to
+    keep, or folding what is safe to fold shrinks it (:func:`~chatbot.memory.policy.fold_shrinks`;
+    by :data:`~chatbot.memory.policy.MIN_SHRINK` at least for ``fit``)."""
     summary = state.get("summary", "")
     if summary_oversized(summary, run):
         return True
@@ -223,8 +200,7 @@ def worth_folding(state: Mapping[str, Any], run: RunSettings, reason: FoldReason
 def nothing_to_fold(
     state: Mapping[str, Any], run: RunSettings, reason: FoldReason
 ) -> NothingToFold | None:
-    """Why a fold for ``reason`` is not made (:func:`worth_folding`): nothing safe to fold,
-    or folding would not make the context smaller; None when it is made."""
+    """Why a fold for ``reason`` is not made (:func:`worth_folding`); None when it is."""
     if worth_folding(state, run, reason):
         return None
     plan = plan_fold(state, run, reason)
@@ -233,8 +209,7 @@ def nothing_to_fold(
 
 
 def _fixed_head(summary: str, run: RunSettings) -> int:
-    """Tokens besides the kept messages once folded: system prompt, the user's memories, a
-    grown summary in its message, and the recall tool."""
+    """Tokens besides the kept messages once folded: system prompt, memories, summary, tool."""
     if summary_oversized(summary, run):  # the fold condenses it: only the new one's room counts
         summary = ""
     shape = (run.system_prompt, run.language, run.recall)
@@ -277,11 +252,9 @@ def refused_tokens(state: Mapping[str, Any], run: RunSettings) -> int:
 
 
 def fits_now(state: Mapping[str, Any], run: RunSettings) -> bool:
-    """After a refusal of a request sent with room for its reply (``max_tokens``): True when
-    the refused request fits the input budget as the run sees the window now (the refusal
-    taught it; by the server's count of the request when it gave one): it was the room asked
-    for the reply that did not fit (vLLM refuses a prompt and ``max_tokens`` past its window),
-    and asking again with the smaller room needs no fold."""
+    """After a refusal of a request sent with ``max_tokens``: True when the refused request
+    fits the input budget the refusal taught, so only the reply's room did not fit (vLLM
+    refuses a prompt plus ``max_tokens`` past its window) and asking again needs no fold."""
     flag = overflow_of(state) or {}
     budget = run.policy.input_budget()
     if not flag.get("reply") or budget is None:
@@ -306,21 +279,12 @@ def could_shrink(state: Mapping[str, Any], run: RunSettings, plan: policy.Summar
 class Fold:
     """A finished fold: the new summary and what went into it."""
 
-    reason: FoldReason
     summary: str
     folded: list[BaseMessage]
     folded_tokens: int
     calls: int
     noted: list[facts.Noted] = field(default_factory=list)
     """The facts about the user the summary calls noted (when asked: ``known`` given)."""
-
-
-class Summary(NamedTuple):
-    """What :func:`summarize` made: the summary, its calls, and the facts noted."""
-
-    text: str
-    calls: int
-    noted: list[facts.Noted]
 
 
 Progress = Callable[[int, int], None]
@@ -331,7 +295,6 @@ model refused as too long is cut smaller)."""
 async def fold(
     state: Mapping[str, Any],
     run: RunSettings,
-    reason: FoldReason,
     plan: policy.SummaryPlan,
     progress: Progress | None = None,
     call: Ask = ask,
@@ -343,7 +306,7 @@ async def fold(
     messages = state["messages"]
     folded = [messages[i] for i in plan.fold]
     focus = run.compact_focus if run.compact else ""
-    made = await summarize(
+    summary, calls, noted = await summarize(
         folded,
         state.get("summary", ""),
         run,
@@ -352,22 +315,15 @@ async def fold(
         call=call,
         known=known,
     )
-    return Fold(
-        reason=reason,
-        summary=made.text,
-        folded=folded,
-        folded_tokens=run.counter.part(folded, messages),
-        calls=made.calls,
-        noted=made.noted,
-    )
+    return Fold(summary, folded, run.counter.part(folded, messages), calls, noted)
 
 
 def fold_record(
     state: Mapping[str, Any], folded: Sequence[BaseMessage], counter: TokenCounter
 ) -> dict[str, Any] | None:
-    """What the summary will hold once ``folded`` is folded in (the state's ``folded``; see
-    :func:`~chatbot.history.summary.extend_fold_record`): counted with the run's tokenizer and the
-    estimate when the summary is new, else with the tokenizers its record counts with."""
+    """The state's ``folded`` once ``folded`` is folded in
+    (:func:`~chatbot.history.summary.extend_fold_record`), counted with the tokenizers the record
+    already counts with (a new summary: the run's and the estimate)."""
     summary = state.get("summary", "")
     previous = state.get(FOLDED_KEY)
     names = {counter.name, ESTIMATE.name}
@@ -390,24 +346,11 @@ async def summarize(
     progress: Progress | None = None,
     call: Ask = ask,
     known: Sequence[facts.Memory] | None = None,
-) -> Summary:
-    """Fold messages into the summary with the summary model, chunk by chunk.
-
-    Returns the new summary, the number of summary calls and, when ``known`` is given (the
-    user's memories: on), the facts about the user each call noted in its ``<memories>``
-    section (:func:`chatbot.memory.facts.split_facts`: never part of the summary).
-
-    Each chunk extends the running summary, so an input bigger than the model's budget is
-    folded whole, never truncated; if the summary model itself says a chunk is too long, the
-    rest is chunked at half the size (up to three times), and a window the refusal states is
-    learned for the model. A call answered with nothing (a server past its window may end its
-    stream so) is asked once more without streaming, which such servers answer with their
-    error. A summary too big to keep (:func:`summary_oversized`) is folded in as the oldest
-    message, into a new one. ``progress`` is told each call's part before it is made, and
-    ``call`` makes it. Raises :class:`SummaryError` if a call fails or its reply is no usable
-    summary
-    (:func:`summary_text`, :func:`_kept_to_limit`).
-    """
+) -> tuple[str, int, list[facts.Noted]]:
+    """Fold messages into the summary chunk by chunk, each extending the running summary: the
+    new summary, its calls, and (with ``known``) the facts each call noted. A chunk refused as
+    too long makes the rest chunked at half the size (up to three times), an empty answer is
+    asked once more without streaming. :class:`SummaryError` if a call fails or gives none."""
     counter = run.summary_counter
     if summary_oversized(summary, run):
         folded = [prompts.summary_context_message(summary, run.language), *folded]
@@ -421,8 +364,7 @@ async def summarize(
         run.summary_input_tokens - overhead - summary_room - run.max_summary_tokens,
     )
     chunks = policy.chunk_for_summary(folded, budget, counter)
-    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
-    model = bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="summarize")
+    model = summary_runnable(run, "summarize")
     done = calls = halvings = 0
     unstreamed = False
     while done < len(chunks):
@@ -476,7 +418,13 @@ async def summarize(
         summary, condensing = await _kept_to_limit(text, run, model, call)
         calls += condensing
         done += 1
-    return Summary(summary, calls, noted)
+    return summary, calls, noted
+
+
+def summary_runnable(run: RunSettings, name: str) -> Runnable[Any, Any]:
+    """The summary model bound for its calls (``max_tokens``), tagged so streams leave it out."""
+    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
+    return bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name=name)
 
 
 @functools.lru_cache(maxsize=32)
@@ -489,12 +437,8 @@ def _instructions_tokens(
 
 
 def summary_text(response: AIMessage) -> str:
-    """The summary a reply holds: its usable text (:func:`~chatbot.memory.finish.usable_text`).
-
-    Raises :class:`SummaryError` when the reply did not finish, or holds no usable text
-    (only whitespace or invisible characters, only reasoning, or a tool call instead): the
-    rule a chat reply meets too.
-    """
+    """The reply's usable text (:func:`~chatbot.memory.finish.usable_text`); raises
+    :class:`SummaryError` when it did not finish or holds none, the rule a chat reply meets."""
     ending = finish.finish_of(response)
     if ending == "empty":
         raise SummaryError(finish.without_text(response, "summary"))
@@ -506,9 +450,8 @@ def summary_text(response: AIMessage) -> str:
 async def _kept_to_limit(
     summary: str, run: RunSettings, model: Runnable[Any, Any], call: Ask
 ) -> tuple[str, int]:
-    """The summary, if it is within :func:`summary_limit`; else condensed by one more call
-    (returns the calls it made). Raises :class:`SummaryError` when it is too big to send
-    back to be condensed, or still too big condensed: it is never stored."""
+    """The summary within :func:`summary_limit`, condensed by one more call if need be, and the
+    calls made; :class:`SummaryError` when it cannot be condensed to fit."""
     counter = run.summary_counter
     tokens = counter.text(summary)
     limit = summary_limit(run)

@@ -7,26 +7,17 @@ The tutorial's shape, with a guard in front and a way back to ``conversation``::
                       \\-> summarize_conversation -> after_summary -> conversation | END
                                  conversation -> should_continue -> recall -> conversation
 
-- ``fold_first`` (from START): fold before the call when the request would pass the model's
-  input budget, when the trigger already held (a resumed thread, a failed summary), or when
-  the run asks to compact; otherwise answer at once.
-- ``should_continue`` (after ``conversation``): the tutorial's trigger, unless this run tried
-  a fold already (one fold a turn); or, when the provider refused the request as too long,
-  fold and try again once. ``conversation`` itself sends the turn there before calling when
-  the memories block, read only by the node, tips the request past the input budget.
+- ``fold_first``: fold before the call when the request would not fit, the trigger already
+  held (a resumed thread, a failed summary) or the run asks to compact; else answer.
+- ``should_continue``: the tutorial's trigger, one fold a turn; after a refusal as too long,
+  fold and ask again once (also when the memories block tips the request past the budget).
 - ``after_summary``: a message still waiting for its reply goes (back) to ``conversation``.
-- ``recall``: the reply called the recall tool (:mod:`chatbot.memory.recall`): the folded
-  messages it asked for go back to ``conversation`` as tool messages.
+- ``recall``: the folded messages the reply asked for go back to ``conversation``.
 
-Nodes are async functions of the state and the run's settings
-(:class:`~chatbot.engine.runsettings.RunSettings`: the run's context applied to the graph's
-defaults) that await their model calls, so the graph runs under ``ainvoke``/``astream`` only
-(LangGraph's ``invoke`` refuses an async node): blocking callers run it with ``asyncio.run``
-or :func:`chatbot.threads.runner.blocking`. Routers are plain functions, which LangGraph runs
-both ways: ``update_state`` (undo, forks, import, Studio's state editor) is synchronous and
-runs the routers of the node it writes as, never a node. :func:`build_graph` binds both to
-its settings; a router reads the run's context with LangGraph's public ``get_runtime()`` and
-works without one, so ``update_state`` needs no ``as_node``.
+Nodes are async functions of the state and the run's
+:class:`~chatbot.engine.runsettings.RunSettings`, so the graph runs under ``ainvoke``/``astream``
+only. Routers are plain functions that read the run's context with ``get_runtime()`` and work
+without one: the synchronous ``update_state`` (undo, forks, import, Studio) runs them.
 """
 
 from __future__ import annotations
@@ -37,7 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, NotRequired, TypedDict, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, RemoveMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.config import get_config, get_stream_writer
 from langgraph.graph import END, START, StateGraph, add_messages
@@ -68,30 +59,23 @@ DONE: Literal["__end__"] = "__end__"
 assert DONE == END
 
 DURABILITY: Durability = "sync"
-"""The durability a run of this graph is meant to have: pass ``durability=DURABILITY`` to
-``ainvoke``/``astream`` (a graph with a checkpointer only). With LangGraph's "sync"
-durability each step's checkpoint and writes are saved before the next step starts: the
-user's message is in the database before the model is called, and the store's writes do not
-run beside the next step in another thread (as under "async", LangGraph's default, which
-costs more CPU a turn: docs/benchmarks.md). LangGraph has no public way to give a compiled
-graph a default durability (its run loop reads it only from the call's argument or from a
-private config key), so each caller passes it."""
+"""Pass ``durability=DURABILITY`` to ``ainvoke``/``astream`` of a graph with a checkpointer:
+each step is saved before the next starts, so the user's message is stored before the model is
+called. LangGraph has no public way to make it a compiled graph's default."""
 
 _RESOLVERS: weakref.WeakKeyDictionary[ChatGraph, RunResolver] = weakref.WeakKeyDictionary()
 
 
 def run_resolver(graph: ChatGraph) -> RunResolver:
-    """The resolver a graph made by :func:`build_graph` applies to each run's context: ask it
-    what a run would use (policy, models, counter, language, prompts) and get the graph's
-    own answer."""
+    """The resolver a graph made by :func:`build_graph` applies to each run's context."""
     return _RESOLVERS[graph]
 
 
 def _paid(
     state: State, role: pricing.Role, model: BaseChatModel, replies: list[AIMessage]
 ) -> dict[str, Any]:
-    """The state update recording the calls' usage (none when no call was answered), added
-    to the thread's record, never below the run's floor (see :mod:`chatbot.memory.pricing`)."""
+    """The state update adding the answered calls' usage to the thread's record, never below
+    the run's floor (:mod:`chatbot.memory.pricing`)."""
     if not replies:
         return {}
     floor = pricing.run_floor(get_config())
@@ -106,31 +90,21 @@ def _paid(
 
 
 async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
-    """Answer the latest message, seeing the summary as a SystemMessage before the messages.
-
-    With recall on (:mod:`chatbot.memory.recall`) and a summary to recall from, the model is
-    offered the recall tool for up to :data:`~chatbot.memory.recall.MAX_ROUNDS` rounds a
-    turn; a reply that calls it goes to the ``recall`` node and back here. A model that
-    refuses tools is asked once more without them (and not offered them again)."""
+    """Answer the latest message, seeing the summary as a SystemMessage before the messages,
+    offered the recall tool when there is a summary (a reply calling it goes to ``recall`` and
+    back here); a model that refuses tools is asked once more without them."""
     messages, summary = state["messages"], state.get("summary", "")
     run, _ = await remembering.recalled(messages, run, requests=True)
     if run.memories and not state.get("fold_tried") and _memories_tip_over(state, run):
         return {"memories": run.memories}  # (should_continue folds, then this node answers)
     offer = recalling.offers_recall(state, run)
-    sent = prompts.conversation_input(
-        messages, summary, run.system_prompt, run.language, offer, run.memories
-    )
-    # (the whole request, the tool's definition too: for the usage record, and an overflow's note)
-    raw = folding.request_tokens(messages, summary, run, offer).raw
+    sent, raw = _request(messages, summary, run, offer)
     overflow.check_message_fits(messages, summary, run, raw)
     model: Any = recalling.with_tools(run.chat_model) if offer else run.chat_model
     if model is None:  # (the model cannot take tools at all)
         get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, "")))
         offer, model = False, run.chat_model
-        sent = prompts.conversation_input(
-            messages, summary, run.system_prompt, run.language, memories=run.memories
-        )
-        raw = folding.request_tokens(messages, summary, run, offered=False).raw
+        sent, raw = _request(messages, summary, run, False)
     model = model.bind(**run.chat_call) if run.chat_call else model  # (max_tokens)
     empty: BaseException | None = None
     response: AIMessage
@@ -143,10 +117,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
                 get_stream_writer()(stream.as_payload(recalling.refused(run.chat_model, error)))
                 offer = False
                 model = run.chat_model.bind(**run.chat_call) if run.chat_call else run.chat_model
-                sent = prompts.conversation_input(
-                    messages, summary, run.system_prompt, run.language, memories=run.memories
-                )
-                raw = folding.request_tokens(messages, summary, run, offered=False).raw
+                sent, raw = _request(messages, summary, run, False)
                 continue
             pending = folding.pending_reply(messages)
             counted = run.counter.scaled(raw, sent)
@@ -165,9 +136,7 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
                 # provider errors can quote the API key: store (and raise) only the redacted text.
                 raise ModelCallFailed(describe_error(error)) from None
             return overflow.refusal_update(state, refusal, counted, run.reply_tokens)
-    if offer and recall.wants_tools(response):
-        pass  # a recall round: its text (if any) and calls are kept; the answer comes after
-    else:
+    if not (offer and recall.wants_tools(response)):  # (a recall round is kept as it is)
         if response.tool_calls and finish.usable_text(response):  # (a tool not offered:
             # the text is the reply)
             response = response.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
@@ -191,6 +160,16 @@ async def conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
     return update
 
 
+def _request(
+    messages: list[AnyMessage], summary: str, run: RunSettings, offer: bool
+) -> tuple[list[BaseMessage], int]:
+    """What the chat call sends, and its raw count with the tool's definition."""
+    sent = prompts.conversation_input(
+        messages, summary, run.system_prompt, run.language, offer, run.memories
+    )
+    return sent, folding.request_tokens(messages, summary, run, offer).raw
+
+
 def _memories_tip_over(state: RunState, run: RunSettings) -> bool:
     """True when the request would fit the model's input budget without the memories block
     but not with it, and a fold would help: ``fold_first`` decides before the block is read."""
@@ -200,14 +179,8 @@ def _memories_tip_over(state: RunState, run: RunSettings) -> bool:
 
 
 async def summarize_conversation(state: RunState, run: RunSettings) -> dict[str, Any]:
-    """Fold the older messages into ``summary`` and remove exactly those messages (and
-    condense a summary grown far past its limit).
-
-    On a failed summary the state is left exactly as it was; the failure is logged and sent
-    to ``stream_mode="custom"`` listeners, and the next turn tries again (this run does not:
-    the update notes ``fold_tried``). After an overflow a failure, or a fold that cannot
-    shrink the request, ends the run with one clear error instead (the message is kept).
-    """
+    """Fold the older messages into ``summary`` and remove exactly those. A failed summary
+    leaves the state as it was and is tried again next turn; after an overflow it ends the run."""
     update = await _fold(state, run)
     return {**update, "fold_tried": True}
 
@@ -243,7 +216,7 @@ async def _fold(state: RunState, run: RunSettings) -> dict[str, Any]:
 
     try:
         known = mind.memories if mind.on else None
-        done = await folding.fold(state, run, reason, plan, progress, paid, known)
+        done = await folding.fold(state, run, plan, progress, paid, known)
     except folding.SummaryError as error:
         if reason == "overflow":
             raise overflow.fold_failed(error) from None
@@ -318,13 +291,10 @@ Route = TypeVar("Route", bound=str)
 
 
 def _run_context() -> Any:
-    """The run's context, from LangGraph's public ``get_runtime()``; None where there is no
-    runtime: outside a run, and under ``update_state``, which runs the routers of the node it
-    writes as (``as_node``, given or inferred) with the caller's config, where there is none."""
+    """The run's context from ``get_runtime()``; None outside a run and under ``update_state``."""
     try:
         runtime = get_runtime()
-    except (RuntimeError, KeyError):  # (no runnable config at all; a config without
-        # ``configurable``)
+    except (RuntimeError, KeyError):  # (no runnable config; a config without ``configurable``)
         return None
     return None if runtime is None else runtime.context
 
@@ -338,14 +308,9 @@ def _settings(resolver: RunResolver, state: RunState) -> RunSettings:
 def _router(
     decide: Callable[[RunState, RunSettings], Route], resolver: RunResolver
 ) -> Callable[[RunState], Route]:
-    """``decide`` as a plain routing function of the state: the run's settings come from the
-    run's context where there is a runtime, from the defaults where there is none (a router
-    that asked for the ``Runtime`` as a parameter would fail under ``update_state``,
-    langgraph issue #6340). Named as ``decide`` is: the branch takes the router's name.
-
-    LangGraph traces a routing function, a nested run at each call (two a turn, three when it
-    folds), which makes the router's config the current one: what ``get_runtime()`` reads.
-    A plain function, not an async one: ``update_state``, which is synchronous, runs it."""
+    """``decide`` as a plain routing function named as it is: the run's settings come from the
+    run's context where there is a runtime, else the defaults (a router asking for ``Runtime``
+    as a parameter would fail under the synchronous ``update_state``)."""
 
     def route(state: RunState) -> Route:
         return decide(state, _settings(resolver, state))
@@ -359,10 +324,8 @@ Logic = Callable[[RunState, RunSettings], Awaitable[dict[str, Any]]]
 
 
 def _node(logic: Logic, resolver: RunResolver) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """``logic`` as an async node bound to ``resolver``: LangGraph hands it the run's
-    ``Runtime`` (a node runs only inside a run, where there is one). Async, so that under
-    ``astream`` the model call is awaited in the run's event loop and cancelling the task
-    closes its HTTP request (a sync node would run in a worker thread, out of reach)."""
+    """``logic`` as an async node bound to ``resolver``, given the run's ``Runtime``. Async, so
+    cancelling the task closes the model call's HTTP request (a sync node runs in a thread)."""
 
     async def node(state: RunState, runtime: Runtime[Context]) -> dict[str, Any]:
         return await logic(state, resolver(runtime.context, state.get("system_prompt", "")))
@@ -380,19 +343,9 @@ def build_graph(
     recall_search: Searcher | AsyncSearcher | None = None,
     store: BaseStore | None = None,
 ) -> ChatGraph:
-    """Build and compile the summarizing chat graph.
-
-    ``summary_model`` defaults to ``chat_model``; ``settings`` to defaults read from the
-    environment; without a ``checkpointer`` the graph keeps no memory between runs (which is
-    what ``langgraph dev`` wants: it brings its own). ``recall_search`` searches a thread's
-    messages for the recall tool (``chatbot.store.search.recaller``, or a server's async
-    :func:`~chatbot.engine.recalling.history_search`); without it the model is never
-    offered the tool. ``store`` keeps the user's memories across threads
-    (:mod:`chatbot.engine.remembering`); without one the graph uses the store a LangGraph
-    server gives its runs, and with neither it has no memories.
-
-    Runs of a graph with a checkpointer are meant to pass ``durability=``:data:`DURABILITY`.
-    """
+    """Build and compile the summarizing chat graph. Without a ``checkpointer`` no memory is kept
+    between runs (``langgraph dev`` brings its own); without ``recall_search`` the recall tool is
+    never offered; ``store`` keeps the user's memories (else a LangGraph server's store)."""
     settings = settings or Settings()
     for secret in settings.secrets():  # provider errors are logged and streamed: never these
         remember_secret(secret)
@@ -445,11 +398,9 @@ class _LeavingState(Leaving, total=False):
 
 
 def build_leaving_graph(graph: ChatGraph, store: BaseStore | None = None) -> Any:
-    """A one-node graph that reads a thread being left for facts about the user, with the
-    settings and models of ``graph`` (:func:`chatbot.engine.remembering.note_on_leaving`),
-    into ``store`` or the one a LangGraph server gives its runs. A server serves it beside the
-    chat graph, so that a client leaving a server's thread has it read on the server, with
-    the server's models and store, in a run of no thread."""
+    """A one-node graph that reads a thread being left for facts about the user
+    (:func:`chatbot.engine.remembering.note_on_leaving`) with ``graph``'s settings and models,
+    into ``store`` or a LangGraph server's: a server serves it beside the chat graph."""
     resolver = run_resolver(graph)
 
     async def remember(state: _LeavingState, runtime: Runtime[Context]) -> Left:

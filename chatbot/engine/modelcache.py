@@ -1,12 +1,9 @@
 """The model cache: ``models.json`` in the user's cache folder, private (0600).
 
-It keeps what the model server said that chatbot would otherwise ask again at every start: the
-endpoint's last model listing (``endpoint``, ``models``: what Tab completes) and the context
-windows of its models (``windows``: see :mod:`chatbot.engine.windows`). Endpoints are kept
-without their password (``http://user:***@host/v1``): a cache is no place for a secret.
-
-Everything here is best effort: a cache that cannot be read is empty, one that cannot be written
-is left as it was.
+It keeps what the server said that would otherwise be asked at every start: the last model
+listing (``endpoint``, ``models``) and the models' windows (``windows``:
+:mod:`chatbot.engine.windows`), endpoints without their password. Best effort: a cache that
+cannot be read is empty, one that cannot be written is left as it was.
 """
 
 from __future__ import annotations
@@ -46,9 +43,8 @@ def read_cache(path: Path | None = None) -> dict[str, Any]:
 
 
 def update_cache(change: Callable[[dict[str, Any]], None], path: Path | None = None) -> None:
-    """Read the cache, let ``change`` edit the document, and write it back whole (a private
-    file, replaced at once). One process's writers take turns; two processes writing at the
-    same moment may lose one of the two changes, which the next start asks again."""
+    """Read the cache, let ``change`` edit it, and replace the file whole (one process's writers
+    take turns; two processes at once may lose a change, asked again at the next start)."""
     from chatbot.files import make_private_dirs, replace_private
 
     path = path or cache_path()

@@ -1,10 +1,8 @@
 """The models the endpoint serves: ``GET /v1/models``, and the names kept for completion.
 
-:func:`list_models` asks the configured OpenAI-compatible endpoint (through the ``openai``
-client, with the configured key and timeout); without credentials only the offline model is
-there. Each listing is kept in the model cache (:mod:`chatbot.engine.modelcache`) so that Tab
-completion of ``/model NAME`` and the shell's completion of ``--model`` know the names without
-asking the network; :class:`ModelCatalog` refreshes that list once in the background.
+:func:`list_models` asks the configured endpoint through the ``openai`` client; each listing
+is kept in the model cache (:mod:`chatbot.engine.modelcache`) so that completion knows the names
+without the network; :class:`ModelCatalog` refreshes it once in the background.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chatbot.config.sources import endpoint_of, without_password
@@ -64,9 +61,8 @@ def _model_info(model: Any) -> ModelInfo | None:
 
 
 def list_models(settings: Settings) -> list[ModelInfo]:
-    """The models the endpoint serves, sorted by name (and cached for completion). Without an
-    API key or a base URL, the offline model alone, without asking anything. Errors are the
-    ``openai`` client's (a refused key, an unreachable server)."""
+    """The models the endpoint serves, sorted by name (and cached); without credentials the
+    offline model alone. Errors are the ``openai`` client's."""
     if not settings.has_credentials:
         return [ModelInfo(OFFLINE, "chatbot")]
     from openai import NotFoundError, OpenAI
@@ -101,19 +97,19 @@ def list_models(settings: Settings) -> list[ModelInfo]:
     return models
 
 
-def save_cache(endpoint: str, names: list[str], path: Path | None = None) -> None:
+def save_cache(endpoint: str, names: list[str]) -> None:
     """Keep the last listing for completion, in the model cache (best effort)."""
 
     def listing(document: dict[str, object]) -> None:
         document.update(endpoint=without_password(endpoint), models=names)
 
-    update_cache(listing, path)
+    update_cache(listing)
 
 
-def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
+def cached_names(endpoint: str) -> list[str]:
     """The names of the last listing of ``endpoint`` (``[]`` if there is none). A cache
     holding an endpoint with its password in it is deleted."""
-    path = path or cache_path()
+    path = cache_path()
     data = read_cache(path)
     cached = data.get("endpoint")
     if isinstance(cached, str) and without_password(cached) != cached:
@@ -126,12 +122,10 @@ def cached_names(endpoint: str, path: Path | None = None) -> list[str]:
     return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
 
 
-def unlisted(name: str, endpoint: str, path: Path | None = None) -> list[str] | None:
-    """Whether the endpoint's last listing lacks ``name``: ``None`` when it lists it, or no
-    listing of ``endpoint`` is known (only the cache is read: nothing is asked); else the
-    listed names closest to it, best first (none may be close). The offline model is
-    chatbot's own, never listed."""
-    names = cached_names(endpoint, path)
+def unlisted(name: str, endpoint: str) -> list[str] | None:
+    """The cached listing's names closest to ``name`` when it lacks it, best first; ``None``
+    when it lists it, none is cached, or ``name`` is the offline model (never listed)."""
+    names = cached_names(endpoint)
     if not names or name in names or name.strip().lower() == OFFLINE:
         return None
     import difflib
@@ -140,8 +134,7 @@ def unlisted(name: str, endpoint: str, path: Path | None = None) -> list[str] | 
 
 
 def completion_names(endpoint: str, configured: str = "") -> list[str]:
-    """What completes a model name: the configured model, the endpoint's last listing and
-    the offline model, each once."""
+    """What completes a model name: the configured one, the last listing, the offline model."""
     names = [configured.strip(), *cached_names(endpoint), OFFLINE]
     return list(dict.fromkeys(name for name in names if name))
 

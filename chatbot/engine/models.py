@@ -30,8 +30,6 @@ from chatbot.memory import recall
 from chatbot.memory.tokens import ESTIMATE, TokenCounter
 from chatbot.parts import readable_text
 
-"""Tag on every summary call, next to LangGraph's ``nostream``, so streams can tell it apart."""
-
 OFFLINE_MAX_INPUT_TOKENS = 32_000
 OFFLINE_SUMMARY_HEADER = "Offline extractive summary (no LLM was asked) - what the user said:"
 _MAX_BULLET_CHARS = 300
@@ -41,12 +39,8 @@ _CONVERSATION = re.compile(r"<conversation>.*?</conversation>", re.DOTALL)
 
 
 class OfflineChatModel(BaseChatModel):
-    """A deterministic chat model for offline use and demos; it is not a language model.
-
-    As a chat model it acknowledges and quotes the user's last message. As a summary model
-    (``role="summary"``) it keeps the earlier summary's points and adds one bullet per user
-    message being folded in: an extractive summary, no invention.
-    """
+    """A deterministic chat model for offline use and demos, not a language model: it quotes
+    the user's last message, and as a summary model writes an extractive summary."""
 
     role: Literal["chat", "summary"] = "chat"
     max_summary_tokens: int = 1000
@@ -115,29 +109,19 @@ class OfflineChatModel(BaseChatModel):
     def _result(self, messages: list[BaseMessage], tools: Any = None) -> ChatResult:
         call = self._recall_call(messages, tools)
         if call is not None:
-            text = ""
-            return ChatResult(
-                generations=[
-                    ChatGeneration(
-                        message=AIMessage(
-                            content="",
-                            tool_calls=[call],
-                            usage_metadata=self._usage(messages, json.dumps(call["args"]), tools),
-                            response_metadata={
-                                "model_name": OFFLINE_MODEL,
-                                "model_provider": OFFLINE_MODEL,
-                                "finish_reason": "tool_calls",
-                            },
-                        )
-                    )
-                ]
+            message = AIMessage(
+                content="",
+                tool_calls=[call],
+                usage_metadata=self._usage(messages, json.dumps(call["args"]), tools),
+                response_metadata=_metadata("tool_calls"),
             )
-        text = self._reply(messages)
-        message = AIMessage(
-            content=text,
-            usage_metadata=self._usage(messages, text, tools),
-            response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
-        )
+        else:
+            text = self._reply(messages)
+            message = AIMessage(
+                content=text,
+                usage_metadata=self._usage(messages, text, tools),
+                response_metadata=_metadata(),
+            )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     def _chunks(
@@ -158,11 +142,7 @@ class OfflineChatModel(BaseChatModel):
                 message=AIMessageChunk(
                     content="",
                     usage_metadata=self._usage(messages, arguments, tools),
-                    response_metadata={
-                        "model_name": OFFLINE_MODEL,
-                        "model_provider": OFFLINE_MODEL,
-                        "finish_reason": "tool_calls",
-                    },
+                    response_metadata=_metadata("tool_calls"),
                     chunk_position="last",
                 )
             )
@@ -174,7 +154,7 @@ class OfflineChatModel(BaseChatModel):
             message=AIMessageChunk(
                 content="",
                 usage_metadata=self._usage(messages, text, tools),
-                response_metadata={"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL},
+                response_metadata=_metadata(),
                 chunk_position="last",
             )
         )
@@ -224,6 +204,12 @@ class OfflineChatModel(BaseChatModel):
             yield chunk
 
 
+def _metadata(finish_reason: str = "") -> dict[str, Any]:
+    """The offline model's ``response_metadata`` (with a finish reason for a tool call)."""
+    metadata = {"model_name": OFFLINE_MODEL, "model_provider": OFFLINE_MODEL}
+    return {**metadata, "finish_reason": finish_reason} if finish_reason else metadata
+
+
 def _recalled_reply(answer: ToolMessage) -> str:
     """The offline model's answer after a recall: what came back, quoted."""
     text = readable_text(answer.content).strip()
@@ -245,11 +231,8 @@ def _recalled_reply(answer: ToolMessage) -> str:
 
 
 def extractive_summary(request: str, max_tokens: int = 1000) -> str:
-    """The offline summary: earlier bullet points, then one bullet per user message folded in.
-
-    Extractive, never invented: past ``max_tokens`` the oldest points give way to newer ones
-    (a language model would condense them; this stand-in cannot).
-    """
+    """The offline summary: earlier bullet points, then one bullet per user message folded in;
+    past ``max_tokens`` the oldest points give way to newer ones."""
     outside = _CONVERSATION.sub("", request)
     previous = [line.strip() for line in outside.splitlines() if line.strip().startswith("- ")]
     conversation = _CONVERSATION.search(request)
@@ -280,9 +263,8 @@ class Models:
     chat_name: str
     summary_name: str
     notice: str = ""
-    """What to say at start-up: that the offline model stands in because nothing real is
-    configured, or (once) what the server said of a model's window that a user should know
-    (:meth:`chatbot.engine.windows.WindowBook.take_note`)."""
+    """What to say at start-up: the offline model stands in, or (once) what the server said of
+    a model's window (:meth:`chatbot.engine.windows.WindowBook.take_note`)."""
 
 
 def is_offline(name: str) -> bool:
@@ -301,12 +283,9 @@ def needs_credentials(name: str, settings: Settings) -> bool:
 
 
 def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"]) -> BaseChatModel:
-    """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server.
-
-    Summary models run at temperature 0. The API key is passed as a secret, never logged. A
-    model that :func:`needs_credentials` is refused with one :class:`MissingCredentials` line.
-    With ``CHATBOT_LOG`` set, each call is logged (:mod:`chatbot.engine.calllog`).
-    """
+    """A chat model by name: the offline model, or ``ChatOpenAI`` against the configured server
+    (summaries at temperature 0; calls logged with ``CHATBOT_LOG``). One that
+    :func:`needs_credentials` is refused with one :class:`MissingCredentials` line."""
     if needs_credentials(name, settings):
         raise MissingCredentials(
             f"model {name!r} needs OPENAI_API_KEY or OPENAI_BASE_URL; only 'offline' works "
@@ -352,10 +331,9 @@ def make_model(name: str, settings: Settings, *, role: Literal["chat", "summary"
 
 
 def reply_limit(tokens: int | None, settings: Settings) -> dict[str, Any]:
-    """What a call is bound with so that its reply stops at ``tokens``: ``max_tokens`` as
-    the request's own field for an OpenAI-compatible server (Ollama and llama-cpp-python
-    read no other), OpenAI's ``max_completion_tokens`` otherwise (ChatOpenAI's own
-    ``max_tokens``); nothing for None."""
+    """What a call is bound with so its reply stops at ``tokens``: the request's own
+    ``max_tokens`` for a compatible server (Ollama and llama-cpp-python read no other), else
+    ChatOpenAI's ``max_tokens``."""
     if not tokens:
         return {}
     if settings.openai_base_url:

@@ -1,25 +1,17 @@
 """Context too long: every decision of the recovery, in the order a turn meets them.
 
-1. Before the chat call (:func:`check_message_fits`): a request over the model's input limit
-   whose message alone, with the summary, is over it too cannot be helped by folding: the turn
-   fails at once with one line, and the message stays in the thread.
+1. Before the chat call (:func:`check_message_fits`): a message that alone, with the summary,
+   is over the model's input limit cannot be helped by folding: the turn fails at once.
 2. The provider refuses the request as too long (:func:`refusal_update`): the refusal is
-   recorded for the pending message (``context_overflow``), the window it states is learned
-   for the model (:func:`learn`), the graph folds (reason ``overflow``) and asks again, once;
-   a second refusal after that fold ends the turn. Some servers do not say so: an answer
-   with nothing in it (llama-cpp-python ends the stream of a request past its window with no
-   word) is a possible overflow when the request is near the window
-   (:func:`possible_overflow`), and otherwise is asked once more without streaming, which
-   such servers answer with their error (:func:`empty_answer_failed` when that fails too).
+   recorded for the pending message, its window learned (:func:`learn`), and the graph folds
+   and asks again, once. An empty answer near the window is a possible overflow
+   (:func:`possible_overflow`; llama-cpp-python ends such a stream with no word); otherwise
+   it is asked once more without streaming (:func:`empty_answer_failed` when that fails too).
 3. The fold for it (:func:`check_fold_can_help`, :func:`fold_failed`, :func:`check_shrunk`):
-   a fold that cannot shrink the refused request by
-   :data:`~chatbot.memory.policy.MIN_SHRINK`, a failed summary, or a fold that did not shrink
-   it enough, each end the turn with one line instead of a retry that would be refused again.
+   a fold that cannot shrink the request by :data:`~chatbot.memory.policy.MIN_SHRINK`, or
+   fails, ends the turn with one line instead of a retry that would be refused again.
 
-The graph (:mod:`chatbot.engine.graph`) calls these where the turn meets them; which messages
-fold is :mod:`chatbot.engine.folding`'s business. Every error keeps the message, and none says
-so: the line a failed turn ends with (in ``ask`` and the REPL) says what the thread holds of
-the turn, and how to ask again.
+Every error keeps the message; which messages fold is :mod:`chatbot.engine.folding`'s business.
 """
 
 from __future__ import annotations
@@ -49,8 +41,7 @@ NEAR_WINDOW = 0.75
 CUTS_SILENTLY = ("Ollama",)
 """Servers that answer a request past their window after cutting it, without a word."""
 CUT_SHARE = 0.6
-"""A server that says it read less than this share of what chatbot counted may have cut the
-request."""
+"""A server that read less than this share of what chatbot counted may have cut the request."""
 CUT_SMALLEST = 256
 """A request below this many tokens is never taken as cut: no server's window is that small,
 and the counts of a short request differ most (each message's few tokens of framing)."""
@@ -71,9 +62,8 @@ def too_long(tokens: int, limit: int | None, what: str) -> ContextTooLong:
 def check_message_fits(
     messages: Sequence[BaseMessage], summary: str, run: RunSettings, request_tokens: int
 ) -> None:
-    """Before the call: raise :class:`ContextTooLong` when the request (``request_tokens``)
-    is over the model's input limit and the pending message alone, with the summary, is too
-    (counted only then: it is never more than the whole request)."""
+    """Before the call: raise :class:`ContextTooLong` when the request is over the model's
+    input limit and the pending message alone, with the summary, is too."""
     limit = run.policy.max_input_tokens
     if limit and request_tokens > limit and folding.pending_reply(messages):
         alone = folding.context_tokens(messages[-1:], summary, run)
@@ -82,9 +72,8 @@ def check_message_fits(
 
 
 def possible_overflow(run: RunSettings, counted: int) -> ContextOverflow | None:
-    """An answer with nothing in it to a request of ``counted`` tokens, taken as a refusal
-    for size when the request is near the window (as if the window were a quarter smaller
-    than the request), else None."""
+    """An empty answer to a request of ``counted`` tokens near the window, taken as a refusal
+    for size (as if the window were a quarter smaller than the request); else None."""
     limit = run.policy.max_input_tokens
     if not limit or counted < limit * NEAR_WINDOW:
         return None
@@ -93,25 +82,17 @@ def possible_overflow(run: RunSettings, counted: int) -> ContextOverflow | None:
 
 
 def learn(run: RunSettings, model: Any, overflow: ContextOverflow, counted: int) -> None:
-    """Keep what a refusal taught of ``model``'s window (the window it stated, else that a
-    request this size does not fit), so that the next request folds before it is sent."""
+    """Keep what a refusal taught of ``model``'s window, so the next request folds first."""
     windows.BOOK.learn_refusal(
         run.endpoint, model_name(model), overflow.limit, overflow.requested or counted
     )
 
 
 def after_reply(run: RunSettings, reply: AIMessage, sent: Sequence[BaseMessage], raw: int) -> bool:
-    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window;
-    True when its usage may not scale later counts.
-
-    Ollama cuts a request past its ``num_ctx`` silently (it drops the oldest messages, or
-    the start of the prompt, and answers), which only its usage shows: it read far fewer
-    tokens than were sent (:func:`cut_by_the_server`). Counts differ by script too (a
-    tokenizer reads Hindi in half the tokens chatbot's estimate does), so that alone learns
-    nothing: the server is asked again (it says what it runs the model with, now that the
-    model is loaded), and the reply's usage is set aside. A server whose window was assumed
-    until the model is loaded, or is not known (it could not be asked at the start), is asked
-    again too."""
+    """What a reply to ``sent`` (``raw`` tokens by chatbot's count) tells of the window; True
+    when its usage may not scale later counts. Ollama cuts a request past its ``num_ctx``
+    silently, which only its usage shows (:func:`cut_by_the_server`): the server is asked again
+    then, as it is for a window assumed until the model is loaded, or not known."""
     settings = run.settings
     if settings is None or not settings.openai_base_url:
         return False
@@ -134,10 +115,9 @@ def after_reply(run: RunSettings, reply: AIMessage, sent: Sequence[BaseMessage],
 def cut_by_the_server(
     run: RunSettings, sent: Sequence[BaseMessage], raw: int, reported: int
 ) -> bool:
-    """True when the server's count of a request (``reported``) says it may have read only
-    part of it: less than :data:`CUT_SHARE` of chatbot's count (scaled by the server's earlier
-    counts), or, since the last reply of the same model, a request :data:`GROWTH` tokens
-    longer whose count by the server grew by less than half as much."""
+    """True when the server's count (``reported``) says it may have read only part of the
+    request: below :data:`CUT_SHARE` of chatbot's scaled count, or grown by less than half of
+    a :data:`GROWTH`-token growth since the same model's last reply."""
     from chatbot.memory.tokens import usage_counts
 
     expected = run.counter.scaled(raw, sent)
@@ -167,9 +147,8 @@ def cut_by_the_server(
 def empty_answer_failed(
     state: Mapping[str, Any], streamed: BaseException, unstreamed: BaseException
 ) -> ModelCallFailed:
-    """A chat call answered with nothing, twice (streamed, then not): one line saying what
-    came back. When the thread's earlier turns were answered, the address is right, so the
-    line does not send the user to check it."""
+    """A chat call answered with nothing, streamed and then not: one line saying so (not
+    sending the user to check an address that answered earlier turns)."""
     answered = any(isinstance(m, AIMessage) for m in state["messages"]) or state.get("summary")
     if not answered:
         return ModelCallFailed(describe_error(streamed))
@@ -183,8 +162,7 @@ def empty_answer_failed(
 def _what_is_too_long(
     messages: Sequence[BaseMessage], summary: str, run: RunSettings, alone: int, limit: int
 ) -> ContextTooLong:
-    """The error for a request whose every part but the message is already as small as it
-    gets, naming the part that fills the window: the system prompt, or the message."""
+    """The error naming what fills the window: the system prompt, or the message."""
     from chatbot.memory import prompts
 
     system = run.counter.messages(
@@ -203,10 +181,9 @@ def _what_is_too_long(
 def refusal_update(
     state: Mapping[str, Any], overflow: ContextOverflow, counted: int, reply: int | None = None
 ) -> dict[str, Any]:
-    """The provider refused the pending message's request (``counted`` tokens by our count,
-    sent with ``reply`` tokens of room for the reply) as too long: the state update recording
-    it, so that the graph folds and asks again; or :class:`ContextTooLong` when this message
-    was refused and folded for once already."""
+    """The state update recording a refusal of the pending message's request as too long
+    (``counted`` by our count, ``reply`` tokens of room), so the graph folds and asks again;
+    :class:`ContextTooLong` when this message was refused and folded for once already."""
     if folding.overflow_of(state) is not None:
         raise ContextTooLong(
             f"the model refused the request as too long again after folding the "
@@ -228,8 +205,7 @@ def refusal_update(
 def check_fold_can_help(
     state: Mapping[str, Any], run: RunSettings, plan: policy.SummaryPlan
 ) -> None:
-    """Before an overflow's fold: :class:`ContextTooLong` when folding ``plan`` could not
-    shrink the refused request enough even if the summary came out empty."""
+    """Before an overflow's fold: :class:`ContextTooLong` when ``plan`` cannot shrink it enough."""
     if not folding.could_shrink(state, run, plan):
         summary = state.get("summary", "")
         alone = folding.context_tokens(state["messages"][-1:], summary, run)
@@ -244,8 +220,8 @@ def fold_failed(error: folding.SummaryError) -> ContextTooLong:
 
 
 def check_shrunk(state: Mapping[str, Any], run: RunSettings, after: int) -> None:
-    """After an overflow's fold: :class:`ContextTooLong` when the request (``after`` tokens
-    now) is not at least :data:`~chatbot.memory.policy.MIN_SHRINK` below the refused one."""
+    """After an overflow's fold: :class:`ContextTooLong` when the request (``after`` tokens) is
+    not :data:`~chatbot.memory.policy.MIN_SHRINK` below the refused one."""
     refused = folding.refused_tokens(state, run)
     if after > refused * (1 - policy.MIN_SHRINK):
         raise ContextTooLong(

@@ -1,8 +1,6 @@
-"""The recall tool's side of the graph (:mod:`chatbot.memory.recall` says what recall is):
-when a call offers the tool, the model with the tool bound, a model that refuses tools, the
-``recall`` node that answers the calls, and the searcher a server's graph uses
-(:func:`history_search`: a LangGraph server keeps no search index, so it reads the thread's
-history through the server's own API)."""
+"""The recall tool's side of the graph (:mod:`chatbot.memory.recall` says what recall is): when
+a call offers it, the model with it bound, the ``recall`` node, and the searcher of a server's
+graph (:func:`history_search`: a server keeps no search index)."""
 
 from __future__ import annotations
 
@@ -37,10 +35,8 @@ the id stays its own; chat models are not hashable)."""
 
 
 def offers_recall(state: RunState, run: RunSettings) -> bool:
-    """True when this call offers the recall tool: recall is on for the run (and this graph
-    can search), the thread has a summary, the turn has rounds left, the model takes tools,
-    and the provider has not just refused the request as too long (its retry carries no
-    more than it must)."""
+    """True when this call offers the recall tool: recall on, a summary, rounds left, a model
+    that takes tools, and no refusal of the request as too long pending."""
     return (
         run.recall
         and not state.get("context_overflow")
@@ -76,9 +72,8 @@ def refused(model: BaseChatModel, error: Any) -> stream.RecallOff:
 
 
 def answered(sent: list[BaseMessage]) -> list[BaseMessage]:
-    """The request with an answer for every tool call (a round cut short by a crash or
-    Ctrl-C left calls without results, which providers refuse): the request itself when
-    none is missing."""
+    """The request with an answer for every tool call (a round cut short by Ctrl-C leaves calls
+    without results, which providers refuse)."""
     if not any(isinstance(m, AIMessage) and m.tool_calls for m in sent):
         return sent
     answered = {m.tool_call_id for m in sent if isinstance(m, ToolMessage)}
@@ -101,11 +96,9 @@ def answered(sent: list[BaseMessage]) -> list[BaseMessage]:
 async def recall_messages(
     state: RunState, searcher: recall_search.Searcher | recall_search.AsyncSearcher | None
 ) -> dict[str, Any]:
-    """Run the recall calls of the latest reply: one ToolMessage each, with the folded
-    messages found (never one still in the window, never a tool's answer). ``searcher``: the
-    store's (called: a query on the local database, as the saver's are) or a server's
-    (awaited: a LangGraph server may not block its event loop); without one, each call is
-    told recall is not available here."""
+    """Answer the recall calls of the latest reply: one ToolMessage each, with the folded
+    messages found (never one still in the window). ``searcher``: the store's (called) or a
+    server's (awaited)."""
     messages = state["messages"]
     last = messages[-1]
     if not isinstance(last, AIMessage):
@@ -142,8 +135,7 @@ async def recall_messages(
 
 
 def _checkpoint_id() -> str | None:
-    """This run's checkpoint: the one the running step started from (LangGraph's
-    ``execution_info``); None outside a run."""
+    """The checkpoint the running step started from; None outside a run."""
     try:
         runtime = get_runtime()
     except (RuntimeError, KeyError):
@@ -167,17 +159,9 @@ async def history_search(
     *,
     client: Any = None,
 ) -> list[recall_search.Recalled]:
-    """A searcher for a graph without chatbot's store (a LangGraph server, Studio): the
-    messages of this thread's checkpoints that the store's search would find
-    (:func:`chatbot.memory.recall_search.recalled`: every term of the query, else at least
-    half of them), newest first. Reads the whole history: fine for a server's threads, which
-    chatbot's index serves locally.
-
-    The history comes through the server's own API: langgraph-sdk's ``get_client()`` with no
-    url talks to the server it runs in, in process (an ASGI transport to the server's app,
-    without authentication), and ``threads.get_history`` lists the thread's states. Async: a
-    LangGraph server refuses blocking calls on its event loop. ``client``: an SDK client (or
-    one with the same ``threads.get_history``) to use instead."""
+    """A searcher for a graph without chatbot's store (a LangGraph server, Studio): what the
+    store's search would find in this thread's history, newest first, read through
+    langgraph-sdk's ``get_client()`` (in process, on the server it runs in) or ``client``."""
     try:
         terms = recall_search.parse_query(query)
     except recall_search.SearchError:
@@ -218,8 +202,7 @@ async def history_search(
 
 
 async def _history(client: Any, thread_id: str, at: str | None) -> list[dict[str, Any]]:
-    """Every state of the thread, newest first, once this run's checkpoint ``at`` is saved
-    (or half a second has passed)."""
+    """Every state of the thread, newest first, once checkpoint ``at`` is saved (or 0.5 s)."""
     if at:  # (a run's checkpoints are saved in the background, in order: once this run's
         # is there, so is its whole line)
         deadline = time.monotonic() + _WAIT

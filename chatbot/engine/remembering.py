@@ -2,11 +2,8 @@
 when a fold notes facts, when the user asks (``remember that …``), and when a thread that
 never folded is left (:mod:`chatbot.memory.facts` has the rules).
 
-The store is the one LangGraph hands the graph: the one compiled in locally (the database's
-own, :mod:`chatbot.store.userstore`), the server's under ``langgraph dev`` (a graph compiled
-without one is given the server's). Every memory is in :data:`NAMESPACE`; each thread's own
-record (memory off for it, how far its messages were read for facts) in :data:`THREADS`.
-Without a store, or with memory off, nothing is read or written.
+The store is the one LangGraph hands the graph (the database's locally, the server's under
+``langgraph dev``). Without a store, or with memory off, nothing is read or written.
 """
 
 from __future__ import annotations
@@ -85,8 +82,7 @@ async def write(store: BaseStore, changes: facts.Changes) -> None:
 
 @dataclass
 class Mind:
-    """What a run knows of the user's memories: the store (None: no memories this run), the
-    thread, and every memory read."""
+    """What a run knows of the user's memories (``store`` None: none this run)."""
 
     store: BaseStore | None
     thread_id: str
@@ -133,15 +129,8 @@ def _context() -> tuple[BaseStore | None, str]:
     return store, thread_id
 
 
-def query_of(messages: Sequence[BaseMessage]) -> str:
-    """The text the memories of a request are chosen by: its latest messages."""
-    return "\n".join(message.text for message in messages[-RECENT:])
-
-
 async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> Mind:
-    """What a run in ``thread_id`` knows of the user's memories: every memory in ``store``;
-    a mind without a store when memory is off for the run or the thread, or there is no
-    store."""
+    """Every memory in ``store``; no store when memory is off for the run or the thread."""
     if not run.memory or store is None:
         return Mind(None, thread_id)
     if (await thread_record(store, thread_id)).get("memory") == "off":
@@ -150,22 +139,20 @@ async def mind_of(run: RunSettings, store: BaseStore | None, thread_id: str) -> 
 
 
 def block_of(mind: Mind, messages: Sequence[BaseMessage], run: RunSettings) -> str:
-    """The memories block a request of ``messages`` carries ('' for none): the memories in
-    force chosen by its latest messages within the run's budget, in the run's language."""
+    """The memories block a request carries ('' for none), chosen by its latest messages."""
     if not mind.on:
         return ""
-    chosen = facts.choose(mind.memories, query_of(messages), run.memory_tokens, run.counter.text)
+    query = "\n".join(message.text for message in messages[-RECENT:])
+    chosen = facts.choose(mind.memories, query, run.memory_tokens, run.counter.text)
     return facts.render(chosen, run.language)
 
 
 async def recalled(
     messages: Sequence[BaseMessage], run: RunSettings, *, requests: bool = False
 ) -> tuple[RunSettings, Mind]:
-    """The run with the memories its requests carry (:attr:`RunSettings.memories`), and what it
-    knows of them; unchanged, and a mind without a store, when memory is off for the run or
-    the thread, or the graph has no store. With ``requests``, what the latest message asks to
-    be remembered (``remember that …``) is stored first. A store that fails is logged, and the
-    run goes on without memories."""
+    """The run with the memories its requests carry, and what it knows of them (unchanged
+    without memories). With ``requests``, a ``remember that …`` in the latest message is
+    stored first. A store that fails is logged, and the run goes on without memories."""
     store, thread_id = _context()
     try:
         mind = await mind_of(run, store, thread_id)
@@ -190,8 +177,7 @@ async def _asked_to_remember(mind: Mind, messages: Sequence[BaseMessage]) -> Non
 async def noted_in_fold(
     mind: Mind, noted: Sequence[facts.Noted], folded: Sequence[BaseMessage]
 ) -> None:
-    """Store the facts a fold's summary calls noted; a store that fails is logged (the summary
-    is kept)."""
+    """Store the facts a fold noted; a store that fails is logged (the summary is kept)."""
     try:
         await mind.note(noted, folded, "fold")
     except Exception as error:
@@ -209,8 +195,7 @@ def leaving_request(
 
 
 def unread(messages: Sequence[BaseMessage], noted: str) -> list[BaseMessage]:
-    """The messages after ``noted`` (the last one read for facts), all of them when it is not
-    among them."""
+    """The messages after ``noted`` (the last one read for facts); all when it is not there."""
     ids = [str(message.id or "") for message in messages]
     if noted and noted in ids:
         return list(messages[ids.index(noted) + 1 :])
@@ -224,14 +209,10 @@ async def note_on_leaving(
     messages: Sequence[BaseMessage],
     summary: str,
 ) -> int:
-    """When a thread that never folded is left: one summary-model call for the durable facts
-    in what it said since the last such call; returns how many memories it added. Nothing is
-    asked when memory is off, the thread has a summary (its folds note facts), or no user
-    message is new. A failed call is logged and changes nothing."""
-    from langgraph.constants import TAG_NOSTREAM
-
-    from chatbot.engine.folding import ask
-    from chatbot.engine.stream import SUMMARY_TAG
+    """When a thread that never folded is left: one summary-model call for the facts in what
+    it said since the last such call; returns how many memories it added. A failed call is
+    logged and changes nothing."""
+    from chatbot.engine.folding import ask, summary_runnable
 
     if not run.memory or store is None or summary or not thread_id:
         return 0
@@ -242,8 +223,7 @@ async def note_on_leaving(
     if not any(isinstance(message, HumanMessage) for message in new):
         return 0
     mind = Mind(store, thread_id, await read_all(store))
-    bound = run.summary_model.bind(**run.summary_call) if run.summary_call else run.summary_model
-    model = bound.with_config(tags=[TAG_NOSTREAM, SUMMARY_TAG], run_name="remember")
+    model = summary_runnable(run, "remember")
     try:
         reply = await ask(model, leaving_request(new, mind.memories, run.language))
     except Exception as error:  # (a thread left must never fail for it)

@@ -1,14 +1,9 @@
 """When a failed model call is asked again, and after how long.
 
-The ``openai`` client would ask again by itself, waiting in silence: a rate limit's
-``Retry-After: 60`` would be a minute of ``thinking…``. chatbot makes its models with the client's
-retries off (:func:`chatbot.engine.models.make_model`) and asks again in
-:func:`chatbot.engine.folding.ask`, the one way a model's reply comes in, so that each wait is
-told as it starts (:class:`~chatbot.engine.stream.Retrying`) and Ctrl-C stops it like a reply.
-``CHATBOT_MAX_RETRIES`` bounds how many times.
-
-The rules are the ``openai`` client's (``_base_client.py``: ``_should_retry``,
-``_calculate_retry_timeout``, ``_parse_retry_after_header``), which it keeps private:
+The ``openai`` client would ask again in silence (a ``Retry-After: 60`` would be a minute of
+``thinking…``), so its retries are off and :func:`chatbot.engine.folding.ask` asks again,
+telling each wait (:class:`~chatbot.engine.stream.Retrying`), up to ``CHATBOT_MAX_RETRIES``.
+The rules are the ``openai`` client's, which it keeps private:
 
 - asked again: a timeout, a connection that failed (not one to a server that is not there:
   :class:`~chatbot.engine.clients.ServerUnreachable`, said at once), and the statuses 408,
@@ -18,9 +13,8 @@ The rules are the ``openai`` client's (``_base_client.py``: ``_should_retry``,
   a date) when it is more than nothing and two minutes at most; else half a second doubled
   at each retry, eight seconds at most, less up to a quarter at random.
 
-A reply that failed once it had begun to stream is not asked again (nor does the client ask
-again once an answer has begun): its words are on the screen already (:class:`ReplyBegan`
-tells).
+A reply that failed once it had begun to stream is not asked again: its words are on the
+screen already (:class:`ReplyBegan`).
 """
 
 from __future__ import annotations

@@ -58,15 +58,13 @@ class RunSettings:
     summary_call: Mapping[str, Any] = field(default_factory=dict)
     """What every summary call is bound with (``max_tokens``)."""
     max_retries: int = 0
-    """How many times a model call that failed in a way that may pass is asked again
-    (``CHATBOT_MAX_RETRIES``: :func:`chatbot.engine.folding.ask`)."""
+    """``CHATBOT_MAX_RETRIES``: :func:`chatbot.engine.folding.ask`."""
     endpoint: str = ""
     """The model server's endpoint (what learned windows are kept by)."""
     settings: Settings | None = None
     """The settings the run was resolved from (to ask the server again about its window)."""
     memory: bool = False
-    """The user's memories are given to the model and noted (``CHATBOT_MEMORY``, the run's
-    ``memory``); a thread can turn them off for itself (:mod:`chatbot.engine.remembering`)."""
+    """The user's memories are given and noted (``CHATBOT_MEMORY``, the run's ``memory``)."""
     memory_tokens: int = 0
     """The most tokens the memories block may take in a request."""
     memories: str = ""
@@ -74,10 +72,7 @@ class RunSettings:
 
 
 class ModelCache:
-    """Models named in a run's context, made once per name and kept for the graph's life.
-
-    A model that needs credentials the settings lack is refused (``MissingCredentials``).
-    """
+    """Models named in a run's context, made once per name and kept for the graph's life."""
 
     def __init__(self, settings: Settings, chat: BaseChatModel, summary: BaseChatModel) -> None:
         self._settings = settings
@@ -180,7 +175,7 @@ def resolve_run(
         ),
         compact=context_flag(context, "compact"),
         compact_focus=context_value(context, "compact_focus"),
-        recall=_recall(settings, context),
+        recall=_choice(context, "recall", settings.recall, ("auto", "off")),
         window=window,
         reply_tokens=reply,
         chat_call=reply_limit(reply, settings),
@@ -188,7 +183,7 @@ def resolve_run(
         max_retries=settings.max_retries,
         endpoint=endpoint,
         settings=settings,
-        memory=_memory(settings, context),
+        memory=_choice(context, "memory", settings.memory, ("on", "off")),
         memory_tokens=memory_budget(settings.memory_tokens, limit),
     )
 
@@ -202,17 +197,17 @@ def memory_budget(setting: int, limit: int | None) -> int:
     return setting if limit is None else max(1, min(setting, limit // MEMORY_SHARE))
 
 
-def _memory(settings: Settings, context: Any) -> bool:
-    value = context_value(context, "memory").lower() or settings.memory
-    if value not in ("on", "off"):
-        raise SettingsError(f"memory={value!r} is not valid: use on or off")
-    return value == "on"
+def _choice(context: Any, name: str, default: str, choices: tuple[str, str]) -> bool:
+    """A two-way field of the run's context (else ``default``): True for its first choice."""
+    value = context_value(context, name).lower() or default
+    if value not in choices:
+        raise SettingsError(f"{name}={value!r} is not valid: use {choices[0]} or {choices[1]}")
+    return value == choices[0]
 
 
 def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None, int | None]:
-    """What a request may hold in ``window``, and the room kept for the reply (sent as
-    ``max_tokens``): a shared window keeps room out of itself (:func:`windows.reply_room`);
-    ``CHATBOT_REPLY_TOKENS`` set is sent whatever the window."""
+    """What a request may hold in ``window``, and the reply's room sent as ``max_tokens``
+    (``CHATBOT_REPLY_TOKENS``, or :func:`windows.reply_room` of a shared window)."""
     setting = settings.reply_tokens
     if window is None:
         return None, setting
@@ -220,13 +215,6 @@ def _room(window: windows.Window | None, settings: Settings) -> tuple[int | None
         return window.tokens, setting
     reply = windows.reply_room(window, setting)
     return window.tokens - reply, reply
-
-
-def _recall(settings: Settings, context: Any) -> bool:
-    value = context_value(context, "recall").lower() or settings.recall
-    if value not in ("auto", "off"):
-        raise SettingsError(f"recall={value!r} is not valid: use auto or off")
-    return value == "auto"
 
 
 CONTEXT_FIELDS = (
@@ -261,17 +249,9 @@ def _context_key(context: Any) -> tuple[Any, ...] | None:
 
 
 class RunResolver:
-    """:func:`resolve_run` bound to a graph's settings and default models.
-
-    Call it with a run's context (a ``Context``, a dict or None) and the thread's own system
-    prompt to get the :class:`RunSettings` that run uses; models named in contexts are made
-    once and shared by every caller.
-
-    Every router and node of a run asks, and so do the terminal's status line and /tokens:
-    the answers are kept by what the context says (its values, not the object: a run's
-    context is made anew for each run, and a dict can be changed between runs) and the
-    thread's prompt, for the last :data:`REMEMBERED` of them.
-    """
+    """:func:`resolve_run` bound to a graph's settings and default models. Every router and node
+    asks, so answers are kept by the context's values (a context is made anew for each run)
+    and the thread's prompt, for the last :data:`REMEMBERED` of them."""
 
     REMEMBERED = 64
 
@@ -292,11 +272,12 @@ class RunResolver:
     def __call__(self, context: Any, thread_prompt: str = "") -> RunSettings:
         key = _context_key(context)
         if key is None:
-            run = resolve_run(self.settings, self.models, context, thread_prompt)
-            return run if self.recall or not run.recall else replace(run, recall=False)
+            return self._resolve_context(context, thread_prompt)
         return self._resolved(key, thread_prompt, windows.BOOK.version)
 
     def _resolve(self, key: tuple[Any, ...], thread_prompt: str, _learned: int) -> RunSettings:
-        context = dict(zip(CONTEXT_FIELDS, key, strict=True))
+        return self._resolve_context(dict(zip(CONTEXT_FIELDS, key, strict=True)), thread_prompt)
+
+    def _resolve_context(self, context: Any, thread_prompt: str) -> RunSettings:
         run = resolve_run(self.settings, self.models, context, thread_prompt)
         return run if self.recall or not run.recall else replace(run, recall=False)

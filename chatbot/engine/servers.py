@@ -49,16 +49,11 @@ LM_STUDIO_DEFAULT = 4096
 LLAMA_CPP_PYTHON_DEFAULT = 2048
 
 
-class Unknown:
-    """The server could not be asked (not there, too slow, refused the key): nothing was
-    learned. ``slow``: it did not answer in time (asked again some minutes later, not at
-    every start: a start would wait for it each time)."""
+class Unknown(Exception):
+    """The server could not be asked (not there, too slow, refused the key): raised by a
+    question, answered by :func:`ask_server`. ``slow``: it did not answer in time (asked again
+    some minutes later, not at every start, which would wait for it each time)."""
 
-    def __init__(self, slow: bool = False) -> None:
-        self.slow = slow
-
-
-class _Unreachable(Exception):
     def __init__(self, slow: bool = False) -> None:
         super().__init__()
         self.slow = slow
@@ -73,14 +68,14 @@ class _Asker:
         self.deadline = deadline
 
     def json(self, method: str, url: str, body: dict[str, Any] | None = None) -> Any:
-        """The answer's JSON document; None for a path the server does not have (or a body
-        that is not JSON). Raises :class:`_Unreachable` when the server cannot be reached in
-        time, refuses the key or fails (then nothing it said is kept)."""
+        """The answer's JSON document; None for a path the server lacks or a body not JSON.
+        Raises :class:`Unknown` when the server cannot be reached in time, refuses the key
+        or fails (then nothing it said is kept)."""
         import httpx2
 
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise _Unreachable(slow=True)
+            raise Unknown(slow=True)
         try:
             response = self.client.request(
                 method, url, headers=self.headers, json=body, timeout=min(left, ASK_TIMEOUT)
@@ -89,13 +84,13 @@ class _Asker:
             from chatbot.config.sources import without_password
 
             log.debug("asking %s failed: %s", without_password(url), type(error).__name__)
-            raise _Unreachable(slow=isinstance(error, httpx2.TimeoutException)) from None
+            raise Unknown(slow=isinstance(error, httpx2.TimeoutException)) from None
         except Exception as error:  # (the client's own "not there": ServerUnreachable)
             if type(error).__name__ == "ServerUnreachable":
-                raise _Unreachable from None
+                raise Unknown from None
             raise
         if response.status_code in (401, 403) or response.status_code >= 500:
-            raise _Unreachable  # (a refused key, a server still loading: ask another time)
+            raise Unknown  # (a refused key, a server still loading: ask another time)
         if response.status_code != 200:
             return None
         try:
@@ -139,8 +134,8 @@ def ask_server(
     try:
         with http_client(endpoint) as client:
             return _ask(_Asker(client, key, deadline), endpoint, model, listing)
-    except _Unreachable as error:
-        return Unknown(error.slow)
+    except Unknown as error:
+        return Unknown(error.slow)  # (a fresh one: no traceback holding the client)
 
 
 def _ask(
@@ -157,13 +152,8 @@ def _ask(
     if owner == "llamacpp" or (entry and isinstance(entry.get("meta"), dict)):
         return _llama_cpp(asker, root, model, entry or {})
     if owner == "me" and entry is not None and "permissions" in entry:
-        return Window(
-            LLAMA_CPP_PYTHON_DEFAULT,
-            "server",
-            "llama-cpp-python",
-            "its default n_ctx",
-            assumed=True,
-        )
+        default = LLAMA_CPP_PYTHON_DEFAULT
+        return Window(default, "server", "llama-cpp-python", "its default n_ctx", assumed=True)
     if owner == "organization_owner":
         return _lm_studio(asker, root, model)
     for ask in (_ollama, _llama_cpp_props, _lm_studio):
@@ -234,9 +224,7 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
         loaded = _number(entry.get("loaded_context_length"))
         if loaded:
             return Window(loaded, "server", "LM Studio", "loaded_context_length", most)
-        default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
-        detail = "its default context length until the model is loaded"
-        return Window(default, "server", "LM Studio", detail, most, assumed=True, until_loaded=True)
+        return _lm_studio_default(most)
     listing = asker.json("GET", f"{root}/api/v1/models")
     found = _named(listing.get("models") if isinstance(listing, dict) else None, model, "key")
     if found is None:
@@ -248,6 +236,10 @@ def _lm_studio(asker: _Asker, root: str, model: str) -> Window | None:
         if loaded:
             detail = "context_length of a loaded instance"
             return Window(loaded, "server", "LM Studio", detail, most)
+    return _lm_studio_default(most)
+
+
+def _lm_studio_default(most: int | None) -> Window:
     default = min(LM_STUDIO_DEFAULT, most) if most else LM_STUDIO_DEFAULT
     detail = "its default context length until the model is loaded"
     return Window(default, "server", "LM Studio", detail, most, assumed=True, until_loaded=True)
@@ -260,10 +252,9 @@ def learn_from_server(
     force: bool = False,
     listing: list[dict[str, Any]] | None = None,
 ) -> None:
-    """Ask the server for ``model_name``'s window unless the model cache already knows it
-    (``force``: ask anyway, as ``chatbot models`` does, with the ``listing`` it just read).
-    Inside an event loop (a LangGraph server's node) the server is asked from a thread of
-    its own: this run goes on with what is known, the next one has it."""
+    """Ask the server for ``model_name``'s window unless the model cache knows it (``force``:
+    ask anyway, with the ``listing`` just read). Inside an event loop it is asked from a thread
+    of its own: this run goes on with what is known, the next one has it."""
     from chatbot.config.sources import endpoint_of
 
     if not settings.openai_base_url or not model_name:
@@ -273,19 +264,30 @@ def learn_from_server(
         windows.BOOK.fresh(endpoint, model_name) or windows.BOOK.asked(endpoint, model_name)
     ):
         return
+    _ask_and_record(settings, endpoint, model_name, listing, in_thread=windows.in_event_loop())
 
-    def ask() -> None:
-        answer = ask_server(settings, model_name, listing)
-        if isinstance(answer, Unknown):
-            if answer.slow:
-                windows.BOOK.record_slow(endpoint, model_name)
-        else:
-            windows.BOOK.record(endpoint, model_name, answer)
 
-    if windows.in_event_loop():
-        threading.Thread(target=ask, name="chatbot-window", daemon=True).start()
+def _ask_and_record(
+    settings: Settings,
+    endpoint: str,
+    model_name: str,
+    listing: list[dict[str, Any]] | None = None,
+    *,
+    in_thread: bool = False,
+) -> None:
+    """Ask the server and keep what it said (``in_thread``: from a daemon thread of its own)."""
+    if in_thread:
+        arguments = (settings, endpoint, model_name, listing)
+        threading.Thread(
+            target=_ask_and_record, args=arguments, name="chatbot-window", daemon=True
+        ).start()
+        return
+    answer = ask_server(settings, model_name, listing)
+    if isinstance(answer, Unknown):
+        if answer.slow:
+            windows.BOOK.record_slow(endpoint, model_name)
     else:
-        ask()
+        windows.BOOK.record(endpoint, model_name, answer)
 
 
 ASK_AGAIN_EVERY = 60.0
@@ -295,10 +297,8 @@ _asking_again = threading.Lock()
 
 
 def ask_again(settings: Settings, model_name: str) -> None:
-    """Ask the server for ``model_name``'s window once more, from a thread of its own, at
-    most every :data:`ASK_AGAIN_EVERY` seconds: after a reply, when the window was assumed
-    until the model is loaded (Ollama, LM Studio), was not known, or the server may have cut
-    the request."""
+    """Ask the server for ``model_name``'s window once more, from a thread of its own, at most
+    every :data:`ASK_AGAIN_EVERY` seconds (after a reply: see ``overflow.after_reply``)."""
     from chatbot.config.sources import endpoint_of
 
     endpoint = endpoint_of(settings.openai_base_url)
@@ -308,13 +308,4 @@ def ask_again(settings: Settings, model_name: str) -> None:
         if last is not None and now - last < ASK_AGAIN_EVERY:
             return
         _asked_again[(endpoint, model_name)] = now
-
-    def ask() -> None:
-        answer = ask_server(settings, model_name)
-        if isinstance(answer, Unknown):
-            if answer.slow:
-                windows.BOOK.record_slow(endpoint, model_name)
-        else:
-            windows.BOOK.record(endpoint, model_name, answer)
-
-    threading.Thread(target=ask, name="chatbot-window", daemon=True).start()
+    _ask_and_record(settings, endpoint, model_name, in_thread=True)

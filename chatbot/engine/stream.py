@@ -1,11 +1,9 @@
 """What the graph streams about folding (and recalling, and waiting to ask a model again), as
 small typed records, and their form on the wire.
 
-The summarize node writes each record to LangGraph's ``stream_mode="custom"`` as a plain dict
-(:meth:`as_payload`: ``{"event": "summarized", ...}``), which is what a LangGraph server,
-Studio and the SDK pass on; :func:`from_payload` reads such a dict back into its record, for a
-local graph and a server's stream alike. Both directions are written here, once. Imports
-nothing: the readers of a stream take it without the graph.
+Each record goes to LangGraph's ``stream_mode="custom"`` as a plain dict (:func:`as_payload`),
+which a server, Studio and the SDK pass on; :func:`from_payload` reads it back, for a local
+graph and a server's stream alike. Imports nothing: readers of a stream need no graph.
 """
 
 from __future__ import annotations
@@ -39,13 +37,9 @@ class Folding:
 
 @dataclass(frozen=True)
 class Summarized:
-    """Older messages were folded into the summary.
-
-    ``reason``: ``trigger`` (after a reply), ``fit`` (before the call, so it fits the model),
-    ``overflow`` (the provider said the context was too long; the call is tried again) or
-    ``compact`` (asked for). ``context_before``/``context_after``: tokens the chat model is
-    sent, before and after (0 when a server did not say).
-    """
+    """Older messages were folded into the summary, for ``reason`` (``trigger``, ``fit``,
+    ``overflow`` or ``compact``); ``context_before``/``context_after``: tokens the chat model
+    is sent (0 when a server did not say)."""
 
     event: ClassVar[str] = "summarized"
     messages: int
@@ -99,12 +93,9 @@ class RecallOff:
 
 @dataclass(frozen=True)
 class Retrying:
-    """A model call failed in a way that may pass (:mod:`chatbot.engine.retries`): it is asked
-    again after ``seconds``, retry ``retry`` of ``retries``.
-
-    ``reason``: ``rate_limited`` (429), ``server_failed`` (5xx), ``status`` (another status the
-    server says to retry), ``timeout`` or ``connection`` (no answer came); ``status``: the
-    HTTP status (0 for none); ``call``: ``reply`` (the chat call) or ``summary``."""
+    """A model call failed in a way that may pass: it is asked again after ``seconds``, retry
+    ``retry`` of ``retries``; ``reason`` as :data:`chatbot.engine.retries.Reason`, ``status``
+    the HTTP status (0 for none), ``call`` ``reply`` or ``summary``."""
 
     event: ClassVar[str] = "retrying"
     seconds: float
@@ -128,9 +119,8 @@ def _number(value: Any) -> int:
 
 
 def from_payload(payload: Any) -> FoldEvent | None:
-    """The record a ``stream_mode="custom"`` payload stands for; ``None`` for anything else
-    (another node's custom data). A payload that lacks a field (another version of the
-    graph on a server) takes its default."""
+    """The record a custom-stream payload stands for (``None`` for anything else); a field a
+    payload lacks (another version of the graph on a server) takes its default."""
     if not isinstance(payload, dict):
         return None
     kind = payload.get("event")

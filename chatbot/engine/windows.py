@@ -11,13 +11,9 @@ Where a window comes from, first found wins (:func:`window_of`):
 - ``refusal``: what a refusal said ("maximum context length is 2048 tokens"), or, when it gave
   no number, the size of the request it refused (or that the server cut silently).
 
-A server's window (and a refusal's) holds the prompt and the reply together, so room for the
-reply is kept out of it (:func:`reply_room`, ``CHATBOT_REPLY_TOKENS``) and sent as ``max_tokens``:
-such servers otherwise write until the window is full.
-
-:data:`BOOK` keeps what servers and refusals said, for the whole process; a window learned
-during a turn applies to the next step (its :attr:`WindowBook.version` is part of what a run's
-settings are cached by).
+A server's window (and a refusal's) holds the prompt and the reply, so room for the reply is
+kept out of it (:func:`reply_room`) and sent as ``max_tokens``. :data:`BOOK` keeps what servers
+and refusals said for the process; its :attr:`WindowBook.version` keys a run's cached settings.
 """
 
 from __future__ import annotations
@@ -96,10 +92,8 @@ class Window:
         return "just now"
 
     def note(self) -> str:
-        """The line worth saying once about this window: the server runs the model with a
-        smaller window than the model takes (a server that cuts a longer request silently:
-        Ollama), and how to raise it; or the window is the server's default, assumed; else
-        ``''``."""
+        """The line worth saying once about this window (the server runs the model smaller than it
+        takes, and how to raise it; or the window is assumed), else ``''``."""
         if self.source != "server":
             return ""
         if self.until_loaded:
@@ -123,9 +117,6 @@ class Window:
         )
         return f"{line}; {how}" if how else line
 
-    def record(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 RAISE_HINTS = {
     "Ollama": "to give it more, start Ollama with OLLAMA_CONTEXT_LENGTH=32768, or set "
@@ -136,9 +127,8 @@ RAISE_HINTS = {
 
 
 def reply_room(window: Window, setting: int | None) -> int:
-    """Tokens kept free for the reply in a shared window: ``CHATBOT_REPLY_TOKENS`` when set,
-    else a quarter of the window, between :data:`MIN_REPLY_ROOM` and :data:`MAX_REPLY_ROOM`;
-    never more than half of it (the request keeps the other half)."""
+    """Tokens kept for the reply in a shared window: ``CHATBOT_REPLY_TOKENS``, else a quarter of
+    the window within :data:`MIN_REPLY_ROOM`..:data:`MAX_REPLY_ROOM`; at most half of it."""
     wanted = setting or max(MIN_REPLY_ROOM, min(MAX_REPLY_ROOM, window.tokens // 4))
     return max(1, min(wanted, window.tokens // 2))
 
@@ -155,8 +145,7 @@ def reply_origin(window: Window | None, setting: int | None, reply: int | None) 
 
 
 def input_limit(window: Window, setting: int | None) -> int:
-    """What a request may hold in ``window``: all of it for an input limit, the window less
-    the reply's room for a shared one."""
+    """What a request may hold in ``window`` (a shared one less the reply's room)."""
     if not window.shared:
         return window.tokens
     return max(1, window.tokens - reply_room(window, setting))
@@ -191,15 +180,13 @@ class WindowBook:
 
     @property
     def version(self) -> int:
-        """Changes whenever a window is learned (a run's settings are cached by it). Read
-        after the cache is, so that reading the cache is not itself a change."""
+        """Changes whenever a window is learned (read after the cache, so reading is no change)."""
         with self._lock:
             self._load()
             return self._version
 
     def _load(self) -> None:
-        """The cache's entries, read when first needed and again when the user's cache folder
-        is another (tests give each test its own)."""
+        """The cache's entries, read when first needed and again when the cache folder changes."""
         path = cache_path()
         if path == self._path:
             return
@@ -224,9 +211,8 @@ class WindowBook:
         return entry.window if entry else None
 
     def fresh(self, endpoint: str, model: str, now: float | None = None) -> bool:
-        """True when the server was asked lately enough (answered or not) that asking again
-        would tell nothing new; a window assumed until the model is loaded never is, and a
-        server too slow to answer is left alone for :data:`SLOW_AGE`."""
+        """True when the server was asked lately enough that asking again tells nothing new (never
+        for a window assumed until the model is loaded; a slow server: :data:`SLOW_AGE`)."""
         with self._lock:
             self._load()
             entry = self._entries.get((_shown(endpoint), model))
@@ -245,8 +231,7 @@ class WindowBook:
         return 0 <= age < trusted  # (a time in the future: a clock set back; asked again)
 
     def asked(self, endpoint: str, model: str) -> bool:
-        """True once this process has asked the server about ``model`` (answered or not:
-        a server that could not be reached is not asked again until the next start)."""
+        """True once this process has asked the server about ``model``, answered or not."""
         key = (_shown(endpoint), model)
         with self._lock:
             self._load()
@@ -256,8 +241,7 @@ class WindowBook:
         return False
 
     def record(self, endpoint: str, model: str, window: Window | None) -> None:
-        """What the server said of ``model`` (None: nothing). A window a refusal taught stays
-        when the server says nothing."""
+        """What the server said of ``model`` (None: nothing; a refusal's window then stays)."""
         now = time.time()
         key = (_shown(endpoint), model)
         with self._lock:
@@ -275,8 +259,7 @@ class WindowBook:
         self._save(key)
 
     def record_slow(self, endpoint: str, model: str) -> None:
-        """The server did not answer in time: what was known of ``model`` stays, and the
-        server is left alone for :data:`SLOW_AGE`."""
+        """The server did not answer in time: it is left alone for :data:`SLOW_AGE`."""
         key = (_shown(endpoint), model)
         with self._lock:
             self._load()
@@ -285,9 +268,8 @@ class WindowBook:
         self._save(key)
 
     def learn_refusal(self, endpoint: str, model: str, limit: int | None, refused: int) -> None:
-        """A request of ``refused`` tokens was refused as too long; ``limit``: the window the
-        refusal stated. Without one, the window is taken to be below the refused request's
-        size (the smaller of that and what was known)."""
+        """A request of ``refused`` tokens was refused as too long; ``limit``: the window stated,
+        else the window is taken as the refused size (when smaller than what was known)."""
         key = (_shown(endpoint), model)
         if limit:
             tokens, detail = limit, f"it said {limit:,} tokens"
@@ -308,8 +290,7 @@ class WindowBook:
         self._save(key)
 
     def take_note(self, endpoint: str, model: str) -> str:
-        """The line to say once about ``model``'s window (a server running it smaller than
-        the model takes), or ``''``: said, it is not said again for that window."""
+        """:meth:`Window.note` of ``model``'s window, once per window; else ``''``."""
         with self._lock:
             self._load()
             entry = self._entries.get((_shown(endpoint), model))
@@ -323,9 +304,8 @@ class WindowBook:
         return line
 
     def _save(self, key: Key) -> None:
-        """Write one entry to the model cache: at once, or from a thread of its own inside an
-        event loop (a LangGraph server forbids blocking calls there); the process waits for
-        that thread before it ends."""
+        """Write one entry to the model cache: at once, or from a (non-daemon) thread inside an
+        event loop, where a LangGraph server forbids blocking calls."""
         with self._lock:
             entry = self._entries.get(key)
             path = self._path
@@ -365,7 +345,7 @@ def _shown(endpoint: str) -> str:
 
 
 def _stored(entry: _Entry) -> dict[str, Any]:
-    window = entry.window.record() if entry.window else None
+    window = asdict(entry.window) if entry.window else None
     stored = {"window": window, "asked_at": entry.asked_at, "noted": entry.noted}
     return {**stored, "slow": True} if entry.slow else stored
 
@@ -411,10 +391,8 @@ def window_of(
     setting: int | None,
     reply_setting: int | None = None,
 ) -> Window | None:
-    """The window of a chat model: the setting, its profile, what its server or a refusal
-    said (see the module), or None. A setting more than the server's window lets a request
-    hold (with ``reply_setting``'s room for the reply), or a profile bigger than the window
-    the server or a refusal said, gives way to it; a window only assumed never does."""
+    """The window of a chat model (see the module), or None. A setting or profile bigger than
+    what a server or refusal said gives way to it; a window only assumed never wins."""
     learned = BOOK.lookup(endpoint, model_name) if model_name else None
     said = learned is not None and not learned.assumed  # (what a server or refusal said)
     if setting:

@@ -1,17 +1,14 @@
 """How the state's ``messages`` and ``summary`` change: their reducers, and the channels that
 store them (LangGraph's ``DeltaChannel``: :func:`delta_channel`).
 
-A checkpoint stores the whole message window and the summary only every so often (a
-snapshot); the checkpoints between store only the writes that changed them, and reading one
-replays those writes onto the nearest snapshot through these reducers. Replaying must give the
-same state every time: a message written without an id gets one made from where it lands and
-what it says, not a random one.
+A checkpoint stores the message window and the summary only every so often (a snapshot); the
+ones between store the writes, replayed onto the nearest snapshot through these reducers. A
+replay must give the same state every time, so a message without an id gets one made from
+where it lands and what it says.
 
-Kept apart from :mod:`chatbot.memory.state` so that the commands that read threads without
-running the graph (``history``, ``show``, ``export``) can rebuild a checkpoint's state with the
-same channels (:func:`delta_channels`). LangGraph's ``add_messages`` comes with its graph's
-imports, so it is imported by the first merge that needs it: a replay of appended messages
-only (most of a thread's writes) does without it.
+Kept apart from :mod:`chatbot.memory.state` so that reading commands rebuild a checkpoint's
+state with the same channels (:func:`delta_channels`) without LangGraph's graph imports
+(``add_messages`` is imported by the first merge that needs it).
 """
 
 from __future__ import annotations
@@ -31,9 +28,7 @@ from langchain_core.messages import (
 KINDS = {str: "text (a string; '' for none)", dict: "an object (a dict)"}
 
 MESSAGES_SNAPSHOT_EVERY = 60
-"""Updates of ``messages`` between two checkpoints that store the whole window (a turn makes
-two or three): the checkpoints between store no messages, only the writes that made them,
-and reading one replays at most this many writes."""
+"""Updates of ``messages`` between two checkpoints that store the whole window."""
 
 _NAMESPACE = uuid.UUID("5f0c2d3e-8b9a-4f51-9a7e-2c61b0d4e8a1")
 
@@ -43,9 +38,8 @@ def described(value: Any) -> str:
 
 
 def _given_ids(left: Sequence[BaseMessage], right: Sequence[BaseMessage]) -> None:
-    """Give each message without an id one that depends only on what it follows and what it
-    says (``add_messages`` gives a random one): a state rebuilt by replaying its writes then
-    has the same ids every time it is read."""
+    """Give each message without an id one made from what it follows and what it says
+    (``add_messages`` gives a random one), so a replayed state has the same ids every time."""
     after = left[-1].id if left else ""
     for number, message in enumerate(right):
         if not message.id:
@@ -65,8 +59,7 @@ def _messages(values: Sequence[Any]) -> list[Any]:
 
 
 def merge_messages(left: list[Any], right: list[Any]) -> list[BaseMessage]:
-    """LangGraph's ``add_messages``, each message of ``right`` without an id given one first
-    (:func:`_given_ids`)."""
+    """LangGraph's ``add_messages``, each new message without an id given one first."""
     from langgraph.graph.message import add_messages
 
     kept, new = _messages(left), _messages(right)
@@ -75,10 +68,8 @@ def merge_messages(left: list[Any], right: list[Any]) -> list[BaseMessage]:
 
 
 def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
-    """:func:`merge_messages`, refusing what is not messages: a number, ``None``, an element
-    that is no message, in a line that names ``messages`` and says what it takes. A bare
-    string is one new human message, as ``add_messages`` takes it (``{"messages": "hi"}`` is
-    a LangGraph idiom)."""
+    """:func:`merge_messages`, refusing what is not messages in one line; a bare string is one
+    new human message, as ``add_messages`` takes it."""
     if isinstance(right, list) and all(isinstance(m, BaseMessage) for m in right):
         return merge_messages(left, right)  # (what the nodes write: nothing to check)
     if isinstance(right, str):
@@ -105,10 +96,8 @@ def checked_messages(left: list[Any], right: Any) -> list[BaseMessage]:
 
 
 def replay_messages(left: Sequence[Any], writes: Sequence[Any]) -> list[Any]:
-    """The ``messages`` reducer over a batch of writes, oldest first (what a ``DeltaChannel``
-    asks of it): each write merged as :func:`checked_messages` merges one. A write of new
-    messages only (what a turn writes) is appended without going over the window again, so
-    replaying the writes since a snapshot costs about what they hold."""
+    """The ``messages`` reducer over a batch of writes, oldest first, each merged as
+    :func:`checked_messages` merges one; a write of new messages only is just appended."""
     merged = _messages(left)
     ids = {message.id for message in merged}
     for write in writes:
@@ -136,8 +125,7 @@ def _all_new(write: Any, ids: set[Any]) -> bool:
 
 
 def replay_summary(left: str, writes: Sequence[Any]) -> str:
-    """The ``summary`` reducer over a batch of writes: the last one, each checked to be text
-    (as a plain key refuses a value of the wrong type)."""
+    """The ``summary`` reducer over a batch of writes: the last one, each checked to be text."""
     for value in writes:
         if not isinstance(value, str):
             from langgraph.errors import InvalidUpdateError
@@ -157,8 +145,7 @@ REDUCERS: dict[str, tuple[Any, type]] = {
 (:func:`delta_channel` makes the channels from it)."""
 
 SNAPSHOT_EVERY = {"messages": MESSAGES_SNAPSHOT_EVERY, "summary": 2}
-"""Updates of each delta channel between two checkpoints that store it: the summary changes only
-at a fold, and is stored at every second one (the write of the one between holds it)."""
+"""Updates of each delta channel between two checkpoints that store it."""
 
 
 def delta_channel(key: str) -> Any:
@@ -170,8 +157,7 @@ def delta_channel(key: str) -> Any:
 
 
 def delta_channels() -> dict[str, Any]:
-    """The state's delta channels by key, as a reader rebuilds a checkpoint's values with
-    them (``from_checkpoint``, ``replay_writes``)."""
+    """The state's delta channels by key, for a reader rebuilding a checkpoint's values."""
     global _CHANNELS
     if _CHANNELS is None:
         _CHANNELS = {key: delta_channel(key) for key in REDUCERS}

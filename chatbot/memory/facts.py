@@ -1,10 +1,8 @@
 """The user's memories: short facts about the user that every thread is given.
 
 Pure rules, no I/O and no LangGraph: what a memory is, how the summary call's reply carries
-new facts (and how they are parsed off it), how a newer fact supersedes an older one, which
-memories a request carries within its token budget, and how they are written into it. The
-store they live in is LangGraph's ``BaseStore``, read and written by
-:mod:`chatbot.engine.remembering`.
+new facts, how a newer fact supersedes an older one, and which memories a request carries.
+:mod:`chatbot.engine.remembering` keeps them in LangGraph's ``BaseStore``.
 
 Vocabulary:
 - *memory*: one fact about the user or their preferences (``allergic to peanuts``), with the
@@ -84,8 +82,7 @@ class Memory:
         return found
 
     def record(self) -> dict[str, Any]:
-        """The memory as JSON: its id, then the rest (``chatbot memory export``, a thread's
-        export)."""
+        """The memory as JSON: its id, then the rest (exports)."""
         return asdict(self)
 
     @classmethod
@@ -113,8 +110,7 @@ def new_id() -> str:
 
 def clean(text: str) -> str | None:
     """The fact as it is stored: on one line, at most :data:`MAX_CHARS`; None for one holding
-    a secret (the API key, a URL's password, anything shaped like a key), which is never
-    stored, not even redacted."""
+    a secret (anything :func:`chatbot.errors.redact` changes), never stored even redacted."""
     text = " ".join(str(text).split()).strip(" -*•")
     if not text or text.lower() in _NONE:
         return None
@@ -165,9 +161,8 @@ LEAVING = {
 
 
 def facts_request(known: Sequence[Memory], language: Language = "en", alone: bool = False) -> str:
-    """What the summary call's instructions add to ask for the noted facts (``alone``: the
-    request of a call that asks for them alone): the section, and the known memories by id,
-    so that a changed fact names the one it replaces."""
+    """What the summary call's instructions add to ask for facts (``alone``: a call asking for
+    them alone), with the known memories by id so a changed fact names the one it replaces."""
     lead = _LEAD[language][1 if alone else 0]
     ask = _ASK[language].format(lead=lead, open=OPEN, close=CLOSE)
     shown = [memory for memory in known if memory.active][-MAX_KNOWN:]
@@ -178,8 +173,7 @@ def facts_request(known: Sequence[Memory], language: Language = "en", alone: boo
 
 
 def split_facts(reply: str) -> tuple[str, list[Noted]]:
-    """The summary a reply holds, without its ``<memories>`` section, and the facts noted in
-    it (in order, without repeats). A reply without the section is all summary."""
+    """The reply without its ``<memories>`` section, and the facts noted there, each once."""
     noted: list[Noted] = []
     seen: set[str] = set()
     for section in _SECTION.findall(reply):
@@ -208,8 +202,7 @@ def remember_request(text: str) -> str | None:
 
 @dataclass(frozen=True)
 class Changes:
-    """What noting some facts does to the store: memories to put (new ones, and old ones now
-    marked superseded)."""
+    """What noting some facts does to the store: new memories, and old ones now superseded."""
 
     added: list[Memory]
     superseded: list[Memory]
@@ -229,10 +222,9 @@ def note(
     origin: Origin = "fold",
     make_id: Callable[[], str] = new_id,
 ) -> Changes:
-    """The new memories for ``noted`` facts, and the memories they supersede: a fact that
-    replaces a memory in force marks it superseded (the newest value wins); a fact already
-    remembered word for word is not added again. ``message_id`` is the source message, or
-    finds it from the fact's text."""
+    """The new memories for ``noted`` facts, and the memories in force they supersede (a fact
+    already remembered word for word is not added again). ``message_id`` is the source
+    message, or finds it from the fact's text."""
     by_id = {memory.id: memory for memory in memories}
     known = {memory.text.lower() for memory in memories if memory.active}
     added: list[Memory] = []
@@ -267,8 +259,7 @@ def _unused(make_id: Callable[[], str], taken: dict[str, Memory]) -> str:
 
 
 def _later(now: str, steps: int) -> str:
-    """``now`` (ISO 8601) ``steps`` microseconds later: the facts noted at once keep their
-    order (memories are listed by when they were noted)."""
+    """``now`` (ISO 8601) ``steps`` microseconds later: facts noted at once keep their order."""
     if not steps:
         return now
     try:
@@ -279,8 +270,8 @@ def _later(now: str, steps: int) -> str:
 
 
 def source_of(fact: str, messages: Sequence[tuple[str, str]]) -> str:
-    """The id of the message (``(id, text)`` pairs, the user's) a fact most likely came from:
-    the one sharing most of its words, the latest on a tie; '' when there are none."""
+    """The id of the user's message (``(id, text)`` pairs) sharing most of the fact's words,
+    the latest on a tie; '' when there are none."""
     words = terms(fact)
     best, best_score = "", -1
     for message_id, text in messages:
@@ -294,8 +285,7 @@ def source_of(fact: str, messages: Sequence[tuple[str, str]]) -> str:
 
 
 def terms(text: str) -> set[str]:
-    """The words of a text, lower-cased, for a plain search: words of two letters or more, and
-    each pair of adjacent CJK characters (written without spaces)."""
+    """A text's lower-cased words of two letters or more, and its pairs of CJK characters."""
     found: set[str] = set()
     for word in _WORD.findall(text.lower()):
         if _CJK.search(word):
@@ -310,9 +300,8 @@ def terms(text: str) -> set[str]:
 def choose(
     memories: Sequence[Memory], query: str, budget: int, count: Callable[[str], int]
 ) -> list[Memory]:
-    """The memories in force that one request carries, in the order noted: all of them while
-    they fit ``budget`` tokens (``count`` counts one line); else the ones sharing most words
-    with ``query`` (the latest messages), the newest first on a tie, while they fit."""
+    """The memories in force one request carries, in the order noted: all while they fit
+    ``budget`` tokens, else those sharing most words with ``query`` (newest first on a tie)."""
     active = [memory for memory in memories if memory.active]
     sizes = {memory.id: count(line(memory)) for memory in active}
     if sum(sizes.values()) <= budget:
@@ -341,16 +330,14 @@ def line(memory: Memory) -> str:
 
 
 def render(memories: Sequence[Memory], language: Language = "en") -> str:
-    """The memories block of a request ('' for none): after the system prompt, before the
-    summary."""
+    """The memories block of a request ('' for none)."""
     if not memories:
         return ""
     return "\n".join([_HEADING[language], *(line(memory) for memory in memories)])
 
 
 def find(memories: Sequence[Memory], id_or_text: str) -> list[Memory]:
-    """The memories ``/memory forget`` means: the one with that id, else those whose text holds
-    it (case-insensitively)."""
+    """The memory with that id, else those whose text holds it (``/memory forget``)."""
     wanted = id_or_text.strip()
     exact = [memory for memory in memories if memory.id == wanted.lower()]
     if exact or not wanted:
@@ -360,6 +347,5 @@ def find(memories: Sequence[Memory], id_or_text: str) -> list[Memory]:
 
 
 def from_thread(memories: Sequence[Memory], thread_id: str) -> list[Memory]:
-    """The memories noted in ``thread_id`` (what its export carries, and what deleting it
-    offers to forget)."""
+    """The memories noted in ``thread_id``."""
     return [memory for memory in memories if memory.thread_id == thread_id]

@@ -1,9 +1,8 @@
 """Did the model finish its answer, and with text? The one rule for replies and summaries.
 
-A streamed answer whose connection closed early still arrives as a message, and so does one
-cut at the model's output limit or stopped by a content filter, and one that holds no text a
-person could read (a tool call, only reasoning, whitespace). Only a reply that finished
-normally with usable text (:func:`usable_text`) may stand as an answer or as a summary.
+An answer cut short (a closed connection, the output limit, a content filter) or without
+readable text still arrives as a message; only one that finished with usable text
+(:func:`usable_text`) may stand as an answer or as a summary.
 """
 
 from __future__ import annotations
@@ -56,9 +55,7 @@ _REASONING_BLOCKS = {"reasoning", "thinking", "redacted_thinking"}
 
 
 def usable_text(message: AIMessage) -> str:
-    """The text a reply holds for people: without reasoning a model put before it as plain
-    text (a ``<think>`` block), stripped; empty when nothing in it would show (whitespace or
-    invisible characters only, or no text at all: a tool call, reasoning)."""
+    """A reply's text for people, stripped, without a leading ``<think>``; '' if nothing shows."""
     text = str(message.text)
     thinking = _THINKING.match(text)
     if thinking:
@@ -79,8 +76,7 @@ def _has_reasoning(message: AIMessage) -> bool:
 
 
 def without_text(message: AIMessage, what: str = "reply") -> str:
-    """Why a reply that ended ``empty`` cannot be used, as part of one line: it holds a tool
-    call, only reasoning, or nothing."""
+    """Why a reply that ended ``empty`` cannot be used, as part of one line."""
     if message.tool_calls or message.invalid_tool_calls:
         asked = "the summary request" if what == "summary" else "your message"
         return f"the model answered {asked} with a tool call, no text"

@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from chatbot.memory.prompts import text_only
 from chatbot.memory.sent import Sent
 from chatbot.memory.tokens import TokenCounter
-from chatbot.parts import text_and_media as content_text_and_media
+from chatbot.parts import text_and_media
 
 LimitKind = Literal["messages", "tokens", "fraction"]
 
@@ -110,10 +110,7 @@ def parse_limit(text: str, setting: str = "value") -> Limit:
 
 
 def parse_trigger(text: str) -> tuple[Limit, ...]:
-    """Parse ``CHATBOT_SUMMARY_TRIGGER``: one or more limits joined by commas (any fires).
-
-    ``off`` gives no limit at all: automatic summaries are off.
-    """
+    """Parse ``CHATBOT_SUMMARY_TRIGGER``: limits joined by commas (any fires), or ``off``."""
     if text.strip().lower() == TRIGGER_OFF:
         return ()
     parts = [part for part in text.split(",") if part.strip()]
@@ -198,15 +195,9 @@ class SummaryPolicy:
 
 
 def fitted_to_window(policy: SummaryPolicy) -> SummaryPolicy:
-    """The policy scaled to a model whose window is too small for it.
-
-    A token trigger above the input budget would never fire: folding to fit the model comes
-    first, and then at every turn, keeping just what fits. So such a trigger (the defaults,
-    sized for a big hosted model, against a local server's 2,048 tokens) is lowered to
-    :data:`FITTED_TRIGGER` of the budget, and a token keep by the same proportion: the
-    conversation folds a few turns apart, as it would in a big window. Message counts are
-    left as they are.
-    """
+    """The policy scaled to a model whose window is too small for it: a token trigger above the
+    input budget would never fire, so it is lowered to :data:`FITTED_TRIGGER` of the budget,
+    and a token keep by the same proportion (folds stay a few turns apart)."""
     budget = policy.input_budget()
     lowest = policy.trigger_tokens()
     if budget is None or lowest is None or lowest <= budget:
@@ -238,10 +229,7 @@ def summary_size(max_summary_tokens: int, max_input_tokens: int | None) -> int:
 
 
 def trigger_fired(policy: SummaryPolicy, message_count: int, context_tokens: int) -> bool:
-    """True when any trigger holds: more than N messages, or more than N tokens in context.
-
-    ``context_tokens`` counts everything sent to the model (system prompt and summary too).
-    """
+    """True when any trigger holds: more than N messages, or N tokens in the whole request."""
     for limit in policy.trigger:
         if limit.kind == "messages":
             if message_count > limit.value:
@@ -257,12 +245,8 @@ def trigger_fired(policy: SummaryPolicy, message_count: int, context_tokens: int
 
 
 def unsafe_cutoffs(messages: Sequence[BaseMessage]) -> set[int]:
-    """Indices where cutting would split a tool-call group or start the window on a tool result.
-
-    A group is an AIMessage with tool calls plus every later ToolMessage answering one of its
-    calls (a repeated answer too); cutting after the AIMessage and up to its last answer
-    separates them.
-    """
+    """Indices where cutting would split a tool-call group (an AIMessage with tool calls and
+    every later ToolMessage answering one) or start the window on a tool result."""
     unsafe = {i for i, message in enumerate(messages) if isinstance(message, ToolMessage)}
     answers_at: dict[str, list[int]] = {}
     for i, message in enumerate(messages):
@@ -305,11 +289,8 @@ def keep_target(
     token_counts: Sequence[int],
     max_input_tokens: int | None,
 ) -> int:
-    """Where the kept window would start to hold the ``keep`` amount, before safety.
-
-    A token budget keeps the newest messages that fit, and always at least the last one, even
-    when it alone is bigger than the budget: the model always sees the latest turn verbatim.
-    """
+    """Where the kept window would start to hold the ``keep`` amount, before safety; a token
+    budget always keeps at least the last message, even one bigger than the budget."""
     if keep.kind == "messages":
         return max(0, len(messages) - int(keep.value))
     budget = keep.as_tokens(max_input_tokens) or 0
@@ -342,12 +323,9 @@ class SummaryPlan:
 
 
 def fold_shrinks(now: Sent, after: Sent, least: float = 0.0) -> bool:
-    """The rule every fold meets (``/compact``, the trigger, a fold to fit the model): it is
-    made only when the request it leaves (``after``: the kept messages, the summary in its
-    message and the recall tool it brings; :func:`chatbot.memory.sent.after_fold`) is smaller
-    than the one sent now, by at least ``least`` of it. Folding a few short messages into a
-    first summary adds the summary's message and, with recall on, the tool's definition to
-    every request: more than it takes away, so it is not made."""
+    """The rule every fold meets: it is made only when the request it leaves (``after``:
+    :func:`chatbot.memory.sent.after_fold`) is smaller than the one sent now, by at least
+    ``least`` of it (a first summary of a few short messages adds more than it takes away)."""
     saved = now.total - after.total
     return saved > 0 and saved >= now.total * least
 
@@ -380,13 +358,9 @@ def plan_summary(
     *,
     max_kept_tokens: int | None = None,
 ) -> SummaryPlan:
-    """Choose the older messages to fold, honouring keep, tool-call groups and the pinned message.
-
-    With ``max_kept_tokens`` the kept window is also cut down to at most that many tokens
-    (a *fit*: the next request must fit the model), but the latest message is never folded;
-    the cut then moves forward to a safe place rather than back. The plan may be empty
-    (nothing safe to fold); then no summary call should be made.
-    """
+    """Choose the older messages to fold, honouring keep, tool-call groups and the pinned
+    message; with ``max_kept_tokens`` (a *fit*) the kept window is cut to at most that many
+    tokens, never folding the latest message. The plan may be empty."""
     counts = list(token_counts)
     pinned = first_human_index(messages) if policy.keep_first_message else None
     target = _window_start(messages, counts, policy.keep, pinned, policy.max_input_tokens)
@@ -406,13 +380,9 @@ def plan_summary(
 def overflow_room(
     counted: int, limit: int | None, requested: int | None, max_input_tokens: int | None
 ) -> int:
-    """How many of our tokens the context may hold after a provider refused it as too long.
-
-    ``counted`` is our count of the refused request; ``limit`` and ``requested`` are the
-    provider's numbers when its error gave them (else the configured max input is the limit).
-    With a limit, the room is the input budget below it, in our units; without one, half of
-    what was refused.
-    """
+    """How many of our tokens the context may hold after a provider refused ``counted`` as
+    too long: the input budget below its ``limit`` (else the configured one), in our units by
+    its ``requested`` count; without a limit, half of what was refused."""
     limit = limit or max_input_tokens
     if limit is None:
         return max(1, counted // 2)
@@ -423,12 +393,6 @@ def overflow_room(
 # --- chunking for a bounded summarizer input ----------------------------------------------
 
 _BREAKS = (" ", "\n", "\t", "。", "，", "！", "？", "；", "、", ".", ",", ";")
-
-
-def text_and_media(message: BaseMessage) -> tuple[str, list[Any]]:
-    """A message's text (typed text, then each attached text file after a blank line), and
-    its other content blocks (images, audio, files) in order (:mod:`chatbot.parts` reads them)."""
-    return content_text_and_media(message.content)
 
 
 def _part(message: BaseMessage, text: str, media: Sequence[Any], first: bool) -> BaseMessage:
@@ -450,17 +414,13 @@ def _break_before(text: str, start: int, end: int) -> int:
 def split_message(
     message: BaseMessage, max_tokens: int, counter: TokenCounter
 ) -> list[BaseMessage]:
-    """Split one message bigger than ``max_tokens`` into consecutive parts.
-
-    Nothing is cut away: the parts together hold the whole text, each labelled ``[part i/n]``,
-    and the non-text blocks (images, files) and tool calls go with the first part. Parts end
-    after a space, line break or punctuation mark when one is near, so words are not cut in
-    two. Each part fits ``max_tokens`` with its role, label, and (first part) media and tool
-    calls, unless those alone are already bigger.
+    """Split one message bigger than ``max_tokens`` into consecutive parts labelled
+    ``[part i/n]`` that together hold the whole text; media and tool calls go with the first.
+    Parts end after a space, line break or punctuation mark when one is near.
     """
     if counter.raw_message(message) <= max_tokens:
         return [message]
-    text, media = text_and_media(message)
+    text, media = text_and_media(message.content)
     if not text:
         return [message]  # media only: nothing that can be split
     label = f"[part {len(text)}/{len(text)}] "
@@ -498,13 +458,9 @@ def split_message(
 def chunk_for_summary(
     messages: Sequence[BaseMessage], budget_tokens: int, counter: TokenCounter
 ) -> list[list[BaseMessage]]:
-    """Split the messages to fold into consecutive chunks that each fit ``budget_tokens``.
-
-    The messages are counted and split as the summarizer reads them
-    (:func:`chatbot.memory.prompts.text_only`): an image, audio clip or file is its marker, a few
-    tokens, not what a model is counted for the medium itself. Order is preserved and nothing
-    is dropped; a message bigger than the budget is split into parts (see
-    :func:`split_message`). When everything fits, there is one chunk.
+    """Split the messages to fold into consecutive chunks that each fit ``budget_tokens``,
+    counted as the summarizer reads them (:func:`chatbot.memory.prompts.text_only`: media as
+    markers); nothing is dropped, and a message bigger than the budget is split.
     """
     budget = max(1, budget_tokens)
     chunks: list[list[BaseMessage]] = []

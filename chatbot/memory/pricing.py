@@ -5,19 +5,13 @@ Vocabulary:
 
 - **usage record** (the state's :data:`USAGE_KEY`): the tokens the provider reported, per role
   and per the model that answered: ``{"chat": {model: {"calls": N, "input": N, "cached": N,
-  "output": N, "priced": N, "usd": "0.0012"}}, "summary": {...}, "partial": bool}``.
-  ``input`` includes ``cached`` (cache reads), as OpenAI and genai-prices count them. Each
-  call is priced as it is recorded (``priced`` calls cost ``usd``): a price can depend on one
-  call's size (Gemini 2.5 Pro costs more per token above 200k input tokens in one call), so
-  the sums cannot be priced as one call. The graph's nodes add each call they make;
-  reading the record costs one checkpoint, however long the thread.
-- **partial**: the record started on a thread that already had replies without one (a thread of an
-  adopted database, for one), so those turns are not in it.
-- **spent**: what a thread has paid, which time travel cannot take back. ``/retry`` and
-  ``/undo`` go back to an older checkpoint, whose record is older; the local backend hands
-  the newest record to the run as a floor (``configurable``) and writes it into an undo's
-  checkpoint metadata (:data:`SPENT_KEY`), so a retried reply's call still counts. A fork
-  starts with its origin's record at the fork point (what its messages cost).
+  "output": N, "priced": N, "usd": "0.0012"}}, "summary": {...}, "partial": bool}``
+  (``input`` includes ``cached``). Each call is priced as it is recorded (``priced`` calls
+  cost ``usd``): a price can depend on one call's size, so the sums cannot be priced as one.
+- **partial**: the record started on a thread that already had replies without one.
+- **spent**: what a thread has paid, which time travel cannot take back: ``/retry`` and
+  ``/undo`` go back to an older record, so the newest is handed to the run as a floor and
+  kept in an undo's checkpoint metadata (:data:`SPENT_KEY`).
 """
 
 from __future__ import annotations
@@ -89,14 +83,6 @@ def merged(*records: Any) -> dict[str, Any] | None:
     return out
 
 
-def with_call(
-    record: Any, role: Role, model: str, reply: Any, *, earlier_turns: bool
-) -> dict[str, Any]:
-    """``record`` plus one call's reply. A new record on a thread with ``earlier_turns`` (replies
-    without a record) is marked partial."""
-    return with_calls((record,), role, [(model, reply)], earlier_turns=earlier_turns)
-
-
 def with_calls(
     records: Sequence[Any],
     role: Role,
@@ -104,8 +90,8 @@ def with_calls(
     *,
     earlier_turns: bool,
 ) -> dict[str, Any]:
-    """The ``records`` merged (see :func:`merged`), plus each call: the model that answered
-    and its reply (as :func:`with_call`, merging once)."""
+    """The ``records`` merged (:func:`merged`), plus each ``(model, reply)`` call; a new record
+    on a thread with ``earlier_turns`` (replies without a record) is partial."""
     out = merged(*records) or {"chat": {}, "summary": {}, "partial": earlier_turns}
     for model, reply in calls:
         _add_call(out, role, model, reply)
@@ -152,10 +138,8 @@ _warming = threading.Lock()
 
 @lru_cache(maxsize=4096)
 def _call_price(model: str, input_tokens: int, cached: int, output: int) -> Decimal | None:
-    """What genai-prices charges for one call (or for these sums, for a record whose calls
-    carry no price of their own); ``None`` for a model it does not know. A name with a
-    provider in front (``openai/gpt-4o-mini``, as OpenRouter and LiteLLM name models) is
-    looked up as that provider's model, then as OpenRouter's."""
+    """What genai-prices charges for one call (or these sums); ``None`` for a model it does not
+    know. ``provider/model`` is looked up as that provider's model, then as OpenRouter's."""
     from genai_prices import Usage, calc_price  # imported on demand: it loads a price table
 
     usage = Usage(input_tokens=input_tokens, cache_read_tokens=cached, output_tokens=output)
@@ -176,8 +160,7 @@ def _call_price(model: str, input_tokens: int, cached: int, output: int) -> Deci
 
 
 def warm_up() -> None:
-    """Load the price table on a daemon thread (once; it takes a few tenths of a second), so
-    that the status line need not wait for it."""
+    """Load the price table on a daemon thread (once), so the status line need not wait."""
     if _loaded.is_set() or not _warming.acquire(blocking=False):
         return
     threading.Thread(
@@ -338,16 +321,14 @@ def spent_left(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def run_floor(config: Mapping[str, Any]) -> dict[str, Any] | None:
     """The record a run's own never falls below (:data:`SPENT_KEY`): in its ``configurable``
-    from the local backend; in its metadata from a server's client, as JSON text, since a
-    server takes no ``configurable`` beside a context (its checkpoints keep it then, as an
-    /undo's does)."""
+    locally, in its metadata as JSON text from a server's client."""
     configurable = config.get("configurable") or {}
     return merged(configurable.get(SPENT_KEY), spent_left(config.get("metadata") or {}))
 
 
 def spent(snapshot: Any) -> dict[str, Any] | None:
-    """What a thread had spent at a checkpoint (a :class:`~chatbot.history.snapshots.Snapshot` or
-    ``None``): its state's record, or the newer one an /undo left in its metadata."""
+    """What a thread had spent at a checkpoint (a snapshot or ``None``): its state's record, or
+    the newer one an /undo left in its metadata."""
     if snapshot is None:
         return None
     return merged(snapshot.state.usage, spent_left(snapshot.metadata))
@@ -360,8 +341,8 @@ def spent_metadata(snapshot: Any) -> dict[str, str]:
 
 
 def status_meter(snapshot: Any) -> str:
-    """The status line's cost of a thread at a checkpoint; empty for a new thread, and while
-    the price table is still loading (which this starts)."""
+    """The status line's cost of a thread at a checkpoint; empty for a new thread and while
+    the price table loads (which this starts)."""
     if snapshot is None:
         return ""
     record = spent(snapshot)

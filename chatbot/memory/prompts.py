@@ -98,10 +98,8 @@ def conversation_input(
     recall: bool = False,
     memories: str = "",
 ) -> list[BaseMessage]:
-    """What the chat model sees: system prompt, then the user's memories (the block
-    :func:`chatbot.memory.facts.render` writes), then the summary, then the messages. With
-    ``recall`` (the model is offered the recall tool) the summary's message says that older
-    messages can be read again (:data:`chatbot.memory.recall.NOTE`)."""
+    """What the chat model sees: system prompt, memories, summary, messages; with ``recall``
+    the summary's message says older messages can be read again."""
     head = _head(summary, system_prompt, language, recall and bool(summary), memories)
     return [*head, *messages]
 
@@ -133,21 +131,14 @@ def text_only(message: BaseMessage) -> BaseMessage:
 
 
 def transcript(messages: Sequence[BaseMessage]) -> str:
-    """The folded messages as unambiguous XML-like text (roles cannot be spoofed by content).
-
-    Images and files appear as markers (``[image: cat.png]``, ``[image: https://…]``,
-    ``[file: report.pdf]``): the summary notes them, and the checkpoint history keeps the
-    blocks themselves.
-    """
+    """The folded messages as unambiguous XML-like text (roles cannot be spoofed by content),
+    media as markers (``[image: cat.png]``)."""
     return "\n".join(_element(text_only(message)) for message in messages)
 
 
 def _element(message: BaseMessage) -> str:
-    """One message as LangChain's XML transcript writes it (``get_buffer_string(...,
-    format="xml")``), with ``<user>...</user>`` for ``<message type="user">...</message>``:
-    half the tokens a message's tags take, and as safe (the content is escaped, so no tag is
-    the content's). A plain user or assistant message is written here: the same text, without
-    LangChain's pass over every kind of message and block."""
+    """One message as ``get_buffer_string(..., format="xml")`` writes it, with ``<user>...</user>``
+    for ``<message type="user">...</message>`` (half the tokens, as safe: content is escaped)."""
     content = message.content
     recalled = _recall_element(message)
     if recalled is not None:
@@ -167,9 +158,8 @@ def _element(message: BaseMessage) -> str:
 
 
 def _recall_element(message: BaseMessage) -> str | None:
-    """A recall round, compactly: the call as ``[recall "query"]`` after any text, its answer
-    as the count of messages it returned (their words are the folded messages themselves,
-    which the summary has read already)."""
+    """A recall round, compactly: the call as ``[recall "query"]``, its answer as its first line
+    (the words it returned are folded messages the summary has read)."""
     if isinstance(message, AIMessage) and message.tool_calls:
         if any(call.get("name") != RECALL_TOOL for call in message.tool_calls):
             return None
@@ -197,12 +187,9 @@ def summary_request(
     focus: str = "",
     facts: str = "",
 ) -> list[BaseMessage]:
-    """The summary model's input: instructions, the messages being folded, then the prompt.
-
-    Only the messages being folded go in (not the ones that stay), plus the previous summary
-    through the extend prompt. Past ``max_summary_tokens`` the prompt asks for condensing;
-    ``focus`` (from ``/compact FOCUS``) is added for this summary only; ``facts`` (the user's
-    memories are on: :func:`chatbot.memory.facts.facts_request`) ends the instructions.
+    """The summary model's input: instructions, the messages being folded, then the prompt
+    (extending the previous summary; condensing it past ``max_summary_tokens``). ``facts``
+    (:func:`chatbot.memory.facts.facts_request`) ends the instructions.
     """
     texts = PROMPTS[language]
     instructions = texts.instructions

@@ -1,12 +1,9 @@
 """Recall: the chat model reads folded messages again, word for word, through a tool.
 
-A summary keeps the gist; the exact words of a folded message (an error message, a code, the
-third of five options) live on in the thread's history and its search index. Once a thread has a
-summary, the chat model is offered one tool, ``recall(query)``, which searches this thread's
-folded messages (the search's own rules: every word must appear, phrases in double quotes) and
-returns the best few verbatim. Pure: what the tool is, what its answer says, and which rounds
-a turn may still make. The graph runs it (``chatbot.engine.graph``); the store searches
-(``chatbot.store.search.recaller``); what a search finds is :mod:`chatbot.memory.recall_search`.
+A summary keeps the gist; the exact words of a folded message live on in the thread's history.
+Once a thread has a summary, the chat model is offered ``recall(query)``, which searches its
+folded messages and returns the best few verbatim. Pure: what the tool is, what its answer
+says, and which rounds a turn may still make (:mod:`chatbot.engine.recalling` runs it).
 """
 
 from __future__ import annotations
@@ -49,9 +46,7 @@ NOTE = {
 
 
 def definition_tokens(counter: Any) -> int:
-    """Tokens the tool's definition adds to a request that offers it, counted by ``counter``
-    (a :class:`~chatbot.memory.tokens.TokenCounter`) on the definition as OpenAI's models are
-    shown it (:mod:`chatbot.memory.sent` counts it in a request)."""
+    """Tokens the tool's definition adds to a request that offers it, as ``counter`` counts it."""
     return int(counter.text(_SPEC_TEXT))
 
 
@@ -124,8 +119,7 @@ _REFUSES_TOOLS = re.compile(
 
 
 def refuses_tools(error: BaseException) -> bool:
-    """True for a provider's error that says the model takes no tools (a request it would
-    answer without them)."""
+    """True for a provider's error that says the model takes no tools."""
     if isinstance(error, NotImplementedError):
         return True
     return bool(_REFUSES_TOOLS.search(str(error)))
@@ -173,9 +167,8 @@ _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 def offline_query(text: str) -> str | None:
-    """What the offline model recalls for a user message, by a fixed rule (no language
-    model): ``recall X`` (or ``回忆 X``) recalls X; a question about something said earlier
-    recalls its content words. None for anything else."""
+    """What the offline model recalls for a user message: ``recall X`` recalls X, a question
+    about something said earlier its content words; else None."""
     command = _RECALL_COMMAND.match(text)
     if command:
         return " ".join(command.group(1).split()) or None
@@ -194,8 +187,7 @@ def offline_query(text: str) -> str | None:
 
 
 def _zh_terms(chunks: list[str]) -> list[str]:
-    """Chinese is written without spaces: what is left of a question is searched as its
-    overlapping pairs of characters (a two-character chunk also as its characters), so
+    """Chinese chunks as overlapping pairs of characters (a pair also as its characters), so
     ``牙医预约是几点`` finds ``我的牙医预约在周四``."""
     terms: list[str] = []
     for chunk in chunks:

@@ -1,8 +1,6 @@
 """What a search finds: a query's terms, the texts that hold them, and, for the recall tool, how
-partial matches rank. One rule for every search: the store's (``chatbot search``, /search, the
-recall tool on chatbot's own threads) and the recall tool's over a LangGraph server's history.
-No LangChain here, so the store's search runs at a reading command's start-up speed;
-:mod:`chatbot.memory.recall` is the tool itself.
+partial matches rank. One rule for every search, the store's and the recall tool's over a
+server's history; no LangChain here, so reading commands start fast.
 
 Vocabulary: a *term* is a word, or a ``"quoted phrase"`` matched with any whitespace between its
 words; a text *holds* a term in any case (each character's case fold, as the indexes fold).
@@ -45,8 +43,7 @@ def spaced(text: str) -> str:
 
 
 def parse_query(text: str) -> list[str]:
-    """The terms of a query: words, or ``"quoted phrases"`` (a quote left open runs to the
-    end), each once."""
+    """A query's terms, each once: words, or ``"quoted phrases"`` (an open quote runs on)."""
     terms = [spaced(quoted or word) for quoted, word in _TERM.findall(searchable(text))]
     terms = list(dict.fromkeys(term for term in terms if term))
     if not terms:
@@ -86,8 +83,7 @@ def holds(text: str, terms: Sequence[str]) -> bool:
 
 @dataclass(frozen=True)
 class Recalled:
-    """One folded message found: its role, its text, the checkpoint that first held it, and
-    when (ISO 8601, or '')."""
+    """One folded message found, with the checkpoint that first held it, and when (or '')."""
 
     role: str
     text: str
@@ -98,20 +94,16 @@ class Recalled:
 
 Searcher = Callable[[str, str, int, Collection[str], str | None], Sequence[Recalled]]
 """``(thread_id, query, limit, skip, at)``: that thread's messages holding the query, newest
-first, but for the ids in ``skip`` (the messages still in the window); with ``at`` (a
-checkpoint id), only those of its line of history (not of an undone turn, a replaced reply
-or another fork)."""
+first, but for the ids in ``skip``; with ``at`` (a checkpoint id), only its line of history."""
 AsyncSearcher = Callable[
     [str, str, int, Collection[str], str | None], Awaitable[Sequence[Recalled]]
 ]
-"""A :data:`Searcher` to await (a coroutine function): one that must not block the event loop
-it runs on, as a LangGraph server's."""
+"""A :data:`Searcher` to await, for an event loop that must not block (a LangGraph server's)."""
 
 
 def best_matches(scored: Sequence[tuple[int, Recalled]], terms: int) -> list[Recalled]:
-    """The hits a query with ``terms`` words finds, newest first: those holding every word;
-    else those holding at least half of them; else the ones holding the most (a model's
-    query is a guess at the words used)."""
+    """The hits a query with ``terms`` words finds, newest first: those holding every word, else
+    at least half of them, else the most (a model's query is a guess at the words used)."""
     if not scored:
         return []
     top = max(n for n, _ in scored)

@@ -15,10 +15,9 @@ The words, each with one meaning wherever a figure is shown:
 - *messages*: the messages sent word for word.
 - *context*: all of them, what the request holds (:attr:`Sent.total`).
 
-Every part is counted by the run's :class:`~chatbot.memory.tokens.TokenCounter` and scaled by
-the provider's reported usage as the whole request is (:meth:`TokenCounter.scale`): each part
-but the messages rounded down, the messages what is left, so the parts add up to the context.
-Pure: no I/O, no LangGraph.
+Every part is counted by the run's :class:`~chatbot.memory.tokens.TokenCounter` and scaled as
+the whole request is: each part but the messages rounded down, the messages what is left, so
+the parts add up to the context. Pure: no I/O, no LangGraph.
 """
 
 from __future__ import annotations
@@ -74,10 +73,9 @@ def sent_tokens(
     scaled_by: Sequence[BaseMessage] | None = None,
     memories: str = "",
 ) -> Sent:
-    """The request :func:`chatbot.memory.prompts.conversation_input` makes of these, in tokens:
-    with ``recall_on`` and a summary, the call offers the recall tool (its note in the summary's
-    message, its definition beside the messages); ``memories``, the memories' block. Scaled by
-    the newest reply's usage among ``scaled_by`` (default: the messages)."""
+    """The request :func:`chatbot.memory.prompts.conversation_input` makes of these, in tokens
+    (the recall tool with ``recall_on`` and a summary), scaled by the newest reply's usage
+    among ``scaled_by`` (default: the messages)."""
     offered = recall_on and bool(summary)
     raw_system = counter.raw(prompts.conversation_input([], "", system_prompt, language))
     raw_memories = counter.raw(prompts.conversation_input([], "", "", language, memories=memories))
@@ -111,12 +109,9 @@ def after_fold(
     recall_on: bool = False,
     memories: str = "",
 ) -> Sent:
-    """The request a fold of ``messages`` would leave, counted before its summary is made: the
-    ``kept`` messages, and the summary in its message with the recall tool it brings, scaled
-    as the request of ``messages`` is (so the two compare, though the reply whose usage scales
-    it may be folded). The new summary's text is not known yet, so it is counted at its least:
-    the summary now (an extension keeps what it held) or, for a first summary, one token
-    (:data:`FIRST_SUMMARY`)."""
+    """The request a fold of ``messages`` would leave, before its summary is made: the ``kept``
+    messages and the summary at its least (the summary now, or :data:`FIRST_SUMMARY`), scaled
+    as the request of ``messages`` is, so the two compare."""
     head = summary or FIRST_SUMMARY
     return sent_tokens(
         counter, kept, head, system_prompt, language, recall_on, messages, memories=memories

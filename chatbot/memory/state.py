@@ -24,9 +24,8 @@ from chatbot.memory.channels import described as _described
 
 
 class Checked(LastValue[Any]):
-    """A state key that keeps the last value written, as LangGraph's plain keys do, and
-    refuses one of the wrong type when it is written: an ``update_state`` from Studio's state
-    editor or the SDK fails then, naming the key, instead of the next turn failing on it."""
+    """A state key that keeps the last value written and refuses one of the wrong type, so an
+    ``update_state`` from Studio or the SDK fails naming the key, not the next turn."""
 
     __slots__ = ()
 
@@ -59,23 +58,15 @@ SummaryKey = Annotated[str, delta_channel("summary")]
 class State(TypedDict):
     """The conversation: the kept messages, and the running summary of everything folded.
 
-    ``messages`` holds the latest messages verbatim (LangGraph's ``add_messages`` reducer, so
-    ``RemoveMessage`` deletes by id). ``summary`` is empty until the first summary; it is never
-    stored as a message, the conversation node adds it as a SystemMessage when calling the model.
-    ``context_overflow`` is set while the provider has refused the pending message's request
-    as too long (the message id and the provider's numbers); the next reply clears it.
-    ``folded`` records what the summary holds, counted as each fold made it: how many messages
-    and their tokens (``{"messages": N, "tokens": {tokenizer: raw count}}``), so /tokens says
-    what the summary saves without reading the thread's history
-    (:func:`chatbot.history.summary.extend_fold_record`).
-    ``system_prompt`` is the thread's own system prompt (``/system``, ``/role``; empty: none)
-    and ``system_role`` the role it came from (empty when typed): kept in every checkpoint,
-    carried by forks, never folded; a run's context beats it, it beats CHATBOT_SYSTEM_PROMPT
-    (:func:`chatbot.config.roles.effective_prompt`).
-    ``usage`` is the running record of the tokens each model call cost, per role and model
-    (:mod:`chatbot.memory.pricing`), so /tokens prices the thread without reading its history.
-    Every key refuses a value of the wrong type when it is written (:class:`Checked`,
-    :func:`chatbot.memory.channels.checked_messages`).
+    ``messages`` holds the latest messages verbatim (``RemoveMessage`` deletes by id);
+    ``summary`` is never stored as a message (the conversation node sends it as a
+    SystemMessage). ``context_overflow`` is set while the provider has refused the pending
+    message's request as too long. ``folded`` records what the summary holds
+    (:func:`chatbot.history.summary.extend_fold_record`), so /tokens needs no history.
+    ``system_prompt`` is the thread's own system prompt and ``system_role`` the role it came
+    from (:func:`chatbot.config.roles.effective_prompt`). ``usage`` is the record of what the
+    model calls cost (:mod:`chatbot.memory.pricing`). Every key refuses a value of the wrong
+    type.
     """
 
     messages: MessagesKey
@@ -88,11 +79,7 @@ class State(TypedDict):
 
 
 class ChatInput(TypedDict):
-    """What a run takes: new messages, and optionally a summary or system prompt to set.
-
-    The rest of :class:`State` is the graph's bookkeeping (what the summary holds, its cost,
-    a refused request), written by the nodes only.
-    """
+    """What a run takes: new messages, and optionally a summary or system prompt to set."""
 
     messages: MessagesKey
     summary: NotRequired[SummaryKey]
@@ -100,20 +87,13 @@ class ChatInput(TypedDict):
 
 
 class RunState(State):
-    """The state as the nodes and routers see it during one run.
-
-    ``fold_tried`` is set once the run has tried a fold (whatever came of it): a turn folds
-    at most once, before the call or after the reply, never both (a failed summary is tried
-    again by the next turn, not by this one). An untracked value: never checkpointed, so
-    each run starts without it (a run paused by an interrupt starts afresh when resumed).
-    """
+    """The state as the nodes and routers see it during one run; its untracked values are never
+    checkpointed. ``fold_tried``: the run has tried a fold (a turn folds at most once)."""
 
     fold_tried: NotRequired[Annotated[bool, UntrackedValue]]
     memories: NotRequired[Annotated[str, UntrackedValue]]
-    """The user's memories as this run's requests carry them (the block
-    :func:`chatbot.memory.facts.render` writes), read from the store by the first node that
-    needs them; untracked: never in a checkpoint, so no thread's history or export holds
-    another thread's memories."""
+    """The memories block this run's requests carry (:func:`chatbot.memory.facts.render`):
+    never in a checkpoint, so no thread's history holds another thread's memories."""
 
 
 @dataclass(kw_only=True)

@@ -5,17 +5,13 @@ guard that folds before a call, ``/tokens``, ``/context`` and the status line; a
 counted part by part with it in :mod:`chatbot.memory.sent`.
 
 Vocabulary:
-- *tokenizer*: counts the tokens of a text. ``o200k_base`` (GPT-4o, GPT-4.1, GPT-5, o-series)
-  and ``cl100k_base`` (GPT-4, GPT-3.5) are OpenAI's real vocabularies, from the ``bpe-openai``
-  wheel (no download, no network). Every other model gets ``estimate``: a script-aware
-  estimate calibrated on o200k_base (a CJK character is ~0.7 tokens, an English word ~1, digits
-  in threes), which the tests hold close to it on English, Chinese, Japanese, Korean, Russian,
-  code and JSON.
+- *tokenizer*: counts the tokens of a text: OpenAI's real vocabularies ``o200k_base`` and
+  ``cl100k_base`` from the ``bpe-openai`` wheel (no network), else ``estimate``
+  (:func:`estimate_tokens`), calibrated on o200k_base.
 - *raw count*: what the tokenizer says, plus a small per-message overhead (role markers).
-- *usage scale*: once a provider has answered, its reported ``input_tokens`` is the truth for
-  what it was sent. The conversation node records the raw count of every request on the
-  reply (``response_metadata["chatbot_counted"]``), so the newest reply gives the exact ratio
-  between the provider's count and ours; every count is scaled by it, without a cap.
+- *usage scale*: the provider's reported ``input_tokens`` over our raw count of the request,
+  which the conversation node records on each reply (:data:`USAGE_KEY`); every count is
+  scaled by the newest reply's.
 
 Pure computation: no I/O beyond loading the tokenizer library, no LangGraph.
 """
@@ -28,12 +24,9 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
-
-TokenizerChoice = Literal["auto", "o200k_base", "cl100k_base", "estimate"]
-TOKENIZER_CHOICES: tuple[str, ...] = ("auto", "o200k_base", "cl100k_base", "estimate")
 
 MESSAGE_OVERHEAD = 4
 """Tokens a chat message costs beyond its text (OpenAI: start, role, separator, end)."""
@@ -95,8 +88,7 @@ def _ascii_chunks() -> re.Pattern[str]:
 
 
 def _class_table(member: Any, mark: str) -> bytes:
-    """A ``bytes.translate`` table: the ASCII characters ``member`` accepts become ``mark``,
-    every other byte a blank."""
+    """A ``bytes.translate`` table: ASCII that ``member`` accepts to ``mark``, the rest blank."""
     return bytes(ord(mark) if c < 128 and member(chr(c)) else 32 for c in range(256))
 
 
@@ -114,16 +106,12 @@ _ASCII_CLASSES = tuple(
         (lambda c: not (c.isalnum() or c == "_" or c.isspace()), "p", 3),  # [^\w\s]{1,3}
     )
 )
-"""Letters, digits and marks, each with the size of the chunks :func:`_ascii_chunks` cuts a
-run of them into."""
+"""Letters, digits and marks, each with the size of :func:`_ascii_chunks`' chunks of them."""
 
 
 def _ascii_tokens(text: str) -> int:
-    """``len(_ascii_chunks().findall(text))`` for an ASCII ``text``, without the regex when
-    its blanks count nothing (no line break, tab or run of blanks): each run of letters,
-    digits or marks is one chunk per 9, 3 or 3 characters, and the runs are counted in bytes
-    (a run starts where the blank its class was translated from ends): byte translation and
-    counting, cheaper than running the regex over prose."""
+    """``len(_ascii_chunks().findall(text))`` for an ASCII ``text``; without line breaks,
+    tabs or runs of blanks, counted by byte translation, cheaper than the regex over prose."""
     if "\n" in text or "\t" in text or "  " in text:
         return len(_ascii_chunks().findall(text))
     data = text.encode("ascii")
@@ -140,8 +128,7 @@ def _ascii_tokens(text: str) -> int:
 @functools.cache
 def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """CJK, Hangul and the pieces the rest is counted by: compiled at the first count, not at
-    import: `show` and `threads` never count, so they never pay for compiling these Unicode
-    classes."""
+    import (reading commands never count)."""
     return (
         re.compile(
             "[\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
@@ -154,17 +141,11 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 
 def estimate_tokens(text: str, lines: LineCounts | None = None) -> int:
-    """A script-aware estimate of a modern BPE tokenizer's count (calibrated on o200k_base).
-
-    CJK ideographs and kana ~0.7 tokens each, Hangul ~0.6; an ASCII word 1 token per 9
-    letters (rounded up), other letters 1 per 4; digits in groups of 3; a run of punctuation
-    1 per 3 ASCII marks plus 1 per symbol or emoji; a single space joins the next word, longer
-    runs of blanks and line breaks are 1 each.
-
-    With ``lines`` (a cache the caller keeps), a long text is counted line by line, each line
-    looked up there first: no piece spans a line break, so the count is the same, and a
-    summary counted once costs nothing when it comes back behind a heading or extended by a
-    few lines.
+    """A script-aware estimate of a modern BPE tokenizer's count (calibrated on o200k_base):
+    CJK ~0.7 tokens a character, Hangul ~0.6; an ASCII word 1 per 9 letters, other letters 1
+    per 4; digits in threes; punctuation 1 per 3 ASCII marks plus 1 per symbol; runs of blanks
+    and line breaks 1 each. With ``lines`` (a cache the caller keeps) a long text is counted
+    line by line, so a summary extended by a few lines costs only those.
     """
     if not text:
         return 0
@@ -204,11 +185,8 @@ LineCounts = dict[tuple[str, bool, bool], tuple[int, int, int]]
 
 
 def _pieces(text: str, after_break: bool, before_break: bool) -> tuple[int, int, int]:
-    """The CJK characters, Hangul syllables and other tokens of ``text``.
-
-    ``after_break``/``before_break``: ``text`` is a line, and the line break at that end
-    absorbs the blanks a CJK character or Hangul syllable leaves there, as the break's own
-    piece does in the whole text."""
+    """The CJK characters, Hangul syllables and other tokens of ``text``; ``after_break`` /
+    ``before_break``: a line whose break at that end absorbs the blanks there."""
     if text.isascii():  # (whole tokens only: no fractions to add up)
         return 0, 0, _ascii_tokens(text)
     cjk_pattern, hangul_pattern, piece_pattern = _patterns()
@@ -274,14 +252,12 @@ def bpe_tokenizer(encoding: str) -> Tokenizer | None:
 
 
 PIECE = 100_000
-"""The most characters bpe-openai is given at once: it refuses a text of a million characters
-or more, or of more tokens than its vocabulary's chunk limit."""
+"""The most characters bpe-openai is given at once (it refuses very long texts)."""
 
 
 def _slices(text: str) -> Iterator[str]:
-    """``text`` in pieces of at most :data:`PIECE` characters, each cut before a blank where
-    there is one (the vocabularies start a word with the blank before it, so a cut there
-    changes no word's tokens)."""
+    """``text`` in pieces of at most :data:`PIECE` characters, cut before a blank where there is
+    one (a word starts with the blank before it, so no word's tokens change)."""
     start = 0
     while len(text) - start > PIECE:
         end = start + PIECE
@@ -342,12 +318,8 @@ class TokenCounter:
         return self.tokenizer.count(text)
 
     def raw_message(self, message: BaseMessage) -> int:
-        """One message's tokens before usage scaling.
-
-        Every router and node of a turn counts the whole conversation again: a message with
-        an id and text content is counted once, and its count kept with the content (and
-        name) it was counted for, so a message changed in place under the same id is counted
-        again. Messages with tool calls or content blocks are counted each time."""
+        """One message's tokens before usage scaling; a message with an id and text content is
+        counted once (kept with the content and name it was counted for)."""
         content, key = message.content, message.id
         if key is None or not isinstance(content, str) or _has_tool_calls(message):
             return self._raw_message(message)
@@ -406,9 +378,8 @@ class TokenCounter:
     def record(
         self, sent: Sequence[BaseMessage], raw: int | None = None, cut: bool = False
     ) -> dict[str, Any]:
-        """What the conversation node stores on a reply: our raw count of the request
-        (``raw``, when the caller counted it); ``cut``: the server cut the request, so its
-        usage does not scale later counts."""
+        """What the conversation node stores on a reply: our raw count of the request; ``cut``:
+        the server cut it, so its usage does not scale later counts."""
         record = {
             "tokens": self.raw(sent) if raw is None else raw,
             "tokenizer": self.tokenizer.name,
@@ -429,9 +400,8 @@ def usage_scale(reply: AIMessage, tokenizer: str) -> float | None:
 
 
 def usage_counts(reply: AIMessage, tokenizer: str) -> tuple[int, int] | None:
-    """Our raw count of the request a reply answered and the provider's (``input_tokens``),
-    when both were recorded with ``tokenizer`` (None for a request the server cut: it counted
-    what it kept, not what was sent)."""
+    """Our raw count of the request a reply answered and the provider's, when both were
+    recorded with ``tokenizer`` (None for a request the server cut)."""
     usage: dict[str, Any] = dict(reply.usage_metadata or {})
     counted = (reply.response_metadata or {}).get(USAGE_KEY)
     if not isinstance(counted, dict) or counted.get("tokenizer") != tokenizer:
@@ -476,9 +446,8 @@ def model_name(model: Any) -> str:
 
 @functools.cache
 def _name_attributes(kind: Any) -> tuple[str, ...]:
-    """Which of :data:`_NAME_ATTRIBUTES` a class of models can have: a pydantic field, or a
-    class attribute or property (asking a pydantic model for a name it lacks costs a raised
-    and caught AttributeError at every call)."""
+    """Which of :data:`_NAME_ATTRIBUTES` a class of models can have (asking a pydantic model for
+    one it lacks costs a raised AttributeError at every call)."""
     fields = getattr(kind, "model_fields", None)
     if not isinstance(fields, dict):
         return _NAME_ATTRIBUTES
