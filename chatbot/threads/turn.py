@@ -4,17 +4,38 @@ listing row and search rows written, the lease given back (:class:`Turn`)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 
 from chatbot.threads.events import TurnStream
 
 if TYPE_CHECKING:
+    from chatbot.history.snapshots import Snapshot
+    from chatbot.memory.state import ChatGraph
     from chatbot.store.leases import Lease
     from chatbot.threads.attachments import Content
-    from chatbot.threads.backend import LocalBackend
     from chatbot.threads.events import Event
+
+
+class TurnHost(Protocol):
+    """What a turn needs of the backend it runs on
+    (:class:`~chatbot.threads.backend.LocalBackend`), so that this module imports none of it."""
+
+    ended: dict[str, Snapshot]
+
+    @property
+    def graph(self) -> ChatGraph: ...
+    def current(self, thread_id: str) -> Snapshot | None: ...
+    def before_turn(self, thread_id: str) -> Snapshot | None: ...
+    def lease(self, thread_id: str) -> Lease: ...
+    def record(
+        self,
+        thread_id: str,
+        title_hint: Content = "",
+        origin: tuple[str, str] | None = None,
+        state: Snapshot | None = None,
+    ) -> None: ...
 
 
 class Turn(TurnStream):
@@ -29,7 +50,7 @@ class Turn(TurnStream):
 
     def __init__(
         self,
-        backend: LocalBackend,
+        backend: TurnHost,
         thread_id: str,
         payload: Any,
         config: RunnableConfig,
