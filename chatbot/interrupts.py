@@ -176,9 +176,12 @@ def run_exit_handlers() -> None:
         atexit.unregister(call)
         with contextlib.suppress(Exception):  # (leaving goes on whatever one handler does)
             call()
-    tracers = sys.modules.get("langchain_core.tracers.langchain")
-    if tracers is not None:
-        tracers.wait_for_all_tracers()
+    # (a module still being imported by the loading thread has no tracers that ran yet)
+    wait = getattr(
+        sys.modules.get("langchain_core.tracers.langchain"), "wait_for_all_tracers", None
+    )
+    if wait is not None:
+        wait()
     if "logging" in sys.modules:
         import logging
 
